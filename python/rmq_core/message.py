@@ -1,0 +1,280 @@
+"""Messages as RocketMQ models them: Message (what a producer sends), MessageExt (what the store holds),
+MessageQueue (topic, broker, queue id), and the decoding of pull bodies.
+
+Invariants:
+1. Tags, keys and the delay level live in ``properties`` (``TAGS``, ``KEYS`` space-joined, ``DELAY``), as in Java's
+   ``Message``; the ``tags``/``keys`` attributes are views of them. The store encodes ``properties`` in dict order.
+2. ``MessageExt`` instances are created by the decoders (Rust or the Python twin) without ``__init__``: every slot is set.
+3. ``msg_id`` on a MessageExt is the *offset* msg id (store host + commitlog offset); ``uniq_key`` is the producer's id.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from rmq_core import _backend
+
+# Well-known property names (MessageConst.java).
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+KEY_SEPARATOR = " "
+UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+
+# MessageSysFlag.java
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_ZLIB = 0x300
+
+
+class Message:
+    """A message to send: ``Message(topic, body, tags=None, keys=None, properties=None, flag=0, delay_time_level=0)``."""
+
+    __slots__ = ("topic", "body", "flag", "properties")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        properties: dict[str, str] | None = None,
+        flag: int = 0,
+        delay_time_level: int = 0,
+    ) -> None:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"body must be bytes, got {type(body).__name__}")
+        self.topic = topic
+        self.body = bytes(body)
+        self.flag = flag
+        props: dict[str, str] = {}
+        if tags:
+            props[PROPERTY_TAGS] = tags
+        if keys:
+            props[PROPERTY_KEYS] = keys if isinstance(keys, str) else KEY_SEPARATOR.join(keys)
+        if delay_time_level > 0:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_time_level)
+        if properties:
+            for k, v in properties.items():
+                if v is not None:
+                    props[str(k)] = str(v)
+        self.properties = props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @tags.setter
+    def tags(self, value: str | None) -> None:
+        self._set_property(PROPERTY_TAGS, value)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @keys.setter
+    def keys(self, value: str | Iterable[str] | None) -> None:
+        if value is not None and not isinstance(value, str):
+            value = KEY_SEPARATOR.join(value)
+        self._set_property(PROPERTY_KEYS, value)
+
+    @property
+    def delay_time_level(self) -> int:
+        return int(self.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+
+    @delay_time_level.setter
+    def delay_time_level(self, level: int) -> None:
+        self._set_property(PROPERTY_DELAY_TIME_LEVEL, str(level) if level > 0 else None)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(UNIQ_KEY)
+
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        return self.properties.get(name, default)
+
+    def put_property(self, name: str, value: str) -> None:
+        self.properties[name] = value
+
+    def _set_property(self, name: str, value: str | None) -> None:
+        if value is None:
+            self.properties.pop(name, None)
+        else:
+            self.properties[name] = value
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, s) for s in _all_slots(type(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        body = self.body if len(self.body) <= 32 else self.body[:32] + b"..."
+        return f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, body={body!r})"
+
+
+class MessageExt(Message):
+    """A stored message, as decoded from the CommitLog or a pull body."""
+
+    __slots__ = (
+        "queue_id",
+        "queue_offset",
+        "commitlog_offset",
+        "store_size",
+        "body_crc",
+        "sys_flag",
+        "born_timestamp",
+        "born_host",
+        "store_timestamp",
+        "store_host",
+        "reconsume_times",
+        "prepared_transaction_offset",
+        "msg_id",
+        "broker_name",
+    )
+
+    @property
+    def offset_msg_id(self) -> str:
+        return self.msg_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s: getattr(self, s) for s in _all_slots(type(self))}
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"commitlog_offset={self.commitlog_offset}, tags={self.tags!r}, body_len={len(self.body)})"
+        )
+
+
+def _all_slots(cls: type) -> tuple[str, ...]:
+    cached = _SLOTS_CACHE.get(cls)
+    if cached is None:
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            names.extend(getattr(klass, "__slots__", ()))
+        cached = _SLOTS_CACHE[cls] = tuple(names)
+    return cached
+
+
+_SLOTS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker. Hashable and ordered (topic, broker_name, queue_id), as RocketMQ compares them."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+
+def tags_hash(tags: str) -> int:
+    """Java ``String.hashCode`` of the tag string: RocketMQ's tagsCode (sign-extended int32)."""
+    return _backend.impl.tags_hash(tags)
+
+
+def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]:
+    """Decode concatenated stored records (a pull body) into MessageExt objects.
+
+    Compressed bodies (sys flag bit 0) are inflated when ``decompress`` is true, as RocketMQ's client does.
+    """
+    msgs = _backend.impl.decode_messages(buf)
+    if decompress:
+        for m in msgs:
+            if m.sys_flag & COMPRESSED_FLAG:
+                m.body = _decompress(m.body, m.sys_flag)
+    return msgs
+
+
+def _decompress(body: bytes, sys_flag: int) -> bytes:
+    kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if kind in (0, 3):  # 0 is the legacy default, ZLIB
+        return zlib.decompress(body)
+    raise ValueError(f"unsupported compression type {kind} (sys_flag {sys_flag:#x}); only ZLIB is built in")
+
+
+def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str:
+    """The offset msg id: uppercase hex of store ip + port + commitlog offset (MessageDecoder.createMessageId)."""
+    return _backend.impl.create_offset_msg_id(store_host, commitlog_offset)
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """Inverse of create_offset_msg_id: ((ip, port), commitlog_offset). 32 hex chars = IPv4, 56 = IPv6."""
+    raw = bytes.fromhex(msg_id)
+    if len(raw) == 16:
+        ip = socket.inet_ntop(socket.AF_INET, raw[:4])
+        port, offset = struct.unpack(">iq", raw[4:])
+    elif len(raw) == 28:
+        ip = socket.inet_ntop(socket.AF_INET6, raw[:16])
+        port, offset = struct.unpack(">iq", raw[16:])
+    else:
+        raise ValueError(f"not an offset msg id: {msg_id!r}")
+    return (ip, port), offset
+
+
+class _UniqIdGenerator:
+    """MessageClientIDSetter: ip(4) + pid(int16) + class-loader hash(int32) + ms since month start(int32) + counter(int16)."""
+
+    def __init__(self) -> None:
+        try:
+            ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            ip = b"\x7f\x00\x00\x01"
+        self._prefix = (ip + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)).hex().upper()
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._month_start_ms = 0
+        self._next_month_ms = 0
+
+    def _roll_month(self, now_ms: int) -> None:
+        t = time.gmtime(now_ms / 1000)
+        start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
+        nxt_year, nxt_mon = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+        self._month_start_ms = int(start * 1000)
+        self._next_month_ms = int((time.mktime((nxt_year, nxt_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone) * 1000)
+
+    def __call__(self) -> str:
+        now = int(time.time() * 1000)
+        with self._lock:
+            if now >= self._next_month_ms:
+                self._roll_month(now)
+            self._counter = (self._counter + 1) & 0xFFFF
+            counter = self._counter
+        return self._prefix + struct.pack(">iH", (now - self._month_start_ms) & 0x7FFFFFFF, counter).hex().upper()
+
+
+create_uniq_id = _UniqIdGenerator()
