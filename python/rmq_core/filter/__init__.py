@@ -1,0 +1,6 @@
+"""Message filtering as RocketMQ's consumers express it: tag expressions and SQL92 selectors."""
+
+from rmq_core.filter.message_selector import ExpressionType, MessageSelector
+from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
+
+__all__ = ["ExpressionType", "MessageSelector", "SubscriptionData", "build_subscription_data"]

@@ -1,0 +1,407 @@
+"""The message store facade: RocketMQ's DefaultMessageStore as Python users see it.
+
+It owns the configuration, the result types, message-filter translation, UNIQ_KEY assignment and the arrival
+listeners; the engine (Rust ``_core.StoreEngine`` or the Python twin, see docs/CORE_API.md) owns the files, the
+append, dispatch to ConsumeQueues, the get_message scan, flushing and recovery.
+
+Invariants:
+1. Arrival listeners are called after a message is appended *and* dispatched, once per stored message, in append order,
+   on the thread that put it; an exception in a listener is logged and never undoes the write.
+2. ``get_message`` never returns a record the engine did not validate; its body is the records byte for byte.
+3. After ``close()`` every method raises StoreError.
+
+Thread-safety: safe to share between threads (the engine serialises writes; reads run concurrently).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator, Mapping, Sequence
+
+from rmq_core import _backend
+from rmq_core.errors import StoreError
+from rmq_core.filter.message_selector import ExpressionType, MessageSelector
+from rmq_core.filter.subscription_data import build_subscription_data
+from rmq_core.message import (
+    PROPERTY_TAGS,
+    UNIQ_KEY,
+    Message,
+    MessageExt,
+    create_offset_msg_id,
+    create_uniq_id,
+    decode_messages,
+    tags_hash,
+)
+
+log = logging.getLogger(__name__)
+
+GiB = 1024 * 1024 * 1024
+CQ_STORE_UNIT_SIZE = 20
+
+
+class PutMessageStatus(enum.IntEnum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPPED_FILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+class GetMessageStatus(enum.IntEnum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+    OFFSET_RESET = 9
+
+
+class FlushDiskType(str, enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 16 * GiB
+
+
+@dataclass
+class StoreConfig:
+    """MessageStoreConfig's names in snake_case, with RocketMQ's defaults."""
+
+    mapped_file_size_commit_log: int = 1 * GiB
+    mapped_file_size_consume_queue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    max_message_size: int = 4 * 1024 * 1024
+    flush_disk_type: str = FlushDiskType.ASYNC_FLUSH.value
+    flush_interval_commit_log: int = 500
+    sync_flush_timeout: int = 5000
+    check_crc_on_recover: bool = True
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    total_physical_memory: int = field(default_factory=_physical_memory)
+    max_filter_message_size: int = 16000
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.flush_disk_type, FlushDiskType):
+            self.flush_disk_type = self.flush_disk_type.value
+        if self.flush_disk_type not in (FlushDiskType.ASYNC_FLUSH.value, FlushDiskType.SYNC_FLUSH.value):
+            raise ValueError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flush_disk_type!r}")
+        if self.mapped_file_size_commit_log < 4096:
+            raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
+        if self.mapped_file_size_consume_queue < CQ_STORE_UNIT_SIZE:
+            raise ValueError("mapped_file_size_consume_queue must hold at least one unit")
+        if not 0 < self.max_message_size:
+            raise ValueError("max_message_size must be positive")
+        self.store_host = (str(self.store_host[0]), int(self.store_host[1]))
+
+    def to_engine(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    commitlog_offset: int
+    queue_offset: int
+    wrote_bytes: int
+    store_host: tuple[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PutMessageStatus.PUT_OK
+
+    @property
+    def msg_id(self) -> str | None:
+        """The offset msg id (store host + commitlog offset), None when nothing was written."""
+        if self.commitlog_offset < 0:
+            return None
+        return create_offset_msg_id(self.store_host, self.commitlog_offset)
+
+
+class PutMessageResults(Sequence[PutMessageResult]):
+    """The results of one ``put_messages`` call, one per message in order, built on access (batches are hot)."""
+
+    __slots__ = ("_raw", "_store_host")
+
+    def __init__(self, raw: list[tuple[int, int, int, int]], store_host: tuple[str, int]) -> None:
+        self._raw = raw
+        self._store_host = store_host
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._make(t) for t in self._raw[i]]
+        return self._make(self._raw[i])
+
+    def __iter__(self) -> Iterator[PutMessageResult]:
+        return (self._make(t) for t in self._raw)
+
+    def _make(self, t: tuple[int, int, int, int]) -> PutMessageResult:
+        return PutMessageResult(PutMessageStatus(t[0]), t[1], t[2], t[3], self._store_host)
+
+    @property
+    def all_ok(self) -> bool:
+        return all(t[0] == 0 for t in self._raw)
+
+    @property
+    def statuses(self) -> list[PutMessageStatus]:
+        return [PutMessageStatus(t[0]) for t in self._raw]
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    message_count: int = 0
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+    body: bytes = b""
+    max_phy_offset_pulling: int = 0
+
+    def decode(self) -> list[MessageExt]:
+        return decode_messages(self.body) if self.body else []
+
+
+ArrivalListener = Callable[[str, int, int, int, Mapping[str, str]], None]
+PropertyFilter = Callable[[Mapping[str, str]], bool]
+
+
+class MessageStore:
+    """``MessageStore(root_dir, config=None)``: opens (recovering after a crash) or creates a RocketMQ store directory."""
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        config: StoreConfig | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        uniq_id: Callable[[], str] | None = None,
+        backend: str | None = None,
+    ) -> None:
+        self.root_dir = os.fspath(root_dir)
+        self.config = config or StoreConfig()
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._uniq_id = uniq_id or create_uniq_id
+        impl = _backend.load(backend) if backend else _backend.impl
+        self.backend = backend or _backend.backend()
+        self._impl = impl
+        os.makedirs(self.root_dir, exist_ok=True)
+        self._engine = impl.StoreEngine(self.root_dir, self.config.to_engine())
+        self._listeners: list[ArrivalListener] = []
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._engine.close()
+
+    def flush(self) -> int:
+        self._check_open()
+        return self._engine.flush()
+
+    @property
+    def recovery_report(self) -> dict[str, object]:
+        return self._engine.recovery_report()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"message store {self.root_dir} is closed")
+
+    # --- write path ------------------------------------------------------------------------------------------
+    def put_message(
+        self,
+        msg: Message,
+        queue_id: int,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        born_timestamp: int | None = None,
+        sys_flag: int = 0,
+        reconsume_times: int = 0,
+    ) -> PutMessageResult:
+        return self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times)[0]
+
+    def put_messages(
+        self,
+        batch: Sequence[tuple[Message, int]],
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        born_timestamp: int | None = None,
+        sys_flag: int = 0,
+        reconsume_times: int = 0,
+    ) -> PutMessageResults:
+        """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation."""
+        msgs = [m for m, _ in batch]
+        queue_ids = [q for _, q in batch]
+        return self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times)
+
+    def _put(
+        self,
+        msgs: list[Message],
+        queue_ids: list[int],
+        born_host: tuple[str, int],
+        born_timestamp: int | None,
+        sys_flag: int,
+        reconsume_times: int,
+    ) -> PutMessageResults:
+        self._check_open()
+        uniq = self._uniq_id
+        for m in msgs:  # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
+            if UNIQ_KEY not in m.properties:
+                m.properties[UNIQ_KEY] = uniq()
+        now = self._clock()
+        raw = self._engine.put_messages(
+            msgs,
+            queue_ids,
+            sys_flag,
+            now if born_timestamp is None else born_timestamp,
+            born_host,
+            reconsume_times,
+            now,
+        )
+        if self._listeners:
+            self._notify_arrivals(msgs, queue_ids, raw)
+        return PutMessageResults(raw, self.config.store_host)
+
+    def _notify_arrivals(self, msgs: list[Message], queue_ids: list[int], raw: list[tuple[int, int, int, int]]) -> None:
+        for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):
+            if status not in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
+                continue
+            tags = m.properties.get(PROPERTY_TAGS)
+            code = tags_hash(tags) if tags else 0
+            for fn in list(self._listeners):
+                try:
+                    fn(m.topic, q, queue_offset + 1, code, m.properties)
+                except Exception:  # a listener must never undo or block a write
+                    log.exception("arrival listener %r failed for %s:%d", fn, m.topic, q)
+
+    def add_arrival_listener(self, fn: ArrivalListener) -> None:
+        """``fn(topic, queue_id, max_offset, tags_code, properties)`` after each message is dispatched."""
+        self._listeners.append(fn)
+
+    def remove_arrival_listener(self, fn: ArrivalListener) -> None:
+        self._listeners.remove(fn)
+
+    # --- read path -------------------------------------------------------------------------------------------
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageSelector | str | None = None,
+        *,
+        property_filter: PropertyFilter | None = None,
+    ) -> GetMessageResult:
+        """DefaultMessageStore.getMessage (4.9): every GetMessageStatus, tag-hash filter, batch-full rules.
+
+        ``message_filter`` is a MessageSelector or a tag expression; ``property_filter`` is the CommitLog-record
+        hook (``isMatchedByCommitLog``) called with a record's properties for units that passed the tag filter.
+        """
+        self._check_open()
+        tag_codes: list[int] | None = None
+        if message_filter is not None:
+            sub = build_subscription_data(topic, message_filter)
+            if sub.expression_type == ExpressionType.SQL92:
+                if property_filter is None:
+                    raise NotImplementedError(
+                        "SQL92 evaluation is not built yet; pass property_filter= to filter on properties"
+                    )
+            elif not sub.selects_all:
+                tag_codes = sorted(sub.code_set)
+        r = self._engine.get_message(topic, queue_id, offset, max_msg_nums, tag_codes, property_filter)
+        return GetMessageResult(GetMessageStatus(r[0]), *r[1:])
+
+    def scan_consume_queue(
+        self, topic: str, queue_id: int, start: int, max_units: int, tag_codes: Sequence[int] | None = None
+    ) -> tuple[int, bytes]:
+        """Bulk filtered scan of a ConsumeQueue: ``(next_offset, matching 20-byte units concatenated)``."""
+        self._check_open()
+        return self._engine.scan_consume_queue(topic, queue_id, start, max_units, list(tag_codes) if tag_codes else None)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        return self._engine.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        return self._engine.get_min_offset_in_queue(topic, queue_id)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        self._check_open()
+        return self._engine.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        return self._engine.get_earliest_message_time(topic, queue_id)
+
+    @property
+    def max_physical_offset(self) -> int:
+        self._check_open()
+        return self._engine.max_physical_offset
+
+    @property
+    def min_physical_offset(self) -> int:
+        self._check_open()
+        return self._engine.min_physical_offset
+
+    def read_commit_log(self, offset: int, size: int) -> bytes | None:
+        self._check_open()
+        return self._engine.read_commit_log(offset, size)
+
+    def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
+        """The message stored at ``commitlog_offset``; None past the end; CorruptRecordError if it is not a record."""
+        self._check_open()
+        raw = self._engine.look_message_by_offset(commitlog_offset)
+        if raw is None:
+            return None
+        return decode_messages(raw)[0]
+
+    def topics(self) -> list[tuple[str, int]]:
+        """Every (topic, queue_id) that has a ConsumeQueue."""
+        self._check_open()
+        return self._engine.topics()
+
+    # --- maintenance -----------------------------------------------------------------------------------------
+    def delete_commit_log_files_before(self, offset: int) -> int:
+        self._check_open()
+        return self._engine.delete_commit_log_files_before(offset)
+
+    def correct_min_offsets(self) -> None:
+        self._check_open()
+        self._engine.correct_min_offsets()
