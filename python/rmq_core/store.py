@@ -26,6 +26,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from rmq_core import _backend
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
+from rmq_core.filter.sql92 import Sql92Filter
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import (
     PROPERTY_TAGS,
@@ -338,10 +339,9 @@ class MessageStore:
         if message_filter is not None:
             sub = build_subscription_data(topic, message_filter)
             if sub.expression_type == ExpressionType.SQL92:
-                if property_filter is None:
-                    raise NotImplementedError(
-                        "SQL92 evaluation is not built yet; pass property_filter= to filter on properties"
-                    )
+                sql = Sql92Filter(sub.sub_string)
+                extra = property_filter
+                property_filter = sql if extra is None else (lambda props: sql(props) and extra(props))
             elif not sub.selects_all:
                 tag_codes = sorted(sub.code_set)
         r = self._engine.get_message(topic, queue_id, offset, max_msg_nums, tag_codes, property_filter)
