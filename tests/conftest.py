@@ -1,0 +1,34 @@
+"""Shared fixtures: the ``backend`` fixture (every store test runs once per engine, "rust" and "python"), a
+deterministic clock and UNIQ_KEY generator, small mapped-file sizes, and helpers to read the files directly.
+
+A backend that cannot be imported makes its parametrisations error (never a silent skip).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PY_SRC = os.path.join(os.path.dirname(_HERE), "python")
+if importlib.util.find_spec("rmq_core") is None:  # not installed: use the source tree (python backend)
+    sys.path.insert(0, _PY_SRC)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from helpers import BACKENDS, Backend  # noqa: E402
+
+
+@pytest.fixture(params=[pytest.param(b, marks=pytest.mark.both_backends, id=b) for b in BACKENDS])
+def backend(request: pytest.FixtureRequest, tmp_path) -> Backend:
+    b = Backend(request.param, str(tmp_path))
+    yield b
+    b.close_all()
+
+
+@pytest.fixture
+def root(tmp_path) -> str:
+    return str(tmp_path / "store")
