@@ -144,3 +144,30 @@ def put_ok(store: MessageStore, msg, queue_id: int = 0, **kw):
 def cq_file_bytes(root: str, topic: str, queue_id: int, start_offset_bytes: int = 0) -> bytes:
     with open(os.path.join(cq_dir(root, topic, queue_id), f"{start_offset_bytes:020d}"), "rb") as f:
         return f.read()
+
+
+def drain_queue(store: MessageStore, topic: str, queue_id: int, max_nums: int = 32) -> list:
+    """Pull a whole queue from its min offset, as a consumer would; every served record must parse (spec parser) with
+    a good CRC and belong to this queue at the offset the CQ says. Returns the spec Records in order."""
+    import spec_parser as sp  # local: helpers is imported by conftest before tests/ is on sys.path in some modes
+
+    out = []
+    off = store.get_min_offset_in_queue(topic, queue_id)
+    mx = store.get_max_offset_in_queue(topic, queue_id)
+    guard = 0
+    while off < mx:
+        g = store.get_message("drain", topic, queue_id, off, max_nums)
+        assert g.next_begin_offset > off or g.status != 0, g
+        recs = sp.parse_records(g.body)
+        assert len(recs) == g.message_count
+        for r in recs:
+            assert r.crc_ok, f"served a record with a bad CRC at {r.physical_offset}"
+            assert (r.topic, r.queue_id) == (topic, queue_id)
+            assert off <= r.queue_offset < g.next_begin_offset
+        out.extend(recs)
+        if g.next_begin_offset <= off:
+            break
+        off = g.next_begin_offset
+        guard += 1
+        assert guard < 100_000
+    return out
