@@ -1,0 +1,253 @@
+//! One ConsumeQueue: the index of one (topic, queue id) into the CommitLog, a run of 20-byte units.
+//!
+//! Owns: unit writes (with pre-blank filling), unit reads, min/max logical offsets, the filtered bulk scan,
+//! `correct_min_offset`.
+//!
+//! Format: `<root>/consumequeue/<topic>/<queueId>/<20-digit start byte>`; files of
+//! `mapped_file_size_consume_queue` bytes (a multiple of 20); unit N at global byte N×20 (`format::cq_unit`).
+//!
+//! Invariants:
+//!   1. `max_offset` = next logical offset to assign = (end of the last written unit) / 20; published with
+//!      Release after the unit bytes and the file's write position.
+//!   2. Units in `[min_offset, max_offset)` are real units or pre-blank gap fillers; units below
+//!      `min_offset` are pre-blank or point at deleted CommitLog data.
+//!   3. When a queue's first file is created for a unit at logical offset N ≠ file start, the units before N
+//!      in that file are pre-blank `(0, i32::MAX, 0)` and `min_offset = N` (RocketMQ `fillPreBlank`). A write
+//!      past `max_offset` in an existing queue fills the gap with pre-blank units too.
+//!   4. `max_phys_end` = offset + size of the last real unit (−1 if none): re-dispatch skips records
+//!      ending at or below it.
+//!
+//! Thread-safety: reads are lock-free; `prepare`/`write_unit`/`truncate_from`/`correct_min_offset` run
+//! under the engine's write mutex (or during recovery).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE, MSG_TAG_LOW32_INDEX};
+use crate::mapped_file::MappedFile;
+use crate::mapped_file_queue::MappedFileQueue;
+
+const UNIT: usize = CQ_STORE_UNIT_SIZE;
+
+pub struct ConsumeQueue {
+    pub(crate) topic: String,
+    pub(crate) queue_id: i32,
+    pub(crate) queue: MappedFileQueue,
+    pub(crate) min_offset: AtomicI64,
+    pub(crate) max_offset: AtomicI64,
+    pub(crate) max_phys_end: AtomicI64,
+}
+
+impl ConsumeQueue {
+    /// Opens (or creates the directory of) one queue; recovery then sets its offsets.
+    pub fn load(dir: &Path, topic: &str, queue_id: i32, file_size: usize) -> Result<ConsumeQueue> {
+        let queue = MappedFileQueue::load(dir, file_size)?;
+        Ok(ConsumeQueue {
+            topic: topic.to_string(),
+            queue_id,
+            queue,
+            min_offset: AtomicI64::new(0),
+            max_offset: AtomicI64::new(0),
+            max_phys_end: AtomicI64::new(-1),
+        })
+    }
+
+    #[inline]
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    #[inline]
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+
+    #[inline]
+    pub fn min_offset(&self) -> i64 {
+        self.min_offset.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn max_offset(&self) -> i64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn units_per_file(&self) -> i64 {
+        (self.queue.file_size() / UNIT) as i64
+    }
+
+    /// `rollNextFile(offset)`: first logical offset of the next file.
+    #[inline]
+    pub fn roll_next_file(&self, offset: i64) -> i64 {
+        let n = self.units_per_file();
+        offset + n - offset.rem_euclid(n)
+    }
+
+    /// `getIndexBuffer`: the file holding unit `offset` and the published unit bytes from it to that file's
+    /// written end. None if the file is missing or the unit is not written.
+    pub fn index_buffer(&self, offset: i64) -> Option<(Arc<MappedFile>, usize, usize)> {
+        let global = offset.checked_mul(UNIT as i64)?;
+        let file = self.queue.find(global)?;
+        let pos = (global as u64 - file.start()) as usize;
+        let wrote = file.wrote_position();
+        if pos >= wrote {
+            return None;
+        }
+        Some((file, pos, wrote - pos))
+    }
+
+    /// The unit at logical `offset` if published.
+    pub fn unit_at(&self, offset: i64) -> Option<CqUnit> {
+        let global = offset.checked_mul(UNIT as i64)?;
+        let file = self.queue.find(global)?;
+        let pos = (global as u64 - file.start()) as usize;
+        file.read(pos, UNIT).map(CqUnit::decode)
+    }
+
+    /// The file that will hold global byte `global`, creating it (and any files before it) if needed.
+    fn file_for_write(&self, global: u64) -> Result<Arc<MappedFile>> {
+        let fs = self.queue.file_size() as u64;
+        if let Some(f) = self.queue.find(global as i64) {
+            return Ok(f);
+        }
+        loop {
+            let next_start = match self.queue.last() {
+                Some(last) => last.end(),
+                None => global - global % fs,
+            };
+            let f = self.queue.create_file(next_start)?;
+            if f.end() > global {
+                return Ok(f);
+            }
+        }
+    }
+
+    /// Makes sure the unit at logical `offset` has a file (so a failed file creation happens before the
+    /// CommitLog record is written). Writer only.
+    pub fn prepare(&self, offset: i64) -> Result<()> {
+        self.file_for_write(offset as u64 * UNIT as u64).map(|_| ())
+    }
+
+    fn put_raw(&self, offset: i64, unit: &CqUnit) -> Result<()> {
+        let global = offset as u64 * UNIT as u64;
+        let file = self.file_for_write(global)?;
+        let pos = (global - file.start()) as usize;
+        // SAFETY: writer only; `pos` is at/after the published end (offset >= max_offset).
+        unsafe { file.write_slice(pos, UNIT) }.copy_from_slice(&unit.encode());
+        file.set_wrote_position(pos + UNIT);
+        Ok(())
+    }
+
+    /// Writes `unit` at logical `offset` (invariant 3 for gaps). A unit below `max_offset` is skipped
+    /// (returns false), as RocketMQ does for repeated dispatch. Writer only.
+    pub fn write_unit(&self, offset: i64, unit: CqUnit) -> Result<bool> {
+        let max = self.max_offset();
+        if offset < max {
+            return Ok(false);
+        }
+        let mut cur = max;
+        if self.queue.is_empty() {
+            // first file of the queue: pre-blank from its start (fillPreBlank), min = offset
+            let global = offset as u64 * UNIT as u64;
+            let fs = self.queue.file_size() as u64;
+            cur = ((global - global % fs) / UNIT as u64) as i64;
+            self.min_offset.store(offset, Ordering::Release);
+        }
+        while cur < offset {
+            self.put_raw(cur, &CqUnit::PRE_BLANK)?;
+            cur += 1;
+        }
+        self.put_raw(offset, &unit)?;
+        if !unit.is_pre_blank() {
+            self.max_phys_end.store(unit.offset + unit.size as i64, Ordering::Release);
+        }
+        self.max_offset.store(offset + 1, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Fast path of `write_unit` for the next offset in a queue whose file is prepared. Writer only.
+    #[inline]
+    pub fn append_unit(&self, offset: i64, unit: CqUnit) -> Result<()> {
+        if offset != self.max_offset() || self.queue.is_empty() {
+            return self.write_unit(offset, unit).map(|_| ());
+        }
+        self.put_raw(offset, &unit)?;
+        self.max_phys_end.store(unit.offset + unit.size as i64, Ordering::Release);
+        self.max_offset.store(offset + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Units `[start, end)` that exist, concatenated into `out`, keeping those whose `tags_code as i32` is
+    /// in `codes` (all when None). Missing files are skipped.
+    pub fn scan_units(&self, start: i64, end: i64, codes: Option<&[i32]>, out: &mut Vec<u8>) {
+        if start >= end {
+            return;
+        }
+        let fs = self.queue.file_size() as i64;
+        let mut global = start * UNIT as i64;
+        let global_end = end * UNIT as i64;
+        while global < global_end {
+            let file_start = global - global % fs;
+            let stop = global_end.min(file_start + fs);
+            if let Some(file) = self.queue.find(global) {
+                let written = file.written();
+                let from = (global - file_start) as usize;
+                let to = ((stop - file_start) as usize).min(written.len());
+                if from < to {
+                    scan_slice(&written[from..to], codes, out);
+                }
+            }
+            global = stop;
+        }
+    }
+
+    /// `correctMinOffset`: min = first unit from the current min whose CommitLog offset ≥ `min_phys`
+    /// (max when none); then deletes files wholly below the new min (never the last file). Writer only.
+    pub fn correct_min_offset(&self, min_phys: i64) -> Result<()> {
+        let max = self.max_offset();
+        let mut off = self.min_offset();
+        while off < max {
+            match self.unit_at(off) {
+                Some(u) if u.offset >= min_phys && !u.is_pre_blank() => break,
+                _ => off += 1,
+            }
+        }
+        self.min_offset.store(off, Ordering::Release);
+        self.queue.delete_files_before(off * UNIT as i64)?;
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<i64> {
+        self.queue.flush()
+    }
+}
+
+/// The tag-filter stride: copies matching 20-byte units. Only the low 32 bits of tagsCode are compared
+/// (`(int) tagsCode` in Java), which are unit bytes 16..20.
+#[inline]
+fn scan_slice(units: &[u8], codes: Option<&[i32]>, out: &mut Vec<u8>) {
+    let units = &units[..units.len() - units.len() % UNIT];
+    match codes {
+        None => out.extend_from_slice(units),
+        Some([]) => {}
+        Some([one]) => {
+            let want = one.to_be_bytes();
+            for u in units.chunks_exact(UNIT) {
+                if u[MSG_TAG_LOW32_INDEX..UNIT] == want {
+                    out.extend_from_slice(u);
+                }
+            }
+        }
+        Some(many) => {
+            for u in units.chunks_exact(UNIT) {
+                let code = i32::from_be_bytes(u[MSG_TAG_LOW32_INDEX..UNIT].try_into().unwrap());
+                if many.contains(&code) {
+                    out.extend_from_slice(u);
+                }
+            }
+        }
+    }
+}

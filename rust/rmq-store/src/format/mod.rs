@@ -1,0 +1,41 @@
+//! Byte layouts and file names: every magic number of the store lives below this module.
+//!
+//! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `cq_unit` (the 20-byte
+//! ConsumeQueue unit), `file_name` (20-digit mapped file names), and the checkpoint layout constants here.
+//!
+//! Format: all integers big-endian (Java ByteBuffer).
+//!
+//! Invariants: constants mirror RocketMQ 4.9 (`CommitLog`, `MessageDecoder`, `ConsumeQueue`, `StoreCheckpoint`).
+//!
+//! Thread-safety: pure functions and constants.
+
+pub mod cq_unit;
+pub mod file_name;
+pub mod message;
+
+/// `<root>/checkpoint` is this many bytes (RocketMQ maps one OS page).
+pub const CHECKPOINT_FILE_SIZE: usize = 4096;
+/// i64 BE physicMsgTimestamp.
+pub const CHECKPOINT_PHYSIC_MSG_TIMESTAMP: usize = 0;
+/// i64 BE logicsMsgTimestamp.
+pub const CHECKPOINT_LOGICS_MSG_TIMESTAMP: usize = 8;
+/// i64 BE indexMsgTimestamp (always 0: no index service).
+pub const CHECKPOINT_INDEX_MSG_TIMESTAMP: usize = 16;
+/// i64 BE masterFlushedOffset (always 0: no HA).
+pub const CHECKPOINT_MASTER_FLUSHED_OFFSET: usize = 24;
+/// i64 BE confirmPhyOffset.
+pub const CHECKPOINT_CONFIRM_PHY_OFFSET: usize = 32;
+
+/// Directory and file names under the store root.
+pub const COMMITLOG_DIR: &str = "commitlog";
+pub const CONSUMEQUEUE_DIR: &str = "consumequeue";
+pub const CONFIG_DIR: &str = "config";
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+pub const ABORT_FILE: &str = "abort";
+pub const LOCK_FILE: &str = "lock";
+
+/// RocketMQ's normal recovery scans this many CommitLog files from the end.
+pub const RECOVER_NORMAL_FILE_COUNT: usize = 3;
+/// Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (`flushPhysicQueueLeastPages`).
+pub const FLUSH_LEAST_PAGES: usize = 4;
+pub const OS_PAGE_SIZE: usize = 4096;

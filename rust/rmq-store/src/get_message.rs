@@ -1,0 +1,245 @@
+//! The pull read path: `DefaultMessageStore#getMessage` as in RocketMQ 4.9 (seed §4.1.7), the batch-full
+//! rule and the message filter hooks.
+//!
+//! Owns: `GetMessageStatus`, `GetMessageResult`, `MessageFilter`, `is_the_batch_full`, `get_message`.
+//!
+//! Format: reads ConsumeQueue units and CommitLog records; `body` is the selected records concatenated.
+//!
+//! Invariants (the 4.9 loop, in order, per unit; `i` = bytes of units scanned):
+//!   1. offset checks: no queue → NO_MATCHED_LOGIC_QUEUE (next 0); max == 0 → NO_MESSAGE_IN_QUEUE (next 0);
+//!      offset < min → OFFSET_TOO_SMALL (next min); == max → OFFSET_OVERFLOW_ONE (next offset);
+//!      above max → OFFSET_OVERFLOW_BADLY (next 0 if min == 0 else max); unit file missing →
+//!      OFFSET_FOUND_NULL (next = roll_next_file(offset)).
+//!   2. scan only the written units of the one ConsumeQueue file holding `offset`, while
+//!      `i < max(max_filter_message_size, max_msg_nums*20)`; status starts NO_MATCHED_MESSAGE.
+//!   3. skip units below `next_phy_file_start`; stop (uncounted) when the batch is full; tag miss → skip;
+//!      record unreadable → MESSAGE_WAS_REMOVING if nothing found yet, jump to the next CommitLog file;
+//!      property miss → skip; else add (FOUND).
+//!   4. As in the seed, a filter miss while nothing is found yet sets the status back to
+//!      NO_MATCHED_MESSAGE (so a later tag miss overrides an earlier MESSAGE_WAS_REMOVING).
+//!   5. `next_begin_offset = offset + i/20`; `max_phy_offset_pulling` = CommitLog offset of the last unit
+//!      read (including the one that made the batch full; 0 if none).
+//!
+//! Decisions: sizes are summed in i64 (Java's int overflow on a pre-blank unit's i32::MAX size is not
+//! reproduced); the property filter gets the record's raw properties (empty if the record does not decode).
+//!
+//! Thread-safety: runs without locks on published data; the filter is called on the calling thread.
+
+use crate::commit_log::CommitLog;
+use crate::config::StoreConfig;
+use crate::consume_queue::ConsumeQueue;
+use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
+use crate::format::message::decode_record;
+
+/// RocketMQ's order; the discriminant is the ordinal the bindings return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum GetMessageStatus {
+    Found = 0,
+    NoMatchedMessage = 1,
+    MessageWasRemoving = 2,
+    OffsetFoundNull = 3,
+    OffsetOverflowBadly = 4,
+    OffsetOverflowOne = 5,
+    OffsetTooSmall = 6,
+    NoMatchedLogicQueue = 7,
+    NoMessageInQueue = 8,
+    OffsetReset = 9,
+}
+
+#[derive(Debug, Clone)]
+pub struct GetMessageResult {
+    pub status: GetMessageStatus,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+    pub message_count: i32,
+    pub buffer_total_size: i64,
+    pub suggest_pulling_from_slave: bool,
+    pub body: Vec<u8>,
+    pub max_phy_offset_pulling: i64,
+}
+
+impl GetMessageResult {
+    fn empty(status: GetMessageStatus, next: i64, min: i64, max: i64) -> Self {
+        GetMessageResult {
+            status,
+            next_begin_offset: next,
+            min_offset: min,
+            max_offset: max,
+            message_count: 0,
+            buffer_total_size: 0,
+            suggest_pulling_from_slave: false,
+            body: Vec::new(),
+            max_phy_offset_pulling: 0,
+        }
+    }
+}
+
+/// `MessageFilter`: the tag check on the ConsumeQueue unit, then the property check on the record.
+pub trait MessageFilter {
+    /// `isMatchedByConsumeQueue(tagsCode)`.
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool;
+    /// `isMatchedByCommitLog`: `properties` is the record's raw properties string.
+    fn is_matched_by_commit_log(&mut self, properties: &[u8]) -> bool;
+    /// Whether `is_matched_by_commit_log` needs to be called at all.
+    fn has_commit_log_filter(&self) -> bool {
+        true
+    }
+    /// A filter that failed (e.g. a Python callback raised) asks the scan to stop here.
+    fn aborted(&self) -> bool {
+        false
+    }
+}
+
+/// Tag codes only: None = match all; else `tags_code as i32` in the list.
+pub struct TagCodeFilter<'a> {
+    pub codes: Option<&'a [i32]>,
+}
+
+impl MessageFilter for TagCodeFilter<'_> {
+    #[inline]
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool {
+        match self.codes {
+            None => true,
+            Some(c) => c.contains(&(tags_code as i32)),
+        }
+    }
+
+    fn is_matched_by_commit_log(&mut self, _properties: &[u8]) -> bool {
+        true
+    }
+
+    fn has_commit_log_filter(&self) -> bool {
+        false
+    }
+}
+
+/// `DefaultMessageStore.isTheBatchFull` (4.9).
+pub fn is_the_batch_full(
+    config: &StoreConfig,
+    size_py: i64,
+    max_msg_nums: i64,
+    buffer_total: i64,
+    msg_total: i64,
+    in_disk: bool,
+) -> bool {
+    if buffer_total == 0 || msg_total == 0 {
+        return false;
+    }
+    if msg_total >= max_msg_nums {
+        return true;
+    }
+    if in_disk {
+        buffer_total + size_py > config.max_transfer_bytes_on_message_in_disk
+            || msg_total > config.max_transfer_count_on_message_in_disk - 1
+    } else {
+        buffer_total + size_py > config.max_transfer_bytes_on_message_in_memory
+            || msg_total > config.max_transfer_count_on_message_in_memory - 1
+    }
+}
+
+/// The whole read. `cq` is None when the queue does not exist.
+pub fn get_message(
+    config: &StoreConfig,
+    commit_log: &CommitLog,
+    cq: Option<&ConsumeQueue>,
+    offset: i64,
+    max_msg_nums: i32,
+    filter: &mut dyn MessageFilter,
+) -> GetMessageResult {
+    use GetMessageStatus::*;
+    let max_offset_py = commit_log.max_offset();
+    let Some(cq) = cq else {
+        return GetMessageResult::empty(NoMatchedLogicQueue, 0, 0, 0);
+    };
+    let min = cq.min_offset();
+    let max = cq.max_offset();
+    if max == 0 {
+        return GetMessageResult::empty(NoMessageInQueue, 0, min, max);
+    }
+    if offset < min {
+        return GetMessageResult::empty(OffsetTooSmall, min, min, max);
+    }
+    if offset == max {
+        return GetMessageResult::empty(OffsetOverflowOne, offset, min, max);
+    }
+    if offset > max {
+        let next = if min == 0 { min } else { max };
+        return GetMessageResult::empty(OffsetOverflowBadly, next, min, max);
+    }
+    let Some((file, pos, len)) = cq.index_buffer(offset) else {
+        return GetMessageResult::empty(OffsetFoundNull, cq.roll_next_file(offset), min, max);
+    };
+    let units = file.read(pos, len).expect("index buffer is published");
+
+    let memory = config.memory_threshold();
+    let max_msg_nums_l = max_msg_nums as i64;
+    let cap = config.max_filter_message_size.max(max_msg_nums_l * CQ_STORE_UNIT_SIZE as i64);
+    let mut r = GetMessageResult::empty(NoMatchedMessage, offset, min, max);
+    let mut next_phy_file_start = i64::MIN;
+    let mut max_phy_offset_pulling = 0i64;
+    let mut i = 0usize;
+    let use_cl_filter = filter.has_commit_log_filter();
+    while i < units.len() && (i as i64) < cap {
+        if units.len() - i < CQ_STORE_UNIT_SIZE {
+            break;
+        }
+        let unit = CqUnit::decode(&units[i..]);
+        let offset_py = unit.offset;
+        let size_py = unit.size;
+        max_phy_offset_pulling = offset_py;
+        if next_phy_file_start != i64::MIN && offset_py < next_phy_file_start {
+            i += CQ_STORE_UNIT_SIZE;
+            continue;
+        }
+        let in_disk = max_offset_py - offset_py > memory;
+        if is_the_batch_full(
+            config,
+            size_py as i64,
+            max_msg_nums_l,
+            r.buffer_total_size,
+            r.message_count as i64,
+            in_disk,
+        ) {
+            break;
+        }
+        i += CQ_STORE_UNIT_SIZE;
+        if !filter.is_matched_by_consume_queue(unit.tags_code) {
+            if r.buffer_total_size == 0 {
+                r.status = NoMatchedMessage;
+            }
+            continue;
+        }
+        let Some(sel) = commit_log.get_message(offset_py, size_py) else {
+            if r.buffer_total_size == 0 {
+                r.status = MessageWasRemoving;
+            }
+            next_phy_file_start = commit_log.roll_next_file(offset_py);
+            continue;
+        };
+        let record = sel.as_slice();
+        if use_cl_filter {
+            let props = decode_record(record).map(|rec| rec.properties).unwrap_or(&[]);
+            let matched = filter.is_matched_by_commit_log(props);
+            if filter.aborted() {
+                break;
+            }
+            if !matched {
+                if r.buffer_total_size == 0 {
+                    r.status = NoMatchedMessage;
+                }
+                continue;
+            }
+        }
+        r.body.extend_from_slice(record);
+        r.message_count += 1;
+        r.buffer_total_size += record.len() as i64;
+        r.status = Found;
+        next_phy_file_start = i64::MIN;
+    }
+    r.next_begin_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64;
+    r.max_phy_offset_pulling = max_phy_offset_pulling;
+    r.suggest_pulling_from_slave = max_offset_py - max_phy_offset_pulling > memory;
+    r
+}

@@ -1,0 +1,38 @@
+//! rmq-store: Apache RocketMQ's CommitLog/ConsumeQueue store, byte-for-byte, in pure Rust (no Python).
+//!
+//! Owns: the module tree and the public API re-exports. The contract is `docs/CORE_API.md`.
+//!
+//! Format: see `format` (every magic number and layout lives there).
+//!
+//! Invariants: big-endian everywhere; files are RocketMQ's (a RocketMQ 4.9 broker can read them).
+//!
+//! Thread-safety: `MessageStore` is `Send + Sync`: one write mutex, lock-free readers.
+
+pub mod checkpoint;
+pub mod commit_log;
+pub mod config;
+pub mod consume_queue;
+pub mod error;
+pub mod flush;
+pub mod format;
+pub mod get_message;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message_store;
+pub mod recovery;
+
+pub use config::{FlushDiskType, StoreConfig};
+pub use error::{Error, Result};
+pub use format::message::Host;
+pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
+pub use message_store::{MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult};
+pub use recovery::RecoveryReport;
+
+#[cfg(test)]
+mod tests;
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<MessageStore>();
+}

@@ -1,0 +1,703 @@
+//! The engine: ties the CommitLog, the ConsumeQueues, the flush thread, the checkpoint and recovery
+//! together behind the contract of docs/CORE_API.md (the write path lives here, dispatch included).
+//!
+//! Owns: the store root (`commitlog/`, `consumequeue/`, `checkpoint`, `abort`, `lock`, `config/`), the queue
+//! table, the write mutex, open/close.
+//!
+//! Format: see §1 of the contract; record/unit layouts in `format`.
+//!
+//! Invariants:
+//!   1. One write mutex serialises appends and dispatch: a record is published (CommitLog write position)
+//!      before its ConsumeQueue unit, so a reader that sees a unit can read its record.
+//!   2. Validation happens for every message before anything is written; a put either raises
+//!      (illegal topic, negative queue id — these win over statuses, whatever their position), returns the
+//!      first failing status for every message, or writes messages in order until the first I/O failure
+//!      (that message and the rest get CREATE_MAPPED_FILE_FAILED; nothing half-written: the ConsumeQueue file
+//!      is prepared before the record is written).
+//!   3. The engine's own sys flag bits 0x10/0x20 are set from the hosts (and cleared when IPv4), whatever the
+//!      caller passed.
+//!   4. `<root>/lock` is flock'ed before recovery touches anything and released at close; `abort` exists from
+//!      the end of a successful open until close.
+//!   5. After `close`, every call fails with `Error::Closed`; `close` itself is idempotent.
+//!
+//! Decisions where the contract is silent (the Python twin matches them):
+//!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
+//!   * `min_physical_offset`/`max_physical_offset` are 0 when there is no CommitLog file.
+//!   * `read_commit_log`: size < 0 → InvalidArgument; size 0 inside a file → b"".
+//!   * `look_message_by_offset`: None when fewer than 8 published bytes exist at `offset`; CRC not checked.
+//!   * `get_offset_in_queue_by_time`: units whose record cannot be read count as older than any ts.
+//!   * `scan_consume_queue`: s = max(start, min); returns (min(max, s + max_units), …) or (s, b"") when
+//!     s ≥ max; no queue → (start, b""); negative start/max_units → InvalidArgument.
+//!   * `consume_queue_units`: units [start, min(start+count, max)) whose file exists; no queue → b"".
+//!   * `topics()` lists queues loaded from `consumequeue/<topic>/<qid>` (qid a canonical non-negative int)
+//!     or created by puts, sorted by (topic, qid).
+//!
+//! Thread-safety: `MessageStore` is `Send + Sync`; reads take no engine lock (see `mapped_file`).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::checkpoint::{Checkpoint, CheckpointData};
+use crate::commit_log::{CommitLog, SelectedBuffer};
+use crate::config::{FlushDiskType, StoreConfig};
+use crate::consume_queue::ConsumeQueue;
+use crate::error::{Error, Result};
+use crate::flush::{FlushService, FlushTarget};
+use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
+use crate::format::message::{
+    be_i32, be_i64, decode_record, encode_record, is_legal_topic, is_tx_prepared_or_rollback,
+    store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
+    MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG, SYSFLAG_POSITION,
+};
+use crate::format::{ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE};
+use crate::get_message::{self, GetMessageResult, MessageFilter};
+use crate::mapped_file::MappedFile;
+use crate::recovery::{self, RecoveryReport};
+
+/// RocketMQ's order; the discriminant is the ordinal the bindings return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum PutMessageStatus {
+    PutOk = 0,
+    FlushDiskTimeout = 1,
+    FlushSlaveTimeout = 2,
+    SlaveNotAvailable = 3,
+    ServiceNotAvailable = 4,
+    CreateMappedFileFailed = 5,
+    MessageIllegal = 6,
+    PropertiesSizeExceeded = 7,
+    OsPageCacheBusy = 8,
+    UnknownError = 9,
+}
+
+/// One message of a put: borrowed, properties already encoded (`name\x01value\x02`…).
+#[derive(Debug, Clone, Copy)]
+pub struct PutMessage<'a> {
+    pub topic: &'a str,
+    pub body: &'a [u8],
+    pub flag: i32,
+    pub properties: &'a [u8],
+    pub queue_id: i32,
+}
+
+/// Fields shared by every message of one put.
+#[derive(Debug, Clone, Copy)]
+pub struct PutContext {
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: Host,
+    pub reconsume_times: i32,
+    pub store_timestamp: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutResult {
+    pub status: PutMessageStatus,
+    pub commitlog_offset: i64,
+    pub queue_offset: i64,
+    pub wrote_bytes: i32,
+}
+
+impl PutResult {
+    fn failed(status: PutMessageStatus) -> Self {
+        PutResult { status, commitlog_offset: -1, queue_offset: -1, wrote_bytes: 0 }
+    }
+}
+
+type QueueTable = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
+
+pub(crate) struct Inner {
+    root: PathBuf,
+    config: StoreConfig,
+    commit_log: CommitLog,
+    queues: RwLock<QueueTable>,
+    checkpoint: Checkpoint,
+    last_physic_ts: AtomicI64,
+    last_logics_ts: AtomicI64,
+    flush_all_lock: Mutex<()>,
+}
+
+struct WriteState {
+    /// The CommitLog file appends go to (saves a lookup per message).
+    current: Option<Arc<MappedFile>>,
+}
+
+pub struct MessageStore {
+    pub(crate) inner: Arc<Inner>,
+    write: Mutex<WriteState>,
+    flush: FlushService,
+    closed: AtomicBool,
+    lock_file: Mutex<Option<File>>,
+    report: RecoveryReport,
+}
+
+impl Inner {
+    pub(crate) fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().unwrap_or_else(|e| e.into_inner()).get(topic)?.get(&queue_id).cloned()
+    }
+
+    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.queue(topic, queue_id) {
+            return Ok(q);
+        }
+        let mut table = self.queues.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = table.get(topic).and_then(|m| m.get(&queue_id)) {
+            return Ok(q.clone());
+        }
+        let dir = self.root.join(CONSUMEQUEUE_DIR).join(topic).join(queue_id.to_string());
+        let cq = Arc::new(ConsumeQueue::load(&dir, topic, queue_id, self.config.mapped_file_size_consume_queue as usize)?);
+        table.entry(topic.to_string()).or_default().insert(queue_id, cq.clone());
+        Ok(cq)
+    }
+
+    fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        let table = self.queues.read().unwrap_or_else(|e| e.into_inner());
+        table.values().flat_map(|m| m.values().cloned()).collect()
+    }
+
+    /// CommitLog, then every ConsumeQueue, then the checkpoint; returns the flushed CommitLog offset.
+    fn flush_all_inner(&self) -> Result<i64> {
+        let _g = self.flush_all_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let physic_ts = self.last_physic_ts.load(Ordering::Acquire);
+        let logics_ts = self.last_logics_ts.load(Ordering::Acquire);
+        let flushed = self.commit_log.queue.flush()?;
+        for q in self.all_queues() {
+            q.flush()?;
+        }
+        self.checkpoint.write(&CheckpointData {
+            physic_msg_timestamp: physic_ts,
+            logics_msg_timestamp: logics_ts,
+            confirm_phy_offset: flushed,
+        })?;
+        Ok(flushed)
+    }
+
+    /// STORETIMESTAMP of the record a unit points at.
+    fn store_time_of(&self, unit: &CqUnit) -> Option<i64> {
+        let sel = self.commit_log.get_message(unit.offset, unit.size)?;
+        let rec = sel.as_slice();
+        if rec.len() < SYSFLAG_POSITION + 4 {
+            return None;
+        }
+        let at = store_timestamp_position(be_i32(rec, SYSFLAG_POSITION));
+        if rec.len() < at + 8 {
+            return None;
+        }
+        Some(be_i64(rec, at))
+    }
+}
+
+impl FlushTarget for Inner {
+    fn flush_commit_log(&self) -> Option<i64> {
+        self.commit_log.queue.flush().ok()
+    }
+
+    fn dirty_commit_log_bytes(&self) -> usize {
+        self.commit_log
+            .queue
+            .last()
+            .map(|f| f.wrote_position().saturating_sub(f.flushed_position()))
+            .unwrap_or(0)
+    }
+
+    fn flush_all(&self) {
+        let _ = self.flush_all_inner();
+    }
+}
+
+fn lock_root(root: &Path) -> Result<File> {
+    let path = root.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    // SAFETY: plain syscall on an fd we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(Error::Locked(path));
+        }
+        return Err(Error::io(&path, err));
+    }
+    Ok(file)
+}
+
+fn load_queues(root: &Path, file_size: usize) -> Result<QueueTable> {
+    let base = root.join(CONSUMEQUEUE_DIR);
+    let mut table = QueueTable::new();
+    for topic_entry in std::fs::read_dir(&base).map_err(|e| Error::io(&base, e))? {
+        let topic_entry = topic_entry.map_err(|e| Error::io(&base, e))?;
+        if !topic_entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            continue;
+        }
+        let Some(topic) = topic_entry.file_name().to_str().map(str::to_string) else { continue };
+        let topic_dir = topic_entry.path();
+        for q_entry in std::fs::read_dir(&topic_dir).map_err(|e| Error::io(&topic_dir, e))? {
+            let q_entry = q_entry.map_err(|e| Error::io(&topic_dir, e))?;
+            if !q_entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            let Some(name) = q_entry.file_name().to_str().map(str::to_string) else { continue };
+            let Ok(qid) = name.parse::<i32>() else { continue };
+            if qid < 0 || qid.to_string() != name {
+                continue;
+            }
+            let cq = ConsumeQueue::load(&q_entry.path(), &topic, qid, file_size)?;
+            recovery::recover_consume_queue(&cq)?;
+            table.entry(topic.clone()).or_default().insert(qid, Arc::new(cq));
+        }
+    }
+    Ok(table)
+}
+
+impl MessageStore {
+    /// Opens (creating if needed) the store at `root` and runs recovery (§7).
+    pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
+        let config = config.normalized()?;
+        let root = root.as_ref().to_path_buf();
+        for d in [root.clone(), root.join(COMMITLOG_DIR), root.join(CONSUMEQUEUE_DIR), root.join(CONFIG_DIR)] {
+            std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        }
+        let lock_file = lock_root(&root)?;
+        let abort_path = root.join(ABORT_FILE);
+        let abnormal = abort_path.exists();
+        let checkpoint = Checkpoint::open(&root.join(CHECKPOINT_FILE))?;
+        let cp = checkpoint.loaded();
+        let commit_log = CommitLog::load(&root.join(COMMITLOG_DIR), config.mapped_file_size_commit_log as usize)?;
+        let queues = load_queues(&root, config.mapped_file_size_consume_queue as usize)?;
+        let (end, truncated_bytes) =
+            recovery::recover_commit_log(&commit_log, abnormal, cp.confirm_phy_offset, config.check_crc_on_recover)?;
+        let mut report = RecoveryReport { abnormal, commit_log_end: end, truncated_bytes, ..Default::default() };
+        for q in queues.values().flat_map(|m| m.values()) {
+            report.cq_truncated_units += recovery::truncate_dirty_units(q, end)?;
+        }
+        let inner = Arc::new(Inner {
+            root: root.clone(),
+            config,
+            commit_log,
+            queues: RwLock::new(queues),
+            checkpoint,
+            last_physic_ts: AtomicI64::new(cp.physic_msg_timestamp),
+            last_logics_ts: AtomicI64::new(cp.logics_msg_timestamp),
+            flush_all_lock: Mutex::new(()),
+        });
+        if abnormal {
+            report.redispatched = Self::redispatch(&inner, cp.confirm_phy_offset, end)?;
+        }
+        File::create(&abort_path).map_err(|e| Error::io(&abort_path, e))?;
+        let interval = Duration::from_millis(inner.config.flush_interval_commit_log_ms);
+        let flush = FlushService::start(inner.clone() as Arc<dyn FlushTarget>, interval)
+            .map_err(|e| Error::io(&root, e))?;
+        Ok(MessageStore {
+            inner,
+            write: Mutex::new(WriteState { current: None }),
+            flush,
+            closed: AtomicBool::new(false),
+            lock_file: Mutex::new(Some(lock_file)),
+            report,
+        })
+    }
+
+    fn redispatch(inner: &Inner, confirm: i64, end: i64) -> Result<i64> {
+        let mut from = confirm.max(0);
+        for q in inner.all_queues() {
+            let e = q.max_phys_end.load(Ordering::Acquire);
+            if e >= 0 {
+                from = from.min(e);
+            }
+        }
+        let from = from.clamp(inner.commit_log.min_offset(), end.max(inner.commit_log.min_offset()));
+        let mut count = 0i64;
+        recovery::for_each_record(&inner.commit_log, from, end, |off, rec| {
+            let Some(unit) = recovery::dispatch_unit_of(off, &rec) else { return Ok(()) };
+            let topic = String::from_utf8_lossy(rec.topic);
+            let q = inner.queue_or_create(&topic, rec.queue_id)?;
+            if off + rec.total_size as i64 <= q.max_phys_end.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if q.write_unit(rec.queue_offset, unit)? {
+                count += 1;
+                inner.last_logics_ts.fetch_max(rec.store_timestamp, Ordering::AcqRel);
+            }
+            Ok(())
+        })?;
+        Ok(count)
+    }
+
+    #[inline]
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// §3: validates every message, then appends and dispatches them in order under the write mutex,
+    /// then waits for the flush (SYNC_FLUSH) or wakes the flush thread (ASYNC_FLUSH).
+    pub fn put_messages(&self, msgs: &[PutMessage<'_>], ctx: &PutContext) -> Result<Vec<PutResult>> {
+        self.check_open()?;
+        let cfg = &self.inner.config;
+        let cl = &self.inner.commit_log;
+        let mut sys_flag = ctx.sys_flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG);
+        if ctx.born_host.is_v6() {
+            sys_flag |= BORNHOST_V6_FLAG;
+        }
+        if cfg.store_host.is_v6() {
+            sys_flag |= STOREHOSTADDRESS_V6_FLAG;
+        }
+        let (born_len, store_len) = (ctx.born_host.encoded_len(), cfg.store_host.encoded_len());
+        // validation (invariant 2)
+        let mut first_fail: Option<PutMessageStatus> = None;
+        let mut last_topic: Option<&str> = None;
+        for m in msgs {
+            if last_topic != Some(m.topic) {
+                if !is_legal_topic(m.topic) {
+                    return Err(Error::IllegalTopic(m.topic.to_string()));
+                }
+                last_topic = Some(m.topic);
+            }
+            if m.queue_id < 0 {
+                return Err(Error::InvalidArgument(format!("queue id must be >= 0, got {}", m.queue_id)));
+            }
+            if first_fail.is_none() {
+                let len = crate::format::message::record_len_v1(
+                    m.body.len(),
+                    m.topic.len(),
+                    m.properties.len(),
+                    born_len,
+                    store_len,
+                );
+                if m.body.len() as u64 > cfg.max_message_size {
+                    first_fail = Some(PutMessageStatus::MessageIllegal);
+                } else if m.properties.len() > MAX_PROPERTIES_SIZE {
+                    first_fail = Some(PutMessageStatus::PropertiesSizeExceeded);
+                } else if !cl.fits_in_a_file(len) {
+                    first_fail = Some(PutMessageStatus::MessageIllegal);
+                }
+            }
+        }
+        if let Some(st) = first_fail {
+            return Ok(vec![PutResult::failed(st); msgs.len()]);
+        }
+        let dispatch = !is_tx_prepared_or_rollback(sys_flag);
+        let mut results = Vec::with_capacity(msgs.len());
+        let mut last_end = -1i64;
+        {
+            let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
+            self.check_open()?;
+            let mut cached_q: Option<(&str, i32, Arc<ConsumeQueue>)> = None;
+            for m in msgs {
+                let q = if dispatch {
+                    let hit = matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
+                    if !hit {
+                        match self.inner.queue_or_create(m.topic, m.queue_id) {
+                            Ok(q) => cached_q = Some((m.topic, m.queue_id, q)),
+                            Err(_) => break,
+                        }
+                    }
+                    cached_q.as_ref().map(|(_, _, q)| q.clone())
+                } else {
+                    None
+                };
+                let queue_offset = q.as_ref().map(|q| q.max_offset()).unwrap_or(0);
+                let fields = RecordFields {
+                    queue_id: m.queue_id,
+                    flag: m.flag,
+                    queue_offset,
+                    physical_offset: 0,
+                    sys_flag,
+                    born_timestamp: ctx.born_timestamp,
+                    born_host: &ctx.born_host,
+                    store_timestamp: ctx.store_timestamp,
+                    store_host: &cfg.store_host,
+                    reconsume_times: ctx.reconsume_times,
+                    prepared_transaction_offset: 0,
+                    body: m.body,
+                    topic: m.topic.as_bytes(),
+                    properties: m.properties,
+                };
+                let len = fields.encoded_len();
+                let (file, pos) = match Self::allocate(cl, &mut ws, len) {
+                    Ok(x) => x,
+                    Err(_) => break,
+                };
+                if let Some(q) = &q {
+                    if q.prepare(queue_offset).is_err() {
+                        break;
+                    }
+                }
+                let physical_offset = (file.start() + pos as u64) as i64;
+                let fields = RecordFields { physical_offset, ..fields };
+                // SAFETY: write mutex held; `pos` is the unpublished end of the current file.
+                encode_record(unsafe { file.write_slice(pos, len) }, &fields);
+                file.set_wrote_position(pos + len);
+                if let Some(q) = &q {
+                    let unit = CqUnit {
+                        offset: physical_offset,
+                        size: len as i32,
+                        tags_code: tags_code_of_properties(m.properties),
+                    };
+                    if q.append_unit(queue_offset, unit).is_err() {
+                        // the record is written but not indexed; recovery would re-dispatch it after a crash
+                        results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
+                        break;
+                    }
+                }
+                last_end = physical_offset + len as i64;
+                results.push(PutResult {
+                    status: PutMessageStatus::PutOk,
+                    commitlog_offset: physical_offset,
+                    queue_offset,
+                    wrote_bytes: len as i32,
+                });
+            }
+            if last_end >= 0 {
+                self.inner.last_physic_ts.store(ctx.store_timestamp, Ordering::Release);
+                if dispatch {
+                    self.inner.last_logics_ts.store(ctx.store_timestamp, Ordering::Release);
+                }
+            }
+        }
+        while results.len() < msgs.len() {
+            results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
+        }
+        if last_end >= 0 {
+            match cfg.flush_disk_type {
+                FlushDiskType::AsyncFlush => self.flush.wake(),
+                FlushDiskType::SyncFlush => {
+                    let ok = self.flush.sync(last_end, Duration::from_millis(cfg.sync_flush_timeout_ms));
+                    if !ok {
+                        for r in results.iter_mut().filter(|r| r.status == PutMessageStatus::PutOk) {
+                            r.status = PutMessageStatus::FlushDiskTimeout;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    fn allocate(cl: &CommitLog, ws: &mut WriteState, len: usize) -> Result<(Arc<MappedFile>, usize)> {
+        if let Some(f) = &ws.current {
+            let wrote = f.wrote_position();
+            if cl.fits_in_a_file(len) && len + crate::format::message::END_FILE_MIN_BLANK_LENGTH <= f.size() - wrote {
+                return Ok((f.clone(), wrote));
+            }
+        }
+        let (f, pos) = cl.allocate(len)?;
+        ws.current = Some(f.clone());
+        Ok((f, pos))
+    }
+
+    /// §4 `get_message`.
+    pub fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: i32,
+        filter: &mut dyn MessageFilter,
+    ) -> Result<GetMessageResult> {
+        self.check_open()?;
+        let q = self.inner.queue(topic, queue_id);
+        Ok(get_message::get_message(&self.inner.config, &self.inner.commit_log, q.as_deref(), offset, max_msg_nums, filter))
+    }
+
+    pub fn is_the_batch_full(&self, size_py: i64, max_msg_nums: i64, buffer_total: i64, msg_total: i64, in_disk: bool) -> bool {
+        get_message::is_the_batch_full(&self.inner.config, size_py, max_msg_nums, buffer_total, msg_total, in_disk)
+    }
+
+    pub fn get_max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        self.check_open()?;
+        Ok(self.inner.queue(topic, queue_id).map(|q| q.max_offset()).unwrap_or(0))
+    }
+
+    pub fn get_min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        self.check_open()?;
+        Ok(self.inner.queue(topic, queue_id).map(|q| q.min_offset()).unwrap_or(0))
+    }
+
+    pub fn get_offset_in_queue_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> Result<i64> {
+        self.check_open()?;
+        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(0) };
+        let (mut lo, mut hi) = (q.min_offset(), q.max_offset());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let t = q.unit_at(mid).and_then(|u| self.inner.store_time_of(&u)).unwrap_or(i64::MIN);
+            if t >= ts {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    pub fn get_earliest_message_time(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        self.check_open()?;
+        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(-1) };
+        let min = q.min_offset();
+        if min >= q.max_offset() {
+            return Ok(-1);
+        }
+        Ok(q.unit_at(min).and_then(|u| self.inner.store_time_of(&u)).unwrap_or(-1))
+    }
+
+    pub fn max_physical_offset(&self) -> Result<i64> {
+        self.check_open()?;
+        Ok(self.inner.commit_log.max_offset())
+    }
+
+    pub fn min_physical_offset(&self) -> Result<i64> {
+        self.check_open()?;
+        Ok(self.inner.commit_log.min_offset())
+    }
+
+    pub fn read_commit_log(&self, offset: i64, size: i64) -> Result<Option<SelectedBuffer>> {
+        self.check_open()?;
+        if size < 0 {
+            return Err(Error::InvalidArgument(format!("size must be >= 0, got {size}")));
+        }
+        Ok(self.inner.commit_log.select(offset, size))
+    }
+
+    pub fn look_message_by_offset(&self, offset: i64) -> Result<Option<SelectedBuffer>> {
+        self.check_open()?;
+        let cl = &self.inner.commit_log;
+        let Some(file) = cl.queue.find(offset) else { return Ok(None) };
+        let pos = (offset as u64 - file.start()) as usize;
+        let written = file.written();
+        if pos + 8 > written.len() {
+            return Ok(None);
+        }
+        match decode_record(&written[pos..]) {
+            Ok(rec) => Ok(cl.select(offset, rec.total_size as i64)),
+            Err(reason) => Err(Error::corrupt(offset, reason)),
+        }
+    }
+
+    pub fn scan_consume_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        start: i64,
+        max_units: i64,
+        tag_codes: Option<&[i32]>,
+    ) -> Result<(i64, Vec<u8>)> {
+        self.check_open()?;
+        if start < 0 || max_units < 0 {
+            return Err(Error::InvalidArgument("start and max_units must be >= 0".into()));
+        }
+        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok((start, Vec::new())) };
+        let s = start.max(q.min_offset());
+        let max = q.max_offset();
+        if s >= max {
+            return Ok((s, Vec::new()));
+        }
+        let e = max.min(s.saturating_add(max_units));
+        let mut out = Vec::new();
+        q.scan_units(s, e, tag_codes, &mut out);
+        Ok((e, out))
+    }
+
+    pub fn consume_queue_units(&self, topic: &str, queue_id: i32, start: i64, count: i64) -> Result<Vec<u8>> {
+        self.check_open()?;
+        if start < 0 || count < 0 {
+            return Err(Error::InvalidArgument("start and count must be >= 0".into()));
+        }
+        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(Vec::new()) };
+        let e = q.max_offset().min(start.saturating_add(count));
+        let mut out = Vec::with_capacity(((e - start).max(0) as usize) * CQ_STORE_UNIT_SIZE);
+        q.scan_units(start, e, None, &mut out);
+        Ok(out)
+    }
+
+    pub fn topics(&self) -> Result<Vec<(String, i32)>> {
+        self.check_open()?;
+        let table = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<(String, i32)> =
+            table.iter().flat_map(|(t, m)| m.keys().map(move |q| (t.clone(), *q))).collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// §5 `flush`: CommitLog, ConsumeQueues, checkpoint; returns the flushed CommitLog offset.
+    pub fn flush(&self) -> Result<i64> {
+        self.check_open()?;
+        self.inner.flush_all_inner()
+    }
+
+    pub fn delete_commit_log_files_before(&self, offset: i64) -> Result<usize> {
+        self.check_open()?;
+        let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        self.inner.commit_log.queue.delete_files_before(offset)
+    }
+
+    pub fn correct_min_offsets(&self) -> Result<()> {
+        self.check_open()?;
+        let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let min_phys = self.inner.commit_log.min_offset();
+        for q in self.inner.all_queues() {
+            q.correct_min_offset(min_phys)?;
+        }
+        Ok(())
+    }
+
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.report
+    }
+
+    /// §5 `close`: stop the flush thread, flush, write the checkpoint, unmap, delete `abort`, unlock.
+    pub fn close(&self) -> Result<()> {
+        let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.flush.stop();
+        let flushed = self.inner.flush_all_inner();
+        ws.current = None;
+        for q in self.inner.all_queues() {
+            q.queue.unload();
+        }
+        self.inner.queues.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.inner.commit_log.queue.unload();
+        let abort = self.inner.root.join(ABORT_FILE);
+        let removed = match std::fs::remove_file(&abort) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&abort, e)),
+        };
+        self.lock_file.lock().unwrap_or_else(|e| e.into_inner()).take();
+        flushed?;
+        removed
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        // a dropped (not closed) engine behaves like a crash for the files, but stops its thread
+        self.flush.stop();
+    }
+}
