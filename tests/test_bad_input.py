@@ -245,11 +245,10 @@ if mode == "rlimit":
     resource.setrlimit(resource.RLIMIT_FSIZE, (65536 - 1, hard))  # no new 64 KiB file can be created
 else:
     chunk = b"\xab" * 4096
-    with open(ballast, "wb") as f:  # fill the tmpfs
+    with open(ballast, "wb", buffering=0) as f:  # fill the tmpfs
         try:
             while True:
                 f.write(chunk)
-                f.flush()
         except OSError as e:
             out["ballast_errno"] = e.errno
 out["full"] = [put(s, b"b" * 10000) for _ in range(6)]
