@@ -1,0 +1,37 @@
+"""The pure-Python twin of the Rust store engine (``rmq_core._core``): same contract (docs/CORE_API.md), same bytes on
+disk, same results. One module per file of ``rust/rmq-store/src``:
+
+  config.py             StoreConfig (constructor keys, defaults, validation)
+  format/message.py     CommitLog record layout, encode/decode, properties, tags hash, offset msg id
+  format/cq_unit.py     the 20-byte ConsumeQueue unit
+  format/file_name.py   20-digit mapped file names
+  mapped_file.py        one mmap'ed, posix_fallocate'd store file
+  mapped_file_queue.py  an ordered run of mapped files in a directory
+  commit_log.py         appends with BLANK roll-over, raw reads, old-file deletion
+  consume_queue.py      one (topic, queue id) index, pre-blank filling, its own recovery
+  flush.py              the flush thread (async periodic flush, sync group commit)
+  checkpoint.py         <root>/checkpoint
+  recovery.py           normal/abnormal CommitLog recovery, dirty-unit truncation, re-dispatch
+  get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
+  message_store.py      StoreEngine
+
+This package never imports ``rmq_core._core``.
+"""
+
+from .format.message import (
+    create_offset_msg_id,
+    decode_messages,
+    decode_properties,
+    encode_properties,
+    tags_hash,
+)
+from .message_store import StoreEngine
+
+__all__ = [
+    "StoreEngine",
+    "create_offset_msg_id",
+    "decode_messages",
+    "decode_properties",
+    "encode_properties",
+    "tags_hash",
+]

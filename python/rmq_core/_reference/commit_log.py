@@ -1,0 +1,139 @@
+"""The CommitLog: every record of every topic, appended in order into mapped files (RocketMQ's ``CommitLog``).
+
+Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, the last store timestamp, appends (with the
+BLANK roll-over), raw reads, and deletion of old files. PutMessageStatus lives here.
+Format: ``<root>/commitlog/<20-digit start offset>``, files of ``mapped_file_size_commit_log`` bytes holding v1
+records back to back (see format/message.py); a file ends with an 8-byte BLANK (TOTALSIZE = bytes left, MAGIC
+0xCBD43194) followed by zeros.
+Invariants:
+  1. ``write_offset`` (= max physical offset) is the end of the last record; every byte below it is immutable.
+  2. A record is written only where ``len + 8 <= bytes left in its file``; otherwise the BLANK is written and the
+     record goes to the start of the next file. So a file never ends exactly at a record end, and a record of more
+     than ``file_size - 8`` bytes can never be written (MESSAGE_ILLEGAL).
+  3. Roll-over writes the BLANK, marks the file full (write offset = its end), then creates the next file; if the
+     creation fails the put reports CREATE_MAPPED_FILE_FAILED, the BLANK stays, and the next put retries the
+     creation (recovery likewise ends at the file end after a BLANK in the last file).
+  4. A fresh store has no files; the first append creates ``00000000000000000000``. With no files both the min and
+     the max physical offset are 0. Appends always go to the last file.
+  5. ``delete_files_before`` never deletes the last file.
+Thread-safety: none of its own; the engine's lock serialises every call.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+from .format import COMMITLOG_DIR, FLUSH_LEAST_PAGES
+from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+
+
+class PutMessageStatus(enum.IntEnum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPPED_FILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+class CommitLog:
+    __slots__ = ("queue", "file_size", "write_offset", "last_store_timestamp")
+
+    def __init__(self, root_dir: str, file_size: int) -> None:
+        self.file_size = file_size
+        self.queue = MappedFileQueue(os.path.join(root_dir, COMMITLOG_DIR), file_size)
+        self.write_offset = 0
+        self.last_store_timestamp = 0
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # -- offsets --------------------------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        return self.write_offset
+
+    @property
+    def min_offset(self) -> int:
+        first = self.queue.first
+        return first.start if first is not None else 0
+
+    def roll_next_file(self, offset: int) -> int:
+        return self.queue.roll_next_file(offset)
+
+    # -- write path -----------------------------------------------------------------------------------------
+
+    def fits_in_a_file(self, record_len: int) -> bool:
+        return record_len + END_FILE_MIN_BLANK_LENGTH <= self.file_size
+
+    def allocate(self, record_len: int) -> MappedFile:
+        """The file the next record of ``record_len`` bytes goes to (at ``write_offset``). When ``len + 8 >
+        remaining`` the current file gets the BLANK (and counts as full) and the next file is created; a
+        creation failure raises StoreError and leaves the BLANK (invariant 3)."""
+        f = self.queue.last
+        if f is None:
+            f = self.queue.create(0)
+            self.write_offset = 0
+        remaining = f.size - f.wrote
+        if record_len + END_FILE_MIN_BLANK_LENGTH <= remaining:
+            return f
+        if remaining >= END_FILE_MIN_BLANK_LENGTH:
+            f.write(f.wrote, encode_blank(remaining))
+        f.wrote = f.size
+        self.write_offset = f.end
+        return self.queue.create(f.end)
+
+    def append(self, f: MappedFile, record: bytes | bytearray) -> None:
+        """Writes a record (already patched for ``write_offset``) at the end of ``f`` (from ``allocate``)."""
+        f.append(record)
+        self.write_offset = f.start + f.wrote
+
+    # -- read path ------------------------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """Raw bytes if ``[offset, offset+size)`` lies wholly inside one file's written data, else None
+        (``read_commit_log``; a size of 0 inside the data gives b"")."""
+        f = self.queue.find(offset)
+        if f is None:
+            return None
+        return f.read(offset - f.start, size)
+
+    def get_message(self, offset: int, size: int) -> bytes | None:
+        """``CommitLog.getMessage`` for the read path: like ``read`` but a size <= 0 gives None."""
+        if size <= 0:
+            return None
+        return self.read(offset, size)
+
+    # -- maintenance ----------------------------------------------------------------------------------------
+
+    def dirty_pages(self) -> int:
+        return sum(f.dirty_pages() for f in self.queue.files if f.wrote > f.flushed)
+
+    def has_enough_dirty_pages(self) -> bool:
+        return self.dirty_pages() >= FLUSH_LEAST_PAGES
+
+    def flush(self) -> int:
+        """msync every file with unflushed data; returns the flushed offset (= the write offset)."""
+        offset = self.write_offset
+        self.queue.flush()
+        return offset
+
+    def delete_files_before(self, offset: int) -> int:
+        """Deletes files whose whole range ends <= ``offset``, never the last one; returns how many."""
+        deleted = 0
+        for f in list(self.queue.files[:-1]):
+            if f.end <= offset:
+                self.queue.remove(f)
+                deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,30 @@
+"""Byte layouts and file names: every magic number of the store lives in this package.
+
+Owns: ``message`` (CommitLog record layout, properties, tags hash, offset msg id), ``cq_unit`` (the 20-byte
+ConsumeQueue unit), ``file_name`` (20-digit mapped file names), and the checkpoint / directory constants here.
+Format: all integers big-endian (Java ByteBuffer).
+Invariants: constants mirror RocketMQ 4.9 (``CommitLog``, ``MessageDecoder``, ``ConsumeQueue``, ``StoreCheckpoint``).
+Thread-safety: pure functions and constants.
+"""
+
+# <root>/checkpoint is this many bytes (RocketMQ maps one OS page); i64 BE fields at these offsets.
+CHECKPOINT_FILE_SIZE = 4096
+CHECKPOINT_PHYSIC_MSG_TIMESTAMP = 0
+CHECKPOINT_LOGICS_MSG_TIMESTAMP = 8
+CHECKPOINT_INDEX_MSG_TIMESTAMP = 16  # always 0: no index service
+CHECKPOINT_MASTER_FLUSHED_OFFSET = 24  # always 0: no HA
+CHECKPOINT_CONFIRM_PHY_OFFSET = 32
+CHECKPOINT_USED_BYTES = 40
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+
+# RocketMQ's normal recovery scans this many CommitLog files from the end.
+RECOVER_NORMAL_FILE_COUNT = 3
+# Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (flushPhysicQueueLeastPages).
+FLUSH_LEAST_PAGES = 4
+OS_PAGE_SIZE = 4096

@@ -1,0 +1,346 @@
+"""The CommitLog record: layout constants, encode, decode (v1 and v2 magic, IPv4/IPv6 hosts), the properties
+string, the tags hash and the offset msg id.
+
+Format (big-endian; offsets for IPv4 hosts):
+  0 TOTALSIZE i32 · 4 MAGIC i32 (v1 0xDAA320A7, v2 0xDAA320AB) · 8 BODYCRC i32 (crc32 & 0x7FFFFFFF) · 12 QUEUEID i32
+  · 16 FLAG i32 · 20 QUEUEOFFSET i64 · 28 PHYSICALOFFSET i64 · 36 SYSFLAG i32 · 40 BORNTIMESTAMP i64
+  · 48 BORNHOST (4|16 ip + i32 port) · STORETIMESTAMP i64 · STOREHOST (4|16 ip + i32 port) · RECONSUMETIMES i32
+  · PREPARED_TX_OFFSET i64 · BODYLEN i32 + body · TOPICLEN (u8 v1 | u16 v2) + topic · PROPLEN i16 + properties.
+  The fixed part of a v1 record with IPv4 hosts is 91 bytes.
+  BLANK (end of a mapped file): TOTALSIZE = bytes left in the file, MAGIC 0xCBD43194; the rest stays zero.
+
+Invariants:
+  1. A record decodes only if its magic is v1/v2, TOTALSIZE >= 91, and every length fits and the lengths add up to
+     exactly TOTALSIZE (RocketMQ's ``checkMessageAndReturnSize`` rule).
+  2. The engine writes v1 only (topics <= 127 chars); v2 is read.
+  3. Properties: ``name \\x01 value \\x02`` per entry; parsing follows ``MessageDecoder.string2messageProperties``.
+  4. tags hash = Java ``String.hashCode`` over UTF-16 code units, int32 wrap-around.
+  5. ``decode_messages`` returns bodies as stored; it never inflates (``rmq_core.message`` does, for both backends).
+
+Decisions where the contract is silent (the Rust side matches them):
+  * IPv6 hosts render with ``socket.inet_ntop`` (RFC 5952, like Rust's ``Ipv6Addr`` Display).
+  * Invalid UTF-8 in topics/properties decodes with U+FFFD replacement (``errors="replace"``).
+  * BODYCRC is not checked when decoding (only recovery checks it, when ``check_crc_on_recover``).
+  * An ip is IPv6 iff it contains ':'; it must be a literal (no name resolution), else ``ValueError``.
+
+Thread-safety: pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import zlib
+from typing import Any
+
+from rmq_core.errors import CorruptRecordError
+
+MAGIC_V1 = -626843481  # 0xDAA320A7
+MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+
+TOTALSIZE_POSITION = 0
+MAGIC_POSITION = 4
+BODYCRC_POSITION = 8
+QUEUEID_POSITION = 12
+FLAG_POSITION = 16
+QUEUE_OFFSET_POSITION = 20
+PHY_POS_POSITION = 28
+SYSFLAG_POSITION = 36
+BORN_TIMESTAMP_POSITION = 40
+BORNHOST_POSITION = 48
+
+IPV4_HOST_LEN = 8
+IPV6_HOST_LEN = 20
+MIN_RECORD_LEN_V1_IPV4 = 91
+
+COMPRESSED_FLAG = 0x1
+TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+MAX_PROPERTIES_SIZE = 32767
+MAX_TOPIC_LEN_V1 = 127
+PROPERTY_TAGS = "TAGS"
+
+_LEGAL_TOPIC = re.compile(r"[A-Za-z0-9%|_-]+")
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+_HEADER8 = struct.Struct(">ii")  # TOTALSIZE, MAGIC
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_PORT_AND_OFFSET = struct.Struct(">iq")
+
+
+class RecordFormatError(Exception):
+    """Internal: the bytes at a position are not a record (callers turn this into CorruptRecordError or an end)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hosts
+
+
+def encode_host(host: tuple[str, int]) -> bytes:
+    """ip (4 or 16 bytes) + port int32. IPv6 iff the ip contains ':'."""
+    ip, port = host
+    try:
+        raw = socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
+    except (OSError, TypeError) as e:
+        raise ValueError(f"not an ip address literal: {ip!r}") from e
+    try:
+        return raw + _I32.pack(port)
+    except struct.error as e:
+        raise ValueError(f"port out of int32 range: {port!r}") from e
+
+
+def is_v6_host(host: tuple[str, int]) -> bool:
+    return ":" in host[0]
+
+
+def decode_host(buf: Any, pos: int, v6: bool) -> tuple[str, int]:
+    if v6:
+        return socket.inet_ntop(socket.AF_INET6, bytes(buf[pos : pos + 16])), _I32.unpack_from(buf, pos + 16)[0]
+    return socket.inet_ntop(socket.AF_INET, bytes(buf[pos : pos + 4])), _I32.unpack_from(buf, pos + 4)[0]
+
+
+def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str:
+    """Offset msg id: uppercase hex of ip (4|16) + port int32 + commitlog offset int64 (MessageDecoder.createMessageId)."""
+    return (encode_host(store_host) + _I64.pack(commitlog_offset)).hex().upper()
+
+
+def _msg_id_from_raw_host(raw_host: bytes, commitlog_offset: int) -> str:
+    return (raw_host + _I64.pack(commitlog_offset)).hex().upper()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# properties, tags, topics
+
+
+def encode_properties(props: dict[str, str]) -> bytes:
+    """``name\\x01value\\x02`` per entry in dict order, values that are None skipped, UTF-8."""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None).encode()
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties``; invalid UTF-8 becomes U+FFFD."""
+    text = bytes(raw).decode("utf-8", errors="replace")
+    out: dict[str, str] = {}
+    for seg in text.split(PROPERTY_SEPARATOR):
+        if len(seg) < 3:
+            continue
+        kv = seg.find(NAME_VALUE_SEPARATOR)
+        if 0 < kv < len(seg) - 1:
+            out[seg[:kv]] = seg[kv + 1 :]
+    return out
+
+
+def tags_hash(tags: str) -> int:
+    """Java ``String.hashCode``: h = 31*h + UTF-16 code unit, int32 wrap-around; returned signed."""
+    h = 0
+    units = tags.encode("utf-16-be", errors="surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def tags_code_of(properties: dict[str, str]) -> int:
+    """ConsumeQueue tagsCode: the sign-extended hash of TAGS, 0 when absent."""
+    tags = properties.get(PROPERTY_TAGS)
+    return tags_hash(tags) if tags else 0
+
+
+def is_legal_topic(topic: Any) -> bool:
+    return isinstance(topic, str) and 0 < len(topic) <= MAX_TOPIC_LEN_V1 and _LEGAL_TOPIC.fullmatch(topic) is not None
+
+
+def is_tx_prepared_or_rollback(sys_flag: int) -> bool:
+    return (sys_flag & TRANSACTION_TYPE_MASK) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def body_crc(body: Any) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# encode
+
+
+def record_len_v1(body_len: int, topic_len: int, props_len: int, born_host_len: int, store_host_len: int) -> int:
+    """``MessageExtEncoder.calMsgLength`` for a v1 record."""
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_host_len + 8 + store_host_len + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+
+
+def encode_record(
+    *,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host_raw: bytes,
+    store_timestamp: int,
+    store_host_raw: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes,
+    topic: bytes,
+    properties: bytes,
+) -> bytearray:
+    """One v1 record. QUEUEOFFSET/PHYSICALOFFSET may be placeholders patched later with :func:`patch_offsets`."""
+    total = record_len_v1(len(body), len(topic), len(properties), len(born_host_raw), len(store_host_raw))
+    rec = bytearray(
+        _HEAD.pack(total, MAGIC_V1, body_crc(body), queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp)
+    )
+    rec += born_host_raw
+    rec += _I64.pack(store_timestamp)
+    rec += store_host_raw
+    rec += _PORT_AND_OFFSET.pack(reconsume_times, prepared_transaction_offset)
+    rec += _I32.pack(len(body))
+    rec += body
+    rec.append(len(topic))
+    rec += topic
+    rec += _I16.pack(len(properties))
+    rec += properties
+    assert len(rec) == total
+    return rec
+
+
+def patch_offsets(rec: bytearray, queue_offset: int, physical_offset: int) -> None:
+    _I64.pack_into(rec, QUEUE_OFFSET_POSITION, queue_offset)
+    _I64.pack_into(rec, PHY_POS_POSITION, physical_offset)
+
+
+def encode_blank(remaining: int) -> bytes:
+    return _HEADER8.pack(remaining, BLANK_MAGIC)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# decode
+
+
+def record_layout(buf: Any, pos: int, limit: int) -> tuple[int, int, int, int, int, int, int, int]:
+    """Checks the structure of the record at ``buf[pos:limit]`` (invariant 1).
+
+    Returns ``(total, magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len)`` with positions
+    relative to ``pos``; the properties are ``[topic_pos + topic_len + 2, total)``. Raises RecordFormatError.
+    """
+    avail = limit - pos
+    if avail < 8:
+        raise RecordFormatError(f"truncated header: {avail} bytes left")
+    total, magic = _HEADER8.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        raise RecordFormatError("BLANK (end-of-file padding) where a record was expected")
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        raise RecordFormatError(f"bad magic 0x{magic & 0xFFFFFFFF:08X}")
+    if total < MIN_RECORD_LEN_V1_IPV4:
+        raise RecordFormatError(f"total size {total} below the fixed part")
+    if total > avail:
+        raise RecordFormatError(f"truncated record: total size {total} but {avail} bytes left")
+    sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
+    born_len = IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN
+    store_len = IPV6_HOST_LEN if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LEN
+    store_ts_pos = BORNHOST_POSITION + born_len
+    p = store_ts_pos + 8 + store_len + 4 + 8  # at BODYLEN
+    if p + 4 > total:
+        raise RecordFormatError(f"total size {total} too small for the hosts")
+    body_len = _I32.unpack_from(buf, pos + p)[0]
+    p += 4
+    if body_len < 0 or p + body_len > total:
+        raise RecordFormatError(f"body length {body_len} does not fit in total size {total}")
+    body_pos = p
+    p += body_len
+    if magic == MAGIC_V2:
+        if p + 2 > total:
+            raise RecordFormatError("truncated topic length")
+        topic_len = _U16.unpack_from(buf, pos + p)[0]
+        p += 2
+    else:
+        if p + 1 > total:
+            raise RecordFormatError("truncated topic length")
+        topic_len = buf[pos + p]
+        p += 1
+    if p + topic_len + 2 > total:
+        raise RecordFormatError(f"topic length {topic_len} does not fit in total size {total}")
+    topic_pos = p
+    p += topic_len
+    props_len = _I16.unpack_from(buf, pos + p)[0]
+    p += 2
+    if props_len < 0 or p + props_len != total:
+        raise RecordFormatError(f"lengths add up to {p + props_len} but total size is {total}")
+    return total, magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len
+
+
+def record_properties(rec: Any) -> dict[str, str]:
+    """The decoded properties of one whole record (already validated or read from a CQ-referenced range)."""
+    total, _m, _sf, _st, _bp, _bl, topic_pos, topic_len = record_layout(rec, 0, len(rec))
+    start = topic_pos + topic_len + 2
+    return decode_properties(bytes(rec[start:total]))
+
+
+def record_store_timestamp(rec: Any) -> int:
+    """STORETIMESTAMP of a record (needs at least the bytes up to it); its position depends on the born host."""
+    sys_flag = _I32.unpack_from(rec, SYSFLAG_POSITION)[0]
+    pos = BORNHOST_POSITION + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
+    return _I64.unpack_from(rec, pos)[0]
+
+
+def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: type) -> Any:
+    """One MessageExt from the record at ``pos`` (every slot set, ``__init__`` not called)."""
+    total, _magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len = record_layout(buf, pos, limit)
+    (_t, _m, crc, queue_id, flag, queue_offset, phys, _sf, born_ts) = _HEAD.unpack_from(buf, pos)
+    born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
+    store_v6 = bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)
+    store_host_pos = store_ts_pos + 8
+    store_host_len = IPV6_HOST_LEN if store_v6 else IPV4_HOST_LEN
+    after_store = store_host_pos + store_host_len
+    reconsume, prepared = _PORT_AND_OFFSET.unpack_from(buf, pos + after_store)
+    m = message_ext_cls.__new__(message_ext_cls)
+    m.topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len]).decode("utf-8", errors="replace")
+    m.body = bytes(buf[pos + body_pos : pos + body_pos + body_len])
+    m.flag = flag
+    m.properties = decode_properties(bytes(buf[pos + topic_pos + topic_len + 2 : pos + total]))
+    m.queue_id = queue_id
+    m.queue_offset = queue_offset
+    m.commitlog_offset = phys
+    m.store_size = total
+    m.body_crc = crc
+    m.sys_flag = sys_flag
+    m.born_timestamp = born_ts
+    m.born_host = decode_host(buf, pos + BORNHOST_POSITION, born_v6)
+    m.store_timestamp = _I64.unpack_from(buf, pos + store_ts_pos)[0]
+    m.store_host = decode_host(buf, pos + store_host_pos, store_v6)
+    m.reconsume_times = reconsume
+    m.prepared_transaction_offset = prepared
+    m.msg_id = _msg_id_from_raw_host(
+        bytes(buf[pos + store_host_pos : pos + store_host_pos + store_host_len]), phys
+    )
+    m.broker_name = None
+    return m
+
+
+def decode_messages(buf: bytes, decompress: bool = True) -> list:
+    """Decode concatenated v1/v2 records (a pull body). BLANK, garbage or a truncated tail raise
+    ``CorruptRecordError(offset=<index in buf>)``. Bodies are returned as stored: ``decompress`` is accepted for
+    signature parity and ignored (the wrapper in ``rmq_core.message`` inflates, for both backends)."""
+    from rmq_core.message import MessageExt  # late: rmq_core.message imports this package through _backend
+
+    out = []
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        try:
+            m = decode_record(buf, pos, end, MessageExt)
+        except RecordFormatError as e:
+            raise CorruptRecordError(f"corrupt record at offset {pos}: {e}", offset=pos) from None
+        out.append(m)
+        pos += m.store_size
+    return out

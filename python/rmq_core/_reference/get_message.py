@@ -1,0 +1,170 @@
+"""The pull read path: RocketMQ 4.9 ``DefaultMessageStore#getMessage`` and ``isTheBatchFull``, exactly.
+
+Owns: GetMessageStatus, the offset checks, the one-file ConsumeQueue scan and the batch limits.
+Format: reads 20-byte units from one ConsumeQueue file and whole records from the CommitLog; writes nothing.
+Invariants:
+  1. Checks in order: no queue → NO_MATCHED_LOGIC_QUEUE (next 0, min = max = 0; the read never creates a queue);
+     max == 0 → NO_MESSAGE_IN_QUEUE (next 0); offset < min → OFFSET_TOO_SMALL (next min); offset == max →
+     OFFSET_OVERFLOW_ONE (next offset); offset > max → OFFSET_OVERFLOW_BADLY (next 0 if min == 0 else max); the
+     file holding ``offset`` missing (or ``offset`` not in its written data) → OFFSET_FOUND_NULL (next
+     roll_next_file(offset)).
+  2. The scan covers the written units of that one file from ``offset``, at most
+     ``max(max_filter_message_size, max_msg_nums*20)`` bytes; ``i`` counts scanned bytes; a unit that makes the
+     batch full breaks the loop and is not counted. next = offset + i/20.
+  3. Per unit, in order: max_phy_offset_pulling = offsetPy; skip if below next_phy_file_start; batch full → break;
+     tag filter miss → skip; record unavailable → MESSAGE_WAS_REMOVING if nothing found yet and
+     next_phy_file_start = the CommitLog roll_next_file(offsetPy); property filter miss → skip; else append, FOUND,
+     next_phy_file_start reset. The property filter gets the record's decoded properties ({} if the referenced
+     bytes do not decode as a record); a unit size <= 0 reads as unavailable. As in the seed's 4.9 code, a filter miss (tag or property) while nothing has been
+     found yet sets the status back to NO_MATCHED_MESSAGE (so a removed unit followed by a filtered one reports
+     NO_MATCHED_MESSAGE).
+  4. "In disk" and "suggest pulling from slave" compare ``max_phy − offset`` with ``memory_threshold()`` =
+     ``total_physical_memory * ratio / 100`` in integers (truncated).
+  5. The tag filter compares the unit's tagsCode truncated to int32 with the given codes; ``None`` matches all.
+Thread-safety: runs under the engine lock (the property filter callback too).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable
+
+from .commit_log import CommitLog
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, to_int32
+from .format.message import RecordFormatError, record_properties
+
+LONG_MIN = -(2**63)
+
+
+class GetMessageStatus(enum.IntEnum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+    OFFSET_RESET = 9
+
+
+def _properties_of(record: bytes) -> dict[str, str]:
+    try:
+        return record_properties(record)
+    except RecordFormatError:
+        return {}
+
+
+def is_the_batch_full(
+    config: StoreConfig, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
+) -> bool:
+    """4.9 ``isTheBatchFull``."""
+    if buffer_total == 0 or msg_total == 0:
+        return False
+    if msg_total >= max_msg_nums:
+        return True
+    if in_disk:
+        if buffer_total + size_py > config.max_transfer_bytes_on_message_in_disk:
+            return True
+        if msg_total > config.max_transfer_count_on_message_in_disk - 1:
+            return True
+    else:
+        if buffer_total + size_py > config.max_transfer_bytes_on_message_in_memory:
+            return True
+        if msg_total > config.max_transfer_count_on_message_in_memory - 1:
+            return True
+    return False
+
+
+def get_message(
+    config: StoreConfig,
+    commit_log: CommitLog,
+    cq: ConsumeQueue | None,
+    offset: int,
+    max_msg_nums: int,
+    tag_codes: list[int] | None,
+    property_filter: Callable[[dict[str, str]], bool] | None,
+) -> tuple:
+    """Returns ``(status, next_begin_offset, min_offset, max_offset, message_count, buffer_total_size,
+    suggest_pulling_from_slave, body, max_phy_offset_pulling)``."""
+    if cq is None:
+        return (int(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE), 0, 0, 0, 0, 0, False, b"", 0)
+    max_offset_py = commit_log.max_offset
+    min_offset = cq.min_offset
+    max_offset = cq.max_offset
+
+    if max_offset == 0:
+        return (int(GetMessageStatus.NO_MESSAGE_IN_QUEUE), 0, min_offset, max_offset, 0, 0, False, b"", 0)
+    if offset < min_offset:
+        return (int(GetMessageStatus.OFFSET_TOO_SMALL), min_offset, min_offset, max_offset, 0, 0, False, b"", 0)
+    if offset == max_offset:
+        return (int(GetMessageStatus.OFFSET_OVERFLOW_ONE), offset, min_offset, max_offset, 0, 0, False, b"", 0)
+    if offset > max_offset:
+        nxt = 0 if min_offset == 0 else max_offset
+        return (int(GetMessageStatus.OFFSET_OVERFLOW_BADLY), nxt, min_offset, max_offset, 0, 0, False, b"", 0)
+
+    max_filter_bytes = max(config.max_filter_message_size, max_msg_nums * CQ_STORE_UNIT_SIZE)
+    units = cq.index_buffer(offset, max_filter_bytes)
+    if units is None:
+        nxt = cq.roll_next_file(offset)
+        return (int(GetMessageStatus.OFFSET_FOUND_NULL), nxt, min_offset, max_offset, 0, 0, False, b"", 0)
+
+    status = GetMessageStatus.NO_MATCHED_MESSAGE
+    memory = config.memory_threshold()
+    codes = None if tag_codes is None else set(tag_codes)
+    next_phy_file_start = LONG_MIN
+    max_phy_offset_pulling = 0
+    parts: list[bytes] = []
+    buffer_total = 0
+    msg_count = 0
+    i = 0
+    n = len(units)  # already capped at max_filter_bytes
+    while i < n:
+        offset_py, size_py, tags_code = UNIT.unpack_from(units, i)
+        max_phy_offset_pulling = offset_py
+        if next_phy_file_start != LONG_MIN and offset_py < next_phy_file_start:
+            i += CQ_STORE_UNIT_SIZE
+            continue
+        in_disk = (max_offset_py - offset_py) > memory
+        if is_the_batch_full(config, size_py, max_msg_nums, buffer_total, msg_count, in_disk):
+            break
+        if codes is not None and to_int32(tags_code) not in codes:
+            if buffer_total == 0:
+                status = GetMessageStatus.NO_MATCHED_MESSAGE
+            i += CQ_STORE_UNIT_SIZE
+            continue
+        record = commit_log.get_message(offset_py, size_py)
+        if record is None:
+            if buffer_total == 0:
+                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+            next_phy_file_start = commit_log.roll_next_file(offset_py)
+            i += CQ_STORE_UNIT_SIZE
+            continue
+        if property_filter is not None and not property_filter(_properties_of(record)):
+            if buffer_total == 0:
+                status = GetMessageStatus.NO_MATCHED_MESSAGE
+            i += CQ_STORE_UNIT_SIZE
+            continue
+        parts.append(record)
+        buffer_total += len(record)
+        msg_count += 1
+        status = GetMessageStatus.FOUND
+        next_phy_file_start = LONG_MIN
+        i += CQ_STORE_UNIT_SIZE
+
+    next_begin = offset + i // CQ_STORE_UNIT_SIZE
+    suggest = (max_offset_py - max_phy_offset_pulling) > memory
+    return (
+        int(status),
+        next_begin,
+        min_offset,
+        max_offset,
+        msg_count,
+        buffer_total,
+        suggest,
+        b"".join(parts),
+        max_phy_offset_pulling,
+    )

@@ -1,0 +1,176 @@
+"""One memory-mapped store file (a CommitLog or ConsumeQueue segment), RocketMQ's ``MappedFile``.
+
+Owns: the file at ``<dir>/<20-digit start offset>``, its shared read-write mapping, its write and flush positions.
+Format: a file of exactly ``size`` bytes, created with ``posix_fallocate`` (so a full disk fails at creation with a
+clear error, never SIGBUS on a mapped write) and zero-filled; the content is whatever the owner writes.
+Invariants:
+  1. ``0 <= flushed <= wrote <= size``; bytes below ``wrote`` are the file's data, bytes above are zero
+     (recovery zeroes them).
+  2. ``read(pos, n)`` returns data only if ``[pos, pos+n)`` lies wholly below ``wrote``.
+  3. A file that failed creation is removed; a created file is always full size.
+  4. I/O errors raise ``StoreError`` naming the file.
+Thread-safety: none of its own; the engine's lock serialises every call.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from rmq_core.errors import StoreError
+
+from .format import OS_PAGE_SIZE
+
+_ZERO_SCAN_CHUNK = 1 << 20
+
+
+class MappedFile:
+    __slots__ = ("path", "start", "size", "wrote", "flushed", "_mm")
+
+    def __init__(self, path: str, start: int, size: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.wrote = 0
+        self.flushed = 0
+        self._mm = mm
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str, start: int, size: int) -> MappedFile:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot create mapped file {path}: {e}") from e
+        try:
+            try:
+                os.posix_fallocate(fd, 0, size)
+                mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise StoreError(f"cannot allocate mapped file {path} ({size} bytes): {e}") from e
+        return cls(path, start, size, mm)
+
+    @classmethod
+    def open(cls, path: str, start: int, size: int) -> MappedFile:
+        """Maps an existing file; its size must be ``size``. ``wrote`` starts at 0 (recovery sets it)."""
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            raise StoreError(f"cannot open mapped file {path}: {e}") from e
+        try:
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                raise StoreError(f"mapped file {path} has {actual} bytes, expected {size}")
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            raise StoreError(f"cannot map {path}: {e}") from e
+        finally:
+            os.close(fd)
+        return cls(path, start, size, mm)
+
+    def close(self) -> None:
+        if not self._mm.closed:
+            self._mm.close()
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StoreError(f"cannot delete mapped file {self.path}: {e}") from e
+
+    # -- data -----------------------------------------------------------------------------------------------
+
+    @property
+    def end(self) -> int:
+        """Global offset just after this file."""
+        return self.start + self.size
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The mapping itself, for ``struct.unpack_from`` without copies (never keep a memoryview of it)."""
+        return self._mm
+
+    def read(self, pos: int, n: int) -> bytes | None:
+        if pos < 0 or n < 0 or pos + n > self.wrote:
+            return None
+        return self._mm[pos : pos + n]
+
+    def read_raw(self, pos: int, n: int) -> bytes:
+        """Bytes regardless of ``wrote`` (recovery and inspection)."""
+        return self._mm[pos : pos + n]
+
+    def write(self, pos: int, data: bytes | bytearray) -> None:
+        self._mm[pos : pos + len(data)] = data
+
+    def append(self, data: bytes | bytearray) -> int:
+        """Writes at ``wrote`` and advances it; returns the file-relative position written."""
+        pos = self.wrote
+        self._mm[pos : pos + len(data)] = data
+        self.wrote = pos + len(data)
+        return pos
+
+    def data_end(self, from_pos: int) -> int:
+        """Position just after the last non-zero byte in ``[from_pos, size)``, or ``from_pos`` if all zero."""
+        hi = self.size
+        while hi > from_pos:
+            lo = max(from_pos, hi - _ZERO_SCAN_CHUNK)
+            chunk = self._mm[lo:hi]
+            stripped = len(chunk.rstrip(b"\0"))
+            if stripped:
+                return lo + stripped
+            hi = lo
+        return from_pos
+
+    def zero(self, from_pos: int, to_pos: int) -> None:
+        """Zeroes ``[from_pos, to_pos)`` in chunks."""
+        pos = from_pos
+        while pos < to_pos:
+            n = min(_ZERO_SCAN_CHUNK, to_pos - pos)
+            self._mm[pos : pos + n] = bytes(n)
+            pos += n
+
+    def flush_range(self, from_pos: int, to_pos: int) -> None:
+        """msync ``[from_pos rounded down to a page, to_pos)`` (recovery's zeroing), whatever ``flushed`` says."""
+        if to_pos > from_pos:
+            begin = from_pos - from_pos % mmap.PAGESIZE
+            try:
+                self._mm.flush(begin, to_pos - begin)
+            except (OSError, ValueError) as e:
+                raise StoreError(f"cannot flush {self.path}: {e}") from e
+
+    def dirty_pages(self) -> int:
+        return (self.wrote - self.flushed + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE
+
+    def flush(self) -> int:
+        """msync ``[flushed rounded down to a page, wrote)``; returns the new flushed position."""
+        wrote = self.wrote
+        if wrote > self.flushed:
+            begin = self.flushed - self.flushed % mmap.PAGESIZE
+            try:
+                self._mm.flush(begin, wrote - begin)
+            except (OSError, ValueError) as e:
+                raise StoreError(f"cannot flush {self.path}: {e}") from e
+            self.flushed = wrote
+        return self.flushed
+
+    def flush_all(self) -> None:
+        """msync the whole mapping (after recovery rewrote bytes anywhere in it)."""
+        try:
+            self._mm.flush()
+        except (OSError, ValueError) as e:
+            raise StoreError(f"cannot flush {self.path}: {e}") from e
+        self.flushed = self.wrote

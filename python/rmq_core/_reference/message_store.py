@@ -1,0 +1,551 @@
+"""The engine: ties the CommitLog, the ConsumeQueues, the flush thread, the checkpoint and recovery together behind
+the contract of docs/CORE_API.md (the write path and dispatch live here). Mirrors rust/rmq-store/src/message_store.rs.
+
+Owns: the store root (``commitlog/``, ``consumequeue/``, ``checkpoint``, ``abort``, ``lock``, ``config/``), the queue
+table, the engine lock, open/close.
+Format: see §1 of the contract; record/unit layouts in ``format``.
+Invariants:
+  1. One ``threading.RLock`` serialises writes and reads; a record is written (CommitLog write offset) before its
+     ConsumeQueue unit.
+  2. Validation happens for every message before anything is written: a put either raises (illegal topic,
+     negative queue id — these win over statuses, whatever their position), returns the first failing status for
+     every message, or writes messages in order until the first I/O failure (that message and the rest get
+     CREATE_MAPPED_FILE_FAILED). Per message: queue lookup/creation, CommitLog space (BLANK + next file), the
+     ConsumeQueue file for the unit, then record and unit.
+  3. The sys flag bits 0x10/0x20 are set from the hosts (and cleared when IPv4), whatever the caller passed.
+  4. ``<root>/lock`` is flock'ed before recovery touches anything and released at close; ``abort`` exists from the
+     end of a successful open until close. Opening does not flush or write the checkpoint.
+  5. After ``close`` every call raises StoreError (except ``close`` itself, idempotent, and ``is_the_batch_full``).
+
+Decisions where the contract is silent (shared with the Rust engine):
+  * a ConsumeQueue (and its directory) is created on the first dispatched put to it (not for PREPARED/ROLLBACK
+    records, which return queue offset 0 and get no unit);
+  * ``min_physical_offset``/``max_physical_offset`` are 0 when there is no CommitLog file;
+  * ``read_commit_log``: size < 0 → ValueError; size 0 inside a file's data → b"";
+  * ``look_message_by_offset``: None when fewer than 8 written bytes exist at ``offset``; otherwise the record must
+    decode within the written data, else CorruptRecordError(offset); CRC not checked;
+  * ``get_offset_in_queue_by_time``: lower-bound binary search ``lo = min, hi = max, mid = lo + (hi - lo) // 2``;
+    a unit whose record cannot be read counts as older than any ts;
+  * ``get_earliest_message_time``: -1 when min >= max or the record cannot be read;
+  * ``scan_consume_queue``: start/max_units < 0 → ValueError; no queue → (start, b""); s = max(start, min);
+    s >= max → (s, b""); else (e, units of [s, e) that match) with e = min(max, s + max_units);
+  * ``consume_queue_units``: start/count < 0 → ValueError; units [start, min(start + count, max)) whose file exists
+    and holds them; no queue → b"";
+  * ``topics()`` lists queues loaded from ``consumequeue/<topic>/<qid>`` (qid a canonical non-negative int) or
+    created by puts, sorted by (topic, qid);
+  * SYNC_FLUSH timeout turns every PUT_OK of that call into FLUSH_DISK_TIMEOUT (offsets kept).
+Thread-safety: every public method takes the engine RLock (the flush thread takes it for each flush); SYNC_FLUSH
+writers wait for the flush after releasing it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from typing import Any, Callable
+
+from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
+
+from . import get_message as _get_message
+from .checkpoint import StoreCheckpoint
+from .commit_log import CommitLog, PutMessageStatus
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .flush import FlushService
+from .format import ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE
+from .format.message import (
+    BORNHOST_V6_FLAG,
+    MAX_PROPERTIES_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+    RecordFormatError,
+    encode_host,
+    decode_properties,
+    encode_properties,
+    encode_record,
+    is_legal_topic,
+    is_tx_prepared_or_rollback,
+    is_v6_host,
+    patch_offsets,
+    record_layout,
+    record_store_timestamp,
+    tags_code_of,
+)
+from .recovery import recover
+
+_PUT_OK = int(PutMessageStatus.PUT_OK)
+_CREATE_FAILED = (int(PutMessageStatus.CREATE_MAPPED_FILE_FAILED), -1, -1, 0)
+
+
+def _tags_code(properties: dict[str, str], encoded: bytes) -> int:
+    """tagsCode of the TAGS entry *as stored*: the dict's value when the encoding is regular (one separator pair per
+    entry), else re-parsed from the encoded bytes (a separator inside a key or value changes what is stored)."""
+    entries = sum(1 for v in properties.values() if v is not None)
+    if encoded.count(1) == entries and encoded.count(2) == entries:
+        return tags_code_of(properties)
+    return tags_code_of(decode_properties(encoded))
+
+
+class StoreEngine:
+    """The pure-Python store engine (docs/CORE_API.md)."""
+
+    def __init__(self, root_dir: str, config: dict[str, Any]) -> None:
+        self._closed = True
+        self._lock = threading.RLock()
+        self._config = cfg = StoreConfig.from_dict(config)
+        self._root = root = os.path.abspath(os.fspath(root_dir))
+        self._store_host_raw = encode_host(cfg.store_host)
+        self._store_host_v6 = is_v6_host(cfg.store_host)
+        for d in (root, os.path.join(root, COMMITLOG_DIR), os.path.join(root, CONSUMEQUEUE_DIR), os.path.join(root, CONFIG_DIR)):
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create directory {d}: {e}") from e
+        self._lock_fd = self._lock_root()
+        self._commit_log = CommitLog(root, cfg.mapped_file_size_commit_log)
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._checkpoint = StoreCheckpoint(os.path.join(root, CHECKPOINT_FILE))
+        try:
+            abort_path = os.path.join(root, ABORT_FILE)
+            abnormal = os.path.exists(abort_path)
+            self._checkpoint.open()
+            self._commit_log.load()
+            self._load_queues()
+            self._last_physic_ts = self._checkpoint.physic_msg_timestamp
+            self._last_logics_ts = self._checkpoint.logics_msg_timestamp
+            self._report = recover(
+                self._commit_log,
+                self._queues,
+                self._queue_or_create,
+                self._checkpoint,
+                abnormal,
+                cfg.check_crc_on_recover,
+                self._note_redispatched,
+            )
+            try:
+                with open(abort_path, "wb"):
+                    pass
+            except OSError as e:
+                raise StoreError(f"cannot create {abort_path}: {e}") from e
+        except BaseException:
+            self._release_files()
+            raise
+        self._flush_service = FlushService(
+            self._flush_commit_log_quietly, self._dirty_commit_log_bytes, self._flush_all_quietly, cfg.flush_interval_commit_log
+        )
+        self._closed = False
+        self._flush_service.start()
+
+    # -- open / close helpers -------------------------------------------------------------------------------
+
+    def _lock_root(self) -> int:
+        path = os.path.join(self._root, LOCK_FILE)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot open lock file {path}: {e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(f"the store is locked by another process or engine: {path}") from None
+        except OSError as e:
+            os.close(fd)
+            raise StoreError(f"cannot lock {path}: {e}") from e
+        return fd
+
+    def _load_queues(self) -> None:
+        base = os.path.join(self._root, CONSUMEQUEUE_DIR)
+        try:
+            topics = sorted(os.listdir(base))
+        except OSError as e:
+            raise StoreError(f"cannot list {base}: {e}") from e
+        for topic in topics:
+            topic_dir = os.path.join(base, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            try:
+                names = sorted(os.listdir(topic_dir))
+            except OSError as e:
+                raise StoreError(f"cannot list {topic_dir}: {e}") from e
+            for name in names:
+                if not (name.isascii() and name.isdigit()) or str(int(name)) != name or int(name) > 2**31 - 1:
+                    continue
+                if not os.path.isdir(os.path.join(topic_dir, name)):
+                    continue
+                cq = ConsumeQueue(self._root, topic, int(name), self._config.mapped_file_size_consume_queue)
+                cq.load_and_recover()
+                self._queues[(topic, int(name))] = cq
+
+    def _queue_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(self._root, topic, queue_id, self._config.mapped_file_size_consume_queue)
+            try:
+                os.makedirs(cq.queue.directory, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create directory {cq.queue.directory}: {e}") from e
+            self._queues[(topic, queue_id)] = cq
+        return cq
+
+    def _note_redispatched(self, store_timestamp: int) -> None:
+        if store_timestamp > self._last_logics_ts:
+            self._last_logics_ts = store_timestamp
+
+    def _release_files(self) -> None:
+        self._commit_log.close()
+        for cq in self._queues.values():
+            cq.close()
+        self._checkpoint.close()
+        if self._lock_fd is not None:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the message store is closed")
+
+    # -- flushing -------------------------------------------------------------------------------------------
+
+    def _flush_all_locked(self) -> int:
+        physic_ts, logics_ts = self._last_physic_ts, self._last_logics_ts
+        flushed = self._commit_log.flush()
+        for cq in list(self._queues.values()):
+            cq.flush()
+        self._checkpoint.write(physic_ts, logics_ts, flushed)
+        return flushed
+
+    def _flush_all_quietly(self) -> int | None:
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                return self._flush_all_locked()
+            except StoreError:
+                return None
+
+    def _flush_commit_log_quietly(self) -> int | None:
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                return self._commit_log.flush()
+            except StoreError:
+                return None
+
+    def _dirty_commit_log_bytes(self) -> int:
+        with self._lock:
+            last = self._commit_log.queue.last
+            return 0 if last is None or self._closed else max(last.wrote - last.flushed, 0)
+
+    def flush(self) -> int:
+        """msync the CommitLog and every ConsumeQueue, write the checkpoint; returns the flushed CommitLog offset."""
+        with self._lock:
+            self._check_open()
+            return self._flush_all_locked()
+
+    def close(self) -> None:
+        """Stop the flush thread, flush, write the checkpoint, unmap, delete ``abort``, release ``lock``. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._flush_service.stop()  # outside the lock: the thread's last flush needs it
+        with self._lock:
+            error: Exception | None = None
+            try:
+                self._flush_all_locked()
+            except StoreError as e:
+                error = e
+            self._release_files()
+            self._queues.clear()
+            abort = os.path.join(self._root, ABORT_FILE)
+            try:
+                os.unlink(abort)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                error = error or StoreError(f"cannot delete {abort}: {e}")
+            if error is not None:
+                raise error
+
+    # -- write path -----------------------------------------------------------------------------------------
+
+    def put_messages(
+        self,
+        msgs: list,
+        queue_ids: list[int],
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        reconsume_times: int,
+        store_timestamp: int,
+    ) -> list[tuple[int, int, int, int]]:
+        cfg = self._config
+        if len(msgs) != len(queue_ids):
+            raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
+        born_raw = encode_host(born_host)
+        flags = sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+        if is_v6_host(born_host):
+            flags |= BORNHOST_V6_FLAG
+        if self._store_host_v6:
+            flags |= STOREHOSTADDRESS_V6_FLAG
+        dispatch = not is_tx_prepared_or_rollback(flags)
+
+        # validation (invariant 2): encode every record with placeholder offsets
+        prepared = []
+        first_fail = None
+        for m, queue_id in zip(msgs, queue_ids):
+            topic = m.topic
+            if not is_legal_topic(topic):
+                raise IllegalTopicError(f"illegal topic {topic!r}: must be 1..=127 chars of [A-Za-z0-9%|_-]")
+            if queue_id < 0:
+                raise ValueError(f"queue id must be >= 0, got {queue_id}")
+            if first_fail is not None:
+                continue
+            body = bytes(m.body)
+            props = encode_properties(m.properties)
+            if len(body) > cfg.max_message_size:
+                first_fail = PutMessageStatus.MESSAGE_ILLEGAL
+                continue
+            if len(props) > MAX_PROPERTIES_SIZE:
+                first_fail = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                continue
+            record = encode_record(
+                queue_id=queue_id,
+                flag=m.flag,
+                queue_offset=0,
+                physical_offset=0,
+                sys_flag=flags,
+                born_timestamp=born_timestamp,
+                born_host_raw=born_raw,
+                store_timestamp=store_timestamp,
+                store_host_raw=self._store_host_raw,
+                reconsume_times=reconsume_times,
+                prepared_transaction_offset=0,
+                body=body,
+                topic=topic.encode(),
+                properties=props,
+            )
+            if not self._commit_log.fits_in_a_file(len(record)):
+                first_fail = PutMessageStatus.MESSAGE_ILLEGAL
+                continue
+            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0))
+        if first_fail is not None:
+            return [(int(first_fail), -1, -1, 0)] * len(msgs)
+
+        results: list[tuple[int, int, int, int]] = []
+        last_end = -1
+        with self._lock:
+            self._check_open()
+            cl = self._commit_log
+            for topic, queue_id, record, tags_code in prepared:
+                try:
+                    cq = self._queue_or_create(topic, queue_id) if dispatch else None
+                    queue_offset = cq.max_offset if cq is not None else 0
+                    f = cl.allocate(len(record))
+                    if cq is not None:
+                        cq.ensure_file_for(queue_offset)
+                except StoreError:
+                    break
+                phys = cl.write_offset
+                patch_offsets(record, queue_offset, phys)
+                cl.append(f, record)
+                if cq is not None:
+                    try:
+                        cq.put(queue_offset, phys, len(record), tags_code)
+                    except StoreError:
+                        # the record is written but not indexed; recovery would re-dispatch it after a crash
+                        results.append(_CREATE_FAILED)
+                        break
+                last_end = phys + len(record)
+                results.append((_PUT_OK, phys, queue_offset, len(record)))
+            if last_end >= 0:
+                self._last_physic_ts = store_timestamp
+                if dispatch:
+                    self._last_logics_ts = store_timestamp
+        while len(results) < len(msgs):
+            results.append(_CREATE_FAILED)
+        if last_end >= 0:
+            if cfg.sync_flush:
+                if not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
+                    timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
+            else:
+                self._flush_service.wake()
+        return results
+
+    # -- read path ------------------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: list[int] | None,
+        property_filter: Callable[[dict[str, str]], bool] | None,
+    ) -> tuple:
+        with self._lock:
+            self._check_open()
+            return _get_message.get_message(
+                self._config,
+                self._commit_log,
+                self._queues.get((topic, queue_id)),
+                offset,
+                max_msg_nums,
+                tag_codes,
+                property_filter,
+            )
+
+    def is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool) -> bool:
+        return _get_message.is_the_batch_full(self._config, size_py, max_msg_nums, buffer_total, msg_total, in_disk)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        with self._lock:
+            self._check_open()
+            cq = self._queues.get((topic, queue_id))
+            return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        with self._lock:
+            self._check_open()
+            cq = self._queues.get((topic, queue_id))
+            return cq.min_offset if cq is not None else 0
+
+    def _store_time_of(self, unit: tuple[int, int, int] | None) -> int | None:
+        if unit is None:
+            return None
+        record = self._commit_log.get_message(unit[0], unit[1])
+        if record is None or len(record) < 40:
+            return None
+        try:
+            return record_store_timestamp(record)
+        except Exception:  # struct.error: the record is too short for its STORETIMESTAMP
+            return None
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, ts: int) -> int:
+        with self._lock:
+            self._check_open()
+            cq = self._queues.get((topic, queue_id))
+            if cq is None:
+                return 0
+            lo, hi = cq.min_offset, cq.max_offset
+            while lo < hi:
+                mid = lo + (hi - lo) // 2
+                t = self._store_time_of(cq.unit_at(mid))
+                if t is not None and t >= ts:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        with self._lock:
+            self._check_open()
+            cq = self._queues.get((topic, queue_id))
+            if cq is None or cq.min_offset >= cq.max_offset:
+                return -1
+            t = self._store_time_of(cq.unit_at(cq.min_offset))
+            return -1 if t is None else t
+
+    @property
+    def max_physical_offset(self) -> int:
+        with self._lock:
+            self._check_open()
+            return self._commit_log.max_offset
+
+    @property
+    def min_physical_offset(self) -> int:
+        with self._lock:
+            self._check_open()
+            return self._commit_log.min_offset
+
+    def read_commit_log(self, offset: int, size: int) -> bytes | None:
+        with self._lock:
+            self._check_open()
+            if size < 0:
+                raise ValueError(f"size must be >= 0, got {size}")
+            return self._commit_log.read(offset, size)
+
+    def look_message_by_offset(self, offset: int) -> bytes | None:
+        with self._lock:
+            self._check_open()
+            f = self._commit_log.queue.find(offset)
+            if f is None:
+                return None
+            pos = offset - f.start
+            if pos + 8 > f.wrote:
+                return None
+            try:
+                total = record_layout(f.buffer, pos, f.wrote)[0]
+            except RecordFormatError as e:
+                raise CorruptRecordError(f"corrupt record at offset {offset}: {e}", offset=offset) from None
+            return f.read(pos, total)
+
+    def scan_consume_queue(
+        self, topic: str, queue_id: int, start: int, max_units: int, tag_codes: list[int] | None
+    ) -> tuple[int, bytes]:
+        with self._lock:
+            self._check_open()
+            if start < 0 or max_units < 0:
+                raise ValueError("start and max_units must be >= 0")
+            cq = self._queues.get((topic, queue_id))
+            if cq is None:
+                return start, b""
+            s = max(start, cq.min_offset)
+            max_offset = cq.max_offset
+            if s >= max_offset:
+                return s, b""
+            e = min(max_offset, s + max_units)
+            codes = None if tag_codes is None else set(tag_codes)
+            out = []
+            for _first, units in cq.units(s, e):
+                if codes is None:
+                    out.append(units)
+                    continue
+                for i in range(0, len(units), 20):
+                    # the low 32 bits of tagsCode, as Java's (int) cast
+                    if int.from_bytes(units[i + 16 : i + 20], "big", signed=True) in codes:
+                        out.append(units[i : i + 20])
+            return e, b"".join(out)
+
+    def consume_queue_units(self, topic: str, queue_id: int, start: int, count: int) -> bytes:
+        with self._lock:
+            self._check_open()
+            if start < 0 or count < 0:
+                raise ValueError("start and count must be >= 0")
+            cq = self._queues.get((topic, queue_id))
+            if cq is None:
+                return b""
+            e = min(cq.max_offset, start + count)
+            return b"".join(units for _first, units in cq.units(start, e))
+
+    def topics(self) -> list[tuple[str, int]]:
+        with self._lock:
+            self._check_open()
+            return sorted(self._queues)
+
+    # -- maintenance ----------------------------------------------------------------------------------------
+
+    def delete_commit_log_files_before(self, offset: int) -> int:
+        with self._lock:
+            self._check_open()
+            return self._commit_log.delete_files_before(offset)
+
+    def correct_min_offsets(self) -> None:
+        with self._lock:
+            self._check_open()
+            min_phys = self._commit_log.min_offset
+            for cq in list(self._queues.values()):
+                cq.correct_min_offset(min_phys)
+
+    def recovery_report(self) -> dict:
+        return dict(self._report)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,220 @@
+"""Recovery on open (docs/CORE_API.md §7): make the CommitLog and the ConsumeQueues agree on a validated end.
+
+Owns: the CommitLog scan (normal and abnormal), the truncation of dirty ConsumeQueue units, the re-dispatch of
+records after a crash, and the recovery report. Each ConsumeQueue's own recovery is
+``ConsumeQueue.load_and_recover`` (run before this).
+Format: reads ``commitlog/``, ``consumequeue/``, ``checkpoint``; zeroes torn bytes in place; deletes files wholly
+beyond the end; writes re-dispatched units.
+Invariants:
+  1. The CommitLog is scanned record by record (magic v1/v2, lengths adding up to TOTALSIZE, BODYCRC when
+     ``check_crc_on_recover``) from the start of: normal → the last 3 files; abnormal → the last file whose start
+     <= the checkpoint's confirmPhyOffset (the first file when that is 0, the checkpoint is missing, or it lies
+     below every file). BLANK (or reaching a file's end) → the next file; BLANK in the last file → the end is that
+     file's end. The first invalid record (zeros included) is the end, even with valid records after it.
+  2. After the end: earlier files are full; the file holding the end keeps ``end - start`` written bytes and is
+     zeroed from there up to the last non-zero byte; files starting after the end are deleted (one starting
+     exactly at the end is kept, empty). ``truncated_bytes`` = (global offset just after the last non-zero byte
+     at/after the end, in the holding file or a later one) − end, or 0.
+  3. Both modes: every queue loses its trailing units whose CommitLog offset >= end (a pre-blank unit stops the
+     removal; RocketMQ 4.9 truncates dirty logic files in recoverNormally too); ``cq_truncated_units`` counts them.
+  4. Abnormal only: re-dispatch every record from
+     ``clamp(min(confirmPhyOffset, min over queues with a real unit of their last unit end), cl_min, end)`` to the
+     end, walking the written data (BLANK → next file; no CRC check here; stop at the first invalid record).
+     PREPARED/ROLLBACK records are skipped; a record is skipped when ``offset + size <= the queue's last unit end``
+     or its QUEUEOFFSET < the queue's max; the unit's offset is the record's position; tagsCode comes from its TAGS.
+     Records whose topic is not a legal topic or whose queue id is < 0 are skipped too (they cannot name a
+     ConsumeQueue directory safely). ``redispatched`` counts units written; each raises the logics timestamp to
+     the record's STORETIMESTAMP (running max).
+Thread-safety: runs inside the engine constructor, before any other thread exists.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .checkpoint import StoreCheckpoint
+from .commit_log import CommitLog
+from .consume_queue import ConsumeQueue
+from .format import RECOVER_NORMAL_FILE_COUNT
+from .format.message import (
+    _HEADER8,
+    _I32,
+    _I64,
+    BLANK_MAGIC,
+    QUEUE_OFFSET_POSITION,
+    QUEUEID_POSITION,
+    RecordFormatError,
+    body_crc,
+    decode_properties,
+    is_legal_topic,
+    is_tx_prepared_or_rollback,
+    record_layout,
+    tags_code_of,
+)
+from .mapped_file import MappedFile
+
+BLANK = -1
+INVALID = -2
+
+
+def check_record(buf, pos: int, limit: int, check_crc: bool) -> tuple[int, tuple | None]:
+    """What recovery finds at ``buf[pos:limit]`` (``CommitLog.checkMessageAndReturnSize``): ``(size, layout)`` for a
+    record, ``(BLANK, None)`` or ``(INVALID, None)``."""
+    if limit - pos >= 8 and _HEADER8.unpack_from(buf, pos)[1] == BLANK_MAGIC:
+        return BLANK, None
+    try:
+        layout = record_layout(buf, pos, limit)
+    except RecordFormatError:
+        return INVALID, None
+    total, _magic, _sf, _st, body_pos, body_len, _tp, _tl = layout
+    if check_crc:
+        stored = _I32.unpack_from(buf, pos + 8)[0]
+        if body_crc(buf[pos + body_pos : pos + body_pos + body_len]) != stored:
+            return INVALID, None
+    return total, layout
+
+
+def _start_index(files: list[MappedFile], abnormal: bool, checkpoint: StoreCheckpoint) -> int:
+    if not abnormal:
+        return max(0, len(files) - RECOVER_NORMAL_FILE_COUNT)
+    confirm = checkpoint.confirm_phy_offset if checkpoint.exists else 0
+    if confirm <= 0:
+        return 0
+    for i in range(len(files) - 1, -1, -1):
+        if files[i].start <= confirm:
+            return i
+    return 0
+
+
+def recover_commit_log(
+    commit_log: CommitLog, abnormal: bool, checkpoint: StoreCheckpoint, check_crc: bool
+) -> tuple[int, int]:
+    """Invariants 1 and 2: returns ``(end, truncated_bytes)``."""
+    files = list(commit_log.queue.files)
+    if not files:
+        return 0, 0
+    idx = _start_index(files, abnormal, checkpoint)
+    pos = 0
+    while True:
+        f = files[idx]
+        if pos >= f.size:
+            if idx + 1 < len(files):
+                idx, pos = idx + 1, 0
+                continue
+            end = f.end
+            break
+        size, layout = check_record(f.buffer, pos, f.size, check_crc)
+        if size == BLANK:
+            if idx + 1 < len(files):
+                idx, pos = idx + 1, 0
+                continue
+            end = f.end
+            break
+        if size == INVALID:
+            end = f.start + pos
+            break
+        pos += size
+
+    garbage_end = end
+    for f in reversed(files):
+        if f.end <= end:
+            break
+        frm = max(end - f.start, 0)
+        nz = f.data_end(frm)
+        if nz > frm:
+            garbage_end = f.start + nz
+            break
+    truncated = max(garbage_end - end, 0)
+
+    for f in files:
+        if f.end <= end:
+            f.wrote = f.flushed = f.size
+        elif f.start <= end:
+            p = end - f.start
+            zero_to = min(max(garbage_end - f.start, 0), f.size)
+            f.wrote = f.flushed = p
+            if zero_to > p:
+                f.zero(p, zero_to)
+                f.flush_range(p, zero_to)
+        else:
+            commit_log.queue.remove(f)
+    return end, truncated
+
+
+def recover(
+    commit_log: CommitLog,
+    queues: dict[tuple[str, int], ConsumeQueue],
+    get_or_create_queue: Callable[[str, int], ConsumeQueue],
+    checkpoint: StoreCheckpoint,
+    abnormal: bool,
+    check_crc: bool,
+    note_dispatched: Callable[[int], None],
+) -> dict:
+    end, truncated = recover_commit_log(commit_log, abnormal, checkpoint, check_crc)
+    commit_log.write_offset = end
+
+    cq_truncated = 0
+    for cq in list(queues.values()):
+        cq_truncated += cq.truncate_beyond(end)
+
+    redispatched = 0
+    if abnormal:
+        start = checkpoint.confirm_phy_offset if checkpoint.exists else 0
+        for cq in queues.values():
+            if cq.max_physic_offset >= 0 and cq.max_physic_offset < start:
+                start = cq.max_physic_offset
+        start = min(max(start, commit_log.min_offset), end)
+        redispatched = redispatch(commit_log, start, end, queues, get_or_create_queue, note_dispatched)
+
+    return {
+        "abnormal": abnormal,
+        "commit_log_end": end,
+        "truncated_bytes": truncated,
+        "redispatched": redispatched,
+        "cq_truncated_units": cq_truncated,
+    }
+
+
+def redispatch(
+    commit_log: CommitLog,
+    start: int,
+    end: int,
+    queues: dict[tuple[str, int], ConsumeQueue],
+    get_or_create_queue: Callable[[str, int], ConsumeQueue],
+    note_dispatched: Callable[[int], None],
+) -> int:
+    """Invariant 4. ``note_dispatched(store_timestamp)`` is called for every unit written."""
+    written = 0
+    offset = start
+    while offset < end:
+        f = commit_log.queue.find(offset)
+        if f is None:
+            break
+        pos = offset - f.start
+        if pos >= f.wrote:
+            offset = f.end
+            continue
+        size, layout = check_record(f.buffer, pos, f.wrote, False)
+        if size == BLANK:
+            offset = f.end
+            continue
+        if size == INVALID:
+            break
+        _total, _magic, sys_flag, _st, _bp, _bl, topic_pos, topic_len = layout
+        if not is_tx_prepared_or_rollback(sys_flag):
+            buf = f.buffer
+            topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len]).decode("utf-8", errors="replace")
+            queue_id = _I32.unpack_from(buf, pos + QUEUEID_POSITION)[0]
+            queue_offset = _I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0]
+            cq = queues.get((topic, queue_id))
+            if not is_legal_topic(topic) or queue_id < 0:
+                pass
+            elif cq is None or (offset + size > cq.max_physic_offset and queue_offset >= cq.max_offset):
+                if cq is None:
+                    cq = get_or_create_queue(topic, queue_id)
+                props = decode_properties(bytes(buf[pos + topic_pos + topic_len + 2 : pos + size]))
+                if cq.put(queue_offset, offset, size, tags_code_of(props)):
+                    written += 1
+                    note_dispatched(_I64.unpack_from(buf, pos + layout[3])[0])
+        offset += size
+    return written
