@@ -1,0 +1,331 @@
+//! `StoreEngine`: the contract's engine (docs/CORE_API.md §2–§5) over `rmq_store::MessageStore`.
+//!
+//! Every method borrows its arguments, releases the GIL around disk work/scans/waits, and maps errors through
+//! `errors::to_py`. Decisions (the Python twin matches them):
+//!   * config keys missing from the dict take RocketMQ defaults; unknown keys are ignored.
+//!   * `put_messages`: `len(queue_ids) != len(msgs)` → ValueError; `body` must be `bytes`, `topic` a `str`.
+//!   * `get_message`'s `property_filter` result is tested for truthiness; if it raises, the scan stops and the
+//!     exception propagates.
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rmq_store::{
+    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, PutContext, PutMessage, StoreConfig,
+};
+
+use crate::codec;
+use crate::errors::IntoPyResult;
+
+#[pyclass(frozen, module = "rmq_core._core")]
+pub struct StoreEngine {
+    store: MessageStore,
+}
+
+fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
+    let mut c = StoreConfig::default();
+    macro_rules! take {
+        ($key:literal, $field:ident) => {
+            if let Some(v) = config.get_item($key)? {
+                c.$field = v.extract()?;
+            }
+        };
+    }
+    take!("mapped_file_size_commit_log", mapped_file_size_commit_log);
+    take!("mapped_file_size_consume_queue", mapped_file_size_consume_queue);
+    take!("max_message_size", max_message_size);
+    take!("flush_interval_commit_log", flush_interval_commit_log_ms);
+    take!("sync_flush_timeout", sync_flush_timeout_ms);
+    take!("check_crc_on_recover", check_crc_on_recover);
+    take!("max_transfer_bytes_on_message_in_memory", max_transfer_bytes_on_message_in_memory);
+    take!("max_transfer_count_on_message_in_memory", max_transfer_count_on_message_in_memory);
+    take!("max_transfer_bytes_on_message_in_disk", max_transfer_bytes_on_message_in_disk);
+    take!("max_transfer_count_on_message_in_disk", max_transfer_count_on_message_in_disk);
+    take!("access_message_in_memory_max_ratio", access_message_in_memory_max_ratio);
+    take!("total_physical_memory", total_physical_memory);
+    take!("max_filter_message_size", max_filter_message_size);
+    if let Some(v) = config.get_item("flush_disk_type")? {
+        let s: String = v.extract()?;
+        c.flush_disk_type = FlushDiskType::parse(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
+    if let Some(v) = config.get_item("store_host")? {
+        c.store_host = codec::host_from_py(&v)?;
+    }
+    Ok(c)
+}
+
+/// Tag codes + an optional Python `(properties) -> bool` callback.
+struct PyFilter {
+    codes: Option<Vec<i32>>,
+    callback: Option<Py<PyAny>>,
+    error: Option<PyErr>,
+}
+
+impl MessageFilter for PyFilter {
+    #[inline]
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool {
+        match &self.codes {
+            None => true,
+            Some(c) => c.contains(&(tags_code as i32)),
+        }
+    }
+
+    fn is_matched_by_commit_log(&mut self, properties: &[u8]) -> bool {
+        let Some(cb) = &self.callback else { return true };
+        let res = Python::attach(|py| -> PyResult<bool> {
+            let d = codec::properties_dict(py, properties)?;
+            cb.call1(py, (d,))?.bind(py).is_truthy()
+        });
+        match res {
+            Ok(b) => b,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    fn has_commit_log_filter(&self) -> bool {
+        self.callback.is_some()
+    }
+
+    fn aborted(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+impl StoreEngine {
+    fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+        if self.store.is_closed() {
+            return Err(crate::errors::to_py(py, rmq_store::Error::Closed));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl StoreEngine {
+    #[new]
+    fn new(py: Python<'_>, root_dir: PathBuf, config: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let cfg = config_from_dict(config)?;
+        let store = py.detach(|| MessageStore::open(&root_dir, cfg)).py_err(py)?;
+        Ok(StoreEngine { store })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put_messages<'py>(
+        &self,
+        py: Python<'py>,
+        msgs: &Bound<'py, PyList>,
+        queue_ids: &Bound<'py, PyAny>,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &Bound<'py, PyAny>,
+        reconsume_times: i32,
+        store_timestamp: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let queue_ids: Vec<i32> = queue_ids.extract()?;
+        let n = msgs.len();
+        if queue_ids.len() != n {
+            return Err(PyValueError::new_err(format!("{n} messages but {} queue ids", queue_ids.len())));
+        }
+        let ctx = PutContext {
+            sys_flag,
+            born_timestamp,
+            born_host: codec::host_from_py(born_host)?,
+            reconsume_times,
+            store_timestamp,
+        };
+        let (a_topic, a_body, a_flag, a_props) =
+            (intern!(py, "topic"), intern!(py, "body"), intern!(py, "flag"), intern!(py, "properties"));
+        let mut topics: Vec<Bound<'py, PyString>> = Vec::with_capacity(n);
+        let mut bodies: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(n);
+        let mut flags: Vec<i32> = Vec::with_capacity(n);
+        let mut prop_ends: Vec<usize> = Vec::with_capacity(n);
+        let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
+        for m in msgs.iter() {
+            let topic = m.getattr(a_topic)?;
+            topics.push(topic.cast_into::<PyString>().map_err(|_| PyTypeError::new_err("message topic must be str"))?);
+            let body = m.getattr(a_body)?;
+            bodies.push(body.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("message body must be bytes"))?);
+            flags.push(m.getattr(a_flag)?.extract()?);
+            let props = m.getattr(a_props)?;
+            if !props.is_none() {
+                let d = props.cast::<PyDict>().map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
+                codec::encode_properties_into(d, &mut arena)?;
+            }
+            prop_ends.push(arena.len());
+        }
+        let mut put = Vec::with_capacity(n);
+        let mut start = 0usize;
+        for i in 0..n {
+            put.push(PutMessage {
+                topic: topics[i].to_str()?,
+                body: bodies[i].as_bytes(),
+                flag: flags[i],
+                properties: &arena[start..prop_ends[i]],
+                queue_id: queue_ids[i],
+            });
+            start = prop_ends[i];
+        }
+        let store = &self.store;
+        let results = py.detach(|| store.put_messages(&put, &ctx)).py_err(py)?;
+        PyList::new(
+            py,
+            results.iter().map(|r| (r.status as i32, r.commitlog_offset, r.queue_offset, r.wrote_bytes)),
+        )
+    }
+
+    #[pyo3(signature = (topic, queue_id, offset, max_msg_nums, tag_codes, property_filter))]
+    fn get_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: i32,
+        tag_codes: Option<Vec<i32>>,
+        property_filter: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let mut filter = PyFilter { codes: tag_codes, callback: property_filter, error: None };
+        let store = &self.store;
+        let r: GetMessageResult = py
+            .detach(|| store.get_message(topic, queue_id, offset, max_msg_nums, &mut filter))
+            .py_err(py)?;
+        if let Some(e) = filter.error.take() {
+            return Err(e);
+        }
+        (
+            r.status as i32,
+            r.next_begin_offset,
+            r.min_offset,
+            r.max_offset,
+            r.message_count,
+            r.buffer_total_size,
+            r.suggest_pulling_from_slave,
+            PyBytes::new(py, &r.body),
+            r.max_phy_offset_pulling,
+        )
+            .into_pyobject(py)
+    }
+
+    fn is_the_batch_full(
+        &self,
+        py: Python<'_>,
+        size: i64,
+        max_msg_nums: i64,
+        buffer_total: i64,
+        msg_total: i64,
+        in_disk: bool,
+    ) -> PyResult<bool> {
+        self.check_open(py)?;
+        Ok(self.store.is_the_batch_full(size, max_msg_nums, buffer_total, msg_total, in_disk))
+    }
+
+    fn get_max_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.store.get_max_offset_in_queue(topic, queue_id).py_err(py)
+    }
+
+    fn get_min_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.store.get_min_offset_in_queue(topic, queue_id).py_err(py)
+    }
+
+    fn get_offset_in_queue_by_time(&self, py: Python<'_>, topic: &str, queue_id: i32, ts_ms: i64) -> PyResult<i64> {
+        let store = &self.store;
+        py.detach(|| store.get_offset_in_queue_by_time(topic, queue_id, ts_ms)).py_err(py)
+    }
+
+    fn get_earliest_message_time(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        let store = &self.store;
+        py.detach(|| store.get_earliest_message_time(topic, queue_id)).py_err(py)
+    }
+
+    #[getter]
+    fn max_physical_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.store.max_physical_offset().py_err(py)
+    }
+
+    #[getter]
+    fn min_physical_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.store.min_physical_offset().py_err(py)
+    }
+
+    fn read_commit_log<'py>(&self, py: Python<'py>, offset: i64, size: i64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let sel = self.store.read_commit_log(offset, size).py_err(py)?;
+        Ok(sel.map(|s| PyBytes::new(py, s.as_slice())))
+    }
+
+    fn look_message_by_offset<'py>(&self, py: Python<'py>, offset: i64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let sel = self.store.look_message_by_offset(offset).py_err(py)?;
+        Ok(sel.map(|s| PyBytes::new(py, s.as_slice())))
+    }
+
+    #[pyo3(signature = (topic, queue_id, start, max_units, tag_codes))]
+    fn scan_consume_queue<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        start: i64,
+        max_units: i64,
+        tag_codes: Option<Vec<i32>>,
+    ) -> PyResult<(i64, Bound<'py, PyBytes>)> {
+        let store = &self.store;
+        let (next, matched) = py
+            .detach(|| store.scan_consume_queue(topic, queue_id, start, max_units, tag_codes.as_deref()))
+            .py_err(py)?;
+        Ok((next, PyBytes::new(py, &matched)))
+    }
+
+    fn consume_queue_units<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        start: i64,
+        count: i64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let store = &self.store;
+        let units = py.detach(|| store.consume_queue_units(topic, queue_id, start, count)).py_err(py)?;
+        Ok(PyBytes::new(py, &units))
+    }
+
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<(String, i32)>> {
+        self.store.topics().py_err(py)
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<i64> {
+        let store = &self.store;
+        py.detach(|| store.flush()).py_err(py)
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        py.detach(|| store.close()).py_err(py)
+    }
+
+    fn delete_commit_log_files_before(&self, py: Python<'_>, offset: i64) -> PyResult<usize> {
+        let store = &self.store;
+        py.detach(|| store.delete_commit_log_files_before(offset)).py_err(py)
+    }
+
+    fn correct_min_offsets(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        py.detach(|| store.correct_min_offsets()).py_err(py)
+    }
+
+    fn recovery_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check_open(py)?;
+        let r = self.store.recovery_report();
+        let d = PyDict::new(py);
+        d.set_item("abnormal", r.abnormal)?;
+        d.set_item("commit_log_end", r.commit_log_end)?;
+        d.set_item("truncated_bytes", r.truncated_bytes)?;
+        d.set_item("redispatched", r.redispatched)?;
+        d.set_item("cq_truncated_units", r.cq_truncated_units)?;
+        Ok(d)
+    }
+}
