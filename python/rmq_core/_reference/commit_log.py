@@ -10,9 +10,10 @@ Invariants:
   2. A record is written only where ``len + 8 <= bytes left in its file``; otherwise the BLANK is written and the
      record goes to the start of the next file. So a file never ends exactly at a record end, and a record of more
      than ``file_size - 8`` bytes can never be written (MESSAGE_ILLEGAL).
-  3. Roll-over writes the BLANK, marks the file full (write offset = its end), then creates the next file; if the
-     creation fails the put reports CREATE_MAPPED_FILE_FAILED, the BLANK stays, and the next put retries the
-     creation (recovery likewise ends at the file end after a BLANK in the last file).
+  3. Roll-over creates the next file *first*, then writes the BLANK and marks the current file full (write offset =
+     its end). If the creation fails nothing changes: the put reports CREATE_MAPPED_FILE_FAILED, the max physical
+     offset stays at the last record's end, and the next put retries (tests/test_bad_input.py full-disk tests
+     expect exactly this). Recovery ends at the file end after a BLANK in the last file.
   4. A fresh store has no files; the first append creates ``00000000000000000000``. With no files both the min and
      the max physical offset are 0. Appends always go to the last file.
   5. ``delete_files_before`` never deletes the last file.
@@ -76,8 +77,8 @@ class CommitLog:
 
     def allocate(self, record_len: int) -> MappedFile:
         """The file the next record of ``record_len`` bytes goes to (at ``write_offset``). When ``len + 8 >
-        remaining`` the current file gets the BLANK (and counts as full) and the next file is created; a
-        creation failure raises StoreError and leaves the BLANK (invariant 3)."""
+        remaining`` the next file is created first, then the current file gets the BLANK (and counts as full); a
+        creation failure raises StoreError and changes nothing (invariant 3)."""
         f = self.queue.last
         if f is None:
             f = self.queue.create(0)
@@ -85,11 +86,12 @@ class CommitLog:
         remaining = f.size - f.wrote
         if record_len + END_FILE_MIN_BLANK_LENGTH <= remaining:
             return f
+        nxt = self.queue.create(f.end)
         if remaining >= END_FILE_MIN_BLANK_LENGTH:
             f.write(f.wrote, encode_blank(remaining))
         f.wrote = f.size
         self.write_offset = f.end
-        return self.queue.create(f.end)
+        return nxt
 
     def append(self, f: MappedFile, record: bytes | bytearray) -> None:
         """Writes a record (already patched for ``write_offset``) at the end of ``f`` (from ``allocate``)."""

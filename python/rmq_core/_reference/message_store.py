@@ -15,7 +15,8 @@ Invariants:
   3. The sys flag bits 0x10/0x20 are set from the hosts (and cleared when IPv4), whatever the caller passed.
   4. ``<root>/lock`` is flock'ed before recovery touches anything and released at close; ``abort`` exists from the
      end of a successful open until close. Opening does not flush or write the checkpoint.
-  5. After ``close`` every call raises StoreError (except ``close`` itself, idempotent, and ``is_the_batch_full``).
+  5. After ``close`` every call raises StoreError (``recovery_report`` included), except ``close`` itself
+     (idempotent) and ``is_the_batch_full`` (pure).
 
 Decisions where the contract is silent (shared with the Rust engine):
   * a ConsumeQueue (and its directory) is created on the first dispatched put to it (not for PREPARED/ROLLBACK
@@ -544,7 +545,9 @@ class StoreEngine:
                 cq.correct_min_offset(min_phys)
 
     def recovery_report(self) -> dict:
-        return dict(self._report)
+        with self._lock:
+            self._check_open()
+            return dict(self._report)
 
     @property
     def closed(self) -> bool:

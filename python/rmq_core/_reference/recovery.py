@@ -77,7 +77,7 @@ def check_record(buf, pos: int, limit: int, check_crc: bool) -> tuple[int, tuple
 def _start_index(files: list[MappedFile], abnormal: bool, checkpoint: StoreCheckpoint) -> int:
     if not abnormal:
         return max(0, len(files) - RECOVER_NORMAL_FILE_COUNT)
-    confirm = checkpoint.confirm_phy_offset if checkpoint.exists else 0
+    confirm = max(checkpoint.confirm_phy_offset, 0)
     if confirm <= 0:
         return 0
     for i in range(len(files) - 1, -1, -1):
@@ -159,7 +159,7 @@ def recover(
 
     redispatched = 0
     if abnormal:
-        start = checkpoint.confirm_phy_offset if checkpoint.exists else 0
+        start = max(checkpoint.confirm_phy_offset, 0)
         for cq in queues.values():
             if cq.max_physic_offset >= 0 and cq.max_physic_offset < start:
                 start = cq.max_physic_offset
