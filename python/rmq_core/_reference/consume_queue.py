@@ -16,7 +16,8 @@ Invariants:
      of the last file, file by file; max = after it; earlier files are full; the rest of its file is zeroed (up to
      the last non-zero byte) and every later file is deleted. No valid unit at all: the first file is kept, empty
      (max = its start), the others deleted. ``min_offset`` = the first unit from the first file's start that is
-     not pre-blank (``max_offset`` if none).
+     not pre-blank (``max_offset`` if none); the engine's recovery then corrects it against the CommitLog's min
+     offset (``correct_min_offset_only``).
 Thread-safety: none of its own; the engine's lock serialises every call.
 """
 
@@ -225,9 +226,9 @@ class ConsumeQueue:
 
     # -- maintenance ----------------------------------------------------------------------------------------
 
-    def correct_min_offset(self, min_phys: int) -> None:
-        """min offset = the first unit (from the current min) whose CommitLog offset >= ``min_phys`` (the max if none);
-        then delete the files wholly below it, never the last file."""
+    def correct_min_offset_only(self, min_phys: int) -> None:
+        """min offset = the first unit (from the current min) whose CommitLog offset >= ``min_phys`` and that is not
+        pre-blank (the max if none). What open does after recovery (RocketMQ's ``recoverTopicQueueTable``)."""
         off = self.min_offset
         while off < self.max_offset:
             u = self.unit_at(off)
@@ -235,8 +236,13 @@ class ConsumeQueue:
                 break
             off += 1
         self.min_offset = off
+
+    def correct_min_offset(self, min_phys: int) -> None:
+        """``correctMinOffset``: ``correct_min_offset_only``, then delete the files wholly below the new min, never the
+        last file."""
+        self.correct_min_offset_only(min_phys)
         for f in list(self.queue.files[:-1]):
-            if f.end <= off * U:
+            if f.end <= self.min_offset * U:
                 self.queue.remove(f)
 
     def flush(self) -> None:

@@ -166,6 +166,11 @@ def recover(
         start = min(max(start, commit_log.min_offset), end)
         redispatched = redispatch(commit_log, start, end, queues, get_or_create_queue, note_dispatched)
 
+    # RocketMQ's recoverTopicQueueTable: min offsets follow the CommitLog's first file (no CQ file is deleted)
+    cl_min = commit_log.min_offset
+    for cq in queues.values():
+        cq.correct_min_offset_only(cl_min)
+
     return {
         "abnormal": abnormal,
         "commit_log_end": end,
