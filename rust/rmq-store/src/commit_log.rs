@@ -10,7 +10,8 @@
 //!   1. Every file but the last is full (its write position = file size, ending with a BLANK or a record
 //!      that leaves ≥ 8 bytes, which the BLANK then fills).
 //!   2. `max_offset()` only moves forward between recoveries/truncations, by whole records.
-//!   3. A record larger than `file_size - 8` can never be written (`fits_in_a_file`).
+//!   3. Roll-over creates the next file before writing the BLANK: a failed creation writes nothing.
+//!   4. A record larger than `file_size - 8` can never be written (`fits_in_a_file`).
 //!
 //! Thread-safety: reads are lock-free (Arc-pinned files, published positions). `allocate` must only be
 //! called by the holder of the engine's write mutex.
@@ -113,15 +114,14 @@ impl CommitLog {
         if len + END_FILE_MIN_BLANK_LENGTH <= remaining {
             return Ok((file, wrote));
         }
+        // create the next file first: if that fails (full disk) nothing is written, the end stays put
+        let next = self.queue.create_file(file.end())?;
         if remaining >= END_FILE_MIN_BLANK_LENGTH {
             // SAFETY: single writer, unpublished bytes.
             encode_blank(unsafe { file.write_slice(wrote, END_FILE_MIN_BLANK_LENGTH) }, remaining);
-            file.set_wrote_position(file.size());
-        } else if remaining > 0 {
-            // cannot happen with whole records (each leaves ≥ 8 bytes); close the file anyway
-            file.set_wrote_position(file.size());
         }
-        let next = self.queue.create_file(file.end())?;
+        // (remaining < 8 cannot happen with whole records, each leaves ≥ 8 bytes; close the file anyway)
+        file.set_wrote_position(file.size());
         Ok((next, 0))
     }
 }

@@ -207,6 +207,14 @@ impl ConsumeQueue {
     /// `correctMinOffset`: min = first unit from the current min whose CommitLog offset ≥ `min_phys`
     /// (max when none); then deletes files wholly below the new min (never the last file). Writer only.
     pub fn correct_min_offset(&self, min_phys: i64) -> Result<()> {
+        self.correct_min_offset_only(min_phys);
+        self.queue.delete_files_before(self.min_offset() * UNIT as i64)?;
+        Ok(())
+    }
+
+    /// The min-offset half of `correct_min_offset` (no file deletion): what open does after recovery,
+    /// as RocketMQ's `recoverTopicQueueTable`.
+    pub fn correct_min_offset_only(&self, min_phys: i64) {
         let max = self.max_offset();
         let mut off = self.min_offset();
         while off < max {
@@ -216,8 +224,6 @@ impl ConsumeQueue {
             }
         }
         self.min_offset.store(off, Ordering::Release);
-        self.queue.delete_files_before(off * UNIT as i64)?;
-        Ok(())
     }
 
     pub fn flush(&self) -> Result<i64> {

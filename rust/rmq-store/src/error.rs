@@ -48,7 +48,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, source } => write!(f, "I/O error on {}: {}", path.display(), source),
-            Error::IllegalTopic(topic) => write!(f, "illegal topic {topic:?}: must be 1..=127 chars of [A-Za-z0-9%|_-]"),
+            Error::IllegalTopic(topic) => write!(f, "illegal topic '{topic}': must be 1..=127 chars of [A-Za-z0-9%|_-]"),
             Error::Corrupt { offset, reason } => write!(f, "corrupt record at offset {offset}: {reason}"),
             Error::Closed => write!(f, "the message store is closed"),
             Error::Locked(path) => write!(f, "the store is locked by another process or engine: {}", path.display()),

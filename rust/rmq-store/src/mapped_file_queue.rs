@@ -7,9 +7,12 @@
 //! file k ends. Names that are not 20 digits are ignored.
 //!
 //! Invariants:
-//!   1. Files are sorted by start offset and contiguous (`files[i+1].start == files[i].end`).
-//!   2. Only the last file may be partially written; earlier files are full (their write position = size).
-//!   3. The last file is never deleted by `delete_files_before`.
+//!   1. Files are sorted by start offset; each start is a multiple of the file size. Files the engine creates
+//!      are contiguous; a file deleted by hand leaves a gap that loads fine (reads there find nothing).
+//!   2. At load, a newest file shorter than the file size and all zero (a crash between create and
+//!      fallocate) is deleted; any other size mismatch is an error.
+//!   3. Only the last file may be partially written; earlier files are full (their write position = size).
+//!   4. The last file is never deleted by `delete_files_before`.
 //!
 //! Thread-safety: the list sits behind an `RwLock`; readers clone an `Arc` under a short read lock and then
 //! read without locks. Creation/deletion take the write lock briefly. Appends are serialised by the engine.
@@ -43,15 +46,27 @@ impl MappedFileQueue {
             }
         }
         starts.sort_unstable();
+        // a crash between creating and sizing the newest file leaves it short and all zero: drop it
+        if let Some(&last) = starts.last() {
+            let path = dir.join(offset_to_file_name(last));
+            let len = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+            if len < file_size as u64 {
+                let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                if data.iter().all(|&b| b == 0) {
+                    std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                    starts.pop();
+                }
+            }
+        }
         let mut files = Vec::with_capacity(starts.len());
         for (i, &start) in starts.iter().enumerate() {
             let path = dir.join(offset_to_file_name(start));
-            if start % file_size as u64 != 0 || (i > 0 && start != starts[i - 1] + file_size as u64) {
+            if start % file_size as u64 != 0 || (i > 0 && start == starts[i - 1]) {
                 return Err(Error::io(
                     &path,
                     std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
-                        "mapped files are not contiguous multiples of the configured file size",
+                        "mapped file name is not a multiple of the configured file size",
                     ),
                 ));
             }
@@ -106,7 +121,14 @@ impl MappedFileQueue {
             return None;
         }
         let idx = ((offset - first.start()) / self.file_size as u64) as usize;
-        files.get(idx).filter(|f| f.start() <= offset && offset < f.end()).cloned()
+        if let Some(f) = files.get(idx) {
+            if f.start() <= offset && offset < f.end() {
+                return Some(f.clone());
+            }
+        }
+        // a gap before `offset` (a file deleted by hand): binary search
+        let i = files.partition_point(|f| f.end() <= offset);
+        files.get(i).filter(|f| f.start() <= offset).cloned()
     }
 
     /// Creates the file starting at `start`, which must be the end of the last file (or anything if empty).

@@ -29,6 +29,9 @@
 //!   * `scan_consume_queue`: s = max(start, min); returns (min(max, s + max_units), …) or (s, b"") when
 //!     s ≥ max; no queue → (start, b""); negative start/max_units → InvalidArgument.
 //!   * `consume_queue_units`: units [start, min(start+count, max)) whose file exists; no queue → b"".
+//!   * open ends recovery like RocketMQ's `recoverTopicQueueTable`: every queue's min offset is corrected
+//!     against the CommitLog's min offset (first unit, from the recovered min, pointing at or above it; no
+//!     ConsumeQueue file is deleted by open).
 //!   * `topics()` lists queues loaded from `consumequeue/<topic>/<qid>` (qid a canonical non-negative int)
 //!     or created by puts, sorted by (topic, qid).
 //!
@@ -292,6 +295,11 @@ impl MessageStore {
         });
         if abnormal {
             report.redispatched = Self::redispatch(&inner, cp.confirm_phy_offset, end)?;
+        }
+        // RocketMQ's recoverTopicQueueTable: min offsets follow the CommitLog's first file (no CQ file deletion)
+        let cl_min = inner.commit_log.min_offset();
+        for q in inner.all_queues() {
+            q.correct_min_offset_only(cl_min);
         }
         File::create(&abort_path).map_err(|e| Error::io(&abort_path, e))?;
         let interval = Duration::from_millis(inner.config.flush_interval_commit_log_ms);
