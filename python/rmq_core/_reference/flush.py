@@ -13,6 +13,8 @@ Invariants:
      publishes the flushed offset. A writer is satisfied iff the flushed offset covers it (False on timeout or if
      the msync failed).
   4. ``stop`` makes a final CommitLog flush (answering waiters), then joins the thread.
+  5. The thread holds the engine only weakly (WeakMethod callbacks), so an engine dropped without ``close`` is
+     collected; its ``__del__`` stops the thread.
 Thread-safety: the condition guards ``_flushed``/``_requested``/``_woken``/``_stopping``; the callbacks take the
 engine lock themselves and are never called with the condition held.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Callable
 
 from .format import FLUSH_LEAST_PAGES, OS_PAGE_SIZE
@@ -34,9 +37,10 @@ class FlushService:
         flush_all: Callable[[], int | None],
         interval_ms: int,
     ) -> None:
-        self._flush_commit_log = flush_commit_log
-        self._dirty_commit_log_bytes = dirty_commit_log_bytes
-        self._flush_all = flush_all
+        # weak: an engine dropped without close() can be collected (its __del__ stops this thread)
+        self._flush_commit_log = weakref.WeakMethod(flush_commit_log)
+        self._dirty_commit_log_bytes = weakref.WeakMethod(dirty_commit_log_bytes)
+        self._flush_all = weakref.WeakMethod(flush_all)
         self._interval = interval_ms / 1000.0
         self._cond = threading.Condition()
         self._flushed = -1
@@ -86,6 +90,11 @@ class FlushService:
                 self._flushed = flushed
             self._cond.notify_all()
 
+    @staticmethod
+    def _call(ref: weakref.WeakMethod, default=None):
+        fn = ref()
+        return default if fn is None else fn()
+
     def _run(self) -> None:
         next_tick = time.monotonic() + self._interval
         while True:
@@ -101,13 +110,13 @@ class FlushService:
                 requested = self._requested
                 sync_pending = requested > max(self._flushed, self._failed)
             if stopping:
-                self._publish(self._flush_commit_log(), requested)
+                self._publish(self._call(self._flush_commit_log), requested)
                 return
             if sync_pending:
-                self._publish(self._flush_commit_log(), requested)  # one msync for every writer waiting now
+                self._publish(self._call(self._flush_commit_log), requested)  # one msync for every writer waiting now
             elif woken:
-                if self._dirty_commit_log_bytes() >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE:
-                    self._publish(self._flush_commit_log())
+                if self._call(self._dirty_commit_log_bytes, 0) >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE:
+                    self._publish(self._call(self._flush_commit_log))
             if time.monotonic() >= next_tick:
-                self._publish(self._flush_all())
+                self._publish(self._call(self._flush_all))
                 next_tick = time.monotonic() + self._interval

@@ -4,7 +4,8 @@ Owns: the directory's files (by start offset), lookup by global offset, creation
 dirty tails and deletion of old files.
 Format: ``<dir>/<20-digit start offset>``, every file ``file_size`` bytes, start offsets multiples of ``file_size``.
 Names that are not 20 digits are ignored; a 20-digit name that is not a multiple of ``file_size``, or a file of
-another size, makes the layout unreadable (``StoreError``).
+another size, makes the layout unreadable (``StoreError``) — except that a newest file shorter than ``file_size``
+and all zero (a crash between creating and sizing it) is deleted at load.
 Invariants:
   1. ``files`` is sorted by ``start``; ``starts`` mirrors it (for bisect). Gaps are possible only if someone removed
      files by hand; lookups then miss.
@@ -54,6 +55,17 @@ class MappedFileQueue:
                 raise StoreError(f"mapped file {path} does not start at a multiple of the file size {self.file_size}")
             found.append((start, path))
         found.sort()
+        # a crash between creating and sizing the newest file leaves it short and all zero: drop it
+        if found:
+            start, path = found[-1]
+            try:
+                if os.path.getsize(path) < self.file_size:
+                    with open(path, "rb") as fh:
+                        if not fh.read().strip(b"\0"):
+                            os.unlink(path)
+                            found.pop()
+            except OSError as e:
+                raise StoreError(f"cannot inspect {path}: {e}") from e
         for start, path in found:
             self.files.append(MappedFile.open(path, start, self.file_size))
             self.starts.append(start)

@@ -92,6 +92,7 @@ class StoreEngine:
 
     def __init__(self, root_dir: str, config: dict[str, Any]) -> None:
         self._closed = True
+        self._released = False  # files unmapped (end of close): the flush thread must not touch them
         self._lock = threading.RLock()
         self._config = cfg = StoreConfig.from_dict(config)
         self._root = root = os.path.abspath(os.fspath(root_dir))
@@ -194,6 +195,7 @@ class StoreEngine:
             self._last_logics_ts = store_timestamp
 
     def _release_files(self) -> None:
+        self._released = True
         self._commit_log.close()
         for cq in self._queues.values():
             cq.close()
@@ -221,7 +223,7 @@ class StoreEngine:
 
     def _flush_all_quietly(self) -> int | None:
         with self._lock:
-            if self._closed:
+            if self._released:
                 return None
             try:
                 return self._flush_all_locked()
@@ -230,7 +232,7 @@ class StoreEngine:
 
     def _flush_commit_log_quietly(self) -> int | None:
         with self._lock:
-            if self._closed:
+            if self._released:
                 return None
             try:
                 return self._commit_log.flush()
@@ -240,7 +242,7 @@ class StoreEngine:
     def _dirty_commit_log_bytes(self) -> int:
         with self._lock:
             last = self._commit_log.queue.last
-            return 0 if last is None or self._closed else max(last.wrote - last.flushed, 0)
+            return 0 if last is None or self._released else max(last.wrote - last.flushed, 0)
 
     def flush(self) -> int:
         """msync the CommitLog and every ConsumeQueue, write the checkpoint; returns the flushed CommitLog offset."""
@@ -272,6 +274,18 @@ class StoreEngine:
                 error = error or StoreError(f"cannot delete {abort}: {e}")
             if error is not None:
                 raise error
+
+    def __del__(self) -> None:
+        """Dropped without ``close()``: like a crash for the files (no flush, ``abort`` stays), but the flush thread
+        stops and the mappings and ``lock`` are released (as the Rust engine's Drop does)."""
+        if getattr(self, "_closed", True) or getattr(self, "_released", True):
+            return
+        try:
+            self._closed = True
+            self._flush_service.stop()
+            self._release_files()
+        except Exception:
+            pass
 
     # -- write path -----------------------------------------------------------------------------------------
 
