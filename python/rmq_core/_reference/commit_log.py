@@ -1,7 +1,7 @@
 """The CommitLog: every record of every topic, appended in order into mapped files (RocketMQ's ``CommitLog``).
 
-Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, the last store timestamp, appends (with the
-BLANK roll-over), raw reads, and deletion of old files. PutMessageStatus lives here.
+Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, appends (with the BLANK roll-over), raw
+reads, and deletion of old files. PutMessageStatus lives here.
 Format: ``<root>/commitlog/<20-digit start offset>``, files of ``mapped_file_size_commit_log`` bytes holding v1
 records back to back (see format/message.py); a file ends with an 8-byte BLANK (TOTALSIZE = bytes left, MAGIC
 0xCBD43194) followed by zeros.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import os
 
-from .format import COMMITLOG_DIR, FLUSH_LEAST_PAGES
+from .format import COMMITLOG_DIR
 from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
@@ -45,13 +45,12 @@ class PutMessageStatus(enum.IntEnum):
 
 
 class CommitLog:
-    __slots__ = ("queue", "file_size", "write_offset", "last_store_timestamp")
+    __slots__ = ("queue", "file_size", "write_offset")
 
     def __init__(self, root_dir: str, file_size: int) -> None:
         self.file_size = file_size
         self.queue = MappedFileQueue(os.path.join(root_dir, COMMITLOG_DIR), file_size)
         self.write_offset = 0
-        self.last_store_timestamp = 0
 
     def load(self) -> None:
         self.queue.load()
@@ -115,12 +114,6 @@ class CommitLog:
         return self.read(offset, size)
 
     # -- maintenance ----------------------------------------------------------------------------------------
-
-    def dirty_pages(self) -> int:
-        return sum(f.dirty_pages() for f in self.queue.files if f.wrote > f.flushed)
-
-    def has_enough_dirty_pages(self) -> bool:
-        return self.dirty_pages() >= FLUSH_LEAST_PAGES
 
     def flush(self) -> int:
         """msync every file with unflushed data; returns the flushed offset (= the write offset)."""

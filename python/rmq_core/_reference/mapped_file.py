@@ -19,7 +19,6 @@ import os
 
 from rmq_core.errors import StoreError
 
-from .format import OS_PAGE_SIZE
 
 _ZERO_SCAN_CHUNK = 1 << 20
 
@@ -151,9 +150,6 @@ class MappedFile:
                 self._mm.flush(begin, to_pos - begin)
             except (OSError, ValueError) as e:
                 raise StoreError(f"cannot flush {self.path}: {e}") from e
-
-    def dirty_pages(self) -> int:
-        return (self.wrote - self.flushed + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE
 
     def flush(self) -> int:
         """msync ``[flushed rounded down to a page, wrote)``; returns the new flushed position."""

@@ -103,7 +103,7 @@ class StoreEngine:
                 os.makedirs(d, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create directory {d}: {e}") from e
-        self._lock_fd = self._lock_root()
+        self._lock_fd: int | None = self._lock_root()
         self._commit_log = CommitLog(root, cfg.mapped_file_size_commit_log)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._checkpoint = StoreCheckpoint(os.path.join(root, CHECKPOINT_FILE))

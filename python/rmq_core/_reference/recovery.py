@@ -30,7 +30,7 @@ Thread-safety: runs inside the engine constructor, before any other thread exist
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from .checkpoint import StoreCheckpoint
 from .commit_log import CommitLog
@@ -57,7 +57,7 @@ BLANK = -1
 INVALID = -2
 
 
-def check_record(buf, pos: int, limit: int, check_crc: bool) -> tuple[int, tuple | None]:
+def check_record(buf: Any, pos: int, limit: int, check_crc: bool) -> tuple[int, Any]:
     """What recovery finds at ``buf[pos:limit]`` (``CommitLog.checkMessageAndReturnSize``): ``(size, layout)`` for a
     record, ``(BLANK, None)`` or ``(INVALID, None)``."""
     if limit - pos >= 8 and _HEADER8.unpack_from(buf, pos)[1] == BLANK_MAGIC:

@@ -293,7 +293,7 @@ def record_store_timestamp(rec: Any) -> int:
     return _I64.unpack_from(rec, pos)[0]
 
 
-def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: type) -> Any:
+def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: Any) -> Any:
     """One MessageExt from the record at ``pos`` (every slot set, ``__init__`` not called)."""
     total, _magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len = record_layout(buf, pos, limit)
     (_t, _m, crc, queue_id, flag, queue_offset, phys, _sf, born_ts) = _HEAD.unpack_from(buf, pos)
