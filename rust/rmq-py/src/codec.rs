@@ -102,6 +102,8 @@ pub struct MessageExtBuilder<'py> {
     born: Option<(Host, Bound<'py, PyTuple>)>,
     store: Option<(Host, Bound<'py, PyTuple>)>,
     topic: Option<(Vec<u8>, Bound<'py, PyString>)>,
+    /// property names repeat across records (TAGS, KEYS, UNIQ_KEY…): reuse their str objects
+    keys: Vec<(Vec<u8>, Bound<'py, PyString>)>,
 }
 
 impl<'py> MessageExtBuilder<'py> {
@@ -111,7 +113,7 @@ impl<'py> MessageExtBuilder<'py> {
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(cls.getattr("__new__")?.unbind()) })?
             .bind(py)
             .clone();
-        Ok(MessageExtBuilder { py, cls, new, born: None, store: None, topic: None })
+        Ok(MessageExtBuilder { py, cls, new, born: None, store: None, topic: None, keys: Vec::new() })
     }
 
     fn host(py: Python<'py>, cache: &mut Option<(Host, Bound<'py, PyTuple>)>, h: &Host) -> PyResult<Bound<'py, PyTuple>> {
@@ -123,6 +125,35 @@ impl<'py> MessageExtBuilder<'py> {
         let t = host_to_py(py, h)?;
         *cache = Some((*h, t.clone()));
         Ok(t)
+    }
+
+    fn properties(&mut self, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let d = PyDict::new(py);
+        let mut err = None;
+        let keys = &mut self.keys;
+        message::for_each_property(raw, |k, v| {
+            if err.is_some() {
+                return;
+            }
+            let key = match keys.iter().find(|(kb, _)| kb.as_slice() == k) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = lossy_str(py, k);
+                    if keys.len() < 32 {
+                        keys.push((k.to_vec(), s.clone()));
+                    }
+                    s
+                }
+            };
+            if let Err(e) = d.set_item(key, lossy_str(py, v)) {
+                err = Some(e);
+            }
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok(d),
+        }
     }
 
     pub fn build(&mut self, rec: &message::Record<'_>) -> PyResult<Bound<'py, PyAny>> {
@@ -142,7 +173,7 @@ impl<'py> MessageExtBuilder<'py> {
         obj.setattr(intern!(py, "topic"), topic)?;
         obj.setattr(intern!(py, "body"), PyBytes::new(py, rec.body))?;
         obj.setattr(intern!(py, "flag"), rec.flag)?;
-        obj.setattr(intern!(py, "properties"), properties_dict(py, rec.properties)?)?;
+        obj.setattr(intern!(py, "properties"), self.properties(rec.properties)?)?;
         obj.setattr(intern!(py, "queue_id"), rec.queue_id)?;
         obj.setattr(intern!(py, "queue_offset"), rec.queue_offset)?;
         obj.setattr(intern!(py, "commitlog_offset"), rec.physical_offset)?;

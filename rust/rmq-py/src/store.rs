@@ -180,6 +180,7 @@ impl StoreEngine {
     }
 
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums, tag_codes, property_filter))]
+    #[allow(clippy::too_many_arguments)]
     fn get_message<'py>(
         &self,
         py: Python<'py>,

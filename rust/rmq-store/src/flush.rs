@@ -8,8 +8,8 @@
 //! Invariants:
 //!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue,
 //!      checkpoint), whatever the flush mode.
-//!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up msyncs the CommitLog when at
-//!      least `FLUSH_LEAST_PAGES` pages are dirty.
+//!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up pre-faults the CommitLog
+//!      ahead of the writer and msyncs its whole dirty pages when at least `FLUSH_LEAST_PAGES` are dirty.
 //!   3. SYNC_FLUSH (group commit): a put sends `Sync { upto }` and waits up to `sync_flush_timeout`; the thread
 //!      drains every pending request, msyncs the CommitLog once and answers all of them (true iff the
 //!      flushed offset covers `upto` and the msync succeeded).
@@ -23,16 +23,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 
-use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE};
 
 /// What the flush thread flushes (implemented by the engine).
 pub trait FlushTarget: Send + Sync + 'static {
     /// msync the CommitLog; returns the flushed offset or None on an I/O error.
     fn flush_commit_log(&self) -> Option<i64>;
-    /// Published CommitLog bytes not yet msynced.
-    fn dirty_commit_log_bytes(&self) -> usize;
     /// CommitLog + ConsumeQueues + checkpoint.
     fn flush_all(&self);
+    /// Async wake-up: pre-fault the CommitLog ahead of the writer and msync whole dirty pages.
+    fn on_wake(&self);
 }
 
 enum Request {
@@ -130,9 +129,7 @@ fn run(target: Arc<dyn FlushTarget>, interval: Duration, wake_rx: Receiver<()>, 
                 }
             }
             recv(wake_rx) -> _ => {
-                if target.dirty_commit_log_bytes() >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE {
-                    target.flush_commit_log();
-                }
+                target.on_wake();
             }
             default(next_tick.saturating_duration_since(now)) => {}
         }

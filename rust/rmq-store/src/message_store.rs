@@ -57,6 +57,7 @@ use crate::format::message::{
     store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG, SYSFLAG_POSITION,
 };
+use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
 use crate::format::{ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::mapped_file::MappedFile;
@@ -200,12 +201,17 @@ impl FlushTarget for Inner {
         self.commit_log.queue.flush().ok()
     }
 
-    fn dirty_commit_log_bytes(&self) -> usize {
-        self.commit_log
-            .queue
-            .last()
-            .map(|f| f.wrote_position().saturating_sub(f.flushed_position()))
-            .unwrap_or(0)
+    fn on_wake(&self) {
+        let Some(last) = self.commit_log.queue.last() else { return };
+        last.warm_ahead(WARM_AHEAD_BYTES);
+        if last.wrote_position().saturating_sub(last.flushed_position()) >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE {
+            // earlier files are full: flush them whole, the last one by whole pages
+            for f in self.commit_log.queue.snapshot() {
+                if f.flushed_position() < f.wrote_position() {
+                    let _ = if Arc::ptr_eq(&f, &last) { f.flush_whole_pages() } else { f.flush() };
+                }
+            }
+        }
     }
 
     fn flush_all(&self) {

@@ -21,7 +21,6 @@
 //!
 //! Thread-safety: pure functions.
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const MAGIC_V1: i32 = 0xDAA320A7_u32 as i32;
@@ -480,9 +479,11 @@ pub fn create_offset_msg_id(host: &Host, offset: i64) -> String {
     let mut raw = [0u8; IPV6_HOST_LEN + 8];
     let n = host.encode(&mut raw);
     raw[n..n + 8].copy_from_slice(&offset.to_be_bytes());
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut s = String::with_capacity((n + 8) * 2);
-    for b in &raw[..n + 8] {
-        let _ = write!(s, "{b:02X}");
+    for &b in &raw[..n + 8] {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 0xF) as usize] as char);
     }
     s
 }

@@ -39,3 +39,5 @@ pub const RECOVER_NORMAL_FILE_COUNT: usize = 3;
 /// Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (`flushPhysicQueueLeastPages`).
 pub const FLUSH_LEAST_PAGES: usize = 4;
 pub const OS_PAGE_SIZE: usize = 4096;
+/// The flush thread pre-faults this many CommitLog bytes ahead of the writer (async wake-ups).
+pub const WARM_AHEAD_BYTES: usize = 8 << 20;
