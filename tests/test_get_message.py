@@ -315,6 +315,18 @@ def test_in_disk_is_decided_per_unit(backend):
     check(g, S.FOUND, 20, 0, 20, 11)
 
 
+def test_in_disk_boundary_is_strictly_greater(backend):
+    # memory = 10,000; unit 10 at 10,000 leaves exactly 10,000 behind it: not more → in memory
+    cfg = small_config(total_physical_memory=25_000, max_transfer_count_on_message_in_disk=2)
+    store = backend.open(config=cfg)
+    rs = fill(store, 20, body=lambda i: sized(1000))
+    g = store.get_message("g", T, 0, 8, 32)  # units 8, 9 on disk (2 taken), unit 10 in memory: not full
+    check(g, S.FOUND, 20, 0, 20, 12)
+    assert g.body == raw_of(store, rs[8:])
+    g = store.get_message("g", T, 0, 7, 32)  # units 7, 8 on disk, unit 9 still on disk: full
+    check(g, S.FOUND, 9, 0, 20, 2)
+
+
 def test_suggest_pulling_from_slave_boundary(backend):
     # memory = 10,000; the last looked-at unit at 10,000 leaves exactly 10,000: not more → False
     cfg = small_config(total_physical_memory=25_000)
