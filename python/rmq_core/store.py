@@ -120,13 +120,18 @@ class StoreConfig:
         return asdict(self)
 
 
-@dataclass(frozen=True)
 class PutMessageResult:
-    status: PutMessageStatus
-    commitlog_offset: int
-    queue_offset: int
-    wrote_bytes: int
-    store_host: tuple[str, int]
+    """What one put did: ``status``, ``commitlog_offset``, ``queue_offset``, ``wrote_bytes`` and the offset ``msg_id``."""
+
+    __slots__ = ("status", "commitlog_offset", "queue_offset", "wrote_bytes", "store_host")
+
+    def __init__(self, status: PutMessageStatus, commitlog_offset: int, queue_offset: int, wrote_bytes: int,
+                 store_host: tuple[str, int]) -> None:
+        self.status = status
+        self.commitlog_offset = commitlog_offset
+        self.queue_offset = queue_offset
+        self.wrote_bytes = wrote_bytes
+        self.store_host = store_host
 
     @property
     def ok(self) -> bool:
@@ -138,6 +143,21 @@ class PutMessageResult:
         if self.commitlog_offset < 0:
             return None
         return create_offset_msg_id(self.store_host, self.commitlog_offset)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PutMessageResult):
+            return NotImplemented
+        return (self.status, self.commitlog_offset, self.queue_offset, self.wrote_bytes, self.store_host) == (
+            other.status, other.commitlog_offset, other.queue_offset, other.wrote_bytes, other.store_host)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"PutMessageResult(status={self.status.name}, commitlog_offset={self.commitlog_offset}, "
+                f"queue_offset={self.queue_offset}, wrote_bytes={self.wrote_bytes})")
+
+
+_PUT_STATUS = tuple(PutMessageStatus)  # index by ordinal: cheaper than calling the enum on the hot path
 
 
 class PutMessageResults(Sequence[PutMessageResult]):
@@ -161,7 +181,7 @@ class PutMessageResults(Sequence[PutMessageResult]):
         return (self._make(t) for t in self._raw)
 
     def _make(self, t: tuple[int, int, int, int]) -> PutMessageResult:
-        return PutMessageResult(PutMessageStatus(t[0]), t[1], t[2], t[3], self._store_host)
+        return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self._store_host)
 
     @property
     def all_ok(self) -> bool:
@@ -169,7 +189,7 @@ class PutMessageResults(Sequence[PutMessageResult]):
 
     @property
     def statuses(self) -> list[PutMessageStatus]:
-        return [PutMessageStatus(t[0]) for t in self._raw]
+        return [_PUT_STATUS[t[0]] for t in self._raw]
 
 
 @dataclass
@@ -254,7 +274,8 @@ class MessageStore:
         sys_flag: int = 0,
         reconsume_times: int = 0,
     ) -> PutMessageResult:
-        return self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times)[0]
+        t = self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times)[0]
+        return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self.config.store_host)
 
     def put_messages(
         self,
@@ -268,7 +289,8 @@ class MessageStore:
         """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation."""
         msgs = [m for m, _ in batch]
         queue_ids = [q for _, q in batch]
-        return self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times)
+        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times)
+        return PutMessageResults(raw, self.config.store_host)
 
     def _put(
         self,
@@ -278,8 +300,9 @@ class MessageStore:
         born_timestamp: int | None,
         sys_flag: int,
         reconsume_times: int,
-    ) -> PutMessageResults:
-        self._check_open()
+    ) -> list[tuple[int, int, int, int]]:
+        if self._closed:
+            raise StoreError(f"message store {self.root_dir} is closed")
         uniq = self._uniq_id
         for m in msgs:  # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
             if UNIQ_KEY not in m.properties:
@@ -296,7 +319,7 @@ class MessageStore:
         )
         if self._listeners:
             self._notify_arrivals(msgs, queue_ids, raw)
-        return PutMessageResults(raw, self.config.store_host)
+        return raw
 
     def _notify_arrivals(self, msgs: list[Message], queue_ids: list[int], raw: list[tuple[int, int, int, int]]) -> None:
         for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):

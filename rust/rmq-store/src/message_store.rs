@@ -129,6 +129,10 @@ pub(crate) struct Inner {
 struct WriteState {
     /// The CommitLog file appends go to (saves a lookup per message).
     current: Option<Arc<MappedFile>>,
+    /// ASYNC_FLUSH wakes the flush thread once per `FLUSH_LEAST_PAGES` pages appended, not once per put:
+    /// a wake-up per put costs a futex round trip and a context switch on every small message, and the
+    /// periodic tick already bounds how long dirty data waits.
+    next_wake_at: i64,
 }
 
 pub struct MessageStore {
@@ -313,7 +317,7 @@ impl MessageStore {
             .map_err(|e| Error::io(&root, e))?;
         Ok(MessageStore {
             inner,
-            write: Mutex::new(WriteState { current: None }),
+            write: Mutex::new(WriteState { current: None, next_wake_at: 0 }),
             flush,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
@@ -414,6 +418,7 @@ impl MessageStore {
         let dispatch = !is_tx_prepared_or_rollback(sys_flag);
         let mut results = Vec::with_capacity(msgs.len());
         let mut last_end = -1i64;
+        let mut wake_flusher = false;
         {
             let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
             self.check_open()?;
@@ -483,6 +488,10 @@ impl MessageStore {
                     wrote_bytes: len as i32,
                 });
             }
+            if last_end >= ws.next_wake_at {
+                ws.next_wake_at = last_end + (FLUSH_LEAST_PAGES * OS_PAGE_SIZE) as i64;
+                wake_flusher = true;
+            }
             if last_end >= 0 {
                 self.inner.last_physic_ts.store(ctx.store_timestamp, Ordering::Release);
                 if dispatch {
@@ -495,7 +504,11 @@ impl MessageStore {
         }
         if last_end >= 0 {
             match cfg.flush_disk_type {
-                FlushDiskType::AsyncFlush => self.flush.wake(),
+                FlushDiskType::AsyncFlush => {
+                    if wake_flusher {
+                        self.flush.wake();
+                    }
+                }
                 FlushDiskType::SyncFlush => {
                     let ok = self.flush.sync(last_end, Duration::from_millis(cfg.sync_flush_timeout_ms));
                     if !ok {
