@@ -109,34 +109,26 @@ def test_append_bytes_identical(tmpdir_factory_clean):
 # --- get_message of 32 x 1 KiB ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store_1k():
+    """4096 messages of 1 KiB in one queue, and the reference answer for offset 0 (from the Rust engine)."""
     d = tempfile.mkdtemp(prefix="rmq-bench-1k-")
     with _open(d, "rust") as s:
         s.put_messages([(m, 0) for m in _messages(4096, 1024)])
-    yield d
+        first = s.get_message("g", "BenchTopic", 0, 0, 32)
+    yield d, (first.body, first.next_begin_offset)
     shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_get_message_32x1k(benchmark, backend, store_1k):
     benchmark.group = "get_message-32x1KiB"
-    with _open(store_1k, backend) as s:
+    path, want = store_1k
+    with _open(path, backend) as s:
         offsets = itertools.cycle(range(0, 4096 - 32, 32))
-        want = _open_expected_get(store_1k)
+        benchmark.extra_info["messages_per_round"] = 32
         r = benchmark(lambda: s.get_message("g", "BenchTopic", 0, next(offsets), 32))
         assert r.status == GetMessageStatus.FOUND and r.message_count == 32
         first = s.get_message("g", "BenchTopic", 0, 0, 32)
         assert (first.body, first.next_begin_offset) == want
-
-
-_EXPECTED_GET: dict[str, tuple[bytes, int]] = {}
-
-
-def _open_expected_get(path: str) -> tuple[bytes, int]:
-    if path not in _EXPECTED_GET:
-        with _open(path, "rust") as s:
-            r = s.get_message("g", "BenchTopic", 0, 0, 32)
-        _EXPECTED_GET[path] = (r.body, r.next_begin_offset)
-    return _EXPECTED_GET[path]
 
 
 # --- ConsumeQueue scan of 1,000,000 units with a 10% tag filter -------------------------------------------------
@@ -175,9 +167,9 @@ def test_scan_1m_units_tag_filter_10pct(benchmark, backend, store_1m):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_decode_32_messages(benchmark, backend, store_1k):
     benchmark.group = "decode-32-messages"
-    with _open(store_1k, "rust") as s:
-        body = s.get_message("g", "BenchTopic", 0, 0, 32).body
+    body = store_1k[1][0]
     impl = _backend.load(backend)
+    benchmark.extra_info["messages_per_round"] = 32
     msgs = benchmark(impl.decode_messages, body)
     assert len(msgs) == 32 and all(isinstance(m, MessageExt) for m in msgs)
     other = _backend.load("python" if backend == "rust" else "rust").decode_messages(body)
