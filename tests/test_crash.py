@@ -28,7 +28,7 @@ import sys
 from rmq_core.store import MessageStore, StoreConfig
 from rmq_core.message import Message
 
-root, backend, mode, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+root, backend, mode, start, scale = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 cfg = StoreConfig(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
                   flush_disk_type="SYNC_FLUSH" if mode == "sync" else "ASYNC_FLUSH")
 s = MessageStore(root, cfg, backend=backend)
@@ -38,7 +38,7 @@ sys.stdout.flush()
 i = start
 while True:
     qid = i % 4
-    body = ("crash-%d-" % i).encode() * (1 + i % 60)
+    body = ("crash-%d-" % i).encode() * (1 + i % 60) * scale
     r = s.put_message(Message("Crash", body, tags="t%d" % (i % 3), keys="k%d" % i), qid)
     if r.status != 0:
         sys.stdout.write("FAIL %d %d\n" % (i, int(r.status)))
@@ -52,14 +52,14 @@ while True:
 """
 
 
-def body_of(i: int) -> bytes:
-    return (f"crash-{i}-").encode() * (1 + i % 60)
+def body_of(i: int, scale: int) -> bytes:
+    return (f"crash-{i}-").encode() * (1 + i % 60) * scale
 
 
-def run_writer_and_kill(root: str, backend: str, mode: str, start: int, acks_wanted: int):
+def run_writer_and_kill(root: str, backend: str, mode: str, start: int, acks_wanted: int, scale: int):
     """Start the writer, read ``acks_wanted`` ACK lines, SIGKILL it. Returns (open line, acks)."""
     p = subprocess.Popen(
-        [sys.executable, "-c", WRITER, root, backend, mode, str(start)],
+        [sys.executable, "-c", WRITER, root, backend, mode, str(start), str(scale)],
         env=subprocess_env(backend), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     acks: list[tuple[int, int, int, int, int]] = []
@@ -95,13 +95,13 @@ def run_writer_and_kill(root: str, backend: str, mode: str, start: int, acks_wan
     return opened, acks  # every line read was an acknowledgement, even past acks_wanted
 
 
-def verify(store, acks) -> None:
+def verify(store, acks, scale: int) -> None:
     root = store.root_dir
     by_queue: dict[int, list] = {q: [] for q in range(QUEUES)}
     for i, qid, qoff, clo, size in acks:
         m = store.look_message_by_offset(clo)
         assert m is not None, f"acknowledged message {i} at {clo} lost"
-        assert (m.topic, m.queue_id, m.queue_offset, m.body, m.store_size) == (TOPIC, qid, qoff, body_of(i), size)
+        assert (m.topic, m.queue_id, m.queue_offset, m.body, m.store_size) == (TOPIC, qid, qoff, body_of(i, scale), size)
         assert m.keys == f"k{i}" and m.tags == f"t{i % 3}"
         by_queue[qid].append((qoff, clo, i))
     for q, expected in by_queue.items():
@@ -111,7 +111,7 @@ def verify(store, acks) -> None:
         assert len(decoded) == len(recs)
         for qoff, clo, i in expected:
             assert recs[qoff].physical_offset == clo
-            assert decoded[qoff].body == body_of(i)
+            assert decoded[qoff].body == body_of(i, scale)
     store.flush()
     records, _, end = sp.read_commitlog(root)  # the whole log parses with the spec parser
     assert end == store.max_physical_offset
@@ -122,22 +122,22 @@ def verify(store, acks) -> None:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("acks_wanted", [1, 450])
-def test_kill_9_keeps_acknowledged_messages(backend, mode, acks_wanted):
+@pytest.mark.parametrize("acks_wanted, scale", [(1, 1), (450, 1), (120, 40)])  # scale 40: bodies up to ~30 KB
+def test_kill_9_keeps_acknowledged_messages(backend, mode, acks_wanted, scale):
     root = os.path.join(backend.tmp, "crash-store")
-    opened, acks = run_writer_and_kill(root, backend.name, mode, 0, acks_wanted)
+    opened, acks = run_writer_and_kill(root, backend.name, mode, 0, acks_wanted, scale)
     assert opened == (False, 0)
     assert len(acks) >= acks_wanted
     if acks_wanted > 1:
         assert acks[-1][3] > 2 * CL_SIZE  # the stream crossed CommitLog files
     # crash again, while the second writer continues a recovered store
-    opened2, acks2 = run_writer_and_kill(root, backend.name, mode, 100_000, 50)
+    opened2, acks2 = run_writer_and_kill(root, backend.name, mode, 100_000, 50, scale)
     assert opened2[0] is True  # abort was left behind: abnormal recovery
     assert opened2[1] >= acks[-1][3] + acks[-1][4]
     store = backend.open(root, config=small_config(flush_disk_type="SYNC_FLUSH" if mode == "sync" else "ASYNC_FLUSH"))
     rep = store.recovery_report
     assert rep["abnormal"] is True
-    verify(store, acks + acks2)
+    verify(store, acks + acks2, scale)
     end = store.max_physical_offset
     q0 = store.get_max_offset_in_queue(TOPIC, 0)
     r = put_ok(store, Message(TOPIC, b"after the crash"), 0)
