@@ -338,6 +338,10 @@ impl MessageStore {
         recovery::for_each_record(&inner.commit_log, from, end, |off, rec| {
             let Some(unit) = recovery::dispatch_unit_of(off, &rec) else { return Ok(()) };
             let topic = String::from_utf8_lossy(rec.topic);
+            // a record that passed CRC but names an impossible queue must not create a directory outside the store
+            if !is_legal_topic(&topic) || rec.queue_id < 0 {
+                return Ok(());
+            }
             let q = inner.queue_or_create(&topic, rec.queue_id)?;
             if off + rec.total_size as i64 <= q.max_phys_end.load(Ordering::Acquire) {
                 return Ok(());
