@@ -290,6 +290,13 @@ def test_batch_full_on_disk_configured_limits(backend):
     g = store.get_message("g", T, 0, 0, 32)
     check(g, S.FOUND, 2, 0, 10, 2)
     assert g.body == raw_of(store, rs[:2])
+    store.close()
+    cfg = small_config(total_physical_memory=100, max_transfer_bytes_on_message_in_disk=500)
+    store = backend.open(os.path.join(backend.tmp, "s3"), config=cfg)
+    rs = fill(store, 10, body=lambda i: sized(1000))
+    g = store.get_message("g", T, 0, 4, 32)  # the first message is taken even though it exceeds the limit
+    check(g, S.FOUND, 5, 0, 10, 1)
+    assert g.body == raw_of(store, rs[4:5])
 
 
 def test_in_disk_is_decided_per_unit(backend):
