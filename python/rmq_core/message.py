@@ -10,10 +10,11 @@ Invariants:
 
 from __future__ import annotations
 
+import calendar
+import itertools
 import os
 import socket
 import struct
-import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -273,8 +274,13 @@ def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
     return (ip, port), offset
 
 
+_UNIQ_TAIL = struct.Struct(">iH").pack
+
+
 class _UniqIdGenerator:
-    """MessageClientIDSetter: ip(4) + pid(int16) + class-loader hash(int32) + ms since month start(int32) + counter(int16)."""
+    """MessageClientIDSetter: ip(4) + pid(int16) + class-loader hash(int32) + ms since month start(int32) + counter(int16),
+    as 32 uppercase hex digits. The fixed prefix is formatted once; ``next()`` on an itertools counter is atomic
+    under the GIL, so no lock is needed on this per-message path."""
 
     def __init__(self) -> None:
         try:
@@ -282,26 +288,21 @@ class _UniqIdGenerator:
         except OSError:
             ip = b"\x7f\x00\x00\x01"
         self._prefix = (ip + struct.pack(">hi", os.getpid() & 0x7FFF, id(self) & 0x7FFFFFFF)).hex().upper()
-        self._lock = threading.Lock()
-        self._counter = 0
+        self._counter = itertools.count(1)
         self._month_start_ms = 0
         self._next_month_ms = 0
 
     def _roll_month(self, now_ms: int) -> None:
         t = time.gmtime(now_ms / 1000)
-        start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
         nxt_year, nxt_mon = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
-        self._month_start_ms = int(start * 1000)
-        self._next_month_ms = int((time.mktime((nxt_year, nxt_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone) * 1000)
+        self._month_start_ms = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
+        self._next_month_ms = calendar.timegm((nxt_year, nxt_mon, 1, 0, 0, 0)) * 1000
 
     def __call__(self) -> str:
-        now = int(time.time() * 1000)
-        with self._lock:
-            if now >= self._next_month_ms:
-                self._roll_month(now)
-            self._counter = (self._counter + 1) & 0xFFFF
-            counter = self._counter
-        return self._prefix + struct.pack(">iH", (now - self._month_start_ms) & 0x7FFFFFFF, counter).hex().upper()
+        now = time.time_ns() // 1_000_000
+        if now >= self._next_month_ms:
+            self._roll_month(now)
+        return self._prefix + _UNIQ_TAIL((now - self._month_start_ms) & 0x7FFFFFFF, next(self._counter) & 0xFFFF).hex().upper()
 
 
 create_uniq_id = _UniqIdGenerator()
