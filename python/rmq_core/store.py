@@ -28,6 +28,7 @@ from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.sql92 import Sql92Filter
 from rmq_core.filter.subscription_data import build_subscription_data
+from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 from rmq_core.message import (
     PROPERTY_TAGS,
     UNIQ_KEY,
@@ -43,32 +44,6 @@ log = logging.getLogger(__name__)
 
 GiB = 1024 * 1024 * 1024
 CQ_STORE_UNIT_SIZE = 20
-
-
-class PutMessageStatus(enum.IntEnum):
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPPED_FILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGECACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
-
-
-class GetMessageStatus(enum.IntEnum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
-    OFFSET_RESET = 9
 
 
 class FlushDiskType(str, enum.Enum):

@@ -1,7 +1,7 @@
 """The CommitLog: every record of every topic, appended in order into mapped files (RocketMQ's ``CommitLog``).
 
 Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, appends (with the BLANK roll-over), raw
-reads, and deletion of old files. PutMessageStatus lives here.
+reads, and deletion of old files. PutMessageStatus comes from rmq_core.store_status.
 Format: ``<root>/commitlog/<20-digit start offset>``, files of ``mapped_file_size_commit_log`` bytes holding v1
 records back to back (see format/message.py); a file ends with an 8-byte BLANK (TOTALSIZE = bytes left, MAGIC
 0xCBD43194) followed by zeros.
@@ -22,26 +22,14 @@ Thread-safety: none of its own; the engine's lock serialises every call.
 
 from __future__ import annotations
 
-import enum
 import os
+
+from rmq_core.store_status import PutMessageStatus
 
 from .format import COMMITLOG_DIR
 from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
-
-
-class PutMessageStatus(enum.IntEnum):
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPPED_FILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGECACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
 
 
 class CommitLog:

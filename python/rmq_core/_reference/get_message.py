@@ -1,6 +1,6 @@
 """The pull read path: RocketMQ 4.9 ``DefaultMessageStore#getMessage`` and ``isTheBatchFull``, exactly.
 
-Owns: GetMessageStatus, the offset checks, the one-file ConsumeQueue scan and the batch limits.
+Owns: the offset checks, the one-file ConsumeQueue scan and the batch limits.
 Format: reads 20-byte units from one ConsumeQueue file and whole records from the CommitLog; writes nothing.
 Invariants:
   1. Checks in order: no queue → NO_MATCHED_LOGIC_QUEUE (next 0, min = max = 0; the read never creates a queue);
@@ -26,8 +26,9 @@ Thread-safety: runs under the engine lock (the property filter callback too).
 
 from __future__ import annotations
 
-import enum
 from typing import Callable
+
+from rmq_core.store_status import GetMessageStatus
 
 from .commit_log import CommitLog
 from .config import StoreConfig
@@ -36,19 +37,6 @@ from .format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, to_int32
 from .format.message import RecordFormatError, record_properties
 
 LONG_MIN = -(2**63)
-
-
-class GetMessageStatus(enum.IntEnum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
-    OFFSET_RESET = 9
 
 
 def _properties_of(record: bytes) -> dict[str, str]:
