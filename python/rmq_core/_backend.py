@@ -11,25 +11,6 @@ from types import ModuleType
 _NAMES = ("rust", "python")
 
 
-def _select() -> tuple[str, ModuleType]:
-    name = os.environ.get("RMQ_CORE_BACKEND", "rust").strip().lower() or "rust"
-    if name not in _NAMES:
-        raise ImportError(f"RMQ_CORE_BACKEND must be one of {_NAMES}, got {name!r}")
-    if name == "rust":
-        from rmq_core import _core as impl
-    else:
-        from rmq_core import _reference as impl
-    return name, impl
-
-
-BACKEND, impl = _select()
-
-
-def backend() -> str:
-    """``"rust"`` or ``"python"``: the implementation this process uses."""
-    return BACKEND
-
-
 def load(name: str) -> ModuleType:
     """Either implementation by name, whatever the process default (parity tests and benchmarks use both)."""
     if name == "rust":
@@ -41,3 +22,18 @@ def load(name: str) -> ModuleType:
 
         return _reference
     raise ValueError(f"unknown backend {name!r}")
+
+
+def _select() -> tuple[str, ModuleType]:
+    name = os.environ.get("RMQ_CORE_BACKEND", "rust").strip().lower() or "rust"
+    if name not in _NAMES:
+        raise ImportError(f"RMQ_CORE_BACKEND must be one of {_NAMES}, got {name!r}")
+    return name, load(name)
+
+
+BACKEND, impl = _select()
+
+
+def backend() -> str:
+    """``"rust"`` or ``"python"``: the implementation this process uses."""
+    return BACKEND

@@ -37,7 +37,7 @@ def cmd_store_demo(args: argparse.Namespace) -> int:
     body = (b"rmq_core demo payload " * (args.size // 22 + 1))[: args.size]
     print(f"rmq-core store demo: backend={backend()} dir={root} topic={topic} queues={queues} "
           f"messages={total:,} body={args.size} B tags={tags}")
-    expected = Counter()
+    expected: Counter[tuple[int, str]] = Counter()
     with MessageStore(root, StoreConfig()) as store:
         base = {q: store.get_max_offset_in_queue(topic, q) for q in range(queues)}
         started = time.perf_counter()
@@ -65,7 +65,7 @@ def cmd_store_demo(args: argparse.Namespace) -> int:
         want = args.read_tag or tags[0]
         sub = build_subscription_data(topic, want)
         started = time.perf_counter()
-        got = Counter()
+        got: Counter[tuple[int, str | None]] = Counter()
         records = 0
         for q in range(queues):
             offset = base[q]

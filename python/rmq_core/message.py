@@ -58,6 +58,10 @@ class Message:
     """A message to send: ``Message(topic, body, tags=None, keys=None, properties=None, flag=0, delay_time_level=0)``."""
 
     __slots__ = ("topic", "body", "flag", "properties")
+    topic: str
+    body: bytes
+    flag: int
+    properties: dict[str, str]
 
     def __init__(
         self,
@@ -163,6 +167,20 @@ class MessageExt(Message):
         "msg_id",
         "broker_name",
     )
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    store_size: int
+    body_crc: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    msg_id: str
+    broker_name: str | None
 
     @property
     def offset_msg_id(self) -> str:
@@ -194,7 +212,7 @@ def _message_exts_from_rows(rows: list[tuple[Any, ...]]) -> list[MessageExt]:
     """
     new = object.__new__
     cls = MessageExt
-    out = []
+    out: list[MessageExt] = []
     append = out.append
     for t in rows:
         m = new(cls)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 
-from rmq_core.store_status import PutMessageStatus
 
 from .format import COMMITLOG_DIR
 from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank

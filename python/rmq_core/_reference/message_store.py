@@ -47,21 +47,29 @@ import threading
 from typing import Any, Callable
 
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
+from rmq_core.store_status import PutMessageStatus
 
 from . import get_message as _get_message
 from .checkpoint import StoreCheckpoint
-from .commit_log import CommitLog, PutMessageStatus
+from .commit_log import CommitLog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue
 from .flush import FlushService
-from .format import ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE
+from .format import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUMEQUEUE_DIR,
+    LOCK_FILE,
+)
 from .format.message import (
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE,
     STOREHOSTADDRESS_V6_FLAG,
     RecordFormatError,
-    encode_host,
     decode_properties,
+    encode_host,
     encode_properties,
     encode_record,
     is_legal_topic,

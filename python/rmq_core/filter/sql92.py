@@ -310,7 +310,7 @@ class _Parser:
                     break
             else:
                 if negate:
-                    raise FilterParseError(f"NOT must be followed by BETWEEN, IN, CONTAINS, STARTSWITH or ENDSWITH here")
+                    raise FilterParseError("NOT must be followed by BETWEEN, IN, CONTAINS, STARTSWITH or ENDSWITH here")
                 return left
 
     def unary(self) -> Node:
