@@ -48,6 +48,27 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand | None:
     return RemotingCommand.decode_frame(frame)
 
 
+async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], None]) -> None:
+    """Read commands from ``conn`` until it ends: responses complete their waiting futures (matched by opaque),
+    requests go to ``on_request``. A bad frame ends the loop with a log line (invariant 1)."""
+    while True:
+        try:
+            cmd = await read_frame(conn.reader)
+        except RemotingCommandError as e:
+            log.warning("closing connection with %s: %s", conn.remote_address, e)
+            return
+        if cmd is None:
+            return
+        if cmd.is_response:
+            fut = conn.pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+            else:
+                log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
+        else:
+            on_request(cmd)
+
+
 class Connection:
     """One TCP connection, either side. Writes are serialised by the event loop."""
 
@@ -141,21 +162,9 @@ class RemotingServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
         self.connections.add(conn)
+        loop = asyncio.get_running_loop()
         try:
-            while True:
-                try:
-                    cmd = await read_frame(reader)
-                except RemotingCommandError as e:
-                    log.warning("closing connection from %s: %s", conn.remote_address, e)
-                    return
-                if cmd is None:
-                    return
-                if cmd.is_response:
-                    fut = conn.pending.pop(cmd.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-                    continue
-                asyncio.get_running_loop().create_task(self._process(conn, cmd))
+            await serve_connection(conn, lambda cmd: loop.create_task(self._process(conn, cmd)))
         except (ConnectionError, OSError) as e:
             log.info("connection from %s ended: %s", conn.remote_address, e)
         finally:
@@ -231,30 +240,22 @@ class RemotingClient:
             return conn
 
     async def _read_loop(self, conn: Connection) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while True:
-                try:
-                    cmd = await read_frame(conn.reader)
-                except RemotingCommandError as e:
-                    log.warning("closing connection to %s: %s", conn.remote_address, e)
-                    return
-                if cmd is None:
-                    return
-                if cmd.is_response:
-                    fut = conn.pending.pop(cmd.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-                    else:
-                        log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
-                elif self._request_handler is not None:
-                    resp = await self._request_handler(conn, cmd)
-                    if resp is not None and not cmd.is_oneway:
-                        resp.opaque, resp.flag = cmd.opaque, resp.flag | 1
-                        conn.send(resp)
+            await serve_connection(conn, lambda cmd: loop.create_task(self._answer(conn, cmd)))
         except (ConnectionError, OSError):
             pass
         finally:
             conn.close()
+
+    async def _answer(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """A request from the server (e.g. NOTIFY_CONSUMER_IDS_CHANGED), handed to ``request_handler``."""
+        if self._request_handler is None:
+            return
+        resp = await self._request_handler(conn, cmd)
+        if resp is not None and not cmd.is_oneway and not conn.closed:
+            resp.opaque, resp.flag = cmd.opaque, resp.flag | 1
+            conn.send(resp)
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = await self._connection(addr, timeout)
