@@ -272,3 +272,49 @@ class RemotingClient:
         self._conns.clear()
         for t in list(self._tasks):
             t.cancel()
+
+
+class BlockingRemotingClient:
+    """A ``RemotingClient`` on its own event-loop thread, for callers that are not asyncio code.
+
+    ``invoke_sync`` blocks for the response (or raises TimeoutError / ConnectionError); ``invoke_async`` returns a
+    ``concurrent.futures.Future``; ``invoke_oneway`` returns once the frame is written. ``request_handler`` answers
+    requests the server sends (e.g. NOTIFY_CONSUMER_IDS_CHANGED); it runs on the client's loop thread.
+    """
+
+    def __init__(self, request_handler: Processor | None = None, name: str = "rmq-remoting-client") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._client = RemotingClient(request_handler)
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def invoke_async(self, addr: str, request: RemotingCommand, timeout: float = 3.0):  # -> concurrent Future
+        return asyncio.run_coroutine_threadsafe(self._client.invoke(addr, request, timeout), self.loop)
+
+    def invoke_sync(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        fut = self.invoke_async(addr, request, timeout)
+        try:
+            return fut.result(timeout + 1.0)
+        except TimeoutError:
+            fut.cancel()
+            raise
+
+    def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:
+        asyncio.run_coroutine_threadsafe(self._client.invoke_oneway(addr, request, timeout), self.loop).result(
+            timeout + 1.0)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        asyncio.run_coroutine_threadsafe(self._client.close(), self.loop).result(5.0)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5.0)
+        self.loop.close()
+
+    def __enter__(self) -> BlockingRemotingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,80 @@
+"""Names and constants RocketMQ keeps in MixAll.java and TopicValidator.java: retry/DLQ topics, system topics, ids."""
+
+from __future__ import annotations
+
+import re
+
+MASTER_ID = 0
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+LMQ_PREFIX = "%LMQ%"
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
+TOPIC_MAX_LENGTH = 127
+RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
+GROUP_MAX_LENGTH = 120
+TOPIC_GROUP_SEPARATOR = "@"
+
+SYSTEM_TOPICS = frozenset({
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+
+_LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def get_retry_topic(consumer_group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + consumer_group
+
+
+def get_dlq_topic(consumer_group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + consumer_group
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def is_dlq_topic(topic: str) -> bool:
+    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """TopicValidator.validateTopic: None when valid, else the reason (RocketMQ's wording)."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _LEGAL.match(topic):
+        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    limit = RETRY_OR_DLQ_TOPIC_MAX_LENGTH if (is_retry_topic(topic) or is_dlq_topic(topic)) else TOPIC_MAX_LENGTH
+    if len(topic) > limit:
+        return f"The specified topic: {topic}, is longer than topic max length: {limit}"
+    return None
+
+
+def validate_group(group: str | None) -> str | None:
+    if not group or not group.strip():
+        return "The specified group is blank."
+    if not _LEGAL.match(group):
+        return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"
+    return None

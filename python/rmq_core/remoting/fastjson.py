@@ -1,0 +1,117 @@
+"""JSON as RocketMQ's fastjson writes it, read and written.
+
+fastjson writes maps with integer keys *unquoted* (``{0:"10.0.0.1:10911"}``, ``{"offsetTable":{"t@g":{0:5}}}``),
+which standard JSON parsers reject. ``loads`` accepts both forms and returns int keys for bare integer keys;
+``dumps`` writes int keys bare (``unquoted_int_keys=True``, fastjson's default, what RocketMQ's config files and
+old-version route bodies use) or quoted (standard JSON, what route data uses for clients ≥ V4_9_4).
+
+Invariant: ``loads(dumps(x, unquoted_int_keys=b)) == x`` for JSON-shaped ``x`` with str or int keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_WS = " \t\r\n"
+
+
+def _quote_bare_keys(text: str) -> tuple[str, bool]:
+    """Quote bare integer object keys outside strings; says whether any was found."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    found = False
+    expect_key = False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n:
+                if text[j] == "\\":
+                    j += 2
+                    continue
+                if text[j] == '"':
+                    break
+                j += 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            expect_key = False
+            continue
+        if c in "{,":
+            out.append(c)
+            i += 1
+            expect_key = True
+            continue
+        if expect_key and c not in _WS:
+            if c == "-" or c.isdigit():
+                j = i + 1
+                while j < n and text[j].isdigit():
+                    j += 1
+                k = j
+                while k < n and text[k] in _WS:
+                    k += 1
+                if k < n and text[k] == ":":
+                    out.append('"' + text[i:j] + '"')
+                    found = True
+                    i = j
+                    expect_key = False
+                    continue
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out), found
+
+
+def _int_keys(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {(int(k) if isinstance(k, str) and _is_int(k) else k): _int_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_int_keys(v) for v in obj]
+    return obj
+
+
+def _is_int(s: str) -> bool:
+    body = s[1:] if s.startswith("-") else s
+    return body.isdigit() and len(body) > 0
+
+
+def loads(text: str | bytes, *, int_keys: bool = True) -> Any:
+    """Parse fastjson or standard JSON. With ``int_keys`` (default), keys that are integers become ``int``."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        fixed, found = _quote_bare_keys(text)
+        if not found:
+            raise
+        obj = json.loads(fixed)
+    return _int_keys(obj) if int_keys else obj
+
+
+def dumps(obj: Any, *, unquoted_int_keys: bool = True, pretty: bool = False, ensure_ascii: bool = False) -> str:
+    """Serialise as fastjson does (int keys bare) or as standard JSON (``unquoted_int_keys=False``)."""
+    nl = "\n" if pretty else ""
+    step = "\t" if pretty else ""
+
+    def enc(o: Any, depth: int) -> str:
+        pad = nl + step * (depth + 1)
+        end = nl + step * depth
+        if isinstance(o, dict):
+            if not o:
+                return "{}"
+            items = []
+            for k, v in o.items():
+                if isinstance(k, bool) or not isinstance(k, (str, int)):
+                    raise TypeError(f"unsupported key {k!r}")
+                key = str(k) if (isinstance(k, int) and unquoted_int_keys) else json.dumps(str(k), ensure_ascii=ensure_ascii)
+                items.append(f"{pad}{key}:{enc(v, depth + 1)}")
+            return "{" + ",".join(items) + end + "}"
+        if isinstance(o, (list, tuple, set, frozenset)):
+            seq = sorted(o) if isinstance(o, (set, frozenset)) else o
+            if not seq:
+                return "[]"
+            return "[" + ",".join(f"{pad}{enc(v, depth + 1)}" for v in seq) + end + "]"
+        return json.dumps(o, ensure_ascii=ensure_ascii)
+
+    return enc(obj, 0)

@@ -1,0 +1,281 @@
+"""Command custom headers: the typed request/response headers RocketMQ carries in a RemotingCommand's ``extFields``
+(``rp/header/*.java``, ``RemotingCommand#decodeCommandCustomHeader``).
+
+Each header is a dataclass; a field's metadata says whether it is required (``@CFNotNull``) and, for send, its V2
+short name. ``decode_header`` parses by declared type as Java does (``Integer.parseInt``, ``Long.parseLong``,
+``Boolean.parseBoolean``), ignores unknown keys, and raises ``HeaderError`` naming a missing required field (the
+remoting server turns that into SYSTEM_ERROR with the text as remark). ``encode_header`` writes every non-None field as
+its Java ``toString`` (booleans "true"/"false").
+
+Invariants: field names are RocketMQ's exactly (they are on the wire); values in extFields are strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypeVar, get_type_hints
+
+from rmq_core.remoting.command import RemotingCommandError
+
+T = TypeVar("T")
+
+
+class HeaderError(RemotingCommandError):
+    """A custom header field that is missing or does not parse as its declared type."""
+
+
+def required(default: Any = None) -> Any:
+    """A ``@CFNotNull`` field: decoding fails naming it when absent. (The default only eases construction.)"""
+    return field(default=default, metadata={"required": True})
+
+
+def optional(default: Any = None, short: str | None = None) -> Any:
+    return field(default=default, metadata={"required": False, "short": short})
+
+
+def required_short(short: str) -> Any:
+    return field(default=None, metadata={"required": True, "short": short})
+
+
+_TYPE_CACHE: dict[type, list[tuple[str, str, bool, str | None]]] = {}
+
+
+def _fields(cls: type) -> list[tuple[str, str, bool, str | None]]:
+    """(name, kind, required, short) per field; kind is 'int' | 'str' | 'bool' | 'float'."""
+    out = _TYPE_CACHE.get(cls)
+    if out is None:
+        hints = get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            t = str(hints[f.name])
+            kind = "bool" if "bool" in t else "int" if "int" in t else "float" if "float" in t else "str"
+            out.append((f.name, kind, bool(f.metadata.get("required")), f.metadata.get("short")))
+        _TYPE_CACHE[cls] = out
+    return out
+
+
+def _parse(kind: str, name: str, value: str) -> Any:
+    if kind == "str":
+        return value
+    if kind == "bool":
+        return value.lower() == "true"  # Boolean.parseBoolean
+    try:
+        return int(value.strip()) if kind == "int" else float(value)
+    except ValueError:
+        raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
+
+
+def decode_header(cls: type[T], ext_fields: Mapping[str, str], *, short_names: bool = False) -> T:
+    """Build ``cls`` from extFields. With ``short_names`` the V2 one-letter keys are read (SEND_MESSAGE_V2)."""
+    kwargs: dict[str, Any] = {}
+    for name, kind, req, short in _fields(cls):
+        key = short if short_names and short else name
+        raw = ext_fields.get(key)
+        if raw is None:
+            if req:
+                raise HeaderError(f"the custom field <{name}> is null")
+            continue
+        kwargs[name] = _parse(kind, name, raw)
+    return cls(**kwargs)
+
+
+def encode_header(obj: Any, *, short_names: bool = False) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, _kind, _req, short in _fields(type(obj)):
+        v = getattr(obj, name)
+        if v is None:
+            continue
+        key = short if short_names and short else name
+        out[key] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+# --- send ------------------------------------------------------------------------------------------------------
+@dataclass
+class SendMessageRequestHeader:
+    producerGroup: str = required_short("a")
+    topic: str = required_short("b")
+    defaultTopic: str = required_short("c")
+    defaultTopicQueueNums: int = required_short("d")
+    queueId: int = required_short("e")
+    sysFlag: int = required_short("f")
+    bornTimestamp: int = required_short("g")
+    flag: int = required_short("h")
+    properties: str | None = optional(short="i")
+    reconsumeTimes: int | None = optional(short="j")
+    unitMode: bool | None = optional(short="k")
+    maxReconsumeTimes: int | None = optional(short="l")
+    batch: bool | None = optional(short="m")
+    brokerName: str | None = optional(short="n")
+
+
+@dataclass
+class SendMessageResponseHeader:
+    msgId: str = required()
+    queueId: int = required()
+    queueOffset: int = required()
+    transactionId: str | None = optional()
+    batchUniqId: str | None = optional()
+
+
+@dataclass
+class ConsumerSendMsgBackRequestHeader:
+    offset: int = required()
+    group: str = required()
+    delayLevel: int = required()
+    originMsgId: str | None = optional()
+    originTopic: str | None = optional()
+    unitMode: bool | None = optional(False)
+    maxReconsumeTimes: int | None = optional()
+
+
+# --- pull ------------------------------------------------------------------------------------------------------
+@dataclass
+class PullMessageRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    queueOffset: int = required()
+    maxMsgNums: int = required()
+    sysFlag: int = required()
+    commitOffset: int = required()
+    suspendTimeoutMillis: int = required()
+    subscription: str | None = optional()
+    subVersion: int = required()
+    expressionType: str | None = optional()
+    maxMsgBytes: int | None = optional()
+
+
+@dataclass
+class PullMessageResponseHeader:
+    suggestWhichBrokerId: int = required()
+    nextBeginOffset: int = required()
+    minOffset: int = required()
+    maxOffset: int = required()
+
+
+# --- offsets and queries ---------------------------------------------------------------------------------------
+@dataclass
+class QueryConsumerOffsetRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    setZeroIfNotFound: bool | None = optional()
+
+
+@dataclass
+class UpdateConsumerOffsetRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required()
+    commitOffset: int = required()
+
+
+@dataclass
+class OffsetResponseHeader:
+    """QueryConsumerOffset / GetMaxOffset / GetMinOffset / SearchOffset responses: one ``offset``."""
+    offset: int = required()
+
+
+@dataclass
+class GetMaxOffsetRequestHeader:
+    topic: str = required()
+    queueId: int = required()
+    committed: bool | None = optional()
+
+
+@dataclass
+class GetMinOffsetRequestHeader:
+    topic: str = required()
+    queueId: int = required()
+
+
+@dataclass
+class SearchOffsetRequestHeader:
+    topic: str = required()
+    queueId: int = required()
+    timestamp: int = required()
+
+
+@dataclass
+class GetEarliestMsgStoretimeRequestHeader:
+    topic: str = required()
+    queueId: int = required()
+
+
+@dataclass
+class GetEarliestMsgStoretimeResponseHeader:
+    timestamp: int = required()
+
+
+@dataclass
+class ViewMessageRequestHeader:
+    offset: int = required()
+    topic: str | None = optional()
+
+
+@dataclass
+class GetConsumerListByGroupRequestHeader:
+    consumerGroup: str = required()
+
+
+@dataclass
+class UnregisterClientRequestHeader:
+    clientID: str = required()
+    producerGroup: str | None = optional()
+    consumerGroup: str | None = optional()
+
+
+@dataclass
+class NotifyConsumerIdsChangedRequestHeader:
+    consumerGroup: str = required()
+
+
+# --- admin -----------------------------------------------------------------------------------------------------
+@dataclass
+class CreateTopicRequestHeader:
+    topic: str = required()
+    defaultTopic: str = required()
+    readQueueNums: int = required()
+    writeQueueNums: int = required()
+    perm: int = required()
+    topicFilterType: str = required()
+    topicSysFlag: int | None = optional()
+    order: bool = required(False)
+    attributes: str | None = optional()
+    force: bool | None = optional()
+
+
+# --- name server -----------------------------------------------------------------------------------------------
+@dataclass
+class RegisterBrokerRequestHeader:
+    brokerName: str = required()
+    brokerAddr: str = required()
+    clusterName: str = required()
+    haServerAddr: str = required()
+    brokerId: int = required()
+    compressed: bool | None = optional(False)
+    bodyCrc32: int | None = optional(0)
+    heartbeatTimeoutMillis: int | None = optional()
+    enableActingMaster: bool | None = optional()
+
+
+@dataclass
+class RegisterBrokerResponseHeader:
+    haServerAddr: str | None = optional()
+    masterAddr: str | None = optional()
+
+
+@dataclass
+class UnRegisterBrokerRequestHeader:
+    brokerName: str = required()
+    brokerAddr: str = required()
+    clusterName: str = required()
+    brokerId: int = required()
+
+
+@dataclass
+class GetRouteInfoRequestHeader:
+    topic: str = required()
+    acceptStandardJsonOnly: bool | None = optional()
