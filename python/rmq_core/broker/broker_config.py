@@ -1,0 +1,139 @@
+"""BrokerConfig: RocketMQ's BrokerConfig and the MessageStoreConfig settings a broker.conf carries, in snake_case.
+
+``BrokerConfig.from_properties_file(path)`` reads a RocketMQ ``broker.conf`` (Java properties, camelCase keys such as
+``brokerName``, ``listenPort``, ``storePathRootDir``, ``flushDiskType``); unknown keys are kept in ``extra`` and logged,
+values are parsed by the field's type. ``to_store_config()`` gives the StoreConfig for the broker's MessageStore.
+Defaults are RocketMQ's (cm/BrokerConfig.java, st/config/MessageStoreConfig.java), except ``store_path_root_dir``
+(``./rmq-store``, the embedded default) .
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq_core.common.perm_name import DEFAULT_PERM
+from rmq_core.store import StoreConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+def _local_ip() -> str:
+    return "127.0.0.1"
+
+
+@dataclass
+class BrokerConfig:
+    broker_name: str = field(default_factory=lambda: socket.gethostname().split(".")[0] or "broker-a")
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    broker_ip1: str = field(default_factory=_local_ip)
+    listen_port: int = 10911
+    namesrv_addr: str | None = None
+    store_path_root_dir: str = "./rmq-store"
+    broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    flush_disk_type: str = "ASYNC_FLUSH"
+    broker_permission: int = DEFAULT_PERM
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    enable_property_filter: bool = False
+    filter_support_retry: bool = False
+    slave_read_enable: bool = False
+    offset_check_in_slave: bool = False
+    transfer_msg_by_heap: bool = True
+    flush_consumer_offset_interval: int = 5000
+    register_name_server_period: int = 30000
+    register_broker_timeout_mills: int = 6000
+    channel_expired_timeout: int = 120000
+    notify_consumer_ids_changed_enable: bool = True
+    max_message_size: int = 4 * 1024 * 1024
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    trace_topic_enable: bool = False
+    region_id: str = "DefaultRegion"
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    def to_store_config(self) -> StoreConfig:
+        return StoreConfig(
+            flush_disk_type=self.flush_disk_type,
+            max_message_size=self.max_message_size,
+            mapped_file_size_commit_log=self.mapped_file_size_commit_log,
+            mapped_file_size_consume_queue=self.mapped_file_size_consume_queue,
+            store_host=(self.broker_ip1, self.listen_port),
+        )
+
+    @property
+    def store_config_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "config")
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        cfg = cls()
+        types = {f.name: f for f in dataclasses.fields(cls)}
+        for key, raw in props.items():
+            name = _snake(key)
+            f = types.get(name)
+            if f is None or name == "extra":
+                cfg.extra[key] = raw
+                log.info("broker.conf key %s is not used by rmq_core; kept in extra", key)
+                continue
+            setattr(cfg, name, _convert(getattr(cfg, name), raw, key))
+        return cfg
+
+    @classmethod
+    def from_properties_file(cls, path: str | os.PathLike[str]) -> BrokerConfig:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_properties(parse_properties(f.read()))
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+
+
+def _convert(current: Any, raw: str, key: str) -> Any:
+    raw = raw.strip()
+    if isinstance(current, bool):
+        return raw.lower() == "true"
+    if isinstance(current, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"broker.conf: {key}={raw!r} is not an integer") from None
+    return raw
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load`` for the lines broker.conf uses: ``key=value`` / ``key: value`` / ``key value``,
+    ``#``/``!`` comments, backslash line continuations."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).rstrip()
+        else:
+            out[line.strip()] = ""
+    return out
