@@ -1,0 +1,1 @@
+"""client parts of the broker (see docs/BROKER_DESIGN.md)."""

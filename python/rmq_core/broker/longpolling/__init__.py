@@ -1,0 +1,1 @@
+"""longpolling parts of the broker (see docs/BROKER_DESIGN.md)."""

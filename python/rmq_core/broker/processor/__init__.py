@@ -1,0 +1,1 @@
+"""processor parts of the broker (see docs/BROKER_DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""schedule parts of the broker (see docs/BROKER_DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""stats parts of the broker (see docs/BROKER_DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Remoting bodies: the JSON documents RocketMQ carries in request and response bodies (fastjson-compatible)."""
