@@ -2,5 +2,6 @@
 admin commands, served over the remoting protocol by an asyncio loop on a background thread (docs/BROKER_DESIGN.md)."""
 
 from rmq_core.broker.broker_config import BrokerConfig
+from rmq_core.broker.broker_controller import Broker, BrokerController
 
-__all__ = ["BrokerConfig"]
+__all__ = ["Broker", "BrokerConfig", "BrokerController"]

@@ -115,10 +115,17 @@ class RemotingServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, start_serving: bool = True) -> None:
+        """Bind (port 0 picks a free port, then ``port`` holds it). With ``start_serving=False`` connections are
+        accepted only after ``begin_serving()``, so an owner can finish setting up with the port known."""
         self.loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_FRAME_LENGTH + 8)
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_FRAME_LENGTH + 8,
+                                                  start_serving=start_serving)
         self.port = self._server.sockets[0].getsockname()[1]
+
+    async def begin_serving(self) -> None:
+        assert self._server is not None, "start() first"
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -1,0 +1,362 @@
+"""BrokerController: wires a broker together (store, managers, processors, hold service, schedule service, name-server
+registration) and runs it on one asyncio event loop on a background thread; ``Broker`` is the public face of it.
+
+Start order (``start()`` returns once the broker accepts connections):
+  1. bind the remoting server (port 0 → a free port) without serving yet, so the store host is known;
+  2. open the MessageStore (recovering after a crash) with ``store_host = (broker_ip1, port)``;
+  3. load topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json, delayOffset.json;
+  4. register the processors, hook the hold service to the store's arrivals, start the hold and schedule services;
+  5. start serving, start the periodic tasks, register with the name servers.
+Shutdown reverses it: stop serving, answer parked pulls, unregister from the name servers, persist every config,
+flush and close the store, stop the loop. Shutdown is idempotent and safe from any thread (e.g. a signal handler).
+
+Invariants:
+1. Every processor, manager and service runs on ``loop`` (see docs/BROKER_DESIGN.md, threading model).
+2. Configs are persisted every ``flush_consumer_offset_interval`` ms and at shutdown; a failed persist is logged and
+   retried at the next tick, never crashes the broker.
+3. Nothing a client sends can stop the loop: processor exceptions become SYSTEM_ERROR responses (RemotingServer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Coroutine
+
+from rmq_core.broker.broker_config import BrokerConfig
+from rmq_core.remoting.codes import RequestCode
+from rmq_core.remoting.transport import RemotingClient, RemotingServer
+from rmq_core.store import MessageStore, StoreConfig
+
+log = logging.getLogger(__name__)
+
+SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S = 10.0
+
+
+class _Missing:
+    """TEMPORARY while the broker's parts are being written in parallel: stands in for a module not yet in the
+    tree, doing nothing. Removed before issue 3 is closed (grep _Missing)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return _Missing()
+
+
+def _load(module: str, name: str) -> Any:
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        log.warning("TEMPORARY: %s.%s is not available yet (%s)", module, name, e)
+        return _Missing
+
+
+class BrokerController:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig | None = None) -> None:
+        self.broker_config = broker_config
+        self._store_config_override = store_config
+        self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
+        self.remoting_server = RemotingServer(broker_config.broker_ip1, broker_config.listen_port)
+        self.remoting_client = RemotingClient()
+        self.message_store: MessageStore = None  # type: ignore[assignment]  # opened in start()
+        self.message_store_config: StoreConfig = None  # type: ignore[assignment]
+        self.store_host: tuple[str, int] = (broker_config.broker_ip1, broker_config.listen_port)
+        self._thread: threading.Thread | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._shutdown_lock = threading.Lock()
+        self._stopped = False
+        self._register_pending = False
+        self._build_components()
+
+    # --- wiring ---------------------------------------------------------------------------------------------
+    def _build_components(self) -> None:
+        BrokerOuterAPI = _load("rmq_core.broker.broker_outer_api", "BrokerOuterAPI")
+        ConsumerManager = _load("rmq_core.broker.client.consumer_manager", "ConsumerManager")
+        DefaultConsumerIdsChangeListener = _load("rmq_core.broker.client.default_consumer_ids_change_listener",
+                                                 "DefaultConsumerIdsChangeListener")
+        ProducerManager = _load("rmq_core.broker.client.producer_manager", "ProducerManager")
+        RebalanceLockManager = _load("rmq_core.broker.client.rebalance_lock_manager", "RebalanceLockManager")
+        ConsumerFilterManager = _load("rmq_core.broker.consumer_filter_manager", "ConsumerFilterManager")
+        ConsumerOffsetManager = _load("rmq_core.broker.consumer_offset_manager", "ConsumerOffsetManager")
+        PullRequestHoldService = _load("rmq_core.broker.longpolling.pull_request_hold_service",
+                                       "PullRequestHoldService")
+        ScheduleMessageService = _load("rmq_core.broker.schedule.schedule_message_service", "ScheduleMessageService")
+        BrokerStatsManager = _load("rmq_core.broker.stats.broker_stats_manager", "BrokerStatsManager")
+        SubscriptionGroupManager = _load("rmq_core.broker.subscription_group_manager", "SubscriptionGroupManager")
+        TopicConfigManager = _load("rmq_core.broker.topic_config_manager", "TopicConfigManager")
+
+        cfg = self.broker_config
+        config_dir = cfg.store_config_dir
+        os.makedirs(config_dir, exist_ok=True)
+        self.topic_config_manager = TopicConfigManager(cfg, config_dir)
+        self.subscription_group_manager = SubscriptionGroupManager(cfg, config_dir)
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
+        self.consumer_filter_manager = ConsumerFilterManager(config_dir)
+        self.consumer_manager = ConsumerManager(on_event=DefaultConsumerIdsChangeListener(self))
+        self.producer_manager = ProducerManager()
+        self.rebalance_lock_manager = RebalanceLockManager()
+        self.broker_stats_manager = BrokerStatsManager()
+        self.pull_request_hold_service = PullRequestHoldService(self)
+        self.schedule_message_service = ScheduleMessageService(self)
+        self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
+        self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
+
+    def _register_processors(self) -> None:
+        AdminBrokerProcessor = _load("rmq_core.broker.processor.admin_broker_processor", "AdminBrokerProcessor")
+        ClientManageProcessor = _load("rmq_core.broker.processor.client_manage_processor", "ClientManageProcessor")
+        ConsumerManageProcessor = _load("rmq_core.broker.processor.consumer_manage_processor",
+                                        "ConsumerManageProcessor")
+        PullMessageProcessor = _load("rmq_core.broker.processor.pull_message_processor", "PullMessageProcessor")
+        QueryMessageProcessor = _load("rmq_core.broker.processor.query_message_processor", "QueryMessageProcessor")
+        SendMessageProcessor = _load("rmq_core.broker.processor.send_message_processor", "SendMessageProcessor")
+
+        server = self.remoting_server
+        self.pull_message_processor = PullMessageProcessor(self)
+        self.send_message_processor = SendMessageProcessor(self)
+        self.consumer_manage_processor = ConsumerManageProcessor(self)
+        self.client_manage_processor = ClientManageProcessor(self)
+        self.admin_broker_processor = AdminBrokerProcessor(self)
+        self.query_message_processor = QueryMessageProcessor(self)
+        table: list[tuple[Any, tuple[int, ...]]] = [
+            (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
+            (self.send_message_processor, (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                                           RequestCode.SEND_BATCH_MESSAGE, RequestCode.CONSUMER_SEND_MSG_BACK)),
+            (self.consumer_manage_processor, (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                              RequestCode.GET_CONSUMER_LIST_BY_GROUP)),
+            (self.client_manage_processor, (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT)),
+            (self.admin_broker_processor, (RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                           RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                           RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_MAX_OFFSET,
+                                           RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                           RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.LOCK_BATCH_MQ,
+                                           RequestCode.UNLOCK_BATCH_MQ)),
+            (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
+        ]
+        for processor, codes in table:
+            if isinstance(processor, _Missing):
+                continue
+            for code in codes:
+                server.register(int(code), processor.process_request)
+
+    # --- facts processors rely on ---------------------------------------------------------------------------
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_config.broker_ip1}:{self.remoting_server.port}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_config.is_slave
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    def namesrv_addrs(self) -> list[str]:
+        raw = self.broker_config.namesrv_addr or ""
+        return [a.strip() for a in raw.split(";") if a.strip()]
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            return
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(self._start_on_loop())
+            except BaseException as e:  # report to the caller of start()
+                failure.append(e)
+                ready.set()
+                self._close_after_failed_start()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"rmq-broker-{self.broker_config.broker_name}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        self._started = True
+
+    async def _start_on_loop(self) -> None:
+        cfg = self.broker_config
+        await self.remoting_server.start(start_serving=False)
+        self.store_host = (cfg.broker_ip1, self.remoting_server.port)
+        store_config = self._store_config_override or cfg.to_store_config()
+        store_config.store_host = self.store_host
+        self.message_store_config = store_config
+        self.message_store = MessageStore(cfg.store_path_root_dir, store_config)
+        for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager,
+                        self.consumer_filter_manager):
+            manager.load()
+        self._register_processors()
+        self.message_store.add_arrival_listener(self._on_message_arriving)
+        self.pull_request_hold_service.start()
+        self.schedule_message_service.start()
+        await self.remoting_server.begin_serving()
+        interval = cfg.flush_consumer_offset_interval / 1000.0
+        self._every(interval, self._persist_all, "persist configs", first_delay=interval)
+        self._every(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S, self._scan_not_active_channels, "scan channels")
+        if self.namesrv_addrs():
+            self._every(cfg.register_name_server_period / 1000.0, self._register_broker_all_now, "register broker",
+                        first_delay=0.0)
+        log.info("broker %s (%s) serving at %s, store %s", cfg.broker_name, cfg.broker_cluster_name,
+                 self.broker_addr, cfg.store_path_root_dir)
+
+    def _close_after_failed_start(self) -> None:
+        try:
+            self.loop.run_until_complete(self.remoting_server.stop())
+        except Exception:
+            log.exception("stopping the remoting server after a failed start")
+        if self.message_store is not None:
+            self.message_store.close()
+        self.loop.close()
+
+    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
+                             properties: dict[str, str]) -> None:
+        self.pull_request_hold_service.notify_message_arriving(topic, queue_id, max_offset, tags_code,
+                                                               properties=properties)
+
+    def _every(self, interval_s: float, fn: Callable[[], Coroutine[Any, Any, None] | None], what: str,
+               first_delay: float | None = None) -> None:
+        async def loop_task() -> None:
+            await asyncio.sleep(interval_s if first_delay is None else first_delay)
+            while True:
+                try:
+                    r = fn()
+                    if asyncio.iscoroutine(r):
+                        await r
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("periodic task '%s' failed", what)
+                await asyncio.sleep(interval_s)
+
+        self._tasks.append(self.loop.create_task(loop_task(), name=what))
+
+    def _persist_all(self) -> None:
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager,
+                        self.consumer_filter_manager, self.schedule_message_service):
+            try:
+                manager.persist()
+            except Exception:  # invariant 2
+                log.exception("persisting %s failed", type(manager).__name__)
+
+    def _scan_not_active_channels(self) -> None:
+        now = self.now_ms()
+        self.consumer_manager.scan_not_active_channel(now)
+        self.producer_manager.scan_not_active_channel(now)
+
+    def register_broker_all(self) -> None:
+        """Register with the name servers soon (coalesced); safe from the loop or any thread."""
+        if not self.namesrv_addrs() or self._stopped:
+            return
+
+        def schedule() -> None:
+            if self._register_pending:
+                return
+            self._register_pending = True
+            self.loop.create_task(self._register_broker_all_now())
+
+        if self._on_loop():
+            schedule()
+        else:
+            self.loop.call_soon_threadsafe(schedule)
+
+    async def _register_broker_all_now(self) -> None:
+        self._register_pending = False
+        cfg = self.broker_config
+        wrapper = self.topic_config_manager.build_serialize_wrapper()
+        await self.broker_outer_api.register_broker_all(
+            self.namesrv_addrs(), cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id,
+            f"{cfg.broker_ip1}:{self.remoting_server.port + 1}", wrapper, [],
+            cfg.register_broker_timeout_mills / 1000.0)
+
+    def _on_loop(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def shutdown(self) -> None:
+        with self._shutdown_lock:
+            if self._stopped or not self._started:
+                self._stopped = True
+                return
+            self._stopped = True
+        if self._on_loop():
+            raise RuntimeError("shutdown() must not be called from the broker's own loop")
+        fut = asyncio.run_coroutine_threadsafe(self._shutdown_on_loop(), self.loop)
+        try:
+            fut.result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+
+    async def _shutdown_on_loop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        self.pull_request_hold_service.shutdown()
+        self.schedule_message_service.shutdown()
+        if self.namesrv_addrs():
+            cfg = self.broker_config
+            try:
+                await self.broker_outer_api.unregister_broker_all(
+                    self.namesrv_addrs(), cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id,
+                    cfg.register_broker_timeout_mills / 1000.0)
+            except Exception:
+                log.exception("unregistering from the name servers failed")
+        await self.remoting_server.stop()
+        await self.remoting_client.close()
+        self._persist_all()
+        self.message_store.flush()
+        self.message_store.close()
+        log.info("broker %s shut down", self.broker_config.broker_name)
+
+
+class Broker:
+    """``Broker(BrokerConfig(...))``: ``start()`` serves on a background thread and returns once listening;
+    ``address`` is ``"ip:port"``; ``shutdown()`` flushes the store and the configs. A context manager."""
+
+    def __init__(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.controller = BrokerController(self.config, store_config)
+
+    def start(self) -> Broker:
+        self.controller.start()
+        return self
+
+    @property
+    def address(self) -> str:
+        return self.controller.broker_addr
+
+    @property
+    def message_store(self) -> MessageStore:
+        return self.controller.message_store
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
