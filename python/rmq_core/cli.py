@@ -1,4 +1,7 @@
-"""The ``rmq-core`` command line. This stage: ``rmq-core store demo|inspect|verify``.
+"""The ``rmq-core`` command line: ``serve`` (name server + broker in one process), ``namesrv``, ``broker``,
+``topic create|list``, ``store demo|inspect|verify``.
+
+Servers run until SIGTERM or SIGINT, then shut down cleanly (the broker flushes its store and persists its configs).
 
 ``store demo`` is the main job on embedded defaults: it writes a stream of tagged messages into a local store
 directory, reads every queue back with a tag filter through get_message (the pull path), checks what came back
@@ -140,6 +143,167 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _wait_for_signal() -> None:
+    """Block until SIGTERM/SIGINT; the handler only sets an event, the shutdown runs on the main thread."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+
+
+def _broker_config(args: argparse.Namespace, namesrv_addr: str | None):
+    from rmq_core.broker import BrokerConfig
+
+    cfg = BrokerConfig.from_properties_file(args.config) if getattr(args, "config", None) else BrokerConfig()
+    if args.dir is not None:
+        cfg.store_path_root_dir = args.dir
+    if args.port is not None:
+        cfg.listen_port = args.port
+    if args.name is not None:
+        cfg.broker_name = args.name
+    if args.cluster is not None:
+        cfg.broker_cluster_name = args.cluster
+    if namesrv_addr:
+        cfg.namesrv_addr = namesrv_addr
+    return cfg
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from rmq_core.broker import Broker
+    from rmq_core.namesrv import NameServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    namesrv = NameServer(listen_port=args.namesrv_port, host=args.host)
+    namesrv.start()
+    try:
+        cfg = _broker_config(args, namesrv.address)
+        cfg.broker_ip1 = args.host
+        broker = Broker(cfg)
+        broker.start()
+        print(f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
+              f"store {cfg.store_path_root_dir}", flush=True)
+        try:
+            _wait_for_signal()
+        finally:
+            print("rmq-core serve: shutting down", flush=True)
+            broker.shutdown()
+    finally:
+        namesrv.shutdown()
+    return 0
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    import logging
+
+    from rmq_core.namesrv import NameServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    namesrv = NameServer(listen_port=args.port, host=args.host)
+    namesrv.start()
+    print(f"rmq-core namesrv: listening on {namesrv.address}", flush=True)
+    try:
+        _wait_for_signal()
+    finally:
+        namesrv.shutdown()
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    import logging
+
+    from rmq_core.broker import Broker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = _broker_config(args, args.namesrv_addr)
+    if args.host is not None:
+        cfg.broker_ip1 = args.host
+    broker = Broker(cfg)
+    broker.start()
+    print(f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
+          f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir}", flush=True)
+    try:
+        _wait_for_signal()
+    finally:
+        broker.shutdown()
+    return 0
+
+
+def _admin_client():
+    from rmq_core.remoting.transport import BlockingRemotingClient
+
+    return BlockingRemotingClient(name="rmq-core-cli")
+
+
+def _brokers_of_cluster(client, namesrv: str, cluster: str | None) -> list[tuple[str, str]]:
+    """(broker name, master address) of every broker (of ``cluster`` if given) the name server knows."""
+    from rmq_core.remoting.body.route import ClusterInfo
+    from rmq_core.remoting.codes import RequestCode, ResponseCode
+    from rmq_core.remoting.command import RemotingCommand
+
+    r = client.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    if r.code != ResponseCode.SUCCESS:
+        raise SystemExit(f"error: name server {namesrv}: {r.code} {r.remark}")
+    info = ClusterInfo.decode(r.body or b"{}")
+    names = set(info.cluster_addr_table.get(cluster, [])) if cluster else set(info.broker_addr_table)
+    out = []
+    for name in sorted(names):
+        bd = info.broker_addr_table.get(name)
+        addr = bd.broker_addrs.get(0) if bd else None
+        if addr:
+            out.append((name, addr))
+    return out
+
+
+def cmd_topic_create(args: argparse.Namespace) -> int:
+    from rmq_core.common.mix_all import validate_topic
+    from rmq_core.remoting.codes import RequestCode, ResponseCode
+    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.remoting.header import CreateTopicRequestHeader, encode_header
+
+    problem = validate_topic(args.topic)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    header = CreateTopicRequestHeader(topic=args.topic, defaultTopic="TBW102", readQueueNums=args.queues,
+                                      writeQueueNums=args.queues, perm=args.perm, topicFilterType="SINGLE_TAG",
+                                      topicSysFlag=0, order=args.order)
+    with _admin_client() as client:
+        targets = [("", args.broker)] if args.broker else _brokers_of_cluster(client, args.namesrv, args.cluster)
+        if not targets:
+            print("error: no broker to create the topic on", file=sys.stderr)
+            return 1
+        failed = 0
+        for name, addr in targets:
+            r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                                 encode_header(header)))
+            ok = r.code == ResponseCode.SUCCESS
+            failed += not ok
+            print(f"{'created' if ok else 'FAILED'} {args.topic} on {name or addr} ({addr})"
+                  + ("" if ok else f": {r.code} {r.remark}"))
+    return 1 if failed else 0
+
+
+def cmd_topic_list(args: argparse.Namespace) -> int:
+    from rmq_core.remoting.body.route import TopicList
+    from rmq_core.remoting.codes import RequestCode, ResponseCode
+    from rmq_core.remoting.command import RemotingCommand
+
+    with _admin_client() as client:
+        r = client.invoke_sync(args.namesrv, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    if r.code != ResponseCode.SUCCESS:
+        print(f"error: {r.code} {r.remark}", file=sys.stderr)
+        return 1
+    for topic in sorted(TopicList.decode(r.body or b"{}").topic_list):
+        print(topic)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq-core", description="A RocketMQ core for Python (Rust hot path).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -165,6 +329,48 @@ def build_parser() -> argparse.ArgumentParser:
     verify = ssub.add_parser("verify", help="recover if needed, then read and decode every message")
     verify.add_argument("dir")
     verify.set_defaults(func=cmd_store_verify)
+
+    def broker_args(sp: argparse.ArgumentParser, with_config: bool) -> None:
+        if with_config:
+            sp.add_argument("-c", "--config", help="a RocketMQ broker.conf (camelCase keys)")
+        sp.add_argument("--dir", default=None, help="store directory (default ./rmq-store)")
+        sp.add_argument("--port", type=int, default=None, help="broker port (default 10911; 0 picks a free one)")
+        sp.add_argument("--name", default=None, help="broker name")
+        sp.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
+
+    serve = sub.add_parser("serve", help="run a name server and a broker in one process (embedded defaults)",
+                           description="Name server on 9876 and broker on 10911 over ./rmq-store until SIGTERM/SIGINT.")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
+    serve.add_argument("--namesrv-port", type=int, default=9876)
+    broker_args(serve, with_config=True)
+    serve.set_defaults(func=cmd_serve)
+
+    ns = sub.add_parser("namesrv", help="run a name server", description="Run a name server until SIGTERM/SIGINT.")
+    ns.add_argument("--host", default="127.0.0.1")
+    ns.add_argument("--port", type=int, default=9876)
+    ns.set_defaults(func=cmd_namesrv)
+
+    br = sub.add_parser("broker", help="run a broker", description="Run a broker until SIGTERM/SIGINT.")
+    br.add_argument("-n", "--namesrv-addr", default=None, help="name servers, 'host:port;host:port'")
+    br.add_argument("--host", default=None, help="address to listen on and advertise (brokerIP1)")
+    broker_args(br, with_config=True)
+    br.set_defaults(func=cmd_broker)
+
+    topic = sub.add_parser("topic", help="create or list topics", description="Topic administration.")
+    tsub = topic.add_subparsers(dest="topic_command", required=True)
+    tc = tsub.add_parser("create", help="create or update a topic on a broker or on every broker of a cluster")
+    tc.add_argument("topic")
+    where = tc.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--broker", help="broker address host:port")
+    where.add_argument("-n", "--namesrv", help="name server host:port (creates on every master)")
+    tc.add_argument("--cluster", default=None, help="with --namesrv: only this cluster's brokers")
+    tc.add_argument("--queues", type=int, default=8, help="read and write queue numbers (default 8)")
+    tc.add_argument("--perm", type=int, default=6, help="permission bits (default 6 = read|write)")
+    tc.add_argument("--order", action="store_true", help="an ordered topic")
+    tc.set_defaults(func=cmd_topic_create)
+    tl = tsub.add_parser("list", help="list topics the name server knows")
+    tl.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
+    tl.set_defaults(func=cmd_topic_list)
     return p
 
 
