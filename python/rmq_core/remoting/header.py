@@ -232,6 +232,21 @@ class NotifyConsumerIdsChangedRequestHeader:
     consumerGroup: str = required()
 
 
+@dataclass
+class QueryMessageRequestHeader:
+    topic: str = required()
+    key: str = required()
+    maxNum: int = required()
+    beginTimestamp: int = required()
+    endTimestamp: int = required()
+
+
+@dataclass
+class QueryMessageResponseHeader:
+    indexLastUpdateTimestamp: int = required()
+    indexLastUpdatePhyoffset: int = required()
+
+
 # --- admin -----------------------------------------------------------------------------------------------------
 @dataclass
 class CreateTopicRequestHeader:
