@@ -1,0 +1,182 @@
+"""End-to-end broker benchmarks over loopback, with the broker in its own process (``rmq-core broker``).
+
+    .venv/bin/python benches/bench_broker.py [--messages 100000] [--size 1024] [--wakeups 1000] [--json out.json]
+
+What it measures (issue 3's targets in brackets):
+  send      single 1 KiB messages (SEND_MESSAGE_V2, one message per request), a window of in-flight requests on one
+            connection, as a multi-threaded producer drives it                               [≥ 20,000 msg/s]
+  pull      a backlog of 1 KiB messages pulled 32 per request (PULL_MESSAGE), one outstanding pull per queue,
+            as a push consumer does; the client counts records without decoding them          [≥ 200,000 msg/s]
+  wake-up   a pull parked by long polling, then one send: time from the send's response to the parked pull's
+            response (can be negative: the pull may answer first), p50/p99                    [p99 ≤ 2 ms]
+The client is rmq_core's asyncio RemotingClient with raw requests (no consumer logic), so the figures are the
+broker's (plus the client's framing). One run; machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from rmq_core.common import sys_flag
+from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (PullMessageRequestHeader, PullMessageResponseHeader, SendMessageRequestHeader,
+                                      decode_header, encode_header)
+from rmq_core.remoting.transport import RemotingClient
+
+GROUP = "bench_group"
+QUEUES = 4
+
+
+def start_broker(store_dir: str) -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "rmq_core.cli", "broker", "--port", "0", "--dir", store_dir, "--name", "bench"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"@(\S+:\d+)", line)
+    if not m:
+        proc.kill()
+        raise SystemExit(f"broker did not start: {line!r}")
+    return proc, m.group(1)
+
+
+def send_request(topic: str, queue_id: int, body: bytes, props: dict[str, str]) -> RemotingCommand:
+    h = SendMessageRequestHeader(producerGroup="bench_producer", topic=topic, defaultTopic="TBW102",
+                                 defaultTopicQueueNums=QUEUES, queueId=queue_id, sysFlag=0,
+                                 bornTimestamp=int(time.time() * 1000), flag=0,
+                                 properties=properties_to_string(props), reconsumeTimes=0)
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body)
+
+
+def pull_request(topic: str, queue_id: int, offset: int, n: int = 32, suspend_ms: int = 15000) -> RemotingCommand:
+    h = PullMessageRequestHeader(consumerGroup=GROUP, topic=topic, queueId=queue_id, queueOffset=offset,
+                                 maxMsgNums=n, sysFlag=sys_flag.build_pull_sys_flag(False, True, True),
+                                 commitOffset=0, suspendTimeoutMillis=suspend_ms, subscription="*", subVersion=0,
+                                 expressionType="TAG")
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(h))
+
+
+async def bench_send(client: RemotingClient, addr: str, topic: str, n: int, size: int, window: int) -> float:
+    body = os.urandom(size)
+    sem = asyncio.Semaphore(window)
+    failures = 0
+
+    async def one(i: int) -> None:
+        nonlocal failures
+        try:
+            r = await client.invoke(addr, send_request(topic, i % QUEUES, body, {"TAGS": "TagA", "KEYS": f"k{i}"}), 10)
+            if r.code != ResponseCode.SUCCESS:
+                failures += 1
+        finally:
+            sem.release()
+
+    # warm-up: creates the topic
+    r = await client.invoke(addr, send_request(topic, 0, body, {"TAGS": "TagA"}), 10)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    t0 = time.perf_counter()
+    tasks = []
+    for i in range(n):
+        await sem.acquire()
+        tasks.append(asyncio.ensure_future(one(i)))
+    await asyncio.gather(*tasks)
+    dt = time.perf_counter() - t0
+    if failures:
+        raise SystemExit(f"{failures} sends failed")
+    return n / dt
+
+
+async def bench_pull(client: RemotingClient, addr: str, topic: str, expected: int) -> float:
+    counts = [0] * QUEUES
+
+    async def drain(q: int) -> None:
+        offset = 0
+        while True:
+            r = await client.invoke(addr, pull_request(topic, q, offset, 32, suspend_ms=0), 30)
+            if r.code != ResponseCode.SUCCESS:
+                return
+            h = decode_header(PullMessageResponseHeader, r.ext_fields)
+            counts[q] += h.nextBeginOffset - offset
+            offset = h.nextBeginOffset
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drain(q) for q in range(QUEUES)))
+    dt = time.perf_counter() - t0
+    total = sum(counts)
+    if total < expected:
+        raise SystemExit(f"pulled {total} of {expected}")
+    return total / dt
+
+
+async def bench_wakeup(client: RemotingClient, addr: str, topic: str, rounds: int) -> list[float]:
+    body = b"x" * 100
+    r = await client.invoke(addr, send_request(topic, 0, body, {"TAGS": "TagA"}), 10)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    offset = int(r.ext_fields["queueOffset"]) + 1
+    deltas = []
+    for _ in range(rounds):
+        pull = asyncio.ensure_future(client.invoke(addr, pull_request(topic, 0, offset, 32), 30))
+        await asyncio.sleep(0.002)  # let the pull park
+        send = await client.invoke(addr, send_request(topic, 0, body, {"TAGS": "TagA"}), 10)
+        t_send = time.perf_counter()
+        presp = await pull
+        t_pull = time.perf_counter()
+        if presp.code != ResponseCode.SUCCESS:
+            raise SystemExit(f"parked pull answered {presp.code} {presp.remark}")
+        deltas.append((t_pull - t_send) * 1000.0)
+        offset = int(send.ext_fields["queueOffset"]) + 1
+    return deltas
+
+
+async def main_async(args: argparse.Namespace, addr: str) -> dict[str, object]:
+    client = RemotingClient()
+    try:
+        send_rate = await bench_send(client, addr, "BenchSend", args.messages, args.size, args.window)
+        print(f"send     {send_rate:>12,.0f} msg/s  ({args.messages:,} x {args.size} B, window {args.window})")
+        pull_rate = await bench_pull(client, addr, "BenchSend", args.messages)
+        print(f"pull     {pull_rate:>12,.0f} msg/s  (backlog {args.messages:,} x {args.size} B, 32/pull, {QUEUES} queues)")
+        deltas = await bench_wakeup(client, addr, "BenchWake", args.wakeups)
+        q = statistics.quantiles(deltas, n=100)
+        p50, p99 = statistics.median(deltas), q[98]
+        print(f"wake-up  p50 {p50:.3f} ms  p99 {p99:.3f} ms  max {max(deltas):.3f} ms  ({args.wakeups} rounds)")
+        return {"send_msgs_per_s": send_rate, "pull_msgs_per_s": pull_rate, "wakeup_p50_ms": p50,
+                "wakeup_p99_ms": p99, "wakeup_max_ms": max(deltas), "messages": args.messages, "size": args.size}
+    finally:
+        await client.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--window", type=int, default=128, help="in-flight sends")
+    p.add_argument("--wakeups", type=int, default=1000)
+    p.add_argument("--json", default=None, help="write the figures here")
+    args = p.parse_args()
+    store_dir = tempfile.mkdtemp(prefix="rmq-bench-broker-")
+    proc, addr = start_broker(store_dir)
+    try:
+        print(f"broker pid {proc.pid} at {addr}, store {store_dir}")
+        result = asyncio.run(main_async(args, addr))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(store_dir, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
