@@ -62,6 +62,7 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
+    serialize_type: int = field(default=SERIALIZE_JSON, compare=False)  # how this command was (or will be) framed; 4.9 answers in the request's
 
     # --- construction ----------------------------------------------------------------------------------------
     @classmethod
@@ -74,7 +75,7 @@ class RemotingCommand:
         body: bytes | None = None,
     ) -> RemotingCommand:
         return cls(code=code, language="JAVA", version=req.version, opaque=req.opaque, flag=RPC_TYPE_RESPONSE,
-                   remark=remark, ext_fields=_stringify(ext_fields), body=body)
+                   remark=remark, ext_fields=_stringify(ext_fields), body=body, serialize_type=req.serialize_type)
 
     @property
     def is_response(self) -> bool:
@@ -115,7 +116,9 @@ class RemotingCommand:
         parts += [struct.pack(">i", len(ext)), bytes(ext)]
         return b"".join(parts)
 
-    def encode(self, serialize_type: int = SERIALIZE_JSON) -> bytes:
+    def encode(self, serialize_type: int | None = None) -> bytes:
+        if serialize_type is None:
+            serialize_type = self.serialize_type
         header = self.encode_header_json() if serialize_type == SERIALIZE_JSON else self.encode_header_rocketmq()
         body = self.body or b""
         length = 4 + len(header) + len(body)
@@ -144,6 +147,7 @@ class RemotingCommand:
         else:
             raise RemotingCommandError(f"unknown serialize type {serialize_type}")
         cmd.body = body
+        cmd.serialize_type = serialize_type
         return cmd
 
     @classmethod

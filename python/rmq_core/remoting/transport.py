@@ -198,6 +198,7 @@ class RemotingServer:
             return
         response.opaque = cmd.opaque
         response.flag |= 1
+        response.serialize_type = cmd.serialize_type  # 4.9 answers in the request's serialize type
         try:
             conn.send(response)
         except ConnectionError:
