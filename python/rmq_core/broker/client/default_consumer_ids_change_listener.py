@@ -1,0 +1,104 @@
+"""DefaultConsumerIdsChangeListener: what the broker does when a consumer group's membership or subscriptions change
+(``br/client/DefaultConsumerIdsChangeListener.java``, ``br/client/net/Broker2Client#notifyConsumerIdsChanged``).
+
+Events (``ConsumerGroupEvent`` from the ConsumerManager, matched by name):
+- CHANGE (args: the group's channels) → when the broker's ``notify_consumer_ids_changed_enable`` is on, a oneway
+  NOTIFY_CONSUMER_IDS_CHANGED (40, header ``consumerGroup``) to every channel, so each client rebalances now instead of
+  at its next 20 s tick. The *group's* ``notifyConsumerIdsChangedEnable`` is honoured where RocketMQ honours it: the
+  heartbeat / unregister paths pass it to ``ConsumerManager.register_consumer``/``unregister_consumer``, which then
+  fire (or not) CHANGE; a closed connection always fires it.
+- UNREGISTER (the group's last channel left) → the group's SQL92 filter data is dropped.
+- REGISTER (args: the subscriptions) → each SQL92 subscription is (re-)registered with the ConsumerFilterManager.
+
+Invariants: a failed send to one channel (closed, broken) is logged and never stops the others; nothing here raises
+into the ConsumerManager.
+Thread-safety: called on the broker's event loop (heartbeats, channel-close callbacks and the scan task all run there);
+``Connection.send`` must only be called from that loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Iterable
+
+from rmq_core.filter.message_selector import ExpressionType
+from rmq_core.remoting.codes import RequestCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import NotifyConsumerIdsChangedRequestHeader, encode_header
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+
+def _event_name(event: Any) -> str:
+    return str(getattr(event, "name", event))
+
+
+def _as_connection(channel: Any) -> Connection:
+    """The ConsumerManager hands out connections; accept ClientChannelInfo too (its ``conn``)."""
+    return getattr(channel, "conn", channel)
+
+
+def notify_consumer_ids_changed(controller: BrokerController, group: str, channels: Iterable[Any]) -> int:
+    """Send NOTIFY_CONSUMER_IDS_CHANGED (oneway) for ``group`` to every channel; returns how many were sent."""
+    if group is None:
+        log.error("notifyConsumerIdsChanged consumerGroup is null")
+        return 0
+    ext = encode_header(NotifyConsumerIdsChangedRequestHeader(consumerGroup=group))
+    sent = 0
+    for channel in channels:
+        conn = _as_connection(channel)
+        request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext).mark_oneway()
+        try:
+            conn.send(request)
+            sent += 1
+        except (ConnectionError, OSError, RuntimeError) as e:
+            log.error("notifyConsumerIdsChanged exception. group=%s, channel=%s, error=%s", group,
+                      getattr(conn, "remote_address", "?"), e)
+    return sent
+
+
+class DefaultConsumerIdsChangeListener:
+    """``DefaultConsumerIdsChangeListener(controller)`` is the ConsumerManager's ``on_event(event, group, *args)``."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def __call__(self, event: Any, group: str, *args: Any) -> None:
+        self.handle(event, group, *args)
+
+    def handle(self, event: Any, group: str, *args: Any) -> None:
+        if event is None:
+            return
+        name = _event_name(event)
+        try:
+            if name == "CHANGE":
+                if not args or args[0] is None:
+                    return
+                if self.controller.broker_config.notify_consumer_ids_changed_enable:
+                    notify_consumer_ids_changed(self.controller, group, list(args[0]))
+            elif name == "UNREGISTER":
+                self.controller.consumer_filter_manager.unregister(group)
+            elif name == "REGISTER":
+                if not args or args[0] is None:
+                    return
+                self._register_filters(group, args[0])
+            elif name in ("CLIENT_REGISTER", "CLIENT_UNREGISTER"):  # 5.x events with no broker-side action
+                return
+            else:
+                log.error("unknown consumer group event %r for group %s", event, group)
+        except Exception:  # a listener failure must not break the heartbeat or channel-close path
+            log.exception("consumer ids change listener failed on %s for group %s", name, group)
+
+    def _register_filters(self, group: str, subscriptions: Iterable[Any]) -> None:
+        manager = self.controller.consumer_filter_manager
+        for sub in subscriptions:
+            if getattr(sub, "expression_type", ExpressionType.TAG) != ExpressionType.SQL92:
+                continue  # ConsumerFilterManager.register ignores TAG subscriptions, as RocketMQ's does
+            try:
+                manager.register(sub.topic, group, sub.sub_string, sub.expression_type, sub.sub_version)
+            except Exception as e:  # a bad SQL92 expression: the pull path answers FILTER_DATA_NOT_EXIST later
+                log.warning("cannot register SQL92 filter for %s@%s (%r): %s", sub.topic, group, sub.sub_string, e)

@@ -1,0 +1,240 @@
+"""AdminBrokerProcessor: the admin and offset-lookup commands of RocketMQ's ``br/processor/AdminBrokerProcessor.java``
+that the consumption path needs.
+
+- UPDATE_AND_CREATE_TOPIC (17): refused on a slave; the topic name is validated (blank, characters, length) and may not
+  be a system topic — both answered SYSTEM_ERROR with RocketMQ's remark (4.9's code; 5.x says INVALID_PARAMETER);
+  negative queue counts are refused too (RocketMQ does not check them). A config equal to the current one answers
+  SUCCESS without a change (5.x); otherwise the TopicConfigManager is updated and a name-server registration is
+  scheduled (``controller.register_broker_all()``). 5.x ``attributes`` (``+k=v,-k``) are applied to the topic's
+  current attributes.
+- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body a SubscriptionGroupConfig JSON; refused on a slave; the group name is
+  validated (5.x).
+- GET_ALL_TOPIC_CONFIG (21): body the TopicConfigManager's serialized wrapper (``{"topicConfigTable":…,"dataVersion":…}``).
+- GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) / SEARCH_OFFSET_BY_TIMESTAMP (29): response header ``offset``;
+  GET_EARLIEST_MSG_STORETIME (32): response header ``timestamp`` — straight from the MessageStore.
+- LOCK_BATCH_MQ (41): body LockBatchRequestBody → body LockBatchResponseBody ``lockOKMQSet`` (the queues this client
+  now holds, RebalanceLockManager, 60 s expiry); UNLOCK_BATCH_MQ (42): releases the client's locks.
+
+Invariants: nothing is changed by a request that fails validation or does not decode; a missing required header field
+is answered SYSTEM_ERROR naming it.
+Thread-safety: runs on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from rmq_core.common.mix_all import is_system_topic, validate_group, validate_topic
+from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
+from rmq_core.common.topic_config import TopicConfig
+from rmq_core.remoting import fastjson
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (
+    CreateTopicRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+class TopicAttributesError(ValueError):
+    """A topic ``attributes`` modification string that does not parse (AttributeParser's rules)."""
+
+
+def parse_attributes(modification: str | None) -> dict[str, str]:
+    """AttributeParser.parseToMap: ``+key1=value1,+key2=value2,-key3`` → ``{"+key1": "value1", …, "-key3": ""}``."""
+    out: dict[str, str] = {}
+    if not modification:
+        return out
+    for kv in modification.split(","):
+        if "=" in kv:
+            key, value = kv.split("=", 1)
+            if "+" not in key:
+                raise TopicAttributesError(f"add/alter attribute format is wrong: {key}")
+        else:
+            key, value = kv, ""
+            if "-" not in key:
+                raise TopicAttributesError(f"delete attribute format is wrong: {key}")
+        if key in out:
+            raise TopicAttributesError(f"key duplication: {key}")
+        out[key] = value
+    return out
+
+
+def alter_attributes(current: dict[str, str] | None, modification: dict[str, str]) -> dict[str, str] | None:
+    """Apply ``+k=v`` (set) and ``-k`` (remove) to a topic's current attributes."""
+    result = dict(current or {})
+    for key, value in modification.items():
+        if key.startswith("+"):
+            result[key[1:]] = value
+        elif key.startswith("-"):
+            result.pop(key[1:], None)
+    return result or None
+
+
+class AdminBrokerProcessor:
+    """``AdminBrokerProcessor(controller)``; ``await process_request(conn, request)``."""
+
+    request_codes = (
+        RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.LOCK_BATCH_MQ,
+        RequestCode.UNLOCK_BATCH_MQ,
+    )
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self._handlers = {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+        }
+
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        handler = self._handlers.get(request.code)  # type: ignore[call-overload]
+        if handler is None:
+            return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                               remark=f" request type {request.code} not supported")
+        return handler(conn, request)
+
+    # --- topics and groups -----------------------------------------------------------------------------------
+    def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.controller.is_slave:
+            return _error(request, SLAVE_REMARK)
+        header = decode_header(CreateTopicRequestHeader, request.ext_fields)
+        topic = header.topic
+        log.info("updateAndCreateTopic %s called by %s", topic, conn.remote_address)
+        reason = validate_topic(topic)
+        if reason is not None:
+            return _error(request, reason)
+        if is_system_topic(topic):
+            return _error(request, f"The topic[{topic}] is conflict with system topic.")
+        if header.readQueueNums < 0 or header.writeQueueNums < 0:
+            return _error(request, f"readQueueNums ({header.readQueueNums}) and writeQueueNums "
+                                   f"({header.writeQueueNums}) must not be negative")
+        manager = self.controller.topic_config_manager
+        current: TopicConfig | None = manager.select_topic_config(topic)
+        try:
+            attributes = alter_attributes(current.attributes if current else None, parse_attributes(header.attributes))
+        except TopicAttributesError as e:
+            return _error(request, str(e))
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=header.readQueueNums,
+            write_queue_nums=header.writeQueueNums,
+            perm=header.perm,
+            topic_filter_type=header.topicFilterType or "SINGLE_TAG",
+            topic_sys_flag=header.topicSysFlag or 0,
+            order=bool(header.order),
+            attributes=attributes,
+        )
+        if config == current:  # idempotent (5.x): nothing to store or announce
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+        manager.update_topic_config(config)
+        self.controller.register_broker_all()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.controller.is_slave:
+            return _error(request, SLAVE_REMARK)
+        if not request.body:
+            return _error(request, "the request has no body (SubscriptionGroupConfig JSON expected)")
+        try:
+            doc = fastjson.loads(request.body, int_keys=False)
+            config = SubscriptionGroupConfig.from_json_dict(doc)
+        except (ValueError, KeyError, TypeError) as e:
+            return _error(request, f"the body is not a SubscriptionGroupConfig: {type(e).__name__}: {e}")
+        reason = validate_group(config.group_name)
+        if reason is not None:
+            return _error(request, reason)
+        log.info("updateAndCreateSubscriptionGroup %s called by %s", config.group_name, conn.remote_address)
+        self.controller.subscription_group_manager.update_subscription_group_config(config)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        content = self.controller.topic_config_manager.encode(False)
+        if not content:
+            return _error(request, "No topic in this broker")
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
+
+    # --- offsets ---------------------------------------------------------------------------------------------
+    def get_max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetMaxOffsetRequestHeader, request.ext_fields)
+        return _offset(request, self.controller.message_store.get_max_offset_in_queue(h.topic, h.queueId))
+
+    def get_min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetMinOffsetRequestHeader, request.ext_fields)
+        return _offset(request, self.controller.message_store.get_min_offset_in_queue(h.topic, h.queueId))
+
+    def search_offset_by_timestamp(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(SearchOffsetRequestHeader, request.ext_fields)
+        return _offset(request, self.controller.message_store.get_offset_in_queue_by_time(h.topic, h.queueId,
+                                                                                          h.timestamp))
+
+    def get_earliest_msg_storetime(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
+        timestamp = self.controller.message_store.get_earliest_message_time(h.topic, h.queueId)
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS,
+            ext_fields=encode_header(GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp)))
+
+    # --- ordered-consumption locks ---------------------------------------------------------------------------
+    def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody
+
+        body = _decode_body(LockBatchRequestBody, request)
+        if isinstance(body, str):
+            return _error(request, body)
+        locked = self.controller.rebalance_lock_manager.try_lock_batch(body.consumer_group, set(body.mq_set),
+                                                                       body.client_id)
+        response_body = LockBatchResponseBody(lock_ok_mq_set=set(locked))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=response_body.encode())
+
+    def unlock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        from rmq_core.remoting.body.lock_batch import UnlockBatchRequestBody
+
+        body = _decode_body(UnlockBatchRequestBody, request)
+        if isinstance(body, str):
+            return _error(request, body)
+        self.controller.rebalance_lock_manager.unlock_batch(body.consumer_group, set(body.mq_set), body.client_id)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+
+def _decode_body(cls: Any, request: RemotingCommand) -> Any:
+    """The decoded body, or the reason it could not be decoded."""
+    if not request.body:
+        return f"the request has no body ({cls.__name__} expected)"
+    try:
+        return cls.decode(request.body)
+    except Exception as e:
+        return f"the body is not a {cls.__name__}: {type(e).__name__}: {e}"
+
+
+def _error(request: RemotingCommand, remark: str) -> RemotingCommand:
+    return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=remark)
+
+
+def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:
+    return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
+                                       ext_fields=encode_header(OffsetResponseHeader(offset=offset)))

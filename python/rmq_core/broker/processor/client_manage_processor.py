@@ -1,0 +1,121 @@
+"""ClientManageProcessor: HEART_BEAT (34) and UNREGISTER_CLIENT (35), as RocketMQ's
+``br/processor/ClientManageProcessor.java`` answers them.
+
+HEART_BEAT (body ``HeartbeatData``): one ``ClientChannelInfo(conn, clientID, request language, request version, now)``
+for the whole heartbeat; for each consumer data:
+1. find the subscription group config (auto-created when ``auto_create_subscription_group``);
+2. when there is one: create the retry topic ``%RETRY%<group>`` with its ``retryQueueNums``, perm RW (topic sys flag
+   UNIT_SUB for unit-mode consumers) — whatever the message model, as both 4.9 and 5.x do — and take the group's
+   ``notifyConsumerIdsChangedEnable``; when there is none (auto-create off, unknown group) the consumer is still
+   registered with notification on, as 4.9 does (5.x skips it; its pulls then fail SUBSCRIPTION_GROUP_NOT_EXIST
+   either way);
+3. ``consumer_manager.register_consumer(...)`` (which fires CHANGE / REGISTER to the DefaultConsumerIdsChangeListener).
+Each producer data registers the channel with the ProducerManager. The answer is SUCCESS with 5.x's extFields
+``IS_SUPPORT_HEART_BEAT_V2=true`` and ``IS_SUB_CHANGE=true`` (the latter makes a 5.x client keep sending full
+heartbeats, so subscriptions are always carried). A 5.x ``withoutSub`` heartbeat keeps the group's current
+subscriptions instead of clearing them.
+
+UNREGISTER_CLIENT: unregisters the producer group and/or the consumer group named in the header for this connection;
+the ConsumerManager then fires CHANGE (if the group's flag allows) and UNREGISTER when the group is empty.
+
+Invariants: a heartbeat whose body is missing or not HeartbeatData JSON is answered SYSTEM_ERROR and registers
+nothing; a missing ``clientID`` header on UNREGISTER_CLIENT is answered SYSTEM_ERROR naming it.
+Thread-safety: runs on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from rmq_core.common.mix_all import get_retry_topic
+from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
+from rmq_core.common.sys_flag import build_topic_sys_flag
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import UnregisterClientRequestHeader, decode_header
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+IS_SUPPORT_HEART_BEAT_V2 = "IS_SUPPORT_HEART_BEAT_V2"
+IS_SUB_CHANGE = "IS_SUB_CHANGE"
+
+
+class ClientManageProcessor:
+    """``ClientManageProcessor(controller)``; ``await process_request(conn, request)``."""
+
+    request_codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT)
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.HEART_BEAT:
+            return self.heart_beat(conn, request)
+        if request.code == RequestCode.UNREGISTER_CLIENT:
+            return self.unregister_client(conn, request)
+        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                           remark=f" request type {request.code} not supported")
+
+    def _channel_info(self, conn: Connection, client_id: str, request: RemotingCommand) -> Any:
+        from rmq_core.broker.client.consumer_manager import ClientChannelInfo
+
+        return ClientChannelInfo(conn, client_id, request.language, request.version, self.controller.now_ms())
+
+    # --- HEART_BEAT ------------------------------------------------------------------------------------------
+    def heart_beat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        from rmq_core.remoting.body.heartbeat import HeartbeatData
+
+        if not request.body:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
+                                               remark="the heartbeat has no body (HeartbeatData expected)")
+        try:
+            heartbeat = HeartbeatData.decode(request.body)
+        except Exception as e:  # not JSON, or not HeartbeatData: nothing is registered
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
+                                               remark=f"the heartbeat body is not HeartbeatData: {e}")
+        if not heartbeat.client_id:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
+                                               remark="the heartbeat has no clientID")
+        info = self._channel_info(conn, heartbeat.client_id, request)
+        without_sub = bool(getattr(heartbeat, "without_sub", False))
+        ctl = self.controller
+        for data in heartbeat.consumer_data_set:
+            group = data.group_name
+            group_config = ctl.subscription_group_manager.find_subscription_group_config(group)
+            notify = True
+            if group_config is not None:
+                notify = group_config.notify_consumer_ids_changed_enable
+                topic_sys_flag = build_topic_sys_flag(False, True) if data.unit_mode else 0
+                ctl.topic_config_manager.create_topic_in_send_message_back_method(
+                    get_retry_topic(group), group_config.retry_queue_nums, PERM_WRITE | PERM_READ, topic_sys_flag)
+            sub_list = list(data.subscription_data_set)
+            if without_sub and not sub_list:
+                current = ctl.consumer_manager.get_consumer_group_info(group)
+                if current is not None:
+                    sub_list = list(current.subscription_table.values())
+            changed = ctl.consumer_manager.register_consumer(
+                group, info, data.consume_type, data.message_model, data.consume_from_where, sub_list, notify)
+            if changed:
+                log.info("registerConsumer info changed %s %s", group, conn.remote_address)
+        for pdata in heartbeat.producer_data_set:
+            ctl.producer_manager.register_producer(pdata.group_name, info)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
+                                           ext_fields={IS_SUPPORT_HEART_BEAT_V2: "true", IS_SUB_CHANGE: "true"})
+
+    # --- UNREGISTER_CLIENT -----------------------------------------------------------------------------------
+    def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
+        info = self._channel_info(conn, header.clientID, request)
+        ctl = self.controller
+        if header.producerGroup is not None:
+            ctl.producer_manager.unregister_producer(header.producerGroup, info)
+        if header.consumerGroup is not None:
+            group_config = ctl.subscription_group_manager.find_subscription_group_config(header.consumerGroup)
+            notify = True if group_config is None else group_config.notify_consumer_ids_changed_enable
+            ctl.consumer_manager.unregister_consumer(header.consumerGroup, info, notify)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)

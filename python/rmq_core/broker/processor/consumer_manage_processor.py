@@ -1,0 +1,124 @@
+"""ConsumerManageProcessor: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15) and GET_CONSUMER_LIST_BY_GROUP
+(38), as RocketMQ's ``br/processor/ConsumerManageProcessor.java`` answers them.
+
+QUERY_CONSUMER_OFFSET, in order:
+1. a committed offset ≥ 0 → SUCCESS with it;
+2. the request says ``setZeroIfNotFound=false`` (5.x) → QUERY_NOT_FOUND;
+3. the queue's min offset ≤ 0 and unit 0 is still "hot" → SUCCESS with offset 0 (a new group starts from the first
+   message while the queue's head is recent);
+4. otherwise QUERY_NOT_FOUND (the client then starts per its consumeFromWhere).
+"Hot" is 4.9's ``!checkInDiskByConsumeOffset(topic, queueId, 0)``: no unit 0 at all counts as hot; else the commit
+log bytes written after unit 0's message must not exceed ``total_physical_memory × access_message_in_memory_max_ratio
+/ 100`` of the store config (5.x asks the OS page cache instead — not reproducible, and 4.9's rule is deterministic).
+
+UPDATE_CONSUMER_OFFSET commits unconditionally, as 4.9 does (5.x also rejects unknown groups and topics); clients send
+it oneway, so the SUCCESS answer is usually dropped by the transport.
+
+Invariants: a missing required header field is answered SYSTEM_ERROR naming it (``HeaderError`` through the
+transport); nothing is committed for a request that does not decode.
+Thread-safety: runs on the broker's event loop only, like every manager it calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING
+
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (
+    GetConsumerListByGroupRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+_CQ_PHY_OFFSET = struct.Struct(">q")
+
+
+class ConsumerManageProcessor:
+    """``ConsumerManageProcessor(controller)``; ``await process_request(conn, request)``."""
+
+    request_codes = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+                     RequestCode.GET_CONSUMER_LIST_BY_GROUP)
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        code = request.code
+        if code == RequestCode.QUERY_CONSUMER_OFFSET:
+            return self.query_consumer_offset(conn, request)
+        if code == RequestCode.UPDATE_CONSUMER_OFFSET:
+            return self.update_consumer_offset(conn, request)
+        if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
+            return self.get_consumer_list_by_group(conn, request)
+        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                           remark=f" request type {code} not supported")
+
+    # --- GET_CONSUMER_LIST_BY_GROUP --------------------------------------------------------------------------
+    def get_consumer_list_by_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
+
+        header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
+        info = self.controller.consumer_manager.get_consumer_group_info(header.consumerGroup)
+        if info is not None:
+            client_ids = list(info.get_all_client_ids())
+            if client_ids:
+                body = GetConsumerListByGroupResponseBody(consumer_id_list=client_ids)
+                return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
+            log.warning("getAllClientId failed, %s %s", header.consumerGroup, conn.remote_address)
+        else:
+            log.warning("getConsumerGroupInfo failed, %s %s", header.consumerGroup, conn.remote_address)
+        return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
+                                           remark=f"no consumer for this group, {header.consumerGroup}")
+
+    # --- UPDATE_CONSUMER_OFFSET ------------------------------------------------------------------------------
+    def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
+        self.controller.consumer_offset_manager.commit_offset(
+            conn.remote_address, header.consumerGroup, header.topic, header.queueId, header.commitOffset)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    # --- QUERY_CONSUMER_OFFSET -------------------------------------------------------------------------------
+    def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
+        offset = self.controller.consumer_offset_manager.query_offset(
+            header.consumerGroup, header.topic, header.queueId)
+        if offset >= 0:
+            return _offset_response(request, offset)
+        if header.setZeroIfNotFound is False:
+            return RemotingCommand.response_to(
+                request, ResponseCode.QUERY_NOT_FOUND, remark="Not found, do not set to zero, maybe this group boot first")
+        store = self.controller.message_store
+        min_offset = store.get_min_offset_in_queue(header.topic, header.queueId)
+        if min_offset <= 0 and not self.check_in_disk_by_consume_offset(header.topic, header.queueId, 0):
+            return _offset_response(request, 0)
+        return RemotingCommand.response_to(
+            request, ResponseCode.QUERY_NOT_FOUND, remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """4.9 ``DefaultMessageStore#checkInDiskByConsumeOffset``: is the message at ``consume_offset`` older than the
+        share of RAM the store expects to keep in the page cache? A missing unit is "not on disk"."""
+        store = self.controller.message_store
+        _next, units = store.scan_consume_queue(topic, queue_id, consume_offset, 1)
+        if len(units) < _CQ_PHY_OFFSET.size:
+            return False
+        (offset_py,) = _CQ_PHY_OFFSET.unpack_from(units, 0)
+        cfg = self.controller.message_store_config
+        memory = cfg.total_physical_memory * cfg.access_message_in_memory_max_ratio // 100
+        return store.max_physical_offset - offset_py > memory
+
+
+def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:
+    return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
+                                       ext_fields=encode_header(OffsetResponseHeader(offset=offset)))
