@@ -19,7 +19,8 @@ Thread-safety: called on the broker's event loop (heartbeats, channel-close call
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.remoting.codes import RequestCode
@@ -100,5 +101,5 @@ class DefaultConsumerIdsChangeListener:
                 continue  # ConsumerFilterManager.register ignores TAG subscriptions, as RocketMQ's does
             try:
                 manager.register(sub.topic, group, sub.sub_string, sub.expression_type, sub.sub_version)
-            except Exception as e:  # a bad SQL92 expression: the pull path answers FILTER_DATA_NOT_EXIST later
+            except Exception as e:  # noqa: BLE001 - a bad SQL92 expression: pulls answer FILTER_DATA_NOT_EXIST
                 log.warning("cannot register SQL92 filter for %s@%s (%r): %s", sub.topic, group, sub.sub_string, e)

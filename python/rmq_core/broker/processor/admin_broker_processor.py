@@ -29,6 +29,11 @@ from rmq_core.common.mix_all import is_system_topic, validate_group, validate_to
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.lock_batch import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
@@ -201,8 +206,6 @@ class AdminBrokerProcessor:
 
     # --- ordered-consumption locks ---------------------------------------------------------------------------
     def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody
-
         body = _decode_body(LockBatchRequestBody, request)
         if isinstance(body, str):
             return _error(request, body)
@@ -212,8 +215,6 @@ class AdminBrokerProcessor:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=response_body.encode())
 
     def unlock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        from rmq_core.remoting.body.lock_batch import UnlockBatchRequestBody
-
         body = _decode_body(UnlockBatchRequestBody, request)
         if isinstance(body, str):
             return _error(request, body)
@@ -226,9 +227,12 @@ def _decode_body(cls: Any, request: RemotingCommand) -> Any:
     if not request.body:
         return f"the request has no body ({cls.__name__} expected)"
     try:
-        return cls.decode(request.body)
-    except Exception as e:
+        body = cls.decode(request.body)
+    except ValueError as e:
         return f"the body is not a {cls.__name__}: {type(e).__name__}: {e}"
+    if not body.consumer_group or not body.client_id:
+        return f"the {cls.__name__} needs consumerGroup and clientId"
+    return body
 
 
 def _error(request: RemotingCommand, remark: str) -> RemotingCommand:

@@ -26,11 +26,13 @@ Thread-safety: runs on the broker's event loop only.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.common.mix_all import get_retry_topic
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.sys_flag import build_topic_sys_flag
+from rmq_core.remoting.body.heartbeat import HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import UnregisterClientRequestHeader, decode_header
@@ -61,21 +63,17 @@ class ClientManageProcessor:
         return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                            remark=f" request type {request.code} not supported")
 
-    def _channel_info(self, conn: Connection, client_id: str, request: RemotingCommand) -> Any:
-        from rmq_core.broker.client.consumer_manager import ClientChannelInfo
-
+    def _channel_info(self, conn: Connection, client_id: str, request: RemotingCommand) -> ClientChannelInfo:
         return ClientChannelInfo(conn, client_id, request.language, request.version, self.controller.now_ms())
 
     # --- HEART_BEAT ------------------------------------------------------------------------------------------
     def heart_beat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        from rmq_core.remoting.body.heartbeat import HeartbeatData
-
         if not request.body:
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
                                                remark="the heartbeat has no body (HeartbeatData expected)")
         try:
             heartbeat = HeartbeatData.decode(request.body)
-        except Exception as e:  # not JSON, or not HeartbeatData: nothing is registered
+        except ValueError as e:  # not JSON, or not HeartbeatData: nothing is registered
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
                                                remark=f"the heartbeat body is not HeartbeatData: {e}")
         if not heartbeat.client_id:

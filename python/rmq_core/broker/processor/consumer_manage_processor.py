@@ -25,6 +25,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING
 
+from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
@@ -67,8 +68,6 @@ class ConsumerManageProcessor:
 
     # --- GET_CONSUMER_LIST_BY_GROUP --------------------------------------------------------------------------
     def get_consumer_list_by_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
-
         header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
         info = self.controller.consumer_manager.get_consumer_group_info(header.consumerGroup)
         if info is not None:
