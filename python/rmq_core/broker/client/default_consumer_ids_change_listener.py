@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import NotifyConsumerIdsChangedRequestHeader, encode_header
+from rmq_core.remoting.header import (
+    NotifyConsumerIdsChangedRequestHeader,
+    encode_header,
+)
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_controller import BrokerController
