@@ -103,6 +103,10 @@ def _str_list(v: Any, what: str) -> list[str]:
     return list(v)
 
 
+def _or_empty(v: Any) -> Any:
+    return {} if v is None else v
+
+
 def _sorted_dict(d: Mapping[Any, Any]) -> dict[Any, Any]:
     return {k: d[k] for k in sorted(d)}
 
@@ -187,7 +191,8 @@ class BrokerData:
     @classmethod
     def from_json_dict(cls, d: Any) -> BrokerData:
         d = _obj(d, "BrokerData")
-        addrs_raw = d.get("brokerAddrs") or {}
+        addrs_raw = d.get("brokerAddrs")
+        addrs_raw = {} if addrs_raw is None else addrs_raw
         if not isinstance(addrs_raw, dict):
             raise BodyDecodeError(f"BrokerData.brokerAddrs is not a JSON object: {addrs_raw!r}")
         addrs: dict[int, str] = {}
@@ -288,11 +293,14 @@ class TopicRouteData:
     @classmethod
     def from_json_dict(cls, d: Any) -> TopicRouteData:
         d = _obj(d, "TopicRouteData")
-        qds = d.get("queueDatas") or []
-        bds = d.get("brokerDatas") or []
+        qds = d.get("queueDatas")
+        bds = d.get("brokerDatas")
+        qds = [] if qds is None else qds
+        bds = [] if bds is None else bds
         if not isinstance(qds, list) or not isinstance(bds, list):
             raise BodyDecodeError("TopicRouteData.queueDatas and brokerDatas must be lists")
-        fst_raw = d.get("filterServerTable") or {}
+        fst_raw = d.get("filterServerTable")
+        fst_raw = {} if fst_raw is None else fst_raw
         if not isinstance(fst_raw, dict):
             raise BodyDecodeError("TopicRouteData.filterServerTable is not a JSON object")
         mapping = d.get("topicQueueMappingByBroker")
@@ -334,8 +342,8 @@ class ClusterInfo:
     @classmethod
     def from_json_dict(cls, d: Any) -> ClusterInfo:
         d = _obj(d, "ClusterInfo")
-        bat = _obj(d.get("brokerAddrTable") or {}, "ClusterInfo.brokerAddrTable")
-        cat = _obj(d.get("clusterAddrTable") or {}, "ClusterInfo.clusterAddrTable")
+        bat = _obj(_or_empty(d.get("brokerAddrTable")), "ClusterInfo.brokerAddrTable")
+        cat = _obj(_or_empty(d.get("clusterAddrTable")), "ClusterInfo.clusterAddrTable")
         return cls(broker_addr_table={str(k): BrokerData.from_json_dict(v) for k, v in bat.items()},
                    cluster_addr_table={str(k): set(_str_list(v, f"clusterAddrTable[{k}]")) for k, v in cat.items()})
 
@@ -449,7 +457,8 @@ class RegisterBrokerBody:
     def wrapper_from_json_dict(cls, w: Any, filter_server_list: list[str] | None = None) -> RegisterBrokerBody:
         """A bare TopicConfigSerializeWrapper (what brokers older than V3_0_11 sent as the whole body)."""
         w = _obj(w, "topicConfigSerializeWrapper")
-        table_raw = _obj(w.get("topicConfigTable") or {}, "topicConfigSerializeWrapper.topicConfigTable")
+        table_raw = w.get("topicConfigTable")
+        table_raw = _obj({} if table_raw is None else table_raw, "topicConfigSerializeWrapper.topicConfigTable")
         table = {str(k): _topic_config(k, v) for k, v in table_raw.items()}
         extra = {k: v for k, v in w.items() if k not in ("topicConfigTable", "dataVersion")}
         return cls(topic_config_table=table,
@@ -460,7 +469,7 @@ class RegisterBrokerBody:
     def from_json_dict(cls, d: Any) -> RegisterBrokerBody:
         d = _obj(d, "RegisterBrokerBody")
         fsl = _str_list(d.get("filterServerList"), "RegisterBrokerBody.filterServerList")
-        return cls.wrapper_from_json_dict(d.get("topicConfigSerializeWrapper") or {}, fsl)
+        return cls.wrapper_from_json_dict(_or_empty(d.get("topicConfigSerializeWrapper")), fsl)
 
     def encode(self, standard_json: bool = True, compressed: bool = False) -> bytes:
         if compressed:
@@ -561,7 +570,8 @@ class RegisterBrokerBody:
             for _ in range(read_int()):
                 info = _loads(read_bytes(), "TopicQueueMappingInfo")
                 mappings[str(info.get("topic"))] = info
-            extra["topicQueueMappingInfoMap"] = mappings
+            if mappings:
+                extra["topicQueueMappingInfoMap"] = mappings
         return cls(topic_config_table=table, data_version=data_version,
                    filter_server_list=_str_list(fsl_obj, "filterServerList"), extra_wrapper_fields=extra)
 
