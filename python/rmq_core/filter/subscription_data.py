@@ -51,6 +51,32 @@ class SubscriptionData:
             "expressionType": self.expression_type,
         }
 
+    @classmethod
+    def from_json_dict(cls, d: dict[str, object]) -> SubscriptionData:
+        """SubscriptionData as a client's heartbeat carries it (fastjson field names); tolerant of missing/null
+        sets, ``expressionType`` (→ TAG) and ``subVersion`` (→ now). ``topic`` is required."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a subscription must be a JSON object, not {type(d).__name__}")
+        topic = d.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"subscription without a topic: {d!r}")
+        sub = cls(topic)
+        sub_string = d.get("subString")
+        if sub_string is not None:
+            sub.sub_string = str(sub_string)
+        tags = d.get("tagsSet") or []
+        codes = d.get("codeSet") or []
+        if not isinstance(tags, (list, tuple)) or not isinstance(codes, (list, tuple)):
+            raise ValueError(f"tagsSet and codeSet must be arrays in {d!r}")
+        sub.tags_set = {str(t) for t in tags}
+        sub.code_set = {_to_int32(int(c)) for c in codes}
+        if d.get("subVersion") is not None:
+            sub.sub_version = int(d["subVersion"])  # type: ignore[call-overload]
+        if d.get("expressionType"):
+            sub.expression_type = str(d["expressionType"])
+        sub.class_filter_mode = bool(d.get("classFilterMode", False))
+        return sub
+
 
 def _to_int32(v: int) -> int:
     v &= 0xFFFFFFFF
