@@ -1,0 +1,1 @@
+"""filter parts of the broker: the pull path's message filters (see docs/BROKER_DESIGN.md)."""

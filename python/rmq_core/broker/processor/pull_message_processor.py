@@ -1,0 +1,468 @@
+"""PullMessageProcessor: PULL_MESSAGE (11), RocketMQ 4.9's broker/processor/PullMessageProcessor.java#processRequest
+step by step, in its order (the behavioural spec is ../shared/seeds/000_*.txt §4.1.6):
+
+ 1. broker readable (NO_PERMISSION); 2. subscription group exists (SUBSCRIPTION_GROUP_NOT_EXIST) and may consume
+ (NO_PERMISSION); 3. sys flags; 4. topic exists (TOPIC_NOT_EXIST) and is readable (NO_PERMISSION); 5. queue id in
+ [0, readQueueNums) (SYSTEM_ERROR, as 4.9); 6. the subscription: from the request when it has the SUBSCRIPTION flag
+ (SUBSCRIPTION_PARSE_FAILED), else from the heartbeat (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden
+ broadcast, SUBSCRIPTION_NOT_LATEST, FILTER_DATA_NOT_EXIST, FILTER_DATA_NOT_LATEST); 7. SQL92 needs
+ enable_property_filter (SYSTEM_ERROR); 8. the message filter; 9. ``MessageStore.get_message``; 10. the response
+ header and the GetMessageStatus → response code table (remark = status name); 11. the consume-message hooks;
+ 12. SUCCESS → statistics and the records byte for byte as body; PULL_NOT_FOUND on a first pass with the SUSPEND flag
+ → parked in the PullRequestHoldService (no response now); PULL_OFFSET_MOVED → an OffsetMovedEvent message on a
+ master, PULL_RETRY_IMMEDIATELY on a slave without offset_check_in_slave; 13. the client's commit offset (first pass,
+ COMMIT_OFFSET flag, not a slave).
+
+Deviations from 4.9, on purpose:
+- ConsumerFilterManager.build returning None for an SQL92 expression (Java: parse error → null, then
+  ``assert consumerFilterData != null``, which production JVMs skip) is answered SUBSCRIPTION_PARSE_FAILED, as Java
+  does with assertions on.
+- A store that is closed (StoreError) is Java's "getMessage returned null": SYSTEM_ERROR "store getMessage return
+  null".
+- transfer_msg_by_heap=false (Netty zero-copy FileRegion) sends the same bytes in an ordinary response.
+Kept from 4.9 as is: on a SLAVE without slave_read_enable the PULL_RETRY_IMMEDIATELY set before the status table is
+overwritten by it (the table sets the code for every status), so such a slave answers by status with
+suggestWhichBrokerId = 0 (MASTER_ID).
+
+Invariants: every response echoes the request's opaque; a request is either answered once or parked (None).
+Thread-safety: runs on the broker loop. The processing itself is synchronous (store calls are inline, as the
+threading model says), so a wake-up or a shutdown can answer a parked pull without awaiting.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import struct
+from typing import TYPE_CHECKING, Any
+
+from rmq_core.broker.filter.expression_message_filter import (
+    ExpressionForRetryMessageFilter,
+    ExpressionMessageFilter,
+    is_tag_type,
+)
+from rmq_core.broker.longpolling.pull_request_hold_service import PullRequest
+from rmq_core.broker.stats.broker_stats_manager import (
+    COMMERCIAL_OWNER,
+    SIZE_PER_COUNT,
+    ConsumeMessageContext,
+    ConsumeMessageHook,
+    StatsType,
+)
+from rmq_core.common import perm_name, sys_flag
+from rmq_core.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
+from rmq_core.errors import StoreError
+from rmq_core.filter.message_selector import ExpressionType
+from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
+from rmq_core.message import PROPERTY_DELAY_TIME_LEVEL, Message
+from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
+from rmq_core.remoting.header import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    decode_header,
+    encode_header,
+)
+from rmq_core.store import GetMessageResult
+from rmq_core.store_status import GetMessageStatus
+
+if TYPE_CHECKING:
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+# FAQUrl (common/help/FAQUrl.java)
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
+APPLY_TOPIC_URL = FAQ_URL
+SUBSCRIPTION_GROUP_NOT_EXIST_URL = FAQ_URL
+SAME_GROUP_DIFFERENT_TOPIC_URL = FAQ_URL
+
+
+def suggest_todo(url: str) -> str:
+    """FAQUrl.suggestTodo."""
+    return f"\nSee {url} for further details."
+
+
+BROADCASTING = "BROADCASTING"
+SLAVE = "SLAVE"
+
+# stored record layout (facts §1.2): SYSFLAG at 36, BORNTIMESTAMP at 40, BORNHOST at 48 (8 B, or 20 B for IPv6)
+_SYSFLAG_POSITION = 36
+_BORNHOST_POSITION = 48
+_BORNHOST_V6_FLAG = 0x10
+
+
+def _enum_name(v: Any) -> str:
+    return str(getattr(v, "name", None) or getattr(v, "value", None) or v)
+
+
+def filter_api_build(topic: str, sub_string: str | None, expression_type: str | None) -> SubscriptionData:
+    """FilterAPI.build: TAG (or no type) → FilterAPI.buildSubscriptionData; another type needs an expression."""
+    if expression_type is None or expression_type == ExpressionType.TAG or expression_type == "":
+        return build_subscription_data(topic, sub_string)
+    if sub_string is None or len(sub_string) < 1:
+        raise ValueError(f"Expression can't be null! {expression_type}")
+    return SubscriptionData(topic, sub_string=sub_string, expression_type=expression_type)
+
+
+def msg_count_for_commercial(body: bytes) -> int:
+    """GetMessageResult.getMsgCount4Commercial: Σ ceil(record size / 64 KiB) over the records of a pull body."""
+    count, pos, n = 0, 0, len(body)
+    while pos + 4 <= n:
+        (size,) = struct.unpack_from(">i", body, pos)
+        if size <= 0:
+            break
+        count += math.ceil(size / SIZE_PER_COUNT)
+        pos += size
+    return count
+
+
+def last_store_timestamp(body: bytes) -> int:
+    """The STORETIMESTAMP of the last record of a pull body (0 when there is none)."""
+    pos, n, last = 0, len(body), -1
+    while pos + 4 <= n:
+        (size,) = struct.unpack_from(">i", body, pos)
+        if size <= 0 or pos + size > n:
+            break
+        last = pos
+        pos += size
+    if last < 0:
+        return 0
+    (flag,) = struct.unpack_from(">i", body, last + _SYSFLAG_POSITION)
+    at = last + _BORNHOST_POSITION + (8 if (flag & _BORNHOST_V6_FLAG) == 0 else 20)
+    if at + 8 > n:
+        return 0
+    return int(struct.unpack_from(">q", body, at)[0])
+
+
+def encode_offset_moved_event(consumer_group: str, topic: str, broker_name: str, queue_id: int,
+                              offset_request: int, offset_new: int) -> bytes:
+    """OffsetMovedEvent#encode as fastjson writes it: fields in alphabetical order, the MessageQueue nested."""
+    doc = {
+        "consumerGroup": consumer_group,
+        "messageQueue": {"brokerName": broker_name, "queueId": queue_id, "topic": topic},
+        "offsetNew": offset_new,
+        "offsetRequest": offset_request,
+    }
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class PullMessageProcessor:
+    """``PullMessageProcessor(controller)``; ``await process_request(conn, request)``."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+
+    # --- entry points ------------------------------------------------------------------------------------------
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        return self._process_request(conn, request, True)
+
+    async def execute_request_when_wakeup(self, conn: Connection, request: RemotingCommand) -> None:
+        """Re-run a parked pull with suspension disallowed and write the response on ``conn``."""
+        self.run_request_when_wakeup(conn, request)
+
+    def run_request_when_wakeup(self, conn: Connection, request: RemotingCommand) -> None:
+        """The synchronous body of ``execute_request_when_wakeup`` (the hold service calls it from loop callbacks).
+        A closed connection drops the answer with a log line."""
+        try:
+            response = self._process_request(conn, request, False)
+        except Exception as e:  # answered as the transport answers a failing processor
+            log.exception("excuteRequestWhenWakeup run")
+            response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        if response is None or request.is_oneway:
+            return
+        response.opaque = request.opaque
+        response.flag |= RPC_TYPE_RESPONSE
+        if conn.closed:
+            log.info("processRequestWrapper response to %s dropped: connection closed", conn.remote_address)
+            return
+        try:
+            conn.send(response)
+        except (ConnectionError, OSError, RuntimeError) as e:
+            log.error("processRequestWrapper response to %s failed: %s", conn.remote_address, e)
+
+    # --- hooks (Java keeps the list on the processor; here it lives in the BrokerStatsManager) -----------------
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        self.controller.broker_stats_manager.register_consume_message_hook(hook)
+
+    def has_consume_message_hook(self) -> bool:
+        return bool(self.controller.broker_stats_manager.has_consume_message_hook())
+
+    # --- processRequest ----------------------------------------------------------------------------------------
+    def _process_request(self, conn: Connection, request: RemotingCommand,
+                         broker_allow_suspend: bool) -> RemotingCommand | None:
+        controller = self.controller
+        cfg = controller.broker_config
+        begin_time_mills = controller.now_ms()
+        request_header = decode_header(PullMessageRequestHeader, request.ext_fields)
+        response_header = PullMessageResponseHeader()
+        group, topic, queue_id = request_header.consumerGroup, request_header.topic, request_header.queueId
+        client_addr = conn.remote_address
+
+        log.debug("receive PullMessage request command, %s", request)
+
+        def answer(code: int, remark: str | None) -> RemotingCommand:
+            return RemotingCommand.response_to(request, code, remark)
+
+        if not perm_name.is_readable(cfg.broker_permission):
+            return answer(ResponseCode.NO_PERMISSION, f"the broker[{cfg.broker_ip1}] pulling message is forbidden")
+
+        subscription_group_config = controller.subscription_group_manager.find_subscription_group_config(group)
+        if subscription_group_config is None:
+            return answer(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                          f"subscription group [{group}] does not exist, "
+                          f"{suggest_todo(SUBSCRIPTION_GROUP_NOT_EXIST_URL)}")
+
+        if not subscription_group_config.consume_enable:
+            return answer(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+
+        has_suspend_flag = sys_flag.has_suspend_flag(request_header.sysFlag)
+        has_commit_offset_flag = sys_flag.has_commit_offset_flag(request_header.sysFlag)
+        has_subscription_flag = sys_flag.has_subscription_flag(request_header.sysFlag)
+
+        suspend_timeout_millis_long = request_header.suspendTimeoutMillis if has_suspend_flag else 0
+
+        topic_config = controller.topic_config_manager.select_topic_config(topic)
+        if topic_config is None:
+            log.error("the topic %s not exist, consumer: %s", topic, client_addr)
+            return answer(ResponseCode.TOPIC_NOT_EXIST,
+                          f"topic[{topic}] not exist, apply first please! {suggest_todo(APPLY_TOPIC_URL)}")
+
+        if not perm_name.is_readable(topic_config.perm):
+            return answer(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+
+        if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
+            error_info = (f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                          f"[{topic_config.read_queue_nums}] consumer:[/{client_addr}]")
+            log.warning(error_info)
+            return answer(ResponseCode.SYSTEM_ERROR, error_info)
+
+        subscription_data: SubscriptionData | None = None
+        consumer_filter_data: Any = None
+        if has_subscription_flag:
+            try:
+                subscription_data = filter_api_build(topic, request_header.subscription,
+                                                     request_header.expressionType)
+                if not is_tag_type(subscription_data.expression_type):
+                    consumer_filter_data = type(controller.consumer_filter_manager).build(
+                        topic, group, request_header.subscription, request_header.expressionType,
+                        request_header.subVersion)
+                    if consumer_filter_data is None:  # Java: assert consumerFilterData != null
+                        raise ValueError(f"cannot compile {request_header.subscription!r}")
+            except Exception:
+                log.warning("Parse the consumer's subscription[%s] failed, group: %s", request_header.subscription,
+                            group)
+                return answer(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+        else:
+            consumer_group_info = controller.consumer_manager.get_consumer_group_info(group)
+            if consumer_group_info is None:
+                log.warning("the consumer's group info not exist, group: %s", group)
+                return answer(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                              "the consumer's group info not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL))
+
+            if (not subscription_group_config.consume_broadcast_enable
+                    and _enum_name(consumer_group_info.message_model) == BROADCASTING):
+                return answer(ResponseCode.NO_PERMISSION,
+                              f"the consumer group[{group}] can not consume by broadcast way")
+
+            subscription_data = consumer_group_info.find_subscription_data(topic)
+            if subscription_data is None:
+                log.warning("the consumer's subscription not exist, group: %s, topic:%s", group, topic)
+                return answer(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                              "the consumer's subscription not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL))
+
+            if subscription_data.sub_version < request_header.subVersion:
+                log.warning("The broker's subscription is not latest, group: %s %s", group,
+                            subscription_data.sub_string)
+                return answer(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            if not is_tag_type(subscription_data.expression_type):
+                consumer_filter_data = controller.consumer_filter_manager.get(topic, group)
+                if consumer_filter_data is None:
+                    return answer(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                  "The broker's consumer filter data is not exist!Your expression may be wrong!")
+                if consumer_filter_data.client_version < request_header.subVersion:
+                    log.warning("The broker's consumer filter data is not latest, group: %s, topic: %s, serverV: %s,"
+                                " clientV: %s", group, topic, consumer_filter_data.client_version,
+                                request_header.subVersion)
+                    return answer(ResponseCode.FILTER_DATA_NOT_LATEST,
+                                  "the consumer's consumer filter data not latest")
+
+        assert subscription_data is not None
+        if not is_tag_type(subscription_data.expression_type) and not cfg.enable_property_filter:
+            return answer(ResponseCode.SYSTEM_ERROR,
+                          f"The broker does not support consumer to filter message by "
+                          f"{subscription_data.expression_type}")
+
+        message_filter: ExpressionMessageFilter
+        if cfg.filter_support_retry:
+            message_filter = ExpressionForRetryMessageFilter(subscription_data, consumer_filter_data,
+                                                             controller.consumer_filter_manager)
+        else:
+            message_filter = ExpressionMessageFilter(subscription_data, consumer_filter_data,
+                                                     controller.consumer_filter_manager)
+
+        get_message_result: GetMessageResult | None
+        try:
+            get_message_result = controller.message_store.get_message(
+                group, topic, queue_id, request_header.queueOffset, request_header.maxMsgNums,
+                message_filter.store_message_filter, property_filter=message_filter.store_property_filter)
+        except StoreError as e:  # Java's getMessage returns null when the store is shut down
+            log.warning("getMessage failed: %s", e)
+            get_message_result = None
+
+        response: RemotingCommand | None
+        if get_message_result is not None:
+            response = self._answer_by_result(conn, request, request_header, response_header, get_message_result,
+                                              subscription_group_config, subscription_data, message_filter,
+                                              broker_allow_suspend, has_suspend_flag, suspend_timeout_millis_long,
+                                              begin_time_mills)
+        else:
+            response = answer(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
+
+        store_offset_enable = broker_allow_suspend
+        store_offset_enable = store_offset_enable and has_commit_offset_flag
+        store_offset_enable = store_offset_enable and cfg.broker_role != SLAVE
+        if store_offset_enable:
+            controller.consumer_offset_manager.commit_offset(client_addr, group, topic, queue_id,
+                                                             request_header.commitOffset)
+        return response
+
+    def _answer_by_result(self, conn: Connection, request: RemotingCommand,
+                          request_header: PullMessageRequestHeader, response_header: PullMessageResponseHeader,
+                          result: GetMessageResult, subscription_group_config: Any,
+                          subscription_data: SubscriptionData, message_filter: ExpressionMessageFilter,
+                          broker_allow_suspend: bool, has_suspend_flag: bool, suspend_timeout_millis_long: int,
+                          begin_time_mills: int) -> RemotingCommand | None:
+        controller = self.controller
+        cfg = controller.broker_config
+        group, topic, queue_id = request_header.consumerGroup, request_header.topic, request_header.queueId
+        status = result.status
+        remark = status.name
+        response_header.nextBeginOffset = result.next_begin_offset
+        response_header.minOffset = result.min_offset
+        response_header.maxOffset = result.max_offset
+
+        if result.suggest_pulling_from_slave:
+            response_header.suggestWhichBrokerId = subscription_group_config.which_broker_when_consume_slowly
+        else:
+            response_header.suggestWhichBrokerId = MASTER_ID
+
+        code: int = ResponseCode.SYSTEM_ERROR
+        if cfg.broker_role == SLAVE and not cfg.slave_read_enable:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY  # overwritten by the status table below, as in 4.9
+            response_header.suggestWhichBrokerId = MASTER_ID
+
+        if cfg.slave_read_enable:
+            if result.suggest_pulling_from_slave:  # consume too slow, redirect to another machine
+                response_header.suggestWhichBrokerId = subscription_group_config.which_broker_when_consume_slowly
+            else:  # consume ok
+                response_header.suggestWhichBrokerId = subscription_group_config.broker_id
+        else:
+            response_header.suggestWhichBrokerId = MASTER_ID
+
+        if status == GetMessageStatus.FOUND:
+            code = ResponseCode.SUCCESS
+        elif status == GetMessageStatus.MESSAGE_WAS_REMOVING:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        elif status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+            if request_header.queueOffset != 0:
+                code = ResponseCode.PULL_OFFSET_MOVED
+                log.info("the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
+                         "Consumer Group: %s", request_header.queueOffset, result.next_begin_offset, topic, queue_id,
+                         group)
+            else:
+                code = ResponseCode.PULL_NOT_FOUND
+        elif status == GetMessageStatus.NO_MATCHED_MESSAGE:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        elif status == GetMessageStatus.OFFSET_FOUND_NULL:
+            code = ResponseCode.PULL_NOT_FOUND
+        elif status == GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+            code = ResponseCode.PULL_OFFSET_MOVED
+            log.info("the request offset: %d over flow badly, broker max offset: %d, consumer: /%s",
+                     request_header.queueOffset, result.max_offset, conn.remote_address)
+        elif status == GetMessageStatus.OFFSET_OVERFLOW_ONE:
+            code = ResponseCode.PULL_NOT_FOUND
+        elif status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_RESET):
+            code = ResponseCode.PULL_OFFSET_MOVED
+            log.info("the request offset too small. group=%s, topic=%s, requestOffset=%d, brokerMinOffset=%d, "
+                     "clientIp=/%s", group, topic, request_header.queueOffset, result.min_offset,
+                     conn.remote_address)
+        else:  # pragma: no cover - every GetMessageStatus is handled above
+            raise AssertionError(f"unknown GetMessageStatus {status!r}")
+
+        stats = controller.broker_stats_manager
+        if stats.has_consume_message_hook():
+            context = ConsumeMessageContext(consumer_group=group, topic=topic, queue_id=queue_id)
+            owner = request.ext_fields.get(COMMERCIAL_OWNER)
+            if code == ResponseCode.SUCCESS:
+                commercial_base_count = int(getattr(cfg, "commercial_base_count", 1))
+                context.commercial_rcv_stats = StatsType.RCV_SUCCESS
+                context.commercial_rcv_times = msg_count_for_commercial(result.body) * commercial_base_count
+                context.commercial_rcv_size = result.buffer_total_size
+                context.commercial_owner = owner
+            elif code == ResponseCode.PULL_NOT_FOUND:
+                if not broker_allow_suspend:
+                    context.commercial_rcv_stats = StatsType.RCV_EPOLLS
+                    context.commercial_rcv_times = 1
+                    context.commercial_owner = owner
+            elif code in (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED):
+                context.commercial_rcv_stats = StatsType.RCV_EPOLLS
+                context.commercial_rcv_times = 1
+                context.commercial_owner = owner
+            stats.execute_consume_message_hook_before(context)
+
+        body: bytes | None = None
+        if code == ResponseCode.SUCCESS:
+            stats.inc_group_get_nums(group, topic, result.message_count)
+            stats.inc_group_get_size(group, topic, result.buffer_total_size)
+            stats.inc_broker_get_nums(result.message_count)
+            body = result.body
+            if cfg.transfer_msg_by_heap:
+                store_timestamp = last_store_timestamp(body)
+                stats.record_disk_fall_behind_time(group, topic, queue_id, controller.now_ms() - store_timestamp)
+                stats.inc_group_get_latency(group, topic, queue_id, controller.now_ms() - begin_time_mills)
+        elif code == ResponseCode.PULL_NOT_FOUND:
+            if broker_allow_suspend and has_suspend_flag:
+                polling_time_mills = suspend_timeout_millis_long
+                if not cfg.long_polling_enable:
+                    polling_time_mills = cfg.short_polling_time_mills
+                pull_request = PullRequest(request, conn, polling_time_mills, controller.now_ms(),
+                                           request_header.queueOffset, subscription_data, message_filter)
+                controller.pull_request_hold_service.suspend_pull_request(topic, queue_id, pull_request)
+                return None
+        elif code == ResponseCode.PULL_OFFSET_MOVED:
+            if cfg.broker_role != SLAVE or cfg.offset_check_in_slave:
+                self.generate_offset_moved_event(group, topic, queue_id, request_header.queueOffset,
+                                                 result.next_begin_offset)
+                log.warning("PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, requestOffset=%d, "
+                            "newOffset=%d, suggestBrokerId=%d", topic, group, request_header.queueOffset,
+                            result.next_begin_offset, response_header.suggestWhichBrokerId)
+            else:
+                response_header.suggestWhichBrokerId = subscription_group_config.broker_id
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                log.warning("PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, requestOffset=%d, "
+                            "suggestBrokerId=%d", topic, group, request_header.queueOffset,
+                            response_header.suggestWhichBrokerId)
+
+        return RemotingCommand.response_to(request, code, remark, encode_header(response_header), body)
+
+    def generate_offset_moved_event(self, consumer_group: str, topic: str, queue_id: int, offset_request: int,
+                                    offset_new: int) -> None:
+        """PullMessageProcessor#generateOffsetMovedEvent: one message to ``OFFSET_MOVED_EVENT`` queue 0, tags and
+        keys = the group, body = the OffsetMovedEvent JSON. A failure is logged, never answered."""
+        controller = self.controller
+        broker_name = controller.broker_config.broker_name
+        try:
+            body = encode_offset_moved_event(consumer_group, topic, broker_name, queue_id, offset_request, offset_new)
+            msg = Message(RMQ_SYS_OFFSET_MOVED_EVENT, body, tags=consumer_group)
+            msg.put_property(PROPERTY_DELAY_TIME_LEVEL, "0")  # setDelayTimeLevel(0) writes DELAY=0
+            msg.keys = consumer_group
+            host, _, port = controller.broker_addr.rpartition(":")
+            result = controller.message_store.put_message(msg, 0, (host, int(port)), sys_flag=0, reconsume_times=0)
+            if not result.ok:
+                log.warning("generateOffsetMovedEvent put failed: %s", result.status.name)
+        except Exception:
+            log.warning("generateOffsetMovedEvent Exception, OffsetMovedEvent [consumerGroup=%s, messageQueue="
+                        "MessageQueue [topic=%s, brokerName=%s, queueId=%d], offsetRequest=%d, offsetNew=%d]",
+                        consumer_group, topic, broker_name, queue_id, offset_request, offset_new, exc_info=True)
