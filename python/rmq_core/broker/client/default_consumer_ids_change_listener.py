@@ -7,8 +7,10 @@ Events (``ConsumerGroupEvent`` from the ConsumerManager, matched by name):
   at its next 20 s tick. The *group's* ``notifyConsumerIdsChangedEnable`` is honoured where RocketMQ honours it: the
   heartbeat / unregister paths pass it to ``ConsumerManager.register_consumer``/``unregister_consumer``, which then
   fire (or not) CHANGE; a closed connection always fires it.
-- UNREGISTER (the group's last channel left) → the group's SQL92 filter data is dropped.
-- REGISTER (args: the subscriptions) → each SQL92 subscription is (re-)registered with the ConsumerFilterManager.
+- UNREGISTER (the group's last channel left) → the group's SQL92 filter data is marked dead (dropped by the filter
+  manager's clean-up later, as RocketMQ does).
+- REGISTER (args: the subscriptions) → each SQL92 subscription is (re-)registered with the ConsumerFilterManager and
+  the group's filters on topics it no longer subscribes are marked dead.
 
 Invariants: a failed send to one channel (closed, broken) is logged and never stops the others; nothing here raises
 into the ConsumerManager.
@@ -22,7 +24,6 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
@@ -98,11 +99,7 @@ class DefaultConsumerIdsChangeListener:
             log.exception("consumer ids change listener failed on %s for group %s", name, group)
 
     def _register_filters(self, group: str, subscriptions: Iterable[Any]) -> None:
-        manager = self.controller.consumer_filter_manager
-        for sub in subscriptions:
-            if getattr(sub, "expression_type", ExpressionType.TAG) != ExpressionType.SQL92:
-                continue  # ConsumerFilterManager.register ignores TAG subscriptions, as RocketMQ's does
-            try:
-                manager.register(sub.topic, group, sub.sub_string, sub.expression_type, sub.sub_version)
-            except Exception as e:  # noqa: BLE001 - a bad SQL92 expression: pulls answer FILTER_DATA_NOT_EXIST
-                log.warning("cannot register SQL92 filter for %s@%s (%r): %s", sub.topic, group, sub.sub_string, e)
+        """Java's ConsumerFilterManager.register(group, subList): each SQL92 subscription is (re-)registered (a bad
+        expression is logged; pulls then answer FILTER_DATA_NOT_EXIST) and filters on topics the group no longer
+        subscribes are marked dead."""
+        self.controller.consumer_filter_manager.register_subscriptions(group, list(subscriptions))
