@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.filter.message_selector import MessageSelector

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import Message
