@@ -1,0 +1,530 @@
+"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+CONSUMER_SEND_MSG_BACK (36), as Apache RocketMQ 4.9's ``br/processor/SendMessageProcessor.java`` and
+``AbstractSendMessageProcessor.java`` answer them.
+
+Send, in order (``msgCheck`` then the put):
+1. broker permission not writable → NO_PERMISSION; topic invalid (TopicValidator) → SYSTEM_ERROR (4.9's code);
+   a topic clients may not send to (SCHEDULE_TOPIC_XXXX, the transaction topics, OFFSET_MOVED_EVENT) → NO_PERMISSION;
+2. unknown topic → created from the default topic (TBW102) when auto-creation allows, a ``%RETRY%`` topic through the
+   send-back path, else TOPIC_NOT_EXIST; queueId ≥ max(read, write queue nums) → SYSTEM_ERROR; queueId < 0 → a random
+   writable queue; topic not writable → NO_PERMISSION;
+3. the message: header properties (string codec), ``CLUSTER`` = the broker's cluster, ``WAIT`` not stored (4.9.8),
+   born host = the TCP peer, born timestamp / flag / sysFlag (| MULTI_TAGS for MULTI_TAG topics) / reconsumeTimes
+   from the header; ``UNIQ_KEY`` kept (the store assigns one when missing);
+4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
+5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
+6. PutMessageStatus → response code (facts §5); response header msgId (offset msg id), queueId, queueOffset.
+Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
+
+Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
+sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that does not decode → MESSAGE_ILLEGAL and
+nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's followed
+by the batch-level ones (header properties + CLUSTER), as 4.9–5.3 store them; msgId is the comma-joined offset ids.
+
+CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
+retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
+queue, through the delay level 3 + reconsumeTimes when the request says 0) or, past maxReconsumeTimes or with
+delayLevel < 0, to ``%DLQ%<group>``, with reconsumeTimes + 1, ``RETRY_TOPIC`` (the original topic) and
+``ORIGIN_MESSAGE_ID`` (the original's, else its offset msg id).
+
+Deviations from 4.9 (on purpose): a non-writable broker refuses every send (4.9 only refuses order topics there and
+relies on the name server routes for the rest) and a non-writable topic refuses sends (4.9 does not check);
+transactional (prepared) messages are refused with NO_PERMISSION, as 4.9 does with ``rejectTransactionMessage``
+(there is no transaction service); a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
+once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
+answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
+
+Threading: runs on the broker's loop. Under SYNC_FLUSH the store put runs in the loop's default executor so the loop
+keeps serving; under ASYNC_FLUSH it runs inline (µs). Nothing is stored for a request that fails a check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import TYPE_CHECKING, Any, Callable
+
+from rmq_core.broker.schedule.schedule_message_service import (
+    delay_level_of,
+    parse_delay_levels,
+    redirect_to_schedule_topic,
+)
+from rmq_core.common import mix_all
+from rmq_core.common.perm_name import (
+    PERM_READ,
+    PERM_WRITE,
+    is_writeable,
+    perm_to_string,
+)
+from rmq_core.common.sys_flag import build_topic_sys_flag
+from rmq_core.common.topic_config import TopicConfig
+from rmq_core.message import (
+    COMPRESSED_FLAG,
+    MULTI_TAGS_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    Message,
+    MessageExt,
+    decode_messages,
+)
+from rmq_core.message_encoding import (
+    BatchDecodeError,
+    decode_batch,
+    string_to_properties,
+)
+from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (
+    ConsumerSendMsgBackRequestHeader,
+    HeaderError,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    decode_header,
+    encode_header,
+)
+from rmq_core.store_status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.remoting.transport import Connection
+
+log = logging.getLogger(__name__)
+
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+DLQ_NUMS_PER_GROUP = 1
+TRANSACTION_TYPE_MASK = 0xC
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
+_SEND_OK = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+_SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+
+def suggest_todo(url: str) -> str:
+    """FAQUrl.suggestTodo."""
+    return f"\nSee {url} for further details."
+
+
+def topic_config_to_string(cfg: TopicConfig) -> str:
+    """TopicConfig.toString (4.9), as it appears in RocketMQ's remarks."""
+    return (f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
+            f"writeQueueNums={cfg.write_queue_nums}, perm={perm_to_string(cfg.perm)}, "
+            f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, order={str(cfg.order).lower()}]")
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"ip:port"`` (IPv6 ``"::1:port"`` or ``"[::1]:port"``) → (ip, port)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return host, int(port)
+    except ValueError:
+        raise ValueError(f"not an ip:port address: {address!r}") from None
+
+
+class _Refused(Exception):
+    """A check failed: answer ``code`` with ``remark`` (nothing stored)."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendMessageProcessor:
+    """``SendMessageProcessor(controller)``; ``await process_request(conn, request)``."""
+
+    request_codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                     RequestCode.CONSUMER_SEND_MSG_BACK)
+
+    def __init__(self, controller: BrokerController, rng: random.Random | None = None) -> None:
+        self.controller = controller
+        self._random = rng or random.Random()
+
+    async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        code = request.code
+        if code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            return await self.consumer_send_msg_back(conn, request)
+        if code not in _SEND_CODES:
+            return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                               remark=f" request type {code} not supported")
+        try:
+            header = self.parse_request_header(request)
+            if header.batch or code == RequestCode.SEND_BATCH_MESSAGE:
+                return await self._send_batch_message(conn, request, header)
+            return await self._send_message(conn, request, header)
+        except _Refused as e:
+            return self._send_response(request, e.code, e.remark)
+        except HeaderError as e:
+            return self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+
+    @staticmethod
+    def parse_request_header(request: RemotingCommand) -> SendMessageRequestHeader:
+        """V2 short names (a..n) for 310 and 320, V1 names for 10 (``parseRequestHeader``)."""
+        short = request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+        return decode_header(SendMessageRequestHeader, request.ext_fields, short_names=short)
+
+    # --- shared pieces ---------------------------------------------------------------------------------------
+    def _send_response(self, request: RemotingCommand, code: int, remark: str | None = None,
+                       header: SendMessageResponseHeader | None = None) -> RemotingCommand:
+        cfg = self.controller.broker_config
+        trace_on = getattr(cfg, "trace_on", None)
+        if not isinstance(trace_on, bool):
+            trace_on = cfg.trace_topic_enable
+        ext: dict[str, Any] = {PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if trace_on else "false"}
+        if header is not None:
+            ext.update(encode_header(header))
+        return RemotingCommand.response_to(request, code, remark=remark, ext_fields=ext)
+
+    def _broker_forbidden(self) -> _Refused:
+        return _Refused(ResponseCode.NO_PERMISSION,
+                        f"the broker[{self.controller.broker_config.broker_ip1}] sending message is forbidden")
+
+    def _max_delay_level(self) -> int:
+        level = getattr(self.controller.schedule_message_service, "max_delay_level", None)
+        if isinstance(level, int) and level > 0:
+            return level
+        return max(parse_delay_levels(self.controller.broker_config.message_delay_level))
+
+    def _create_back_topic(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int) -> TopicConfig | None:
+        """``createTopicInSendMessageBackMethod``; None when the manager refuses the name."""
+        try:
+            return self.controller.topic_config_manager.create_topic_in_send_message_back_method(
+                topic, queue_nums, perm, topic_sys_flag)
+        except ValueError as e:
+            log.warning("cannot create topic %s: %s", topic, e)
+            return None
+
+    def _random_queue(self, queue_nums: int, topic: str) -> int:
+        if queue_nums <= 0:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no writable queue")
+        return self._random.randrange(99999999) % queue_nums
+
+    async def _run_put(self, fn: Callable[[], Any]) -> Any:
+        """The store put: in the default executor under SYNC_FLUSH (the flush wait must not block the loop)."""
+        if self.controller.message_store_config.flush_disk_type == "SYNC_FLUSH":
+            return await asyncio.get_running_loop().run_in_executor(None, fn)
+        return fn()
+
+    def _stats(self, name: str, *args: Any) -> None:
+        stats = getattr(self.controller, "broker_stats_manager", None)
+        fn = getattr(stats, name, None) if stats is not None else None
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except Exception:  # statistics never fail a send
+            log.debug("broker stats %s%r failed", name, args, exc_info=True)
+
+    # --- msgCheck --------------------------------------------------------------------------------------------
+    def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
+        """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``_Refused``."""
+        c = self.controller
+        if not is_writeable(c.broker_config.broker_permission):
+            raise self._broker_forbidden()
+        topic = header.topic
+        reason = mix_all.validate_topic(topic)
+        if reason is not None:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, reason)
+        if topic in mix_all.NOT_ALLOWED_SEND_TOPICS:
+            raise _Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tcm = c.topic_config_manager
+        topic_config = tcm.select_topic_config(topic)
+        if topic_config is None:
+            topic_sys_flag = 0
+            if header.unitMode:
+                topic_sys_flag = (build_topic_sys_flag(False, True) if mix_all.is_retry_topic(topic)
+                                  else build_topic_sys_flag(True, False))
+            log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
+            topic_config = tcm.create_topic_in_send_message_method(
+                topic, header.defaultTopic, conn.remote_address, header.defaultTopicQueueNums, topic_sys_flag)
+            if topic_config is None and mix_all.is_retry_topic(topic):
+                topic_config = self._create_back_topic(topic, 1, PERM_WRITE | PERM_READ, topic_sys_flag)
+            if topic_config is None:
+                raise _Refused(ResponseCode.TOPIC_NOT_EXIST,
+                               f"topic[{topic}] not exist, apply first please!{suggest_todo(FAQ_URL)}")
+        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if header.queueId >= valid:
+            info = (f"request queueId[{header.queueId}] is illegal, {topic_config_to_string(topic_config)} "
+                    f"Producer: {conn.remote_address}")
+            log.warning(info)
+            raise _Refused(ResponseCode.SYSTEM_ERROR, info)
+        if not is_writeable(topic_config.perm):
+            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        return topic_config
+
+    def _pre_send(self, conn: Connection, header: SendMessageRequestHeader) -> tuple[TopicConfig, int]:
+        topic_config = self.msg_check(conn, header)
+        queue_id = header.queueId
+        if queue_id < 0:
+            queue_id = self._random_queue(topic_config.write_queue_nums, header.topic)
+        return topic_config, queue_id
+
+    # --- SEND_MESSAGE / SEND_MESSAGE_V2 ----------------------------------------------------------------------
+    async def _send_message(self, conn: Connection, request: RemotingCommand,
+                            header: SendMessageRequestHeader) -> RemotingCommand:
+        c = self.controller
+        topic_config, queue_id = self._pre_send(conn, header)
+        topic = header.topic
+        reconsume_times = header.reconsumeTimes or 0
+        properties = string_to_properties(header.properties)
+        if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"the broker[{c.broker_config.broker_ip1}] sending transaction message is forbidden")
+
+        topic, queue_id = self._handle_retry_and_dlq(request, header, topic, queue_id, reconsume_times, properties)
+        sys_flag = header.sysFlag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        properties[PROPERTY_CLUSTER] = c.broker_config.broker_cluster_name
+        properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # 4.9.8: no need to store WAIT=true
+
+        msg = Message(topic, request.body or b"", flag=header.flag)
+        msg.properties = properties
+        queue_id = self._redirect_delay(msg, queue_id, sys_flag)
+        born_host = parse_address(conn.remote_address)
+        if c.is_slave:
+            return self._send_response(request, ResponseCode.SERVICE_NOT_AVAILABLE,
+                                       "service not available now, messages are put to the slave")
+        store = c.message_store
+        result = await self._run_put(lambda: store.put_message(
+            msg, queue_id, born_host, born_timestamp=header.bornTimestamp, sys_flag=sys_flag,
+            reconsume_times=reconsume_times))
+        code, remark = self._status_to_code(result.status)
+        if code not in _SEND_OK.values():
+            return self._send_response(request, code, remark)
+        if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
+            self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
+            self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
+        self._stats("inc_topic_put_nums", msg.topic, 1, 1)
+        self._stats("inc_topic_put_size", msg.topic, result.wrote_bytes)
+        self._stats("inc_broker_put_nums", 1)
+        resp_header = SendMessageResponseHeader(msgId=result.msg_id, queueId=queue_id, queueOffset=result.queue_offset)
+        return self._send_response(request, code, None, resp_header)
+
+    def _handle_retry_and_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str,
+                              queue_id: int, reconsume_times: int, properties: dict[str, str]) -> tuple[str, int]:
+        """``handleRetryAndDLQ``: a message for ``%RETRY%<group>`` that has been retried enough goes to the DLQ."""
+        if not mix_all.is_retry_topic(topic):
+            return topic, queue_id
+        group = topic[len(mix_all.RETRY_GROUP_TOPIC_PREFIX):]
+        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        if group_config is None:
+            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"subscription group not exist, {group} {suggest_todo(FAQ_URL)}")
+        max_reconsume_times = group_config.retry_max_times
+        if request.version >= VERSION_V3_4_9 and header.maxReconsumeTimes is not None:
+            max_reconsume_times = header.maxReconsumeTimes
+        if reconsume_times < max_reconsume_times:
+            return topic, queue_id
+        dlq = mix_all.get_dlq_topic(group)
+        dlq_config = self._create_back_topic(dlq, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+        if dlq_config is None:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+        properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        return dlq, self._random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+
+    def _redirect_delay(self, msg: Message, queue_id: int, sys_flag: int) -> int:
+        """4.9 ``CommitLog.putMessage``: non-transactional (or commit) messages with DELAY > 0 go to the schedule topic."""
+        if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            return queue_id
+        try:
+            return redirect_to_schedule_topic(msg, queue_id, self._max_delay_level())
+        except ValueError as e:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
+    def _status_to_code(self, status: PutMessageStatus) -> tuple[int, str | None]:
+        """``handlePutMessageResult``: PutMessageStatus → (response code, remark)."""
+        ok = _SEND_OK.get(status)
+        if ok is not None:
+            return ok, None
+        if status == PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+            return ResponseCode.MESSAGE_ILLEGAL, self._illegal_remark()
+        if status == PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            return ResponseCode.SERVICE_NOT_AVAILABLE, (
+                "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+                "full, messages are put to the slave, message store has been shut down, etc.")
+        if status == PutMessageStatus.OS_PAGECACHE_BUSY:
+            return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        if status == PutMessageStatus.UNKNOWN_ERROR:
+            return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+    def _illegal_remark(self) -> str:
+        return ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+                f"{self.controller.message_store_config.max_message_size}B, msg properties length limit 32KB.")
+
+    # --- SEND_BATCH_MESSAGE ----------------------------------------------------------------------------------
+    async def _send_batch_message(self, conn: Connection, request: RemotingCommand,
+                                  header: SendMessageRequestHeader) -> RemotingCommand:
+        c = self.controller
+        topic_config, queue_id = self._pre_send(conn, header)
+        topic = header.topic
+        if len(topic) > mix_all.TOPIC_MAX_LENGTH:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
+        if mix_all.is_retry_topic(topic):
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+        sys_flag = header.sysFlag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+        batch_props = string_to_properties(header.properties)
+        batch_props[PROPERTY_CLUSTER] = c.broker_config.broker_cluster_name
+        try:
+            if delay_level_of(batch_props) > 0:
+                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed (DELAY property)")
+        except ValueError as e:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+        body = request.body or b""
+        limit = c.message_store_config.max_message_size
+        if len(body) > limit:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+                           f"message body size exceeded, msg body size: {len(body)}, maxMessageSize: {limit}")
+        try:
+            blocks = decode_batch(body)
+        except BatchDecodeError as e:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {e}") from None
+        if not blocks:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        batch: list[tuple[Message, int]] = []
+        for flag, block_body, block_props in blocks:
+            m = Message(topic, block_body, flag=flag)
+            block_props.update(batch_props)  # appended after the block's own, as 4.9's batch encoder does
+            m.properties = block_props
+            batch.append((m, queue_id))
+        if c.is_slave:
+            return self._send_response(request, ResponseCode.SERVICE_NOT_AVAILABLE,
+                                       "service not available now, messages are put to the slave")
+        born_host = parse_address(conn.remote_address)
+        store = c.message_store
+        results = await self._run_put(lambda: store.put_messages(
+            batch, born_host, born_timestamp=header.bornTimestamp, sys_flag=sys_flag,
+            reconsume_times=header.reconsumeTimes or 0))
+        statuses = results.statuses
+        failed = [s for s in statuses if s not in _SEND_OK]
+        status = failed[0] if failed else next((s for s in statuses if s != PutMessageStatus.PUT_OK),
+                                                PutMessageStatus.PUT_OK)
+        code, remark = self._status_to_code(status)
+        if failed:
+            return self._send_response(request, code, remark)
+        wrote = sum(r.wrote_bytes for r in results)
+        self._stats("inc_topic_put_nums", topic, len(batch), 1)
+        self._stats("inc_topic_put_size", topic, wrote)
+        self._stats("inc_broker_put_nums", len(batch))
+        first = results[0]
+        resp_header = SendMessageResponseHeader(msgId=",".join(r.msg_id for r in results), queueId=queue_id,
+                                                queueOffset=first.queue_offset)
+        return self._send_response(request, code, None, resp_header)
+
+    # --- CONSUMER_SEND_MSG_BACK ------------------------------------------------------------------------------
+    async def consumer_send_msg_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        c = self.controller
+        header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
+
+        def answer(code: int, remark: str | None = None) -> RemotingCommand:
+            return RemotingCommand.response_to(request, code, remark=remark)
+
+        group_config = c.subscription_group_manager.find_subscription_group_config(header.group)
+        if group_config is None:
+            return answer(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                          f"subscription group not exist, {header.group} {suggest_todo(FAQ_URL)}")
+        if not is_writeable(c.broker_config.broker_permission):
+            return answer(ResponseCode.NO_PERMISSION,
+                          f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden")
+        if group_config.retry_queue_nums <= 0:
+            return answer(ResponseCode.SUCCESS)
+
+        new_topic = mix_all.get_retry_topic(header.group)
+        queue_id = self._random.randrange(99999999) % group_config.retry_queue_nums
+        topic_sys_flag = build_topic_sys_flag(False, True) if header.unitMode else 0
+        topic_config = self._create_back_topic(new_topic, group_config.retry_queue_nums, PERM_WRITE | PERM_READ,
+                                              topic_sys_flag)
+        if topic_config is None:
+            return answer(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+        if not is_writeable(topic_config.perm):
+            return answer(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
+
+        msg_ext = self._look_message_by_offset(header.offset)
+        if msg_ext is None:
+            return answer(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+
+        properties = dict(msg_ext.properties)
+        if PROPERTY_RETRY_TOPIC not in properties:
+            properties[PROPERTY_RETRY_TOPIC] = msg_ext.topic
+
+        delay_level = header.delayLevel
+        max_reconsume_times = group_config.retry_max_times
+        if request.version >= VERSION_V3_4_9 and header.maxReconsumeTimes is not None:
+            max_reconsume_times = header.maxReconsumeTimes
+
+        if msg_ext.reconsume_times >= max_reconsume_times or delay_level < 0:
+            new_topic = mix_all.get_dlq_topic(header.group)
+            queue_id = self._random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+            # 4.9.0–4.9.3 created the DLQ write-only; 4.9.4+ and 5.x make it readable too (it can be queried)
+            dlq_config = self._create_back_topic(new_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+            if dlq_config is None:
+                return answer(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+            properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        else:
+            if delay_level == 0:
+                delay_level = 3 + msg_ext.reconsume_times
+            properties[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+
+        origin_msg_id = properties.get(PROPERTY_ORIGIN_MESSAGE_ID)
+        properties[PROPERTY_ORIGIN_MESSAGE_ID] = origin_msg_id if origin_msg_id and origin_msg_id.strip() \
+            else msg_ext.msg_id
+
+        msg = Message(new_topic, msg_ext.body, flag=msg_ext.flag)
+        msg.properties = properties
+        try:
+            queue_id = self._redirect_delay(msg, queue_id, msg_ext.sys_flag)
+        except _Refused as e:
+            return answer(e.code, e.remark)
+        if c.is_slave:
+            return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
+        store = c.message_store
+        reconsume_times = msg_ext.reconsume_times + 1
+        result = await self._run_put(lambda: store.put_message(
+            msg, queue_id, msg_ext.born_host, born_timestamp=msg_ext.born_timestamp, sys_flag=msg_ext.sys_flag,
+            reconsume_times=reconsume_times))
+        if result.status != PutMessageStatus.PUT_OK:
+            return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
+        back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic
+        if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
+            self._stats("inc_topic_put_nums", msg.topic, 1, 1)
+            self._stats("inc_topic_put_size", msg.topic, result.wrote_bytes)
+            self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
+            self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
+        self._stats("inc_send_back_nums", header.group, back_topic)
+        return answer(ResponseCode.SUCCESS)
+
+    def _look_message_by_offset(self, offset: int) -> MessageExt | None:
+        """The record at a commitlog offset with its body as stored (still compressed when its sys flag says so,
+        as 4.9's lookMessageByOffset leaves it), or None when there is no record there."""
+        store = self.controller.message_store
+        try:
+            msg_ext = store.look_message_by_offset(offset)
+            if msg_ext is None or not (msg_ext.sys_flag & COMPRESSED_FLAG):
+                return msg_ext
+            raw = store.read_commit_log(offset, msg_ext.store_size)
+            if raw is None:
+                return None
+            return decode_messages(raw, decompress=False)[0]
+        except Exception as e:  # a bad offset (not a record start, negative, past the end) is the client's error
+            log.warning("look message by offset %d failed: %s", offset, e)
+            return None
+
