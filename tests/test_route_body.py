@@ -10,12 +10,17 @@ import struct
 import zlib
 
 import pytest
-
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.route import (
-    BodyDecodeError, BrokerData, ClusterInfo, QueueData, RegisterBrokerBody, TopicList, TopicRouteData,
+    BodyDecodeError,
+    BrokerData,
+    ClusterInfo,
+    QueueData,
+    RegisterBrokerBody,
+    TopicList,
+    TopicRouteData,
     data_version_equals,
 )
 

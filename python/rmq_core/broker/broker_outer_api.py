@@ -15,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import RegisterBrokerBody, RegisterBrokerResult
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader, decode_header,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    decode_header,
     encode_header,
 )
 from rmq_core.remoting.transport import RemotingClient
@@ -69,7 +73,7 @@ class BrokerOuterAPI:
                 result = await self._register_broker(addr, ext, body, oneway, timeout_s)
                 log.info("register broker[%d] to name server %s OK", broker_id, addr)
                 return result
-            except Exception as e:  # one unreachable name server must not stop the others
+            except Exception as e:  # noqa: BLE001 - one unreachable name server must not stop the others
                 log.warning("registerBroker to %s failed: %s: %s", addr, type(e).__name__, e)
                 return None
 
@@ -108,7 +112,7 @@ class BrokerOuterAPI:
                 await self.unregister_broker(addr, cluster_name, broker_addr, broker_name, broker_id, timeout_s)
                 log.info("unregisterBroker OK, NamesrvAddr: %s", addr)
                 return addr
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - as for register: log, go on with the others
                 log.warning("unregisterBroker from %s failed: %s: %s", addr, type(e).__name__, e)
                 return None
 

@@ -17,17 +17,23 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import BodyDecodeError, RegisterBrokerBody
 from rmq_core.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
-    GetRouteInfoRequestHeader, HeaderError, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-    UnRegisterBrokerRequestHeader, decode_header, encode_header,
+    GetRouteInfoRequestHeader,
+    HeaderError,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    decode_header,
+    encode_header,
 )
-from rmq_core.namesrv.route_info_manager import RouteInfoManager
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, Self, TypeVar
 
 from rmq_core.namesrv.default_request_processor import DefaultRequestProcessor
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
@@ -47,7 +48,7 @@ class NameServer:
         self._started = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
-    def start(self) -> NameServer:
+    def start(self) -> Self:
         """Listen (on a background thread) and start the inactive-broker scan; returns once listening."""
         if self._started:
             return self
@@ -80,13 +81,13 @@ class NameServer:
     def shutdown(self) -> None:
         if not self._started:
             return
-        self._started = False
         try:
             self.call_async(self._stop_tasks)
         finally:
+            self._started = False
             self.remoting_server.stop_thread()
 
-    def __enter__(self) -> NameServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -110,12 +111,16 @@ class NameServer:
 
     def call(self, fn: Callable[..., T], *args: Any, timeout: float = 5.0) -> T:
         """Run ``fn(*args)`` on the server's loop and return its result (for tests and tools)."""
+        loop = self.loop
+
         async def run() -> T:
             return fn(*args)
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
 
     def call_async(self, coro_fn: Callable[[], Any], timeout: float = 5.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
+        """Run the coroutine ``coro_fn()`` on the server's loop and return its result."""
+        loop = self.loop
+        return asyncio.run_coroutine_threadsafe(coro_fn(), loop).result(timeout)
 
     def scan_not_active_broker(self, now_ms: int | None = None) -> int:
         """Run one expiry scan now (on the loop), with ``now_ms`` as the current time; returns brokers removed."""

@@ -24,13 +24,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.remoting.body.route import (
-    BrokerData, ClusterInfo, QueueData, RegisterBrokerResult, TopicList, TopicRouteData, data_version_equals,
+    BrokerData,
+    ClusterInfo,
+    QueueData,
+    RegisterBrokerResult,
+    TopicList,
+    TopicRouteData,
+    data_version_equals,
 )
 
 log = logging.getLogger(__name__)
@@ -96,10 +103,10 @@ class RouteInfoManager:
                      cluster_name, broker_name, old_addr, broker_addr)
         register_first = register_first or old_addr is None
 
-        if topic_config_table is not None and broker_id == MASTER_ID:
-            if register_first or self.is_broker_topic_config_changed(broker_addr, dv):
-                for tc in topic_config_table.values():
-                    self._create_and_update_queue_data(broker_name, tc)
+        if topic_config_table is not None and broker_id == MASTER_ID and (
+                register_first or self.is_broker_topic_config_changed(broker_addr, dv)):
+            for tc in topic_config_table.values():
+                self._create_and_update_queue_data(broker_name, tc)
 
         prev = self.broker_live_table.get(broker_addr)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(

@@ -24,8 +24,9 @@ import json
 import random
 import struct
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rmq_core.common import perm_name
 from rmq_core.common.mix_all import MASTER_ID
