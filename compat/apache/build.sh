@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fetches Apache RocketMQ's name server and broker (compat/apache/pom.xml: rocketmq-namesrv and rocketmq-broker from
+# Maven Central) with all their dependencies into compat/apache/target/lib. Idempotent and needs no standard input:
+# it runs Maven only when pom.xml changed since the last good fetch (target/.build-stamp holds its hash). Maven's
+# repository is the default ~/.m2 unless MAVEN_REPO_LOCAL is set. Progress goes to stderr; the last line on stdout is
+# the class path (absolute): target/lib/*
+set -euo pipefail
+cd "$(dirname "$0")"
+HERE=$PWD
+STAMP=$HERE/target/.build-stamp
+
+command -v mvn >/dev/null 2>&1 || { echo "compat/apache/build.sh: mvn (Maven 3.8+) is not on PATH" >&2; exit 2; }
+
+hash=$(sha256sum pom.xml | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$hash" ] && [ -d "$HERE/target/lib" ]; then
+  echo "compat/apache: up to date" >&2
+else
+  echo "compat/apache: fetching rocketmq-namesrv and rocketmq-broker (Maven Central)" >&2
+  rm -f "$STAMP"
+  rm -rf "$HERE/target/lib"
+  repo_opt=()
+  [ -n "${MAVEN_REPO_LOCAL:-}" ] && repo_opt=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
+  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" -f "$HERE/pom.xml" package </dev/null >&2
+  echo "$hash" > "$STAMP"
+fi
+echo "$HERE/target/lib/*"

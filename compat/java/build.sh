@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the Java interop harness (compat/java): Apache RocketMQ's Java client from Maven Central plus the small
+# JSON-lines programs in src/. Idempotent and needs no standard input: it rebuilds only when pom.xml or a source file
+# changed since the last good build (target/.build-stamp holds their hash). Maven's repository is the default ~/.m2
+# unless MAVEN_REPO_LOCAL is set. Progress goes to stderr; the last line on stdout is the class path:
+#   target/rmq-compat-java.jar:target/lib/*   (absolute paths)
+set -euo pipefail
+cd "$(dirname "$0")"
+HERE=$PWD
+STAMP=$HERE/target/.build-stamp
+JAR=$HERE/target/rmq-compat-java.jar
+
+command -v mvn >/dev/null 2>&1 || { echo "compat/java/build.sh: mvn (Maven 3.8+) is not on PATH" >&2; exit 2; }
+command -v java >/dev/null 2>&1 || { echo "compat/java/build.sh: java (JDK 17) is not on PATH" >&2; exit 2; }
+
+hash=$(find pom.xml src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$hash" ] && [ -f "$JAR" ] && [ -d "$HERE/target/lib" ]; then
+  echo "compat/java: up to date" >&2
+else
+  echo "compat/java: building (mvn package, dependencies from Maven Central)" >&2
+  rm -f "$STAMP"
+  rm -rf "$HERE/target/lib"
+  repo_opt=()
+  [ -n "${MAVEN_REPO_LOCAL:-}" ] && repo_opt=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
+  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" -f "$HERE/pom.xml" package </dev/null >&2
+  echo "$hash" > "$STAMP"
+fi
+echo "$JAR:$HERE/target/lib/*"

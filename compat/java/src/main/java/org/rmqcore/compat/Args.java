@@ -1,0 +1,48 @@
+/*
+ * Command-line options of the harness programs: "--name value" pairs, with typed getters and defaults.
+ * An unknown shape (a value without a name, a name without a value) is a usage error. Not thread-safe; read once in main.
+ */
+package org.rmqcore.compat;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+final class Args {
+    private final Map<String, String> values = new LinkedHashMap<>();
+
+    Args(String[] argv) {
+        for (int i = 0; i < argv.length; i++) {
+            String a = argv[i];
+            if (!a.startsWith("--") || i + 1 >= argv.length) {
+                throw new IllegalArgumentException("expected --name value pairs, got '" + a + "'");
+            }
+            values.put(a.substring(2), argv[++i]);
+        }
+    }
+
+    String str(String name, String dflt) {
+        String v = values.get(name);
+        if (v == null && dflt == null) {
+            throw new IllegalArgumentException("--" + name + " is required");
+        }
+        return v == null ? dflt : v;
+    }
+
+    String str(String name) {
+        return str(name, null);
+    }
+
+    int integer(String name, int dflt) {
+        String v = values.get(name);
+        return v == null ? dflt : Integer.parseInt(v);
+    }
+
+    long lng(String name, long dflt) {
+        String v = values.get(name);
+        return v == null ? dflt : Long.parseLong(v);
+    }
+
+    boolean flag(String name) {
+        return Boolean.parseBoolean(values.getOrDefault(name, "false"));
+    }
+}
