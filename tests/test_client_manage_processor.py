@@ -172,6 +172,15 @@ def test_heartbeat_without_body_is_system_error_and_registers_nothing(broker, me
     assert consumer_ids(broker) is None
 
 
+def test_heartbeat_with_invalid_group_name_registers_nothing(broker, members):
+    a = members("127.0.0.1@a")
+    r = a.heartbeat(broker, group="bad group!", producer_group="cmp_producer_group")
+    assert r.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in (r.remark or "")
+    assert consumer_ids(broker, "bad group!") is None
+    assert on_loop(broker, lambda: broker.controller.producer_manager.group_channel_table.get("cmp_producer_group")) \
+        is None
+
+
 def test_sql92_subscription_registers_filter_data(tmp_path, members):
     cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"), enable_property_filter=True)
     with Broker(cfg) as b:

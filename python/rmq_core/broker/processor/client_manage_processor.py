@@ -18,7 +18,8 @@ subscriptions instead of clearing them.
 UNREGISTER_CLIENT: unregisters the producer group and/or the consumer group named in the header for this connection;
 the ConsumerManager then fires CHANGE (if the group's flag allows) and UNREGISTER when the group is empty.
 
-Invariants: a heartbeat whose body is missing or not HeartbeatData JSON is answered SYSTEM_ERROR and registers
+Invariants: a heartbeat whose body is missing or not HeartbeatData JSON, or that names a consumer group RocketMQ's
+validator refuses (the Java client checks before sending; the broker does not), is answered SYSTEM_ERROR and registers
 nothing; a missing ``clientID`` header on UNREGISTER_CLIENT is answered SYSTEM_ERROR naming it.
 Thread-safety: runs on the broker's event loop only.
 """
@@ -29,7 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
-from rmq_core.common.mix_all import get_retry_topic
+from rmq_core.common.mix_all import get_retry_topic, validate_group
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.sys_flag import build_topic_sys_flag
 from rmq_core.remoting.body.heartbeat import HeartbeatData
@@ -79,6 +80,10 @@ class ClientManageProcessor:
         if not heartbeat.client_id:
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
                                                remark="the heartbeat has no clientID")
+        for data in heartbeat.consumer_data_set:  # Java clients check names first; refuse before registering any
+            reason = validate_group(data.group_name)
+            if reason is not None:
+                return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=reason)
         info = self._channel_info(conn, heartbeat.client_id, request)
         without_sub = bool(getattr(heartbeat, "without_sub", False))
         ctl = self.controller
