@@ -1,6 +1,7 @@
-"""A logging TCP proxy for RocketMQ remoting traffic: it forwards every frame unchanged between a client and an
-upstream (a name server or a broker) and writes one JSON line per frame, so a client's wire behaviour (request
-codes, header fields, serialize type, version, bodies) and what it got back can be read afterwards.
+"""A logging TCP proxy for RocketMQ remoting traffic: it forwards every frame between a client and an upstream
+(a name server or a broker; unchanged but for the address rewrite below) and writes one JSON line per frame, so a
+client's wire behaviour (request codes, header fields, serialize type, version, bodies) and what it got back can be
+read afterwards.
 
 Several routes can run in one proxy (typically the name server and the broker). Addresses of the upstreams that
 appear in the bodies of upstream → client frames (route data, cluster info) are rewritten to the proxy's own
@@ -10,7 +11,8 @@ Only the body is rewritten; the header bytes and the serialize-type byte are for
 Log line fields: ``t`` (unix seconds), ``route``, ``conn`` (connection number), ``dir`` ("c2s" / "s2c"),
 ``serialize`` ("JSON" / "ROCKETMQ" / the raw type byte), ``header`` (the decoded header: code, language, version,
 opaque, flag, remark, extFields; plus ``raw`` with the JSON header text exactly as sent), ``body_len``, ``body``
-(UTF-8 text when the body decodes, else ``body_hex`` of the first 256 bytes), ``rewritten`` when a body changed.
+(UTF-8 text when the body decodes, else ``body_hex``: all of it, or the first ``max_hex_bytes``), ``rewritten`` when
+a body changed (``body`` is logged as the upstream sent it).
 
 Invariants:
 1. Frames are forwarded whole and in order per direction; nothing is reordered, merged or dropped.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import struct
 import sys
@@ -78,13 +81,14 @@ def decode_header(serialize_type: int, header: bytes) -> dict[str, Any]:
     raise ValueError(f"unknown serialize type {serialize_type}")
 
 
-def describe_body(body: bytes) -> dict[str, Any]:
+def describe_body(body: bytes, max_hex_bytes: int | None = None) -> dict[str, Any]:
+    """``body`` as text when it is UTF-8, else as hex (all of it, or the first ``max_hex_bytes``)."""
     if not body:
         return {"body_len": 0}
     try:
         return {"body_len": len(body), "body": body.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"body_len": len(body), "body_hex": body[:256].hex()}
+        return {"body_len": len(body), "body_hex": body[:max_hex_bytes].hex()}
 
 
 @dataclass
@@ -109,9 +113,10 @@ class Route:
 class RemotingProxy:
     """Logging proxy over one or more routes; see the module docstring."""
 
-    def __init__(self, log_path: str, rewrite_addresses: bool = True) -> None:
+    def __init__(self, log_path: str, rewrite_addresses: bool = True, max_hex_bytes: int | None = None) -> None:
         self.log_path = log_path
         self.rewrite_addresses = rewrite_addresses
+        self.max_hex_bytes = max_hex_bytes
         self.routes: list[Route] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -182,7 +187,7 @@ class RemotingProxy:
     async def _listen(self) -> None:
         for route in self.routes:
             route.server = await asyncio.start_server(
-                lambda r, w, route=route: self._on_client(route, r, w), route.listen_host, route.listen_port)
+                functools.partial(self._on_client, route), route.listen_host, route.listen_port)
             route.listen_port = route.server.sockets[0].getsockname()[1]
 
     async def _shutdown(self) -> None:
@@ -258,7 +263,7 @@ class RemotingProxy:
         except (ValueError, struct.error, IndexError) as e:
             rec["error"] = f"header: {e}"
             rec["header_hex"] = header[:256].hex()
-        rec.update(describe_body(body))
+        rec.update(describe_body(body, self.max_hex_bytes))
         if direction == "s2c" and self.rewrite_addresses and body:
             new_body = body
             for r in self.routes:
@@ -283,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--route", action="append", required=True, metavar="LISTEN=UPSTREAM",
                     help="host:port to listen on = host:port to forward to (repeatable)")
     ap.add_argument("--no-rewrite", action="store_true", help="do not rewrite upstream addresses in bodies")
+    ap.add_argument("--max-hex-bytes", type=int, default=None, help="log at most this many bytes of binary bodies")
     args = ap.parse_args(argv)
-    proxy = RemotingProxy(args.log, rewrite_addresses=not args.no_rewrite)
+    proxy = RemotingProxy(args.log, rewrite_addresses=not args.no_rewrite, max_hex_bytes=args.max_hex_bytes)
     for spec in args.route:
         listen, upstream = spec.split("=", 1)
         proxy.add_route(upstream, listen)
