@@ -163,6 +163,24 @@ def test_heartbeat_creates_the_retry_topic_with_the_groups_retry_queue_nums(brok
         is not None  # the group was auto-created by the heartbeat
 
 
+def test_heartbeat_without_sub_keeps_the_groups_subscriptions(broker, members):
+    """A 5.x client may send ``withoutSub=true`` with no subscriptions when nothing changed: they must survive."""
+    a = members("127.0.0.1@a")
+    assert a.heartbeat(broker).code == ResponseCode.SUCCESS
+    hb = HeartbeatData(a.client_id, consumer_data_set=[ConsumerData(GROUP)], heartbeat_fingerprint=42,
+                       without_sub=True)
+    r = a.client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
+    assert r.code == ResponseCode.SUCCESS
+
+    def topics() -> list[str]:
+        return sorted(broker.controller.consumer_manager.get_consumer_group_info(GROUP).subscription_table)
+
+    assert on_loop(broker, topics) == [TOPIC]
+    hb.without_sub = False  # a full heartbeat with no subscriptions does clear them, as RocketMQ's does
+    r = a.client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
+    assert r.code == ResponseCode.SUCCESS and on_loop(broker, topics) == []
+
+
 def test_heartbeat_without_body_is_system_error_and_registers_nothing(broker, members):
     a = members("127.0.0.1@a")
     r = a.client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT))
