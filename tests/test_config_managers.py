@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 
@@ -245,6 +246,42 @@ def test_persist_keeps_previous_version_as_bak_and_leaves_no_tmp(tmp_path):
     assert not os.path.exists(path + ".tmp")
 
 
+def test_stale_tmp_from_a_crash_is_ignored_and_replaced(tmp_path):
+    mgr = ConsumerOffsetManager(str(tmp_path))
+    _write(mgr.config_file_path + ".tmp", "half a docu")
+    assert mgr.load() and mgr.offset_table == {}  # the .tmp is never read
+    mgr.commit_offset("h", "g", "T", 0, 4)
+    assert mgr.persist()
+    assert not os.path.exists(mgr.config_file_path + ".tmp")
+    again = ConsumerOffsetManager(str(tmp_path))
+    assert again.load() and again.query_offset("g", "T", 0) == 4
+
+
+def test_persist_from_two_threads_never_leaves_a_torn_file(tmp_path):
+    mgr = ConsumerOffsetManager(str(tmp_path))
+    for q in range(200):
+        mgr.commit_offset("h", "g", "T", q, q * 10)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for _ in range(20):
+                assert mgr.persist()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for name in (mgr.config_file_path, mgr.config_file_path + ".bak"):
+        check = ConsumerOffsetManager(str(tmp_path))
+        check.decode(_read(name))
+        assert check.offset_table == mgr.offset_table
+
+
 def test_load_without_any_file_is_a_first_boot(tmp_path):
     mgr = ConsumerOffsetManager(str(tmp_path))
     assert mgr.load() is True
@@ -356,10 +393,13 @@ def test_offsets_written_as_rocketmq_49_writes_them(tmp_path):
     mgr.commit_offset("h", "group_a", "TopicTest", 0, 5280)
     mgr.commit_offset("h", "group_a", "TopicTest", 1, 5312)
     mgr.persist()
+    mgr.commit_offset("h", "group_a", "%RETRY%group_a", 0, 3)
+    mgr.persist()
     text = _read(mgr.config_file_path)
-    compact = "".join(text.split())
-    assert compact == '{"offsetTable":{"TopicTest@group_a":{0:5280,1:5312}}}'
-    assert text.startswith("{\n\t\"offsetTable\":")  # fastjson PrettyFormat: tab indent
+    # fastjson PrettyFormat, byte for byte: tabs, and no line breaks inside an Integer-keyed map
+    assert text == ('{\n\t"offsetTable":{\n\t\t"TopicTest@group_a":{0:5280,1:5312\n\t\t},'
+                    '\n\t\t"%RETRY%group_a@group_a":{0:3\n\t\t}\n\t}\n}')
+    assert mgr.encode(False) == '{"offsetTable":{"TopicTest@group_a":{0:5280,1:5312},"%RETRY%group_a@group_a":{0:3}}}'
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)  # not standard JSON: the queue ids are bare integers, as in RocketMQ
 
@@ -375,8 +415,14 @@ def test_load_apache_49_consumer_offset_file(tmp_path):
     assert all(isinstance(k, str) for k in mgr.offset_table)
     # and our rewrite keeps the same document
     mgr.persist()
-    assert fastjson.loads(_read(mgr.config_file_path), int_keys=False) == fastjson.loads(
-        APACHE_49_CONSUMER_OFFSET, int_keys=False)
+    assert _read(mgr.config_file_path) == APACHE_49_CONSUMER_OFFSET  # identical bytes
+
+
+def test_empty_offset_table_as_fastjson_writes_it(tmp_path):
+    mgr = ConsumerOffsetManager(str(tmp_path))
+    mgr.persist()
+    assert _read(mgr.config_file_path) == '{\n\t"offsetTable":{}\n}'
+    assert mgr.load() and mgr.offset_table == {}
 
 
 def test_load_apache_5_consumer_offset_file_ignores_extras(tmp_path):

@@ -1,13 +1,14 @@
 """ConsumerOffsetManager (br/offset/ConsumerOffsetManager.java): each group's next offset to consume per queue →
 ``<config_dir>/consumerOffset.json``.
 
-File as RocketMQ 4.9 writes it (fastjson, pretty; queue ids are *unquoted* integer keys)::
+File as RocketMQ 4.9 writes it (fastjson PrettyFormat, tab-indented; queue ids are *unquoted* integer keys, and an
+Integer-keyed map gets no line breaks between its entries)::
 
     {
-    	"offsetTable":{
-    		"TopicTest@group_a":{0:5280,1:5312
-    		}
-    	}
+        "offsetTable":{
+            "TopicTest@group_a":{0:5280,1:5312
+            }
+        }
     }
 
 5.x files add ``dataVersion`` and a derived ``groupTopicMap``; both are accepted and ignored on load. Keys are
@@ -19,6 +20,7 @@ Not thread-safe: owned by the broker's event loop (``persist`` may also run at s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -97,7 +99,17 @@ class ConsumerOffsetManager(ConfigManager):
         return gone
 
     def encode(self, pretty: bool = False) -> str:
-        return fastjson.dumps({"offsetTable": self.offset_table}, unquoted_int_keys=True, pretty=pretty)
+        """fastjson's text byte for byte: in PrettyFormat a String-keyed map puts each entry on its own line, an
+        Integer-keyed map does not (``{0:5280,1:5312`` then the closing brace on its own, indented, line)."""
+        if not pretty:
+            return fastjson.dumps({"offsetTable": self.offset_table}, unquoted_int_keys=True)
+        if not self.offset_table:
+            return '{\n\t"offsetTable":{}\n}'
+        entries = []
+        for key, queues in self.offset_table.items():
+            inner = ",".join(f"{q}:{o}" for q, o in queues.items())
+            entries.append(f"\n\t\t{json.dumps(key, ensure_ascii=False)}:{{{inner}\n\t\t}}")
+        return '{\n\t"offsetTable":{' + ",".join(entries) + "\n\t}\n}"
 
     def decode(self, text: str) -> None:
         doc = fastjson.loads(text, int_keys=False)

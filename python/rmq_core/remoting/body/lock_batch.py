@@ -25,7 +25,7 @@ def mq_from_json_dict(d: Any) -> MessageQueue:
     if not isinstance(d, dict):
         raise ValueError(f"a MessageQueue must be a JSON object, not {d!r}")
     topic, broker, qid = d.get("topic"), d.get("brokerName"), d.get("queueId")
-    if not isinstance(topic, str) or not isinstance(broker, str) or isinstance(qid, bool):
+    if not isinstance(topic, str) or not isinstance(broker, str) or qid is None or isinstance(qid, bool):
         raise ValueError(f"a MessageQueue needs topic, brokerName and queueId: {d!r}")
     try:
         return MessageQueue(topic, broker, int(qid))
