@@ -23,6 +23,10 @@ from rmq_core.remoting.transport import BlockingRemotingClient
 
 T = TypeVar("T")
 
+# BrokerConfig overrides for tests: 1 MiB CommitLog files and 1000-unit ConsumeQueue files instead of 1 GiB / 6 MB
+# (each broker started by a test would otherwise allocate a whole GiB on a shared disk)
+SMALL_FILES = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 1000}
+
 
 def send_request(topic: str, body: bytes, *, code: int = RequestCode.SEND_MESSAGE_V2, queue_id: int = 0,
                  properties: str | None = None, sys_flag: int = 0, flag: int = 0, born_timestamp: int | None = None,

@@ -15,13 +15,14 @@ from rmq_core.message import decode_offset_msg_id
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.transport import BlockingRemotingClient
-from send_helpers import invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_for
+from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_for
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
 
 def _broker(tmp_path, **kw) -> Broker:
     kw.setdefault("message_delay_level", "1s 2s 3s")
+    kw.update(SMALL_FILES)
     return Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"), **kw))
 
 

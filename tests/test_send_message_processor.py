@@ -17,13 +17,14 @@ from rmq_core.message_encoding import encode_batch, encode_message, properties_t
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.transport import BlockingRemotingClient
-from send_helpers import invoke, invoke_raw, max_offset, on_loop, send_request, stored
+from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, on_loop, send_request, stored
 
 V1, V2, BATCH = RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE
 
 
 def _broker(tmp_path, **kw) -> Broker:
     kw.setdefault("message_delay_level", "1s 2s 3s")
+    kw.update(SMALL_FILES)
     return Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"), **kw))
 
 

@@ -120,7 +120,8 @@ def topic_config_to_string(cfg: TopicConfig) -> str:
     """TopicConfig.toString (4.9), as it appears in RocketMQ's remarks."""
     return (f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
             f"writeQueueNums={cfg.write_queue_nums}, perm={perm_to_string(cfg.perm)}, "
-            f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, order={str(cfg.order).lower()}]")
+            f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, "
+            f"order={str(cfg.order).lower()}]")
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -182,7 +183,8 @@ class SendMessageProcessor:
         trace_on = getattr(cfg, "trace_on", None)
         if not isinstance(trace_on, bool):
             trace_on = cfg.trace_topic_enable
-        ext: dict[str, Any] = {PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if trace_on else "false"}
+        ext: dict[str, Any] = {PROPERTY_MSG_REGION: cfg.region_id,
+                               PROPERTY_TRACE_SWITCH: "true" if trace_on else "false"}
         if header is not None:
             ext.update(encode_header(header))
         return RemotingCommand.response_to(request, code, remark=remark, ext_fields=ext)
@@ -336,7 +338,8 @@ class SendMessageProcessor:
         return dlq, self._random.randrange(99999999) % DLQ_NUMS_PER_GROUP
 
     def _redirect_delay(self, msg: Message, queue_id: int, sys_flag: int) -> int:
-        """4.9 ``CommitLog.putMessage``: non-transactional (or commit) messages with DELAY > 0 go to the schedule topic."""
+        """4.9 ``CommitLog.putMessage``: non-transactional (or commit) messages with DELAY > 0 go to the schedule
+        topic."""
         if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             return queue_id
         try:

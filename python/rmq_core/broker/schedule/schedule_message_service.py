@@ -105,7 +105,7 @@ def delay_level_of(properties: Mapping[str, str]) -> int:
 def redirect_to_schedule_topic(msg: Message, queue_id: int, max_delay_level: int) -> int:
     """4.9 ``CommitLog.putMessage`` for a non-transactional (or commit) message: when ``DELAY`` > 0, clamp it to
     ``max_delay_level``, record ``REAL_TOPIC``/``REAL_QID``, and move ``msg`` to ``SCHEDULE_TOPIC_XXXX``. Returns the
-    queue id to store it in (``queue_id`` unchanged when there is no delay). Raises ValueError for a non-integer DELAY."""
+    queue id to store it in (``queue_id`` unchanged when there is no delay). ValueError for a non-integer DELAY."""
     level = delay_level_of(msg.properties)
     if level <= 0:
         return queue_id
@@ -176,7 +176,7 @@ class ScheduleMessageService(ConfigManager):
         self.offset_table = table
 
     def load(self) -> bool:
-        """Read delayOffset.json (falling back to its .bak) and clamp each offset into its queue when the store is open."""
+        """Read delayOffset.json (falling back to its .bak); clamp each offset into its queue when the store is open."""
         ok = super().load()
         self.correct_delay_offset()
         return ok
