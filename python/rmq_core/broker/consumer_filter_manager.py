@@ -7,7 +7,9 @@ File (fastjson, pretty)::
         "consumerGroup":"g","dead":false,"deadTime":0,"expression":"a > 5","expressionType":"SQL92",
         "topic":"T"}},"topic":"T"}}}
 
-(Java also writes ``bloomFilterData``; there is no bloom-filter bitmap here, so it is omitted and ignored on load.)
+(Java also writes ``bloomFilterData``; there is no bloom-filter bitmap here, so it is omitted and ignored on load.
+An Apache broker loading a file written here discards its filter data for that reason, which is harmless: loaded
+filter data is dead until the consumers' next heartbeat re-registers it.)
 
 Rules (RocketMQ's): only SQL92 is registered (TAG answers False). A group's first registration, or one with a
 greater ``client_version`` (the subscription's subVersion) and a different expression, builds new data; a greater
