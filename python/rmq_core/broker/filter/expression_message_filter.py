@@ -20,7 +20,8 @@ Thread-safety: safe to share; it only reads the ConsumerFilterManager (from the 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rmq_core.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector

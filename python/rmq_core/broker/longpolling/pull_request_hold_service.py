@@ -33,8 +33,9 @@ import asyncio
 import functools
 import logging
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting.command import RemotingCommand

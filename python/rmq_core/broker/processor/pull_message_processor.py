@@ -250,7 +250,7 @@ class PullMessageProcessor:
                         request_header.subVersion)
                     if consumer_filter_data is None:  # Java: assert consumerFilterData != null
                         raise ValueError(f"cannot compile {request_header.subscription!r}")
-            except Exception:
+            except ValueError:  # FilterParseError is a ValueError
                 log.warning("Parse the consumer's subscription[%s] failed, group: %s", request_header.subscription,
                             group)
                 return answer(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
