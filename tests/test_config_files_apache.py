@@ -11,13 +11,15 @@ import json
 import os
 
 import pytest
-
 from apache_rocketmq import ApacheRocketMQ
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
-from rmq_core.broker.topic_config_manager import TopicConfigManager, parse_topic_config_table
+from rmq_core.broker.topic_config_manager import (
+    TopicConfigManager,
+    parse_topic_config_table,
+)
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.filter.message_selector import MessageSelector
@@ -33,7 +35,10 @@ from rmq_core.remoting.body.heartbeat import (
     MessageModel,
     ProducerData,
 )
-from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody
+from rmq_core.remoting.body.lock_batch import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+)
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (

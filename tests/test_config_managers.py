@@ -9,19 +9,23 @@ import os
 import threading
 
 import pytest
-
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.config_manager import ConfigLoadError
-from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager, FilterParseError
+from rmq_core.broker.consumer_filter_manager import (
+    ConsumerFilterManager,
+    FilterParseError,
+)
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
-from rmq_core.broker.subscription_group_manager import SYSTEM_GROUPS, SubscriptionGroupManager
+from rmq_core.broker.subscription_group_manager import (
+    SYSTEM_GROUPS,
+    SubscriptionGroupManager,
+)
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
-from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.filter.message_selector import MessageSelector
-from rmq_core.remoting import fastjson
+from rmq_core.filter.subscription_data import build_subscription_data
 
 
 def _bc(**kw) -> BrokerConfig:

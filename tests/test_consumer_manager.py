@@ -5,12 +5,16 @@ ConsumerIdsChangeListener events (CHANGE with channels, UNREGISTER, REGISTER wit
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
-from rmq_core.broker.client.consumer_manager import ConsumerGroupEvent, ConsumerGroupInfo, ConsumerManager
+from rmq_core.broker.client.consumer_manager import (
+    ConsumerGroupEvent,
+    ConsumerGroupInfo,
+    ConsumerManager,
+)
 from rmq_core.broker.client.producer_manager import ProducerManager
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel

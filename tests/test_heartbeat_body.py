@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import tags_hash
 from rmq_core.remoting.body.heartbeat import (

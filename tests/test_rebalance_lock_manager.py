@@ -6,10 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from rmq_core.broker.client.rebalance_lock_manager import REBALANCE_LOCK_MAX_LIVE_TIME_MS, RebalanceLockManager
+from rmq_core.broker.client.rebalance_lock_manager import (
+    REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+    RebalanceLockManager,
+)
 from rmq_core.message import MessageQueue
-from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rmq_core.remoting.body.lock_batch import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
 
 Q0, Q1, Q2 = (MessageQueue("T", "broker-a", i) for i in range(3))
 

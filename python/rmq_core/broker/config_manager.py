@@ -37,6 +37,10 @@ class ConfigLoadError(Exception):
     """A config file (and its ``.bak``) exists but cannot be decoded."""
 
 
+class ConfigDecodeError(ValueError):
+    """A config document that is not the shape its manager writes (raised by ``decode``)."""
+
+
 def fsync_directory(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -125,7 +129,7 @@ class ConfigManager(ABC):
             return True  # first boot: nothing stored yet
         try:
             self.decode(bak_text)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             what = f"config file {path} cannot be decoded ({main_error}) and" if main_error else f"config file {path} is missing or empty and"
             raise ConfigLoadError(f"{what} its backup {bak} cannot be decoded either ({e})") from e
         log.warning("load %s OK (from the backup)", bak)

@@ -31,10 +31,11 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
 from rmq_core.filter.subscription_data import SubscriptionData
@@ -90,10 +91,10 @@ class ConsumerFilterData:
     def from_json_dict(cls, d: dict[str, Any]) -> ConsumerFilterData:
         """Parse (and compile) one persisted entry; raises ValueError / FilterParseError."""
         if not isinstance(d, dict):
-            raise ValueError("filter data must be an object")
+            raise ConfigDecodeError("filter data must be an object")
         for k in ("consumerGroup", "topic", "expression", "expressionType"):
             if not isinstance(d.get(k), str):
-                raise ValueError(f"filter data needs a string {k}: {d!r}")
+                raise ConfigDecodeError(f"filter data needs a string {k}: {d!r}")
         data = cls(consumer_group=d["consumerGroup"], topic=d["topic"], expression=d["expression"],
                    expression_type=d["expressionType"], born_time=int(d.get("bornTime", 0)),
                    dead_time=int(d.get("deadTime", 0)), client_version=int(d.get("clientVersion", 0)))
@@ -224,17 +225,17 @@ class ConsumerFilterManager(ConfigManager):
     def decode(self, text: str, now_ms: int | None = None) -> None:
         doc = fastjson.loads(text, int_keys=False)
         if not isinstance(doc, dict):
-            raise ValueError(f"{self.config_file_path}: the document must be a JSON object")
+            raise ConfigDecodeError(f"{self.config_file_path}: the document must be a JSON object")
         raw = doc.get("filterDataByTopic") or {}
         if not isinstance(raw, dict):
-            raise ValueError("filterDataByTopic must be an object")
+            raise ConfigDecodeError("filterDataByTopic must be an object")
         now = _now_ms() if now_ms is None else now_ms
         table: dict[str, dict[str, ConsumerFilterData]] = {}
         for topic, by_topic in raw.items():
             if by_topic is None:
                 continue
             if not isinstance(by_topic, dict) or not isinstance(by_topic.get("groupFilterData") or {}, dict):
-                raise ValueError(f"filterDataByTopic[{topic!r}] must be an object with groupFilterData")
+                raise ConfigDecodeError(f"filterDataByTopic[{topic!r}] must be an object with groupFilterData")
             groups: dict[str, ConsumerFilterData] = {}
             for group, d in (by_topic.get("groupFilterData") or {}).items():
                 if d is None:

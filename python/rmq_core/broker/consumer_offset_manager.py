@@ -25,7 +25,7 @@ import logging
 import os
 from typing import Any
 
-from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.common.mix_all import TOPIC_GROUP_SEPARATOR
 from rmq_core.remoting import fastjson
 
@@ -114,22 +114,22 @@ class ConsumerOffsetManager(ConfigManager):
     def decode(self, text: str) -> None:
         doc = fastjson.loads(text, int_keys=False)
         if not isinstance(doc, dict):
-            raise ValueError(f"{self.config_file_path}: the document must be a JSON object")
+            raise ConfigDecodeError(f"{self.config_file_path}: the document must be a JSON object")
         raw = doc.get("offsetTable") or {}
         if not isinstance(raw, dict):
-            raise ValueError("offsetTable must be an object")
+            raise ConfigDecodeError("offsetTable must be an object")
         table: dict[str, dict[int, int]] = {}
         for key, queues in raw.items():
             if not isinstance(queues, dict):
-                raise ValueError(f"offsetTable[{key!r}] must be an object of queueId: offset")
+                raise ConfigDecodeError(f"offsetTable[{key!r}] must be an object of queueId: offset")
             parsed: dict[int, int] = {}
             for qid, off in queues.items():
                 if isinstance(off, bool) or not isinstance(off, int):
-                    raise ValueError(f"offsetTable[{key!r}][{qid}]: offset {off!r} is not an integer")
+                    raise ConfigDecodeError(f"offsetTable[{key!r}][{qid}]: offset {off!r} is not an integer")
                 try:
                     parsed[int(qid)] = off
                 except ValueError:
-                    raise ValueError(f"offsetTable[{key!r}]: queue id {qid!r} is not an integer") from None
+                    raise ConfigDecodeError(f"offsetTable[{key!r}]: queue id {qid!r} is not an integer") from None
             table[str(key)] = parsed
         self.offset_table = table
 

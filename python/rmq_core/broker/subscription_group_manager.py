@@ -27,7 +27,7 @@ import logging
 import os
 from typing import Any
 
-from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.common import mix_all
 from rmq_core.common.data_version import DataVersion
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
@@ -126,20 +126,20 @@ class SubscriptionGroupManager(ConfigManager):
     def decode(self, text: str) -> None:
         doc = fastjson.loads(text, int_keys=False)
         if not isinstance(doc, dict):
-            raise ValueError(f"{self.config_file_path}: the document must be a JSON object")
+            raise ConfigDecodeError(f"{self.config_file_path}: the document must be a JSON object")
         raw = doc.get("subscriptionGroupTable") or {}
         if not isinstance(raw, dict):
-            raise ValueError("subscriptionGroupTable must be an object")
+            raise ConfigDecodeError("subscriptionGroupTable must be an object")
         table: dict[str, SubscriptionGroupConfig] = {}
         for name, d in raw.items():
             if not isinstance(d, dict):
-                raise ValueError(f"subscription group {name!r}: config must be an object")
+                raise ConfigDecodeError(f"subscription group {name!r}: config must be an object")
             if d.get("groupName") is None:
                 d = {**d, "groupName": name}
             try:
                 table[str(name)] = SubscriptionGroupConfig.from_json_dict(d)
             except (TypeError, ValueError) as e:
-                raise ValueError(f"subscription group {name!r}: {e}") from None
+                raise ConfigDecodeError(f"subscription group {name!r}: {e}") from None
         version = DataVersion.from_json_dict(doc["dataVersion"]) if doc.get("dataVersion") is not None else None
         self.subscription_group_table.update(table)
         if version is not None:

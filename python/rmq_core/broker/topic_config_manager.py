@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.common import mix_all
 from rmq_core.common.data_version import DataVersion
 from rmq_core.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited
@@ -52,17 +53,17 @@ def parse_topic_config_table(table: Any) -> dict[str, TopicConfig]:
     if table is None:
         return {}
     if not isinstance(table, dict):
-        raise ValueError(f"topicConfigTable must be an object, not {type(table).__name__}")
+        raise ConfigDecodeError(f"topicConfigTable must be an object, not {type(table).__name__}")
     out: dict[str, TopicConfig] = {}
     for name, d in table.items():
         if not isinstance(d, dict):
-            raise ValueError(f"topic {name!r}: config must be an object")
+            raise ConfigDecodeError(f"topic {name!r}: config must be an object")
         if "topicName" not in d or d["topicName"] is None:
             d = {**d, "topicName": name}
         try:
             out[str(name)] = TopicConfig.from_json_dict(d)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"topic {name!r}: {e}") from None
+            raise ConfigDecodeError(f"topic {name!r}: {e}") from None
     return out
 
 
@@ -131,7 +132,7 @@ class TopicConfigManager(ConfigManager):
         for fn in list(self._listeners):
             try:
                 fn(cfg)
-            except Exception:  # noqa: BLE001 - a listener failure must not undo the change
+            except Exception:  # a listener failure must not undo the change
                 log.exception("topic change listener failed for %s", cfg.topic_name)
 
     def _commit(self, cfg: TopicConfig | None) -> None:
@@ -237,7 +238,7 @@ class TopicConfigManager(ConfigManager):
     def decode(self, text: str) -> None:
         doc = fastjson.loads(text, int_keys=False)
         if not isinstance(doc, dict):
-            raise ValueError(f"{self.config_file_path}: the document must be a JSON object")
+            raise ConfigDecodeError(f"{self.config_file_path}: the document must be a JSON object")
         table = parse_topic_config_table(doc.get("topicConfigTable"))
         version = DataVersion.from_json_dict(doc.get("dataVersion")) if doc.get("dataVersion") is not None else None
         self.topic_config_table.update(table)

@@ -56,7 +56,7 @@ class SubscriptionData:
         """SubscriptionData as a client's heartbeat carries it (fastjson field names); tolerant of missing/null
         sets, ``expressionType`` (→ TAG) and ``subVersion`` (→ now). ``topic`` is required."""
         if not isinstance(d, dict):
-            raise ValueError(f"a subscription must be a JSON object, not {type(d).__name__}")
+            raise TypeError(f"a subscription must be a JSON object, not {type(d).__name__}")
         topic = d.get("topic")
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"subscription without a topic: {d!r}")
@@ -67,7 +67,7 @@ class SubscriptionData:
         tags = d.get("tagsSet") or []
         codes = d.get("codeSet") or []
         if not isinstance(tags, (list, tuple)) or not isinstance(codes, (list, tuple)):
-            raise ValueError(f"tagsSet and codeSet must be arrays in {d!r}")
+            raise TypeError(f"tagsSet and codeSet must be arrays in {d!r}")
         sub.tags_set = {str(t) for t in tags}
         sub.code_set = {_to_int32(int(c)) for c in codes}
         if d.get("subVersion") is not None:

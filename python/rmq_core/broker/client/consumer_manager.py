@@ -24,12 +24,18 @@ Not thread-safe: owned by the broker's event loop.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, parse_enum
+from rmq_core.remoting.body.heartbeat import (
+    ConsumeFromWhere,
+    ConsumeType,
+    MessageModel,
+    parse_enum,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +153,7 @@ class ConsumerManager:
             return
         try:
             self._on_event(event, group, *args)
-        except Exception:  # noqa: BLE001 - a listener failure must not corrupt the tables
+        except Exception:  # a listener failure must not corrupt the tables
             log.exception("consumer ids change listener failed on %s for group %s", event.name, group)
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
@@ -191,10 +197,9 @@ class ConsumerManager:
         if info is None:
             return
         info.unregister_channel(client_channel_info)
-        if not info.channel_info_table:
-            if self.consumer_table.pop(group, None) is not None:
-                log.info("unregister consumer ok, no any connection, and remove consumer group, %s", group)
-                self._emit(ConsumerGroupEvent.UNREGISTER, group)
+        if not info.channel_info_table and self.consumer_table.pop(group, None) is not None:
+            log.info("unregister consumer ok, no any connection, and remove consumer group, %s", group)
+            self._emit(ConsumerGroupEvent.UNREGISTER, group)
         if is_notify_consumer_ids_changed:
             self._emit(ConsumerGroupEvent.CHANGE, group, info.get_all_channels())
 
@@ -204,10 +209,9 @@ class ConsumerManager:
             if info.do_channel_close_event(conn) is None:
                 continue
             removed = True
-            if not info.channel_info_table:
-                if self.consumer_table.pop(group, None) is not None:
-                    log.info("unregister consumer ok, no any connection, and remove consumer group, %s", group)
-                    self._emit(ConsumerGroupEvent.UNREGISTER, group)
+            if not info.channel_info_table and self.consumer_table.pop(group, None) is not None:
+                log.info("unregister consumer ok, no any connection, and remove consumer group, %s", group)
+                self._emit(ConsumerGroupEvent.UNREGISTER, group)
             self._emit(ConsumerGroupEvent.CHANGE, group, info.get_all_channels())
         return removed
 
@@ -241,5 +245,5 @@ def _close(conn: Any) -> None:
     if callable(close):
         try:
             close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("closing expired channel %r failed", conn)

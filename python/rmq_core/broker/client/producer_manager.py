@@ -77,7 +77,7 @@ class ProducerManager:
                 if callable(close):
                     try:
                         close()
-                    except Exception:  # noqa: BLE001
+                    except Exception:
                         log.exception("closing expired channel %r failed", info.conn)
                 removed.append(info)
         return removed

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from rmq_core.message import MessageQueue
 

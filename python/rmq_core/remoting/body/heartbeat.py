@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.route import BodyDecodeError
 
 
 class ConsumeType(str, Enum):
@@ -55,7 +56,7 @@ def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
     if isinstance(value, enum_cls):
         return value
     if isinstance(value, bool):
-        raise ValueError(f"{what}: {value!r} is not a {enum_cls.__name__}")
+        raise BodyDecodeError(f"{what}: {value!r} is not a {enum_cls.__name__}")
     if isinstance(value, int):
         members = list(enum_cls)
         if 0 <= value < len(members):
@@ -65,16 +66,16 @@ def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
             return enum_cls[value]
         except KeyError:
             pass
-    raise ValueError(f"{what}: {value!r} is not a {enum_cls.__name__} ({', '.join(m.name for m in enum_cls)})")
+    raise BodyDecodeError(f"{what}: {value!r} is not a {enum_cls.__name__} ({', '.join(m.name for m in enum_cls)})")
 
 
 def _loads_object(data: bytes | str, what: str) -> dict[str, Any]:
     try:
         obj = fastjson.loads(data, int_keys=False)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{what}: body is not JSON: {e}") from None
+        raise BodyDecodeError(f"{what}: body is not JSON: {e}") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{what}: body must be a JSON object, not {type(obj).__name__}")
+        raise BodyDecodeError(f"{what}: body must be a JSON object, not {type(obj).__name__}")
     return obj
 
 
@@ -83,7 +84,7 @@ def _array(d: dict[str, Any], key: str, what: str) -> list[Any]:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise ValueError(f"{what}: {key} must be an array, not {type(v).__name__}")
+        raise BodyDecodeError(f"{what}: {key} must be an array, not {type(v).__name__}")
     return v
 
 
@@ -101,7 +102,7 @@ class ProducerData:
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> ProducerData:
         if not isinstance(d, dict) or not isinstance(d.get("groupName"), str):
-            raise ValueError(f"ProducerData needs a groupName: {d!r}")
+            raise BodyDecodeError(f"ProducerData needs a groupName: {d!r}")
         return cls(d["groupName"])
 
 
@@ -127,7 +128,7 @@ class ConsumerData:
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> ConsumerData:
         if not isinstance(d, dict) or not isinstance(d.get("groupName"), str):
-            raise ValueError(f"ConsumerData needs a groupName: {d!r}")
+            raise BodyDecodeError(f"ConsumerData needs a groupName: {d!r}")
         what = f"ConsumerData {d['groupName']}"
         return cls(
             group_name=d["groupName"],
@@ -165,7 +166,7 @@ class HeartbeatData:
     def from_json_dict(cls, d: dict[str, Any]) -> HeartbeatData:
         client_id = d.get("clientID")
         if not isinstance(client_id, str) or not client_id:
-            raise ValueError("HeartbeatData: clientID is missing")
+            raise BodyDecodeError("HeartbeatData: clientID is missing")
         fp = d.get("heartbeatFingerprint")
         ws = d.get("withoutSub", d.get("isWithoutSub"))
         return cls(
@@ -184,7 +185,7 @@ class HeartbeatData:
         try:
             return cls.from_json_dict(_loads_object(data, "HeartbeatData"))
         except (TypeError, AttributeError) as e:
-            raise ValueError(f"HeartbeatData: malformed body: {e}") from None
+            raise BodyDecodeError(f"HeartbeatData: malformed body: {e}") from None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any, Self
 
 from rmq_core.message import MessageQueue
 from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.route import BodyDecodeError
 
 
 def mq_to_json_dict(mq: MessageQueue) -> dict[str, Any]:
@@ -23,14 +24,14 @@ def mq_to_json_dict(mq: MessageQueue) -> dict[str, Any]:
 
 def mq_from_json_dict(d: Any) -> MessageQueue:
     if not isinstance(d, dict):
-        raise ValueError(f"a MessageQueue must be a JSON object, not {d!r}")
+        raise BodyDecodeError(f"a MessageQueue must be a JSON object, not {d!r}")
     topic, broker, qid = d.get("topic"), d.get("brokerName"), d.get("queueId")
     if not isinstance(topic, str) or not isinstance(broker, str) or qid is None or isinstance(qid, bool):
-        raise ValueError(f"a MessageQueue needs topic, brokerName and queueId: {d!r}")
+        raise BodyDecodeError(f"a MessageQueue needs topic, brokerName and queueId: {d!r}")
     try:
         return MessageQueue(topic, broker, int(qid))
     except (TypeError, ValueError):
-        raise ValueError(f"MessageQueue queueId is not an integer: {d!r}") from None
+        raise BodyDecodeError(f"MessageQueue queueId is not an integer: {d!r}") from None
 
 
 def _mq_list(mqs: set[MessageQueue]) -> list[dict[str, Any]]:
@@ -42,7 +43,7 @@ def _mq_set(d: dict[str, Any], key: str, what: str) -> set[MessageQueue]:
     if v is None:
         return set()
     if not isinstance(v, list):
-        raise ValueError(f"{what}: {key} must be an array")
+        raise BodyDecodeError(f"{what}: {key} must be an array")
     return {mq_from_json_dict(x) for x in v}
 
 
@@ -50,16 +51,16 @@ def _loads_object(data: bytes | str, what: str) -> dict[str, Any]:
     try:
         obj = fastjson.loads(data, int_keys=False)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{what}: body is not JSON: {e}") from None
+        raise BodyDecodeError(f"{what}: body is not JSON: {e}") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{what}: body must be a JSON object")
+        raise BodyDecodeError(f"{what}: body must be a JSON object")
     return obj
 
 
 def _opt_str(d: dict[str, Any], key: str, what: str) -> str | None:
     v = d.get(key)
     if v is not None and not isinstance(v, str):
-        raise ValueError(f"{what}: {key} must be a string")
+        raise BodyDecodeError(f"{what}: {key} must be a string")
     return v
 
 
