@@ -32,3 +32,25 @@ def backend(request: pytest.FixtureRequest, tmp_path) -> Backend:
 @pytest.fixture
 def root(tmp_path) -> str:
     return str(tmp_path / "store")
+
+
+@pytest.fixture(autouse=True)
+def _small_broker_files(monkeypatch):
+    """Brokers started by tests map 1 MiB CommitLog files and 1000-unit ConsumeQueue files unless a test sets sizes:
+    RocketMQ's defaults (1 GiB, 6 MB) are allocated up front, and a suite of brokers would fill a shared disk."""
+    try:
+        from rmq_core.broker.broker_config import BrokerConfig
+    except ImportError:  # pragma: no cover - broker not built
+        return
+    original = BrokerConfig.to_store_config
+    defaults = BrokerConfig()
+
+    def small(self):  # type: ignore[no-untyped-def]
+        cfg = original(self)
+        if self.mapped_file_size_commit_log == defaults.mapped_file_size_commit_log:
+            cfg.mapped_file_size_commit_log = 1 << 20
+        if self.mapped_file_size_consume_queue == defaults.mapped_file_size_consume_queue:
+            cfg.mapped_file_size_consume_queue = 20 * 1000
+        return cfg
+
+    monkeypatch.setattr(BrokerConfig, "to_store_config", small)

@@ -52,9 +52,18 @@ def _send(client: BlockingRemotingClient, addr: str, topic: str, body: bytes) ->
                                                             encode_header(h, short_names=True), body))
 
 
+SMALL_FILES_CONF = "mappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=20000\n"  # not 1 GiB per test
+
+
+def _small_conf(tmp_path, extra: str = "") -> str:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(SMALL_FILES_CONF + extra)
+    return str(conf)
+
+
 def test_serve_persists_on_sigterm_and_reads_back_after_restart(tmp_path) -> None:
     store = str(tmp_path / "store")
-    args = ["serve", "--dir", store, "--namesrv-port", "0", "--port", "0"]
+    args = ["serve", "-c", _small_conf(tmp_path), "--dir", store, "--namesrv-port", "0", "--port", "0"]
     proc, m = _start(args, r"name server (\S+), broker \S+@(\S+),")
     broker = m.group(2)
     with BlockingRemotingClient() as c:
@@ -85,7 +94,8 @@ def test_namesrv_broker_and_topic_commands(tmp_path) -> None:
     ns_proc, m = _start(["namesrv", "--port", "0"], r"listening on (\S+)")
     namesrv = m.group(1)
     try:
-        br_proc, m = _start(["broker", "-n", namesrv, "--port", "0", "--dir", str(tmp_path / "b"),
+        br_proc, m = _start(["broker", "-c", _small_conf(tmp_path), "-n", namesrv, "--port", "0",
+                             "--dir", str(tmp_path / "b"),
                              "--name", "broker-x"], r"broker-x@(\S+) ")
         try:
             out = subprocess.run(CLI + ["topic", "create", "OrdersTopic", "-n", namesrv, "--queues", "3"],
@@ -111,7 +121,7 @@ def test_namesrv_broker_and_topic_commands(tmp_path) -> None:
 
 def test_broker_reads_a_rocketmq_broker_conf(tmp_path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerClusterName=ConfCluster\nbrokerName=broker-conf\nbrokerId=0\ndeleteWhen=04\n"
+    conf.write_text(SMALL_FILES_CONF + "brokerClusterName=ConfCluster\nbrokerName=broker-conf\nbrokerId=0\ndeleteWhen=04\n"
                     f"storePathRootDir={tmp_path / 'store'}\nlistenPort=0\nflushDiskType=SYNC_FLUSH\n")
     proc, m = _start(["broker", "-c", str(conf)], r"broker-conf@(\S+) cluster=ConfCluster")
     try:
