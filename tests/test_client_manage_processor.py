@@ -243,8 +243,6 @@ def test_first_member_is_notified_when_the_second_unregisters(broker, members):
     assert consumer_ids(broker) == ["127.0.0.1@a"]
 
 
-@pytest.mark.xfail(strict=True, reason="BrokerController does not yet route RemotingServer.on_close to "
-                   "consumer_manager.do_channel_close_event / producer_manager.do_channel_close_event")
 def test_first_member_is_notified_when_the_seconds_connection_closes(broker, members):
     a, b = members("127.0.0.1@a"), members("127.0.0.1@b")
     a.heartbeat(broker)

@@ -59,6 +59,7 @@ class BrokerConfig:
     max_message_size: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     trace_topic_enable: bool = False
+    trace_on: bool = True  # sent as TRACE_ON on send responses; a Java client with tracing on skips traces on "false"
     region_id: str = "DefaultRegion"
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * 20

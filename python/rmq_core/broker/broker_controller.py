@@ -205,6 +205,7 @@ class BrokerController:
             manager.load()
         self._register_processors()
         self.message_store.add_arrival_listener(self._on_message_arriving)
+        self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()
         self.schedule_message_service.start()
         await self.remoting_server.begin_serving()
@@ -230,6 +231,11 @@ class BrokerController:
                              properties: dict[str, str]) -> None:
         self.pull_request_hold_service.notify_message_arriving(topic, queue_id, max_offset, tags_code,
                                                                properties=properties)
+
+    def _on_channel_close(self, conn: Any) -> None:
+        """A client's connection closed: its consumer/producer registrations go (CHANGE → notify the group)."""
+        self.consumer_manager.do_channel_close_event(conn)
+        self.producer_manager.do_channel_close_event(conn)
 
     def _every(self, interval_s: float, fn: Callable[[], Coroutine[Any, Any, None] | None], what: str,
                first_delay: float | None = None) -> None:
@@ -329,6 +335,11 @@ class BrokerController:
         self._persist_all()
         self.message_store.flush()
         self.message_store.close()
+        # nothing may be left pending when the loop stops (e.g. a notification still being written)
+        pending = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         log.info("broker %s shut down", self.broker_config.broker_name)
 
 
