@@ -99,7 +99,9 @@ def test_query_set_zero_if_not_found_false_is_not_found(broker, client):
 
 def test_query_with_cold_first_message_is_not_found(tmp_path, client):
     cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))
-    with Broker(cfg, StoreConfig(access_message_in_memory_max_ratio=0)) as b:
+    small = StoreConfig(access_message_in_memory_max_ratio=0, mapped_file_size_commit_log=1 << 20,
+                        mapped_file_size_consume_queue=20 * 1000)
+    with Broker(cfg, small) as b:
         r = query(client, b)
         assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"  # no unit 0: not on disk
         put(b, 2)  # unit 0 is now further behind the commit-log end than the (zero) memory share
