@@ -7,7 +7,8 @@ not touched). ``ApacheRocketMQ(workdir).start()`` / ``.stop()`` can also be used
 
 What it sets up, all under ``workdir``: a RocketMQ home (``conf/logback_namesrv.xml``, ``conf/logback_broker.xml``
 writing to ``logs/``), ``namesrv.conf`` and ``broker.conf`` (listen ports picked free on 127.0.0.1, brokerIP1
-127.0.0.1, small mapped files, autoCreateTopicEnable and autoCreateSubscriptionGroup on, ASYNC_FLUSH, ASYNC_MASTER),
+127.0.0.1, small mapped files, autoCreateTopicEnable, autoCreateSubscriptionGroup and enablePropertyFilter (SQL92)
+on, ASYNC_FLUSH, ASYNC_MASTER),
 a store directory; the JVMs run with -Xmx512m and the --add-opens Java 17 needs for RocketMQ 4.9's mapped-file
 cleaner. The broker listens on ``listenPort`` and also on ``listenPort - 2`` (its VIP channel) and
 ``listenPort + 1`` (HA), so all three are checked free.
@@ -144,6 +145,7 @@ class ApacheRocketMQ:
             "flushDiskType": "ASYNC_FLUSH",
             "brokerRole": "ASYNC_MASTER",
             "diskMaxUsedSpaceRatio": "95",
+            "enablePropertyFilter": "true",
             **self.extra_broker_conf,
         }
         br_conf = os.path.join(self.workdir, "broker.conf")
