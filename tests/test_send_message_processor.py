@@ -40,7 +40,7 @@ def client():
         yield c
 
 
-def _assert_ext(resp: RemotingCommand, region: str = "DefaultRegion", trace: str = "false") -> None:
+def _assert_ext(resp: RemotingCommand, region: str = "DefaultRegion", trace: str = "true") -> None:
     assert resp.ext_fields["MSG_REGION"] == region
     assert resp.ext_fields["TRACE_ON"] == trace
 
@@ -194,11 +194,11 @@ def test_missing_header_field_answers_system_error_with_ext_fields(broker, clien
 
 
 def test_region_and_trace_switch_come_from_the_config(tmp_path, client):
-    with _broker(tmp_path, region_id="EU1", trace_topic_enable=True) as b:
+    with _broker(tmp_path, region_id="EU1", trace_on=False) as b:
         ok = invoke(client, b, send_request("TopicR", b"x"))
         bad = invoke(client, b, send_request("bad topic", b"x"))
         for resp in (ok, bad):
-            _assert_ext(resp, "EU1", "true")
+            _assert_ext(resp, "EU1", "false")
 
 
 def test_retry_topic_past_max_reconsume_goes_to_dlq(broker, client):

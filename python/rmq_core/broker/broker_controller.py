@@ -24,9 +24,30 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from rmq_core.broker.broker_config import BrokerConfig
+from rmq_core.broker.broker_outer_api import BrokerOuterAPI
+from rmq_core.broker.client.consumer_manager import ConsumerManager
+from rmq_core.broker.client.default_consumer_ids_change_listener import (
+    DefaultConsumerIdsChangeListener,
+)
+from rmq_core.broker.client.producer_manager import ProducerManager
+from rmq_core.broker.client.rebalance_lock_manager import RebalanceLockManager
+from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
+from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
+from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
+from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
+from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
+from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
+from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
+from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
+from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
+from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
+from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.transport import RemotingClient, RemotingServer
 from rmq_core.store import MessageStore, StoreConfig
@@ -34,30 +55,6 @@ from rmq_core.store import MessageStore, StoreConfig
 log = logging.getLogger(__name__)
 
 SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S = 10.0
-
-
-class _Missing:
-    """TEMPORARY while the broker's parts are being written in parallel: stands in for a module not yet in the
-    tree, doing nothing. Removed before issue 3 is closed (grep _Missing)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def __getattr__(self, name: str) -> Any:
-        return _Missing()
-
-
-def _load(module: str, name: str) -> Any:
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        log.warning("TEMPORARY: %s.%s is not available yet (%s)", module, name, e)
-        return _Missing
 
 
 class BrokerController:
@@ -80,21 +77,6 @@ class BrokerController:
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def _build_components(self) -> None:
-        BrokerOuterAPI = _load("rmq_core.broker.broker_outer_api", "BrokerOuterAPI")
-        ConsumerManager = _load("rmq_core.broker.client.consumer_manager", "ConsumerManager")
-        DefaultConsumerIdsChangeListener = _load("rmq_core.broker.client.default_consumer_ids_change_listener",
-                                                 "DefaultConsumerIdsChangeListener")
-        ProducerManager = _load("rmq_core.broker.client.producer_manager", "ProducerManager")
-        RebalanceLockManager = _load("rmq_core.broker.client.rebalance_lock_manager", "RebalanceLockManager")
-        ConsumerFilterManager = _load("rmq_core.broker.consumer_filter_manager", "ConsumerFilterManager")
-        ConsumerOffsetManager = _load("rmq_core.broker.consumer_offset_manager", "ConsumerOffsetManager")
-        PullRequestHoldService = _load("rmq_core.broker.longpolling.pull_request_hold_service",
-                                       "PullRequestHoldService")
-        ScheduleMessageService = _load("rmq_core.broker.schedule.schedule_message_service", "ScheduleMessageService")
-        BrokerStatsManager = _load("rmq_core.broker.stats.broker_stats_manager", "BrokerStatsManager")
-        SubscriptionGroupManager = _load("rmq_core.broker.subscription_group_manager", "SubscriptionGroupManager")
-        TopicConfigManager = _load("rmq_core.broker.topic_config_manager", "TopicConfigManager")
-
         cfg = self.broker_config
         config_dir = cfg.store_config_dir
         os.makedirs(config_dir, exist_ok=True)
@@ -105,21 +87,13 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(on_event=DefaultConsumerIdsChangeListener(self))
         self.producer_manager = ProducerManager()
         self.rebalance_lock_manager = RebalanceLockManager()
-        self.broker_stats_manager = BrokerStatsManager()
+        self.broker_stats_manager = BrokerStatsManager(cfg.broker_cluster_name)
         self.pull_request_hold_service = PullRequestHoldService(self)
         self.schedule_message_service = ScheduleMessageService(self)
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
 
     def _register_processors(self) -> None:
-        AdminBrokerProcessor = _load("rmq_core.broker.processor.admin_broker_processor", "AdminBrokerProcessor")
-        ClientManageProcessor = _load("rmq_core.broker.processor.client_manage_processor", "ClientManageProcessor")
-        ConsumerManageProcessor = _load("rmq_core.broker.processor.consumer_manage_processor",
-                                        "ConsumerManageProcessor")
-        PullMessageProcessor = _load("rmq_core.broker.processor.pull_message_processor", "PullMessageProcessor")
-        QueryMessageProcessor = _load("rmq_core.broker.processor.query_message_processor", "QueryMessageProcessor")
-        SendMessageProcessor = _load("rmq_core.broker.processor.send_message_processor", "SendMessageProcessor")
-
         server = self.remoting_server
         self.pull_message_processor = PullMessageProcessor(self)
         self.send_message_processor = SendMessageProcessor(self)
@@ -143,8 +117,6 @@ class BrokerController:
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
         for processor, codes in table:
-            if isinstance(processor, _Missing):
-                continue
             for code in codes:
                 server.register(int(code), processor.process_request)
 
@@ -314,11 +286,7 @@ class BrokerController:
     async def _shutdown_on_loop(self) -> None:
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()

@@ -180,9 +180,7 @@ class SendMessageProcessor:
     def _send_response(self, request: RemotingCommand, code: int, remark: str | None = None,
                        header: SendMessageResponseHeader | None = None) -> RemotingCommand:
         cfg = self.controller.broker_config
-        trace_on = getattr(cfg, "trace_on", None)
-        if not isinstance(trace_on, bool):
-            trace_on = cfg.trace_topic_enable
+        trace_on = cfg.trace_on
         ext: dict[str, Any] = {PROPERTY_MSG_REGION: cfg.region_id,
                                PROPERTY_TRACE_SWITCH: "true" if trace_on else "false"}
         if header is not None:
