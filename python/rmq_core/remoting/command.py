@@ -172,7 +172,8 @@ class RemotingCommand:
                 opaque=int(doc.get("opaque", 0)),
                 flag=int(doc.get("flag", 0)),
                 remark=doc.get("remark"),
-                ext_fields={str(k): _java_str(v) for k, v in ext.items() if v is not None},
+                ext_fields={k if k.__class__ is str else str(k): v if v.__class__ is str else _java_str(v)
+                            for k, v in ext.items() if v is not None},
             )
         except (TypeError, ValueError) as e:
             raise RemotingCommandError(f"bad JSON header field: {e}") from None

@@ -66,17 +66,30 @@ def _parse(kind: str, name: str, value: str) -> Any:
         raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
 
 
+_PLAN_CACHE: dict[tuple[type, bool], list[tuple[str, str, str, bool]]] = {}
+
+
+def _plan(cls: type, short_names: bool) -> list[tuple[str, str, str, bool]]:
+    """(attribute, extFields key, kind, required) per field, computed once per header class."""
+    plan = _PLAN_CACHE.get((cls, short_names))
+    if plan is None:
+        plan = [(name, short if short_names and short else name, kind, req)
+                for name, kind, req, short in _fields(cls)]
+        _PLAN_CACHE[(cls, short_names)] = plan
+    return plan
+
+
 def decode_header(cls: type[T], ext_fields: Mapping[str, str], *, short_names: bool = False) -> T:
     """Build ``cls`` from extFields. With ``short_names`` the V2 one-letter keys are read (SEND_MESSAGE_V2)."""
     kwargs: dict[str, Any] = {}
-    for name, kind, req, short in _fields(cls):
-        key = short if short_names and short else name
-        raw = ext_fields.get(key)
+    get = ext_fields.get
+    for name, key, kind, req in _plan(cls, short_names):
+        raw = get(key)
         if raw is None:
             if req:
                 raise HeaderError(f"the custom field <{name}> is null")
             continue
-        kwargs[name] = _parse(kind, name, raw)
+        kwargs[name] = raw if kind == "str" else _parse(kind, name, raw)
     return cls(**kwargs)
 
 

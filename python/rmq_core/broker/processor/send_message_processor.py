@@ -307,9 +307,10 @@ class SendMessageProcessor:
         if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
             self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
             self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
-        self._stats("inc_topic_put_nums", msg.topic, 1, 1)
-        self._stats("inc_topic_put_size", msg.topic, result.wrote_bytes)
-        self._stats("inc_broker_put_nums", 1)
+        stats = c.broker_stats_manager
+        stats.inc_topic_put_nums(msg.topic, 1, 1)
+        stats.inc_topic_put_size(msg.topic, result.wrote_bytes)
+        stats.inc_broker_put_nums(1)
         resp_header = SendMessageResponseHeader(msgId=result.msg_id, queueId=queue_id, queueOffset=result.queue_offset)
         return self._send_response(request, code, None, resp_header)
 
