@@ -73,6 +73,7 @@ class BrokerController:
         self._shutdown_lock = threading.Lock()
         self._stopped = False
         self._register_pending = False
+        self.master_addr: str | None = None  # a slave's master, learned when registering with a name server
         self._build_components()
 
     # --- wiring ---------------------------------------------------------------------------------------------
@@ -259,10 +260,14 @@ class BrokerController:
         self._register_pending = False
         cfg = self.broker_config
         wrapper = self.topic_config_manager.build_serialize_wrapper()
-        await self.broker_outer_api.register_broker_all(
+        results = await self.broker_outer_api.register_broker_all(
             self.namesrv_addrs(), cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id,
             f"{cfg.broker_ip1}:{self.remoting_server.port + 1}", wrapper, [],
             cfg.register_broker_timeout_mills / 1000.0)
+        for result in results:  # a slave learns its master from the name server (BrokerController.registerBrokerAll)
+            if self.is_slave and result.master_addr and result.master_addr != self.master_addr:
+                log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
+                self.master_addr = result.master_addr
 
     def _on_loop(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread

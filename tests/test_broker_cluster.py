@@ -1,0 +1,71 @@
+"""Several real brokers — two masters with different names and a slave (broker id 1) of one of them — register with
+one name server: the routes list every broker holding a topic, the slave under its master's name, and the slave
+learns its master's address; a broker that shuts down leaves the routes."""
+
+from __future__ import annotations
+
+import time
+
+from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.namesrv import NameServer
+from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
+from rmq_core.remoting.transport import BlockingRemotingClient
+
+
+def _route(client: BlockingRemotingClient, namesrv: str, topic: str) -> TopicRouteData | None:
+    r = client.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                            encode_header(GetRouteInfoRequestHeader(topic=topic))))
+    return TopicRouteData.decode(r.body) if r.code == ResponseCode.SUCCESS else None
+
+
+def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.05)
+
+
+def _create_topic(client: BlockingRemotingClient, broker: Broker, topic: str, queues: int) -> None:
+    h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
+                                 perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
+    r = client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                                   encode_header(h)))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+def test_two_masters_and_a_slave_register_with_one_name_server(tmp_path) -> None:
+    with NameServer(listen_port=0) as ns, BlockingRemotingClient() as client:
+        def cfg(name: str, broker_id: int = 0, role: str = "ASYNC_MASTER") -> BrokerConfig:
+            return BrokerConfig(broker_name=name, broker_id=broker_id, broker_role=role, listen_port=0,
+                                namesrv_addr=ns.address, store_path_root_dir=str(tmp_path / f"{name}-{broker_id}"))
+
+        with Broker(cfg("broker-a")) as a, Broker(cfg("broker-b")) as b, \
+                Broker(cfg("broker-a", 1, "SLAVE")) as a_slave:
+            _create_topic(client, a, "ClusterTopic", 4)
+            _create_topic(client, b, "ClusterTopic", 2)
+
+            def complete() -> TopicRouteData | None:
+                route = _route(client, ns.address, "ClusterTopic")
+                if route is None or len(route.queue_datas) < 2:
+                    return None
+                addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+                return route if len(addrs.get("broker-a", {})) == 2 else None
+
+            route = _wait(complete)
+            assert route is not None, "route never listed both brokers and the slave"
+            queues = {qd.broker_name: (qd.read_queue_nums, qd.write_queue_nums) for qd in route.queue_datas}
+            assert queues == {"broker-a": (4, 4), "broker-b": (2, 2)}
+            addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+            assert addrs["broker-a"] == {0: a.address, 1: a_slave.address}
+            assert addrs["broker-b"] == {0: b.address}
+            assert {bd.cluster for bd in route.broker_datas} == {"DefaultCluster"}
+            assert _wait(lambda: a_slave.controller.master_addr) == a.address
+            assert a.controller.master_addr is None
+
+        # shutting down unregisters: the topic has no route any more
+        assert _wait(lambda: _route(client, ns.address, "ClusterTopic") is None)
