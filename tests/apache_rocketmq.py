@@ -3,7 +3,8 @@ Central, fetched by compat/apache/build.sh) started as child JVMs for interop te
 pytest fixture (module scope) yielding ``(namesrv_addr, broker_addr)``.
 
 Use it from a test module with ``from apache_rocketmq import apache_rocketmq  # noqa: F401`` (tests/conftest.py is
-not touched). ``ApacheRocketMQ(workdir).start()`` / ``.stop()`` can also be used directly.
+not touched). ``ApacheRocketMQ(workdir).start()`` / ``.stop()`` can also be used directly, and
+``python tests/apache_rocketmq.py [WORKDIR]`` runs the pair until SIGINT/SIGTERM, printing its addresses.
 
 What it sets up, all under ``workdir``: a RocketMQ home (``conf/logback_namesrv.xml``, ``conf/logback_broker.xml``
 writing to ``logs/``), ``namesrv.conf`` and ``broker.conf`` (listen ports picked free on 127.0.0.1, brokerIP1
@@ -27,9 +28,9 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Self
 
 import pytest
-
 from java_compat import JavaProgramError, build_with, require_java
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,14 +156,11 @@ class ApacheRocketMQ:
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def _spawn(self, main: str, conf: str, name: str) -> subprocess.Popen[bytes]:
-        out = open(os.path.join(self.logs, f"{name}.stdout"), "wb")
-        try:
+        with open(os.path.join(self.logs, f"{name}.stdout"), "wb") as out:  # the child keeps its own descriptor
             return subprocess.Popen(
                 ["java", *SERVER_JVM_OPTS, f"-Duser.home={self.home}", f"-Drocketmq.home.dir={self.home}",
                  "-cp", server_classpath(), main, "-c", conf],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
-        finally:
-            out.close()
 
     def _wait_for(self, proc: subprocess.Popen[bytes], name: str, marker: str, timeout: float) -> None:
         path = os.path.join(self.logs, f"{name}.stdout")
@@ -185,7 +183,7 @@ class ApacheRocketMQ:
                     parts.append(f"--- {path}\n{f.read()[-n:]}")
         return "\n".join(parts)
 
-    def start(self, timeout: float = 90.0) -> ApacheRocketMQ:
+    def start(self, timeout: float = 90.0) -> Self:
         self.start_namesrv(timeout)
         self.start_broker(timeout=timeout)
         return self
@@ -229,7 +227,7 @@ class ApacheRocketMQ:
                     proc.wait(10)
         self.broker_proc = self.namesrv_proc = None
 
-    def __enter__(self) -> ApacheRocketMQ:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -245,3 +243,25 @@ def apache_rocketmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         yield server.namesrv_addr, server.broker_addr
     finally:
         server.stop()
+
+
+def main() -> None:
+    """``python tests/apache_rocketmq.py [WORKDIR]``: start the pair, print the addresses, run until SIGINT/SIGTERM."""
+    import signal
+    import sys
+    import tempfile
+    import threading
+
+    workdir = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="apache-rocketmq-")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with ApacheRocketMQ(workdir) as server:
+        print(f"namesrv {server.namesrv_addr} broker {server.broker_addr} workdir {workdir}", flush=True)
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,8 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Self
 
 import pytest
 
@@ -53,7 +54,8 @@ def require_java() -> None:
 
 def build_with(script: str) -> str:
     """Run a compat build script (no stdin) and return the class path it prints last."""
-    proc = subprocess.run([script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
+                          check=False)
     if proc.returncode != 0:
         raise JavaProgramError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -71,7 +73,7 @@ def java_classpath() -> str:
         return _classpath
 
 
-def java_command(main: str, args: list[str], log_dir: str) -> list[str]:
+def java_command(main: str, args: Sequence[object], log_dir: str) -> list[str]:
     os.makedirs(log_dir, exist_ok=True)
     return ["java", *CLIENT_JVM_OPTS, f"-Drocketmq.client.logRoot={log_dir}", f"-Duser.home={log_dir}",
             "-cp", java_classpath(), PKG + main, *[str(a) for a in args]]
@@ -89,11 +91,12 @@ def parse_lines(main: str, stdout: str, stderr: str) -> list[dict[str, Any]]:
     return out
 
 
-def run_java(main: str, args: list[str], log_dir: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+def run_java(main: str, args: Sequence[object], log_dir: str, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Run ``org.rmqcore.compat.<main>`` to completion; its JSON lines. Errors (exit != 0) raise."""
     cmd = java_command(main, args, log_dir)
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                              check=False)
     except subprocess.TimeoutExpired as e:
         raise JavaProgramError(f"{main} did not finish in {timeout} s; stdout so far:\n{e.stdout!r}") from None
     lines = parse_lines(main, proc.stdout, proc.stderr)
@@ -106,7 +109,7 @@ def run_java(main: str, args: list[str], log_dir: str, timeout: float = 60.0) ->
 class JavaProgram:
     """A harness program running in the background; ``next_event(name)`` waits for its next line of that event."""
 
-    def __init__(self, main: str, args: list[str], log_dir: str) -> None:
+    def __init__(self, main: str, args: Sequence[object], log_dir: str) -> None:
         self.main = main
         self.log_dir = log_dir
         self.lines: list[dict[str, Any]] = []
@@ -188,7 +191,7 @@ class JavaProgram:
             if p is not None and not p.closed:
                 p.close()
 
-    def __enter__(self) -> JavaProgram:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 import java_scenarios as sc
+import pytest
 from apache_rocketmq import apache_rocketmq  # noqa: F401  (the module-scoped fixture)
 
 pytestmark = pytest.mark.apache_broker

@@ -12,9 +12,8 @@ import os
 import time
 from collections.abc import Iterator
 
-import pytest
-
 import java_scenarios as sc
+import pytest
 from java_compat import java_classpath
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.namesrv import NameServer

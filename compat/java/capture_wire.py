@@ -26,9 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "compat", "tools")]
 
-from apache_rocketmq import ApacheRocketMQ, free_port  # noqa: E402
-from java_compat import JavaProgramError, run_java  # noqa: E402
-from remoting_proxy import RemotingProxy  # noqa: E402
+from apache_rocketmq import ApacheRocketMQ, free_port
+from java_compat import JavaProgramError, run_java
+from remoting_proxy import RemotingProxy
 
 
 def main() -> int:
