@@ -306,3 +306,31 @@ def test_channel_expires_after_120_s_without_heartbeat(broker, members):
     with BlockingRemotingClient() as other:
         req = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
         assert other.invoke_sync(broker.address, req).code == ResponseCode.SYSTEM_ERROR
+
+
+def _check_client_config(broker, expression_type: str, expression: str):  # type: ignore[no-untyped-def]
+    import json
+
+    from rmq_core.remoting.command import RemotingCommand as _Cmd
+    from rmq_core.remoting.transport import BlockingRemotingClient as _Client
+
+    body = json.dumps({"clientId": "127.0.0.1@c", "group": "G_CHECK", "subscriptionData": {
+        "classFilterMode": False, "topic": "T", "subString": expression, "tagsSet": [], "codeSet": [],
+        "subVersion": 1, "expressionType": expression_type}}).encode()
+    with _Client() as c:
+        return c.invoke_sync(broker.address, _Cmd.request(46, {}, body))
+
+
+def test_check_client_config_accepts_tags_and_refuses_sql92_without_property_filter(broker):
+    assert _check_client_config(broker, "TAG", "TagA || TagB").code == ResponseCode.SUCCESS
+    r = _check_client_config(broker, "SQL92", "a > 5")
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    assert r.remark == "The broker does not support consumer to filter message by SQL92"
+
+
+def test_check_client_config_compiles_sql92_when_property_filter_is_on(tmp_path):
+    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "s"),
+                             enable_property_filter=True)) as b:
+        assert _check_client_config(b, "SQL92", "a > 5 AND b = 'x'").code == ResponseCode.SUCCESS
+        r = _check_client_config(b, "SQL92", "a > > 5")
+        assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and r.remark

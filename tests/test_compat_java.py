@@ -83,8 +83,5 @@ def test_java_orderly_consumer(rmq_cluster, log_dir):
     sc.scenario_orderly(rmq_cluster[0], "java_orderly", "java_orderly_group", log_dir)
 
 
-@pytest.mark.xfail(strict=True, reason="rmq_core's broker does not serve CHECK_CLIENT_CONFIG (46) yet: the Java "
-                   "client sends it before its first heartbeat for a SQL92 subscription, and any answer but SUCCESS "
-                   "(here 3 REQUEST_CODE_NOT_SUPPORTED) makes DefaultMQPushConsumer.start() throw")
 def test_java_sql92_consumer(rmq_cluster, log_dir):
     sc.scenario_sql92(rmq_cluster[0], "java_sql", "java_sql_group", log_dir)

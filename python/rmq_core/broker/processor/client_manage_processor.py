@@ -1,5 +1,10 @@
-"""ClientManageProcessor: HEART_BEAT (34) and UNREGISTER_CLIENT (35), as RocketMQ's
+"""ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35) and CHECK_CLIENT_CONFIG (46), as RocketMQ's
 ``br/processor/ClientManageProcessor.java`` answers them.
+
+CHECK_CLIENT_CONFIG (body ``{"clientId","group","subscriptionData"}``, sent by the Java client before its first
+heartbeat when it subscribes with SQL92): a TAG subscription → SUCCESS; SQL92 while ``enable_property_filter`` is off
+→ SYSTEM_ERROR "The broker does not support consumer to filter message by SQL92"; an expression that does not compile
+→ SUBSCRIPTION_PARSE_FAILED with the parser's message; otherwise SUCCESS.
 
 HEART_BEAT (body ``HeartbeatData``): one ``ClientChannelInfo(conn, clientID, request language, request version, now)``
 for the whole heartbeat; for each consumer data:
@@ -33,6 +38,9 @@ from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.common.mix_all import get_retry_topic, validate_group
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.sys_flag import build_topic_sys_flag
+from rmq_core.filter.message_selector import ExpressionType
+from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
+from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.heartbeat import HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -51,7 +59,7 @@ IS_SUB_CHANGE = "IS_SUB_CHANGE"
 class ClientManageProcessor:
     """``ClientManageProcessor(controller)``; ``await process_request(conn, request)``."""
 
-    request_codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT)
+    request_codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -61,8 +69,34 @@ class ClientManageProcessor:
             return self.heart_beat(conn, request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
             return self.unregister_client(conn, request)
+        if request.code == RequestCode.CHECK_CLIENT_CONFIG:
+            return self.check_client_config(request)
         return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                            remark=f" request type {request.code} not supported")
+
+    def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        try:
+            doc = fastjson.loads(request.body or b"", int_keys=False)
+            sub = doc["subscriptionData"]
+            expression_type = sub.get("expressionType") or ExpressionType.TAG
+            expression = sub.get("subString") or ""
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
+                                               remark=f"the body is not a CheckClientRequestBody: {e}")
+        if expression_type == ExpressionType.TAG:
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+        if not self.controller.broker_config.enable_property_filter:
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR,
+                remark=f"The broker does not support consumer to filter message by {expression_type}")
+        if expression_type != ExpressionType.SQL92:
+            return RemotingCommand.response_to(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                               remark=f"no filter for expression type {expression_type}")
+        try:
+            Sql92Filter(expression)
+        except FilterParseError as e:
+            return RemotingCommand.response_to(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=str(e))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def _channel_info(self, conn: Connection, client_id: str, request: RemotingCommand) -> ClientChannelInfo:
         return ClientChannelInfo(conn, client_id, request.language, request.version, self.controller.now_ms())
