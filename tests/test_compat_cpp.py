@@ -10,10 +10,12 @@ needs JSON responses whose extFields are strings (``compat/cpp/WIRE_NOTES.md``).
 Behaviours: sync send (status OK, UNIQ_KEY msg ids, queue offsets), a clustering push consumer subscribed to
 "TagA || TagC" (exactly the matching messages, bodies, keys, user properties intact; offsets committed so a second
 consumer of the group gets nothing), and the pull consumer (every matching message from every queue), both for a
-topic auto-created from TBW102 by the first send and for a topic created beforehand with 8 queues.
+topic auto-created from TBW102 by the first send and for a topic created beforehand with 8 queues. The same scenario
+runs against Apache RocketMQ 4.9.7 (``tests/apache_rocketmq.py``; also marked ``apache_broker``) as the reference.
 
-Run alone with ``pytest -m compat_cpp``. Needs ``pip install rocketmq==0.4.4`` (a manylinux1 x86_64 wheel; no
-system packages); a missing package on Linux x86_64 is a failure, not a skip.
+Run alone with ``pytest -m compat_cpp`` (rmq_core only: ``-m "compat_cpp and not apache_broker"``). Needs
+``pip install rocketmq==0.4.4`` (a manylinux1 x86_64 wheel; no system packages); a missing package on Linux x86_64
+is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -47,6 +50,8 @@ sys.path.insert(0, str(ROOT / "compat" / "tools"))
 from cpp_client import expected  # noqa: E402
 from remoting_proxy import RemotingProxy  # noqa: E402
 
+from apache_rocketmq import apache_rocketmq  # noqa: E402, F401  (the module-scoped fixture)
+
 N = 12                      # messages produced: tags cycle TagA, TagB, TagC
 EXPRESSION = "TagA || TagC"
 MATCHING = [i for i in range(N) if expected(i)["tag"] in ("TagA", "TagC")]
@@ -63,10 +68,11 @@ def _require_package() -> None:
 
 # --- fixtures ------------------------------------------------------------------------------------------------
 class Cluster:
-    """rmq_core's name server and broker, each behind the logging proxy; ``namesrv`` is the proxied address."""
+    """A name server and a broker (rmq_core's or Apache's), each behind the logging proxy; ``namesrv`` is the
+    proxied name-server address the C++ client is given, ``ns_addr``/``broker_addr`` the real ones."""
 
-    def __init__(self, ns: NameServer, broker: Broker, proxy: RemotingProxy, namesrv: str, home: Path) -> None:
-        self.ns, self.broker, self.proxy, self.namesrv, self.home = ns, broker, proxy, namesrv, home
+    def __init__(self, ns_addr: str, broker_addr: str, proxy: RemotingProxy, namesrv: str, home: Path) -> None:
+        self.ns_addr, self.broker_addr, self.proxy, self.namesrv, self.home = ns_addr, broker_addr, proxy, namesrv, home
 
     def run(self, *args: str) -> list[dict[str, Any]]:
         """Run ``cpp_client.py`` with ``args`` and return its JSON lines; a non-zero exit fails with its output
@@ -77,8 +83,22 @@ class Cluster:
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0:
             pytest.fail(f"cpp_client {args[0]} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
-                        f"stderr:\n{proc.stderr}\nC++ client log (tail):\n{self.cpp_log_tail()}")
+                        f"stderr:\n{proc.stderr}\nC++ client log (tail):\n{self.cpp_log_tail()}\n"
+                        f"wire (tail):\n{self.wire_tail()}")
         return lines
+
+    def wire_tail(self, n: int = 40) -> str:
+        out = []
+        for r in self.proxy.records()[-n:]:
+            h = r.get("header")
+            if h is None:
+                out.append(json.dumps(r))
+            else:
+                ext = h.get("extFields") or {}
+                out.append(f"{r['route']}#{r['conn']} {r['dir']} code={h.get('code')} opaque={h.get('opaque')} "
+                           f"remark={h.get('remark')!r} topic={ext.get('topic')} queueId={ext.get('queueId')} "
+                           f"body_len={r.get('body_len')}")
+        return "\n".join(out)
 
     def cpp_log_tail(self, n: int = 40) -> str:
         logs = sorted((self.home / "logs" / "rocketmq-cpp").glob("*rocketmq-cpp.log*"), key=os.path.getmtime)
@@ -104,26 +124,40 @@ def _wait_for_route(client: BlockingRemotingClient, ns_addr: str, topic: str) ->
         time.sleep(0.05)
 
 
+@contextmanager
+def _proxied(ns_addr: str, broker_addr: str, tmp_path: Path) -> Iterator[Cluster]:
+    proxy = RemotingProxy(str(tmp_path / "wire.jsonl"))
+    ns_route = proxy.add_route(ns_addr, name="namesrv")
+    proxy.add_route(broker_addr, name="broker")
+    with proxy:
+        with BlockingRemotingClient() as c:
+            _wait_for_route(c, ns_addr, "TBW102")
+        home = tmp_path / "cpp-home"
+        home.mkdir()
+        yield Cluster(ns_addr, broker_addr, proxy, ns_route.address, home)
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """rmq_core's NameServer and Broker, in this process."""
     _require_package()
     ns = NameServer(listen_port=0).start()
     try:
         cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name="broker-cpp",
                            store_path_root_dir=str(tmp_path / "store"),
                            mapped_file_size_commit_log=4 * 1024 * 1024, mapped_file_size_consume_queue=6000)
-        with Broker(cfg) as broker:
-            proxy = RemotingProxy(str(tmp_path / "wire.jsonl"))
-            ns_route = proxy.add_route(ns.address, name="namesrv")
-            proxy.add_route(broker.address, name="broker")
-            with proxy:
-                with BlockingRemotingClient() as c:
-                    _wait_for_route(c, ns.address, "TBW102")
-                home = tmp_path / "cpp-home"
-                home.mkdir()
-                yield Cluster(ns, broker, proxy, ns_route.address, home)
+        with Broker(cfg) as broker, _proxied(ns.address, broker.address, tmp_path) as c:
+            yield c
     finally:
         ns.shutdown()
+
+
+@pytest.fixture
+def apache_cluster(apache_rocketmq: tuple[str, str], tmp_path: Path) -> Iterator[Cluster]:
+    """Apache RocketMQ 4.9.7 (tests/apache_rocketmq.py, one pair per module): the reference for the same checks."""
+    _require_package()
+    with _proxied(*apache_rocketmq, tmp_path) as c:
+        yield c
 
 
 # --- the scenario ----------------------------------------------------------------------------------------------
@@ -177,22 +211,24 @@ def _check_wire(cluster: Cluster, groups: set[str]) -> None:
 
 def _create_topic(cluster: Cluster, topic: str, queues: int) -> None:
     with BlockingRemotingClient() as c:
-        r = _invoke(c, cluster.broker.address, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+        r = _invoke(c, cluster.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
             "perm": PERM_READ | PERM_WRITE, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
         assert r.code == ResponseCode.SUCCESS, r.remark
-        _wait_for_route(c, cluster.ns.address, topic)
+        _wait_for_route(c, cluster.ns_addr, topic)
 
 
-@pytest.mark.parametrize("create_first", [False, True], ids=["auto-created", "created-8-queues"])
-def test_cpp_sync_send_push_and_pull(cluster: Cluster, create_first: bool) -> None:
+def _scenario(cluster: Cluster, create_first: bool, prime_offsets: bool = False) -> None:
+    """Produce, push-consume, check commits and no redelivery, pull-consume, check the wire. ``prime_offsets``
+    commits offset 0 of queue 0 for the push group before it starts (same answer the broker gives anyway); see
+    ``test_cpp_sync_send_push_and_pull_on_apache`` for why Apache needs it."""
     topic = "CppTopicCreated" if create_first else "CppTopicAuto"
     queues = 8 if create_first else 4  # the C++ producer auto-creates with defaultTopicQueueNums = 4
     if create_first:
         _create_topic(cluster, topic, queues)
 
     # sync send
-    out = cluster.run("produce", "--topic", topic, "--group", "cpp_pg", "--count", str(N))
+    out = cluster.run("produce", "--topic", topic, "--group", f"{topic}_pg", "--count", str(N))
     sent = {e["i"]: e for e in out if e["event"] == "sent"}
     assert sorted(sent) == list(range(N)), out
     assert all(e["status"] == "OK" for e in sent.values())
@@ -201,8 +237,14 @@ def test_cpp_sync_send_push_and_pull(cluster: Cluster, create_first: bool) -> No
     offsets = Counter(e["offset"] for e in sent.values())  # queue offsets; the C API does not report the queue id
     assert sorted(offsets) == list(range(len(offsets))) and max(offsets.values()) <= queues, offsets
 
+    if prime_offsets:
+        with BlockingRemotingClient() as c:
+            r = _invoke(c, cluster.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                        {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": 0, "commitOffset": 0})
+            assert r.code == ResponseCode.SUCCESS, r.remark
+
     # push consumer, "TagA || TagC": exactly the matching messages
-    out = cluster.run("push", "--topic", topic, "--group", "cpp_cg", "--expression", EXPRESSION,
+    out = cluster.run("push", "--topic", topic, "--group", f"{topic}_cg", "--expression", EXPRESSION,
                       "--expect", str(len(MATCHING)), "--timeout", "30", "--idle", "1.0")
     received = [e for e in out if e["event"] == "received"]
     _check_received(received, topic, sent)
@@ -211,16 +253,37 @@ def test_cpp_sync_send_push_and_pull(cluster: Cluster, create_first: bool) -> No
     # the consumed offsets were committed: the group's next consumer gets nothing again
     with BlockingRemotingClient() as c:
         for m in received:
-            r = _invoke(c, cluster.broker.address, RequestCode.QUERY_CONSUMER_OFFSET,
-                        {"consumerGroup": "cpp_cg", "topic": topic, "queueId": m["queue_id"]})
+            r = _invoke(c, cluster.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
+                        {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": m["queue_id"]})
             assert r.code == ResponseCode.SUCCESS and int(r.ext_fields["offset"]) > m["queue_offset"], r
-    out = cluster.run("push", "--topic", topic, "--group", "cpp_cg", "--expression", EXPRESSION,
+    out = cluster.run("push", "--topic", topic, "--group", f"{topic}_cg", "--expression", EXPRESSION,
                       "--expect", "0", "--idle", "1.5")
     assert [e for e in out if e["event"] == "received"] == []
 
     # pull consumer: every queue from offset 0, filtered
-    out = cluster.run("pull", "--topic", topic, "--group", "cpp_pull", "--expression", EXPRESSION)
+    out = cluster.run("pull", "--topic", topic, "--group", f"{topic}_pull", "--expression", EXPRESSION)
     pulled = [e for e in out if e["event"] == "received"]
     _check_received(pulled, topic, sent)
 
-    _check_wire(cluster, {"cpp_cg", "cpp_pull"})
+    _check_wire(cluster, {f"{topic}_cg", f"{topic}_pull"})
+
+
+CREATE_FIRST = pytest.mark.parametrize("create_first", [False, True], ids=["auto-created", "created-8-queues"])
+
+
+@CREATE_FIRST
+def test_cpp_sync_send_push_and_pull(cluster: Cluster, create_first: bool) -> None:
+    _scenario(cluster, create_first)
+
+
+@pytest.mark.apache_broker
+@CREATE_FIRST
+def test_cpp_sync_send_push_and_pull_on_apache(apache_cluster: Cluster, create_first: bool) -> None:
+    """The same checks against Apache RocketMQ: what the test expects of rmq_core is Apache's behaviour.
+
+    Apache 4.9.7 loses offsets when the first commits of a new topic@group arrive concurrently
+    (``ConsumerOffsetManager#commitOffset`` does get-then-put of the per-key map; UPDATE_CONSUMER_OFFSET runs on a
+    thread pool), and the C++ client commits every queue at once at shutdown: one commit is sometimes lost and the
+    group's next consumer gets that queue's messages again. One commit before the consumer starts creates the map.
+    """
+    _scenario(apache_cluster, create_first, prime_offsets=True)
