@@ -59,11 +59,13 @@ PROCESS_TIMEOUT_S = 90
 
 
 def _require_package() -> None:
-    if importlib.util.find_spec("rocketmq") is not None:
-        return
-    if sys.platform == "linux" and platform.machine() == "x86_64":
+    """The wheel bundling librocketmq.so exists for manylinux x86_64 only (elsewhere pip installs an sdist without
+    the library): skip on other platforms, fail when it is missing on Linux x86_64."""
+    if not (sys.platform == "linux" and platform.machine() == "x86_64"):
+        pytest.skip(f"PyPI rocketmq 0.4.4 bundles its C++ library for Linux x86_64 only, not {sys.platform}/"
+                    f"{platform.machine()}")
+    if importlib.util.find_spec("rocketmq") is None:
         pytest.fail("the C++ client is not installed: pip install rocketmq==0.4.4")
-    pytest.skip(f"PyPI rocketmq 0.4.4 has no wheel for {sys.platform}/{platform.machine()}")
 
 
 # --- fixtures ------------------------------------------------------------------------------------------------
