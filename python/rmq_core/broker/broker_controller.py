@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from rmq_core.broker.broker_config import BrokerConfig
@@ -202,7 +202,7 @@ class BrokerController:
         self.loop.close()
 
     def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                             properties: dict[str, str]) -> None:
+                             properties: Mapping[str, str]) -> None:
         self.pull_request_hold_service.notify_message_arriving(topic, queue_id, max_offset, tags_code,
                                                                properties=properties)
 

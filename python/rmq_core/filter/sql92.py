@@ -319,8 +319,7 @@ class _Parser:
             return lambda p: _numeric(inner(p))
         if self.accept("op", "-"):
             if self.peek().kind == "num":
-                v = self.take().value
-                return lambda p, v=-v: v
+                return _constant(-self.take().value)
             inner = self.unary()
             return lambda p: _negate(inner(p))
         if self.accept("kw", "NOT"):
@@ -331,13 +330,13 @@ class _Parser:
     def primary(self) -> Node:
         t = self.take()
         if t.kind in ("str", "num"):
-            return lambda p, v=t.value: v
+            return _constant(t.value)
         if t.kind == "kw" and t.text in ("TRUE", "FALSE"):
-            return self.boolean(lambda p, v=(t.text == "TRUE"): v)
+            return self.boolean(_constant(t.text == "TRUE"))
         if t.kind == "kw" and t.text == "NULL":
-            return lambda p: None
+            return _constant(None)
         if t.kind == "id":
-            return lambda p, k=t.value: p.get(k)
+            return _property(t.value)
         if t.kind == "op" and t.text == "(":
             node = self.or_expr()
             self.expect("op", ")")
@@ -367,6 +366,18 @@ def _str_op(v: Any, fn: Callable[[str, str], bool], arg: str, negate: bool) -> b
     if not isinstance(v, str):
         return None
     return fn(v, arg) != negate
+
+
+def _constant(value: Any) -> Node:
+    def node(p: Mapping[str, str]) -> Any:
+        return value
+    return node
+
+
+def _property(name: Any) -> Node:
+    def node(p: Mapping[str, str]) -> Any:
+        return p.get(name)
+    return node
 
 
 class Sql92Filter:

@@ -48,7 +48,7 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand | None:
     return RemotingCommand.decode_frame(frame)
 
 
-async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], None]) -> None:
+async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], object]) -> None:
     """Read commands from ``conn`` until it ends: responses complete their waiting futures (matched by opaque),
     requests go to ``on_request``. A bad frame ends the loop with a log line (invariant 1)."""
     while True:
