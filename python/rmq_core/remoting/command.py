@@ -221,4 +221,6 @@ def _java_str(v: Any) -> str:
 
 
 def _stringify(fields: dict[str, Any] | None) -> dict[str, str]:
-    return {k: _java_str(v) for k, v in (fields or {}).items() if v is not None}
+    if not fields:
+        return {}
+    return {k: v if v.__class__ is str else _java_str(v) for k, v in fields.items() if v is not None}
