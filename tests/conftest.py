@@ -54,3 +54,21 @@ def _small_broker_files(monkeypatch):
         return cfg
 
     monkeypatch.setattr(BrokerConfig, "to_store_config", small)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A real broker on 127.0.0.1 (free port), no name server, store under ``tmp_path/store``."""
+    from rmq_core.broker import Broker, BrokerConfig
+
+    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
+        yield b
+
+
+@pytest.fixture
+def client():
+    """A blocking remoting client for talking to brokers and name servers over TCP."""
+    from rmq_core.remoting.transport import BlockingRemotingClient
+
+    with BlockingRemotingClient() as c:
+        yield c

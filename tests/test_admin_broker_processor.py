@@ -46,18 +46,6 @@ def topic_config(broker: Broker, topic: str) -> Any:
     return on_loop(broker, lambda: broker.controller.topic_config_manager.select_topic_config(topic))
 
 
-@pytest.fixture
-def broker(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
-        yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
-
-
 # --- UPDATE_AND_CREATE_TOPIC -------------------------------------------------------------------------------------
 def test_create_topic_stores_its_config(broker, client):
     r = client.invoke_sync(broker.address, create_topic_request(TOPIC, read=3, write=5, perm=4, order=True))

@@ -10,23 +10,11 @@ import time
 
 import pytest
 
-from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.broker import Broker
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RemotingCommand
 from rmq_core.remoting.header import SendMessageRequestHeader, encode_header
 from rmq_core.remoting.transport import BlockingRemotingClient
-
-
-@pytest.fixture
-def broker(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
-        yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 def _send(client: BlockingRemotingClient, addr: str, body: bytes) -> RemotingCommand:

@@ -88,12 +88,6 @@ class Member:
 
 
 @pytest.fixture
-def broker(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
-        yield b
-
-
-@pytest.fixture
 def members():
     made: list[Member] = []
 

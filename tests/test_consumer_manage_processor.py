@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import Message
@@ -53,18 +52,6 @@ def heartbeat(client: BlockingRemotingClient, broker: Broker, client_id: str) ->
     hb = HeartbeatData(client_id, consumer_data_set=[
         ConsumerData(GROUP, subscription_data_set=[build_subscription_data(TOPIC, "*")])])
     return client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
-
-
-@pytest.fixture
-def broker(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
-        yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 # --- QUERY_CONSUMER_OFFSET ---------------------------------------------------------------------------------------

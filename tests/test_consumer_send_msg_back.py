@@ -14,7 +14,6 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_offset_msg_id
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
 from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_for
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
@@ -30,12 +29,6 @@ def _broker(tmp_path, **kw) -> Broker:
 def broker(tmp_path):
     with _broker(tmp_path) as b:
         yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 def _send(client, broker, topic="OrigTopic", body=b"payload", **kw) -> int:

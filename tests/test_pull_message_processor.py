@@ -29,16 +29,9 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_messages
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 SUB = sys_flag.FLAG_SUBSCRIPTION
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 @pytest.fixture

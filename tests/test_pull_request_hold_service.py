@@ -40,12 +40,6 @@ LONG = 20_000  # a suspend no test waits for: a pull answered within the client 
 
 
 @pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
-
-
-@pytest.fixture
 def broker(tmp_path):
     with running_broker(tmp_path) as b:
         add_topic(b)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.broker import Broker
 from rmq_core.message import Message, decode_messages
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -26,18 +26,6 @@ def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
 def view(client: BlockingRemotingClient, broker: Broker, offset: int) -> RemotingCommand:
     return client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
                                                                       {"offset": offset}))
-
-
-@pytest.fixture
-def broker(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))) as b:
-        yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 def test_view_message_by_id_returns_the_exact_record(broker, client):

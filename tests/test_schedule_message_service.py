@@ -14,7 +14,6 @@ from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageSer
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
 from send_helpers import SMALL_FILES, invoke, max_offset, send_request, stored, wait_for
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
@@ -29,12 +28,6 @@ def _config(root: str, **kw) -> BrokerConfig:
 @pytest.fixture
 def root(tmp_path) -> str:
     return str(tmp_path / "store")
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 def _send_delayed(client, broker, body: bytes, level: int, topic: str = "DelayTopic", queue_id: int = 0,

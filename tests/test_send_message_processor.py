@@ -16,7 +16,6 @@ from rmq_core.message import Message, decode_offset_msg_id
 from rmq_core.message_encoding import encode_batch, encode_message, properties_to_string
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
 from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, on_loop, send_request, stored
 
 V1, V2, BATCH = RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE
@@ -32,12 +31,6 @@ def _broker(tmp_path, **kw) -> Broker:
 def broker(tmp_path):
     with _broker(tmp_path) as b:
         yield b
-
-
-@pytest.fixture
-def client():
-    with BlockingRemotingClient() as c:
-        yield c
 
 
 def _assert_ext(resp: RemotingCommand, region: str = "DefaultRegion", trace: str = "true") -> None:
