@@ -118,9 +118,17 @@ class BrokerController:
                                            RequestCode.UNLOCK_BATCH_MQ)),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
+        # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
+        # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends wait for the
+        # flush in an executor, so they get a task each and a connection's pipelined sends share a group commit.
+        inline = {int(RequestCode.PULL_MESSAGE), int(RequestCode.HEART_BEAT),
+                  int(RequestCode.QUERY_CONSUMER_OFFSET), int(RequestCode.UPDATE_CONSUMER_OFFSET)}
+        if self.message_store_config.flush_disk_type != "SYNC_FLUSH":
+            inline |= {int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
+                       int(RequestCode.SEND_BATCH_MESSAGE)}
         for processor, codes in table:
             for code in codes:
-                server.register(int(code), processor.process_request)
+                server.register(int(code), processor.process_request, inline=int(code) in inline)
 
     # --- facts processors rely on ---------------------------------------------------------------------------
     @property

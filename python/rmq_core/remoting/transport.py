@@ -48,9 +48,12 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand | None:
     return RemotingCommand.decode_frame(frame)
 
 
-async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], object]) -> None:
+async def serve_connection(
+    conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]
+) -> None:
     """Read commands from ``conn`` until it ends: responses complete their waiting futures (matched by opaque),
-    requests go to ``on_request``. A bad frame ends the loop with a log line (invariant 1)."""
+    requests go to ``on_request``; when it returns an awaitable, that is awaited before the next frame is read
+    (inline processing). A bad frame ends the loop with a log line (invariant 1)."""
     while True:
         try:
             cmd = await read_frame(conn.reader)
@@ -66,7 +69,9 @@ async def serve_connection(conn: Connection, on_request: Callable[[RemotingComma
             else:
                 log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
         else:
-            on_request(cmd)
+            pending = on_request(cmd)
+            if pending is not None:  # an inline request: handled before the next frame is read
+                await pending
 
 
 class Connection:
@@ -123,14 +128,23 @@ class RemotingServer:
         self.host = host
         self.port = port
         self._processors: dict[int, Processor] = {}
+        self._inline: set[int] = set()
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def register(self, code: int, processor: Processor) -> None:
+    def register(self, code: int, processor: Processor, *, inline: bool = False) -> None:
+        """Serve ``code`` with ``processor``. By default each request runs as its own task, so a slow request does
+        not hold up the connection's next ones. ``inline=True`` runs it in the connection's read loop instead (no
+        task per request): for processors that do not wait on anything, where it saves the task's cost; requests
+        on that connection are then handled one after another, as a single-threaded Netty executor does."""
         self._processors[code] = processor
+        if inline:
+            self._inline.add(code)
+        else:
+            self._inline.discard(code)
 
     @property
     def address(self) -> str:
@@ -192,7 +206,15 @@ class RemotingServer:
         self.connections.add(conn)
         loop = asyncio.get_running_loop()
         try:
-            await serve_connection(conn, lambda cmd: loop.create_task(self._process(conn, cmd)))
+            inline = self._inline
+
+            def on_request(cmd: RemotingCommand) -> Awaitable[None] | None:
+                if cmd.code in inline:
+                    return self._process(conn, cmd)
+                loop.create_task(self._process(conn, cmd))
+                return None
+
+            await serve_connection(conn, on_request)
         except (ConnectionError, OSError) as e:
             log.info("connection from %s ended: %s", conn.remote_address, e)
         finally:
@@ -271,7 +293,10 @@ class RemotingClient:
     async def _read_loop(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await serve_connection(conn, lambda cmd: loop.create_task(self._answer(conn, cmd)))
+            def on_request(cmd: RemotingCommand) -> None:
+                loop.create_task(self._answer(conn, cmd))
+
+            await serve_connection(conn, on_request)
         except (ConnectionError, OSError):
             pass
         finally:

@@ -41,6 +41,7 @@ keeps serving; under ASYNC_FLUSH it runs inline (µs). Nothing is stored for a r
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from typing import TYPE_CHECKING, Any, Callable
@@ -124,6 +125,7 @@ def topic_config_to_string(cfg: TopicConfig) -> str:
             f"order={str(cfg.order).lower()}]")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_address(address: str) -> tuple[str, int]:
     """``"ip:port"`` (IPv6 ``"::1:port"`` or ``"[::1]:port"``) → (ip, port)."""
     host, _, port = address.rpartition(":")
