@@ -1,0 +1,1 @@
+"""Consumer offset stores: RemoteBrokerOffsetStore (clustering), LocalFileOffsetStore (broadcasting)."""

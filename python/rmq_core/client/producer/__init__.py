@@ -1,0 +1,1 @@
+"""Producer side of the client (DefaultMQProducer), see docs/CLIENT_DESIGN.md."""
