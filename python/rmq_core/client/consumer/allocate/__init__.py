@@ -1,1 +1,11 @@
-"""RocketMQ's queue allocation strategies."""
+"""RocketMQ's queue allocation strategies (client/consumer/rebalance in 4.9)."""
+
+from rmq_core.client.consumer.allocate.averagely import AllocateMessageQueueAveragely
+from rmq_core.client.consumer.allocate.averagely_by_circle import AllocateMessageQueueAveragelyByCircle
+from rmq_core.client.consumer.allocate.by_config import AllocateMessageQueueByConfig
+from rmq_core.client.consumer.allocate.consistent_hash import (AllocateMessageQueueConsistentHash,
+                                                               ConsistentHashRouter, md5_hash)
+from rmq_core.client.consumer.allocate.strategy import AllocateMessageQueueStrategy
+
+__all__ = ["AllocateMessageQueueStrategy", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
+           "AllocateMessageQueueConsistentHash", "AllocateMessageQueueByConfig", "ConsistentHashRouter", "md5_hash"]
