@@ -1,0 +1,109 @@
+/*
+ * BenchProduce: send throughput of DefaultMQProducer, for benches/bench_client.py.
+ *   --namesrv host:port --topic T [--count 20000] [--size 1024] [--threads 4] [--mode sync|async]
+ *   [--window 128] [--timeout-ms 10000]
+ * sync: --threads threads each send count/threads messages with send(msg). async: one thread issues send(msg,
+ * callback) keeping at most --window in flight (a semaphore). A warm-up send (route, connection) is not timed.
+ * Prints one line {"event":"result","mode":m,"count":n,"failed":f,"seconds":s,"msgsPerSec":r}.
+ * Threads: the sender threads share the producer (thread-safe in RocketMQ) and atomic counters.
+ */
+package org.rmqcore.compat;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
+
+public final class BenchProduce {
+    private BenchProduce() {
+    }
+
+    public static void main(String[] argv) throws Exception {
+        Args a = new Args(argv);
+        final String topic = a.str("topic");
+        final int count = a.integer("count", 20000);
+        final int threads = a.integer("threads", 4);
+        final String mode = a.str("mode", "sync");
+        final byte[] body = new byte[a.integer("size", 1024)];
+        new Random(7).nextBytes(body);
+        final AtomicLong ok = new AtomicLong();
+        final AtomicLong failed = new AtomicLong();
+        DefaultMQProducer producer = new DefaultMQProducer(a.str("group", "bench_java_producer"));
+        producer.setNamesrvAddr(a.str("namesrv"));
+        producer.setInstanceName("bench-produce-" + ProcessHandle.current().pid());
+        producer.setSendMsgTimeout(a.integer("timeout-ms", 10000));
+        producer.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE);
+        int code = 0;
+        double seconds = 0;
+        try {
+            producer.start();
+            producer.send(new Message(topic, "TagA", body));
+            long t0 = System.nanoTime();
+            if ("async".equals(mode)) {
+                final Semaphore window = new Semaphore(a.integer("window", 128));
+                final CountDownLatch all = new CountDownLatch(count);
+                for (int i = 0; i < count; i++) {
+                    window.acquire();
+                    producer.send(new Message(topic, "TagA", body), new SendCallback() {
+                        @Override
+                        public void onSuccess(SendResult r) {
+                            (r.getSendStatus() == SendStatus.SEND_OK ? ok : failed).incrementAndGet();
+                            window.release();
+                            all.countDown();
+                        }
+
+                        @Override
+                        public void onException(Throwable e) {
+                            failed.incrementAndGet();
+                            window.release();
+                            all.countDown();
+                        }
+                    });
+                }
+                all.await();
+            } else {
+                List<Thread> workers = new ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    final int n = count / threads + (t < count % threads ? 1 : 0);
+                    Thread w = new Thread(() -> {
+                        for (int i = 0; i < n; i++) {
+                            try {
+                                SendResult r = producer.send(new Message(topic, "TagA", body));
+                                (r.getSendStatus() == SendStatus.SEND_OK ? ok : failed).incrementAndGet();
+                            } catch (Exception e) {
+                                failed.incrementAndGet();
+                            }
+                        }
+                    }, "bench-sender-" + t);
+                    workers.add(w);
+                    w.start();
+                }
+                for (Thread w : workers) {
+                    w.join();
+                }
+            }
+            seconds = (System.nanoTime() - t0) / 1e9;
+        } catch (Throwable e) {
+            Out.error("send", e);
+            code = 1;
+        } finally {
+            producer.shutdown();
+        }
+        Map<String, Object> m = Out.obj("result");
+        m.put("mode", mode);
+        m.put("count", ok.get());
+        m.put("failed", failed.get());
+        m.put("seconds", seconds);
+        m.put("msgsPerSec", seconds > 0 ? ok.get() / seconds : 0.0);
+        Out.line(m);
+        System.exit(code);
+    }
+}
