@@ -1,0 +1,291 @@
+"""ConsumeMessageConcurrentlyService (cl/impl/consumer/ConsumeMessageConcurrentlyService.java).
+
+Pulled messages are cut into batches of ``consume_message_batch_max_size`` and run on a pool of
+``consume_thread_min`` threads (RocketMQ's pool has an unbounded queue, so it never grows past its core size; we keep
+that). Each ConsumeRequest: dropped check, retry-topic reset, ``CONSUME_START_TIME``, the listener (an exception or
+``None`` counts as RECONSUME_LATER), consume RT statistics, then processConsumeResult on the same thread:
+
+- CLUSTERING: messages after ``ack_index`` are sent back (CONSUMER_SEND_MSG_BACK, the impl falls back to a resend);
+  those whose send-back failed stay in the ProcessQueue and are consumed again locally 5 s later.
+- BROADCASTING: failed messages are dropped with a warning.
+- The rest are removed from the ProcessQueue and the offset store gets the ProcessQueue's answer (the smallest offset
+  still cached, increase-only) unless the queue was dropped meanwhile.
+
+Every ``consume_timeout`` minutes the process queues are cleaned of messages whose consumption started longer ago
+(ProcessQueue.clean_expired_msg).
+
+The pool is a lean one (a ``queue.SimpleQueue`` of callables, no Future per task): submitting costs one C-level put.
+Thread-safety: ``submit_consume_request`` may be called from any thread; results are processed on consume threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from rmq_core.client.consumer.listener import (ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus,
+                                               ConsumeReturnType, MessageModel)
+from rmq_core.client.consumer.process_queue import ProcessQueue
+from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from rmq_core.client.consumer.push_consumer import DefaultMQPushConsumerImpl
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class ConsumePool:
+    """A fixed pool of daemon threads running callables from a SimpleQueue (ThreadPoolExecutor without Futures)."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._shutdown = False
+        self.resize(size)
+
+    def submit(self, fn: Callable[[], Any]) -> None:
+        if self._shutdown:
+            raise RuntimeError(f"{self.name} is shut down")
+        self._q.put(fn)
+
+    def resize(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("a consume pool needs at least one thread")
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < size:
+                self._seq += 1
+                t = threading.Thread(target=self._work, name=f"{self.name}_{self._seq}", daemon=True)
+                t.start()
+                self._threads.append(t)
+            extra = len(self._threads) - size
+            for _ in range(extra):
+                self._q.put(_STOP)
+            # threads that take _STOP exit; they are pruned on the next resize
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return sum(1 for t in self._threads if t.is_alive())
+
+    def _work(self) -> None:
+        get = self._q.get
+        while True:
+            fn = get()
+            if fn is _STOP:
+                return
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a task never kills its thread
+                log.exception("%s: consume task failed", self.name)
+
+    def shutdown(self, wait: bool = True, timeout_s: float = 5.0) -> None:
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._q.put(_STOP)
+        if wait:
+            deadline = time.monotonic() + timeout_s
+            for t in threads:
+                if t is not threading.current_thread():
+                    t.join(max(0.0, deadline - time.monotonic()))
+
+
+class ConsumeRequest:
+    __slots__ = ("service", "msgs", "process_queue", "message_queue")
+
+    def __init__(self, service: ConsumeMessageConcurrentlyService, msgs: list[MessageExt],
+                 process_queue: ProcessQueue, message_queue: MessageQueue) -> None:
+        self.service = service
+        self.msgs = msgs
+        self.process_queue = process_queue
+        self.message_queue = message_queue
+
+    def run(self) -> None:
+        pq = self.process_queue
+        svc = self.service
+        if pq.dropped:
+            log.info("the message queue not be able to consume, because it's dropped. %s", self.message_queue)
+            return
+        msgs = self.msgs
+        context = ConsumeConcurrentlyContext(self.message_queue)
+        svc.impl.reset_retry_and_namespace(msgs, svc.consumer_group)
+        status: Any = None
+        has_exception = False
+        begin = time.monotonic()
+        try:
+            if msgs:
+                now = str(time.time_ns() // 1_000_000)
+                for m in msgs:
+                    m.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
+            status = svc.listener(msgs, context)
+        except Exception:  # noqa: BLE001 - the listener's failure means RECONSUME_LATER
+            log.warning("consumeMessage exception, Group: %s Msgs: %d MQ: %s", svc.consumer_group, len(msgs),
+                        self.message_queue, exc_info=True)
+            has_exception = True
+        consume_rt = int((time.monotonic() - begin) * 1000)
+        if status is None:
+            return_type = ConsumeReturnType.EXCEPTION if has_exception else ConsumeReturnType.RETURNNULL
+        elif consume_rt >= svc.consume_timeout_ms:
+            return_type = ConsumeReturnType.TIME_OUT
+        elif status == ConsumeConcurrentlyStatus.RECONSUME_LATER:
+            return_type = ConsumeReturnType.FAILED
+        else:
+            return_type = ConsumeReturnType.SUCCESS
+        if status is None:
+            log.warning("consumeMessage return null, Group: %s Msgs: %d MQ: %s (%s)", svc.consumer_group, len(msgs),
+                        self.message_queue, return_type.value)
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        elif not isinstance(status, ConsumeConcurrentlyStatus):
+            try:
+                status = ConsumeConcurrentlyStatus(status)
+            except ValueError:
+                log.warning("consumeMessage returned %r, not a ConsumeConcurrentlyStatus: RECONSUME_LATER", status)
+                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        svc.stats.inc_consume_rt(svc.consumer_group, self.message_queue.topic, consume_rt)
+        if not pq.dropped:
+            svc.process_consume_result(status, context, self)
+        else:
+            log.warning("processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
+                        self.message_queue, len(msgs))
+
+
+class ConsumeMessageConcurrentlyService:
+    CLEAN_EXPIRED_CHECK_S = 1.0  # how often the cleaner looks at the clock (the period is consume_timeout)
+
+    def __init__(self, impl: DefaultMQPushConsumerImpl,
+                 listener: Callable[[Sequence[MessageExt], ConsumeConcurrentlyContext], Any]) -> None:
+        self.impl = impl
+        self.listener = listener
+        consumer = impl.push_consumer
+        self.consumer_group: str = consumer.consumer_group
+        self.consume_batch_size = max(1, int(consumer.consume_message_batch_max_size))
+        self.consume_timeout_ms = int(consumer.consume_timeout) * 60 * 1000
+        self.stats = impl.stats
+        self._pool: ConsumePool | None = None
+        self._stop = threading.Event()
+        self._cleaner: threading.Thread | None = None
+
+    def start(self) -> None:
+        consumer = self.impl.push_consumer
+        self._pool = ConsumePool(f"ConsumeMessageThread_{self.consumer_group}", int(consumer.consume_thread_min))
+        self._stop.clear()
+        self._cleaner = threading.Thread(target=self._clean_loop, name=f"CleanExpireMsg_{self.consumer_group}",
+                                         daemon=True)
+        self._cleaner.start()
+
+    def shutdown(self, await_terminate_millis: int = 0) -> None:
+        self._stop.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, timeout_s=max(await_terminate_millis, 1000) / 1000.0)
+        if self._cleaner is not None and self._cleaner is not threading.current_thread():
+            self._cleaner.join(2.0)
+
+    def update_core_pool_size(self, core_pool_size: int) -> None:
+        if self._pool is not None and 0 < core_pool_size < 32767:
+            self._pool.resize(core_pool_size)
+
+    def inc_core_pool_size(self) -> None:
+        pass
+
+    def dec_core_pool_size(self) -> None:
+        pass
+
+    def get_core_pool_size(self) -> int:
+        return self._pool.size if self._pool is not None else 0
+
+    def lock_mqs_periodically(self) -> None:
+        pass  # orderly only
+
+    # --- submitting ---------------------------------------------------------------------------------------------
+    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("the consume service is not started")
+        n = self.consume_batch_size
+        submit = pool.submit
+        if len(msgs) <= n:
+            submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
+        else:
+            for i in range(0, len(msgs), n):
+                submit(ConsumeRequest(self, msgs[i:i + n], process_queue, message_queue).run)
+
+    def submit_consume_request_later(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                                     message_queue: MessageQueue, delay_ms: int = 5000) -> None:
+        def later() -> None:
+            if self._pool is not None and not self._stop.is_set():
+                self.submit_consume_request(msgs, process_queue, message_queue, True)
+        self.impl.execute_task_later(later, delay_ms)
+
+    # --- results --------------------------------------------------------------------------------------------------
+    def process_consume_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
+                               request: ConsumeRequest) -> None:
+        msgs = request.msgs
+        if not msgs:
+            return
+        ack_index = context.ack_index
+        topic = request.message_queue.topic
+        if status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            if ack_index >= len(msgs):
+                ack_index = len(msgs) - 1
+            ok = ack_index + 1
+            self.stats.inc_consume_ok_tps(self.consumer_group, topic, ok)
+            if len(msgs) - ok:
+                self.stats.inc_consume_failed_tps(self.consumer_group, topic, len(msgs) - ok)
+        else:
+            ack_index = -1
+            self.stats.inc_consume_failed_tps(self.consumer_group, topic, len(msgs))
+
+        if self.impl.push_consumer.message_model == MessageModel.BROADCASTING:
+            for m in msgs[ack_index + 1:]:
+                log.warning("BROADCASTING, the message consume failed, drop it, %r", m)
+        else:
+            back_failed: list[MessageExt] = []
+            for m in msgs[ack_index + 1:]:
+                if not self.send_message_back(m, context):
+                    m.reconsume_times += 1
+                    back_failed.append(m)
+            if back_failed:
+                failed_ids = {id(m) for m in back_failed}
+                msgs = [m for m in msgs if id(m) not in failed_ids]
+                request.msgs = msgs
+                self.submit_consume_request_later(back_failed, request.process_queue, request.message_queue)
+
+        offset = request.process_queue.remove_message(msgs)
+        if offset >= 0 and not request.process_queue.dropped:
+            self.impl.offset_store.update_offset(request.message_queue, offset, True)
+
+    def send_message_back(self, msg: MessageExt, context: ConsumeConcurrentlyContext) -> bool:
+        try:
+            self.impl.send_message_back(msg, context.delay_level_when_next_consume,
+                                        context.message_queue.broker_name)
+            return True
+        except Exception as e:  # noqa: BLE001
+            log.error("sendMessageBack exception, group: %s msg: %r: %s", self.consumer_group, msg, e)
+            return False
+
+    # --- consume timeout --------------------------------------------------------------------------------------
+    def clean_expire_msg(self) -> None:
+        for pq in list(self.impl.rebalance_impl.process_queue_table.values()):
+            try:
+                pq.clean_expired_msg(self.impl.push_consumer)
+            except Exception:  # noqa: BLE001
+                log.exception("cleanExpiredMsg failed")
+
+    def _clean_loop(self) -> None:
+        period = self.consume_timeout_ms / 1000.0
+        next_at = time.monotonic() + period
+        while not self._stop.wait(min(self.CLEAN_EXPIRED_CHECK_S, max(0.0, next_at - time.monotonic()))):
+            if time.monotonic() >= next_at:
+                next_at = time.monotonic() + period
+                self.clean_expire_msg()
