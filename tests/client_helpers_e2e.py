@@ -1,0 +1,189 @@
+"""Helpers for the client end-to-end tests (tests/test_client_e2e.py, tests/test_client_apache.py): a name server
+plus brokers in-process, topic creation over UPDATE_AND_CREATE_TOPIC, waiting for a route, a thread-safe recorder of
+deliveries, reading what a broker holds and the offsets it has committed, and a push consumer's process queues.
+
+Invariants: everything started here is stopped by the context manager that started it (sockets, threads, loops);
+``wait_until`` fails with an AssertionError naming what it waited for. Thread-safety: ``Deliveries`` is safe to
+call from any consume thread; the rest is used from the test thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.message import MessageExt, decode_messages
+from rmq_core.namesrv import NameServer
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
+from rmq_core.remoting.transport import BlockingRemotingClient
+
+T = TypeVar("T")
+
+# 18 delay levels of one second each: retries come back quickly (level 3 + reconsume times is used by the broker)
+FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
+
+# client settings that make rebalancing, heartbeats and offset persistence quick enough for tests
+FAST_CLIENT = {"rebalance_interval_ms": 300, "heartbeat_broker_interval": 1000, "persist_consumer_offset_interval": 200,
+               "poll_name_server_interval": 1000}
+
+
+def wait_until(fn: Callable[[], T], what: str, timeout: float = 10.0, interval: float = 0.02) -> T:
+    """Poll ``fn`` until it returns something truthy; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Cluster:
+    """A name server and brokers (masters, broker names ``broker-<i>``) running in this process."""
+
+    namesrv: NameServer
+    brokers: list[Broker] = field(default_factory=list)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.address
+
+    @property
+    def broker(self) -> Broker:
+        return self.brokers[0]
+
+    def create_topic(self, topic: str, queues: int = 4, order: bool = False) -> None:
+        """Create ``topic`` on every broker with ``queues`` read/write queues; returns once the name server routes it
+        to every broker."""
+        header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues,
+                                          writeQueueNums=queues, perm=6, topicFilterType="SINGLE_TAG",
+                                          topicSysFlag=0, order=order)
+        with BlockingRemotingClient() as c:
+            for b in self.brokers:
+                r = c.invoke_sync(b.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                                     encode_header(header)), timeout=5.0)
+                assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+
+            def routed() -> bool:
+                req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                              encode_header(GetRouteInfoRequestHeader(topic=topic)))
+                resp = c.invoke_sync(self.namesrv_addr, req, timeout=5.0)
+                if resp.code != ResponseCode.SUCCESS or not resp.body:
+                    return False
+                body = resp.body.decode("utf-8", "replace")
+                return all(f"broker-{i}" in body for i in range(len(self.brokers))) and f'"readQueueNums":{queues}' in body
+
+            wait_until(routed, f"the name server to route {topic}", timeout=10.0)
+
+    def stored(self, topic: str, queue_id: int = 0, broker_index: int = 0) -> list[MessageExt]:
+        """Every message a broker's store holds in one queue."""
+        store = self.brokers[broker_index].message_store
+        out: list[MessageExt] = []
+        offset = 0
+        while True:
+            r = store.get_message("test", topic, queue_id, offset, 32)
+            if not r.body:
+                return out
+            out.extend(decode_messages(r.body))
+            offset = r.next_begin_offset
+
+    def committed_offset(self, group: str, topic: str, queue_id: int, broker_index: int = 0) -> int:
+        """The offset the broker has committed for (group, topic, queue) (-1 when none), read on its loop."""
+        broker = self.brokers[broker_index]
+
+        async def read() -> int:
+            return int(broker.controller.consumer_offset_manager.query_offset(group, topic, queue_id))
+
+        return asyncio.run_coroutine_threadsafe(read(), broker.controller.loop).result(5.0)
+
+
+@contextlib.contextmanager
+def cluster(tmp_path: Any, brokers: int = 1, **broker_settings: Any) -> Iterator[Cluster]:
+    """A name server and ``brokers`` master brokers (small files, ``broker_settings`` applied to each), registered
+    with the name server before this yields."""
+    ns = NameServer(listen_port=0)
+    ns.start()
+    c = Cluster(ns)
+    try:
+        for i in range(brokers):
+            cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name=f"broker-{i}",
+                               store_path_root_dir=os.path.join(str(tmp_path), f"broker-{i}"), **broker_settings)
+            b = Broker(cfg)
+            b.start()
+            c.brokers.append(b)
+        yield c
+    finally:
+        for b in c.brokers:
+            b.shutdown()
+        ns.shutdown()
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as a listener saw it."""
+
+    consumer: str
+    key: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    reconsume_times: int
+    tags: str | None
+    at: float
+
+
+class Deliveries:
+    """A thread-safe record of every delivery to listeners, in arrival order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.items: list[Delivery] = []
+
+    def add(self, consumer: str, msgs: list[MessageExt]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for m in msgs:
+                self.items.append(Delivery(consumer, m.keys or m.body.decode("utf-8", "replace"), m.topic, m.queue_id,
+                                           m.queue_offset, m.reconsume_times, m.tags, now))
+
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.items)
+
+    def keys(self, consumer: str | None = None) -> list[str]:
+        return [d.key for d in self.snapshot() if consumer is None or d.consumer == consumer]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.items)
+
+
+def process_queue_table(push_consumer: Any) -> dict[Any, Any]:
+    """The push consumer's MessageQueue → ProcessQueue table (RebalanceImpl.processQueueTable), copied."""
+    return dict(push_consumer.impl.rebalance_impl.process_queue_table)
+
+
+def _number(v: Any) -> int:
+    v = v() if callable(v) else v
+    return int(getattr(v, "value", v))
+
+
+def cached_count(pq: Any) -> int:
+    """A ProcessQueue's cached message count (msgCount)."""
+    return _number(pq.msg_count)
+
+
+def cached_size(pq: Any) -> int:
+    """A ProcessQueue's cached body bytes (msgSize)."""
+    return _number(pq.msg_size)
