@@ -1,3 +1,9 @@
 """RocketMQ clients in Python: producer, push consumer, pull consumer (docs/CLIENT_DESIGN.md).
 
-The public names are re-exported here once their modules exist; import from the submodules meanwhile."""
+One import line per module (concurrent edits merge easily)."""
+
+from rmq_core.client.client_config import ClientConfig  # noqa: F401
+from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingTimeoutError  # noqa: F401
+from rmq_core.client.mq_client_instance import FindBrokerResult, MQClientInstance  # noqa: F401
+from rmq_core.client.mq_client_manager import MQClientManager  # noqa: F401
+from rmq_core.client.producer import MessageQueueSelector, Producer, SelectMessageQueueByHash, SelectMessageQueueByRandom, SendResult, SendStatus  # noqa: F401,E501

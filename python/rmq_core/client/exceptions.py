@@ -1,0 +1,83 @@
+"""Client exceptions, as RocketMQ's client raises them (``MQClientException``, ``MQBrokerException``,
+``RemotingConnectException`` / ``RemotingTimeoutException`` / ``RemotingTooMuchRequestException``) and the client error
+codes (``ClientErrorCode``).
+
+Invariants: ``MQClientException.response_code`` is a broker ResponseCode or a ClientErrorCode (or -1 when neither);
+``MQBrokerException`` carries the broker's response code, remark and address. Messages follow RocketMQ's wording.
+Thread-safety: plain exception classes.
+"""
+
+from __future__ import annotations
+
+from rmq_core.errors import RmqError
+
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
+
+
+class ClientErrorCode:
+    CONNECT_BROKER_EXCEPTION = 10001
+    ACCESS_BROKER_TIMEOUT = 10002
+    BROKER_NOT_EXIST_EXCEPTION = 10003
+    NO_NAME_SERVER_EXCEPTION = 10004
+    NOT_FOUND_TOPIC_EXCEPTION = 10005
+    REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
+
+
+class MQClientException(RmqError):
+    """``MQClientException(code, message)``; ``response_code`` is the code, ``error_message`` the bare message."""
+
+    def __init__(self, code: int, message: str | None, cause: BaseException | None = None) -> None:
+        self.response_code = code
+        self.error_message = message
+        text = f"CODE: {code}  DESC: {message}" if code != -1 else str(message)
+        super().__init__(text)
+        if cause is not None:
+            self.__cause__ = cause
+
+    @classmethod
+    def of(cls, message: str, cause: BaseException | None = None) -> MQClientException:
+        """``new MQClientException(message, cause)``: no code (-1)."""
+        return cls(-1, message, cause)
+
+
+class MQBrokerException(RmqError):
+    """A broker answered with a response code the client cannot treat as success."""
+
+    def __init__(self, response_code: int, remark: str | None, broker_addr: str | None = None) -> None:
+        self.response_code = response_code
+        self.remark = remark
+        self.broker_addr = broker_addr
+        text = f"CODE: {response_code}  DESC: {remark}"
+        if broker_addr:
+            text += f" BROKER: {broker_addr}"
+        super().__init__(text)
+
+    @property
+    def error_message(self) -> str | None:
+        return self.remark
+
+
+class RemotingError(RmqError):
+    """A request did not get a response: the connection failed or the wait timed out."""
+
+
+class RemotingConnectError(RemotingError, ConnectionError):
+    def __init__(self, addr: str | None, cause: BaseException | None = None) -> None:
+        super().__init__(f"connect to {addr} failed" + (f": {cause}" if cause else ""))
+        self.addr = addr
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    def __init__(self, addr: str | None, timeout_ms: int | float) -> None:
+        super().__init__(f"wait response on the channel <{addr}> timeout, {int(timeout_ms)}(ms)")
+        self.addr = addr
+        self.timeout_ms = timeout_ms
+
+
+class RemotingTooMuchRequestError(RemotingError):
+    """RemotingTooMuchRequestException: what RocketMQ raises when a call ran out of its total time budget."""
+
+
+def suggest_todo(url: str = FAQ_URL) -> str:
+    return f"\nSee {url} for further details."

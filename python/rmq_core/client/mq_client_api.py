@@ -1,0 +1,305 @@
+"""MQClientAPIImpl (4.9 ``org.apache.rocketmq.client.impl.MQClientAPIImpl``): every RPC a client makes to name servers
+and brokers, as ``async def`` methods on the owning ``MQClientInstance``'s loop, over one ``RemotingClient``.
+
+Invariants:
+1. Requests carry RocketMQ's request codes and custom headers (``rmq_core.remoting.header``) and JSON bodies
+   (``rmq_core.remoting.body.*``); sends use SEND_MESSAGE_V2 with the short header names (SEND_BATCH_MESSAGE for a
+   ``MessageBatch``), as ``sendSmartMsg=true`` does.
+2. Response codes map as in RocketMQ: a send answers SUCCESS / FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
+   SLAVE_NOT_AVAILABLE → ``SendResult``; a pull answers SUCCESS → FOUND, PULL_NOT_FOUND → NO_NEW_MSG,
+   PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, PULL_OFFSET_MOVED → OFFSET_ILLEGAL; a route query TOPIC_NOT_EXIST →
+   ``MQClientException(17, remark)``; every other unexpected code → ``MQBrokerException(code, remark, addr)``.
+3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
+4. Name server requests go to the current name server; one that cannot be reached makes the next in the list current.
+
+Thread-safety: call only on the instance's event loop (the ``RemotingClient`` is loop-bound).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.exceptions import (
+    ClientErrorCode,
+    MQBrokerException,
+    MQClientException,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    suggest_todo,
+)
+from rmq_core.client.producer.message_batch import MessageBatch
+from rmq_core.client.producer.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus
+from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue
+from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
+from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
+from rmq_core.remoting.transport import RemotingClient
+
+if TYPE_CHECKING:
+    from rmq_core.client.consumer.pull_result import PullResultExt
+
+log = logging.getLogger(__name__)
+
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+
+SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
+
+
+class MQClientAPIImpl:
+    def __init__(self, remoting_client: RemotingClient, client_config: ClientConfig) -> None:
+        self.remoting_client = remoting_client
+        self.client_config = client_config
+        self._namesrv_index = 0
+
+    # --- plumbing ----------------------------------------------------------------------------------------------
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        return self.client_config.namesrv_addr_list()
+
+    def update_name_server_address_list(self, addrs: str) -> None:
+        self.client_config.namesrv_addr = addrs
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """invokeSync: the response, or RemotingTimeoutError / RemotingConnectError."""
+        request.language = self.client_config.language
+        timeout = max(timeout_ms, 1) / 1000.0
+        try:
+            return await self.remoting_client.invoke(addr, request, timeout)
+        except TimeoutError:
+            raise RemotingTimeoutError(addr, timeout_ms) from None
+        except RemotingConnectError:
+            raise
+        except OSError as e:  # ConnectionError and failed connects
+            raise RemotingConnectError(addr, e) from None
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout_ms: float) -> None:
+        request.language = self.client_config.language
+        timeout = max(timeout_ms, 1) / 1000.0
+        try:
+            await self.remoting_client.invoke_oneway(addr, request, timeout)
+        except TimeoutError:
+            raise RemotingTimeoutError(addr, timeout_ms) from None
+        except RemotingConnectError:
+            raise
+        except OSError as e:
+            raise RemotingConnectError(addr, e) from None
+
+    async def invoke_name_server(self, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        addrs = self.namesrv_addr_list
+        if not addrs:
+            raise MQClientException(ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
+                                    "No name server address, please set it." + suggest_todo())
+        last: RemotingConnectError | None = None
+        for i in range(len(addrs)):
+            idx = (self._namesrv_index + i) % len(addrs)
+            try:
+                response = await self.invoke(addrs[idx], request, timeout_ms)
+            except RemotingConnectError as e:
+                log.warning("name server %s unreachable: %s", addrs[idx], e)
+                last = e
+                continue
+            self._namesrv_index = idx
+            return response
+        assert last is not None
+        raise last
+
+    # --- name server -------------------------------------------------------------------------------------------
+    async def get_topic_route_info_from_name_server(self, topic: str, timeout_ms: float,
+                                                    allow_topic_not_exist: bool = True) -> TopicRouteData:
+        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+        response = await self.invoke_name_server(request, timeout_ms)
+        if response.code == ResponseCode.SUCCESS and response.body:
+            return TopicRouteData.decode(response.body)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST and allow_topic_not_exist:
+            log.warning("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
+        raise MQClientException(response.code, response.remark)
+
+    async def get_default_topic_route_info_from_name_server(self, topic: str, timeout_ms: float) -> TopicRouteData:
+        return await self.get_topic_route_info_from_name_server(topic, timeout_ms, allow_topic_not_exist=False)
+
+    # --- send --------------------------------------------------------------------------------------------------
+    async def send_message(self, addr: str, broker_name: str, msg: Message, header: SendMessageRequestHeader,
+                           timeout_ms: float, mode: str = "SYNC") -> SendResult | None:
+        """SYNC and ASYNC wait for the broker's answer (ASYNC differs only in who waits: the caller's future);
+        ONEWAY returns None once the frame is written."""
+        if mode not in SEND_MODES:
+            raise ValueError(f"send mode must be one of {SEND_MODES}, not {mode!r}")
+        code = RequestCode.SEND_BATCH_MESSAGE if isinstance(msg, MessageBatch) else RequestCode.SEND_MESSAGE_V2
+        request = RemotingCommand.request(code, encode_header(header, short_names=True), msg.body)
+        if mode == "ONEWAY":
+            await self.invoke_oneway(addr, request, timeout_ms)
+            return None
+        response = await self.invoke(addr, request, timeout_ms)
+        return self.process_send_response(broker_name, msg, response, addr)
+
+    def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand,
+                              addr: str) -> SendResult:
+        code = response.code
+        if code == ResponseCode.SUCCESS:
+            status = SendStatus.SEND_OK
+        elif code == ResponseCode.FLUSH_DISK_TIMEOUT:
+            status = SendStatus.FLUSH_DISK_TIMEOUT
+        elif code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
+            status = SendStatus.FLUSH_SLAVE_TIMEOUT
+        elif code == ResponseCode.SLAVE_NOT_AVAILABLE:
+            status = SendStatus.SLAVE_NOT_AVAILABLE
+        else:
+            raise MQBrokerException(code, response.remark, addr)
+        h = decode_header(SendMessageResponseHeader, response.ext_fields)
+        if isinstance(msg, MessageBatch):
+            uniq: str | None = ",".join(m.properties.get(UNIQ_KEY, "") for m in msg.messages)
+        else:
+            uniq = msg.properties.get(UNIQ_KEY)
+        region = response.ext_fields.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID
+        trace_on = response.ext_fields.get(PROPERTY_TRACE_SWITCH) != "false"
+        return SendResult(status, uniq, h.msgId, MessageQueue(msg.topic, broker_name, h.queueId), h.queueOffset,
+                          region_id=region, trace_on=trace_on, transaction_id=h.transactionId)
+
+    # --- pull --------------------------------------------------------------------------------------------------
+    async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float) -> PullResultExt:
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
+        response = await self.invoke(addr, request, timeout_ms)
+        return self.process_pull_response(response, addr)
+
+    def process_pull_response(self, response: RemotingCommand, addr: str) -> PullResultExt:
+        from rmq_core.client.consumer.pull_result import PullResultExt, PullStatus  # owned by the pull path
+
+        code = response.code
+        if code == ResponseCode.SUCCESS:
+            status = PullStatus.FOUND
+        elif code == ResponseCode.PULL_NOT_FOUND:
+            status = PullStatus.NO_NEW_MSG
+        elif code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            status = PullStatus.NO_MATCHED_MSG
+        elif code == ResponseCode.PULL_OFFSET_MOVED:
+            status = PullStatus.OFFSET_ILLEGAL
+        else:
+            raise MQBrokerException(code, response.remark, addr)
+        h = decode_header(PullMessageResponseHeader, response.ext_fields)
+        return PullResultExt(pull_status=status, next_begin_offset=h.nextBeginOffset, min_offset=h.minOffset,
+                             max_offset=h.maxOffset, msg_found_list=None,
+                             suggest_which_broker_id=h.suggestWhichBrokerId, message_binary=response.body)
+
+    # --- heartbeat and registration ----------------------------------------------------------------------------
+    async def send_heartbeat(self, addr: str, heartbeat_data: HeartbeatData, timeout_ms: float) -> int:
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, body=heartbeat_data.encode())
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code == ResponseCode.SUCCESS:
+            return response.version
+        raise MQBrokerException(response.code, response.remark, addr)
+
+    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
+                                consumer_group: str | None, timeout_ms: float) -> None:
+        h = UnregisterClientRequestHeader(clientID=client_id, producerGroup=producer_group,
+                                          consumerGroup=consumer_group)
+        response = await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, encode_header(h)),
+                                     timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
+    async def get_consumer_id_list_by_group(self, addr: str, consumer_group: str, timeout_ms: float) -> list[str]:
+        h = GetConsumerListByGroupRequestHeader(consumerGroup=consumer_group)
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, encode_header(h)), timeout_ms)
+        if response.code == ResponseCode.SUCCESS and response.body is not None:
+            return GetConsumerListByGroupResponseBody.decode(response.body).consumer_id_list
+        raise MQBrokerException(response.code, response.remark, addr)
+
+    # --- consumer offsets ----------------------------------------------------------------------------------------
+    async def query_consumer_offset(self, addr: str, header: QueryConsumerOffsetRequestHeader,
+                                    timeout_ms: float) -> int:
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)), timeout_ms)
+        if response.code == ResponseCode.SUCCESS:
+            return decode_header(OffsetResponseHeader, response.ext_fields).offset
+        raise MQBrokerException(response.code, response.remark, addr)
+
+    async def update_consumer_offset(self, addr: str, header: UpdateConsumerOffsetRequestHeader,
+                                     timeout_ms: float) -> None:
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)), timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
+    async def update_consumer_offset_oneway(self, addr: str, header: UpdateConsumerOffsetRequestHeader,
+                                            timeout_ms: float | None = None) -> None:
+        await self.invoke_oneway(
+            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)),
+            timeout_ms if timeout_ms is not None else self.client_config.mq_client_api_timeout)
+
+    # --- send back, locks --------------------------------------------------------------------------------------
+    async def consumer_send_message_back(self, addr: str, broker_name: str, msg: MessageExt, consumer_group: str,
+                                         delay_level: int, timeout_ms: float, max_consume_retry_times: int) -> None:
+        h = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commitlog_offset, group=consumer_group, delayLevel=delay_level,
+            originMsgId=msg.properties.get(UNIQ_KEY) or msg.msg_id,  # MessageClientExt.getMsgId
+            originTopic=msg.topic, unitMode=None, maxReconsumeTimes=max_consume_retry_times)
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(h)), timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
+    async def lock_batch_mq(self, addr: str, body: LockBatchRequestBody, timeout_ms: float) -> set[MessageQueue]:
+        response = await self.invoke(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body.encode()),
+                                     timeout_ms)
+        if response.code == ResponseCode.SUCCESS:
+            return LockBatchResponseBody.decode(response.body or b"{}").lock_ok_mq_set
+        raise MQBrokerException(response.code, response.remark, addr)
+
+    async def unlock_batch_mq(self, addr: str, body: UnlockBatchRequestBody | LockBatchRequestBody,
+                              timeout_ms: float, oneway: bool = False) -> None:
+        request = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=body.encode())
+        if oneway:
+            await self.invoke_oneway(addr, request, timeout_ms)
+            return
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
+    # --- queue offsets (admin) ---------------------------------------------------------------------------------
+    async def _offset_rpc(self, addr: str, code: int, header: Any, timeout_ms: float) -> int:
+        response = await self.invoke(addr, RemotingCommand.request(code, encode_header(header)), timeout_ms)
+        if response.code == ResponseCode.SUCCESS:
+            return decode_header(OffsetResponseHeader, response.ext_fields).offset
+        raise MQBrokerException(response.code, response.remark, addr)
+
+    async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float) -> int:
+        return await self._offset_rpc(addr, RequestCode.GET_MAX_OFFSET,
+                                      GetMaxOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms)
+
+    async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float) -> int:
+        return await self._offset_rpc(addr, RequestCode.GET_MIN_OFFSET,
+                                      GetMinOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms)
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int, timeout_ms: float) -> int:
+        return await self._offset_rpc(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                      SearchOffsetRequestHeader(topic=topic, queueId=queue_id, timestamp=timestamp),
+                                      timeout_ms)
+
+    async def close(self) -> None:
+        await self.remoting_client.close()
+

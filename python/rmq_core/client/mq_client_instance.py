@@ -1,0 +1,626 @@
+"""MQClientInstance (4.9 ``org.apache.rocketmq.client.impl.factory.MQClientInstance``): the one client per client id
+that the producers and consumers of a process share. It owns an asyncio event loop on a daemon thread
+(``rmq-client-<client_id>``) on which all network I/O runs: the ``MQClientAPIImpl`` over one ``RemotingClient``
+(whose request handler serves broker→client requests such as NOTIFY_CONSUMER_IDS_CHANGED), the pull and rebalance
+services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
+
+Invariants:
+1. ``topic_route_table`` / ``broker_addr_table`` / ``broker_version_table`` are written on the loop thread only; a
+   route is published to producers (``TopicPublishInfo``) and consumers (subscribe queues) whenever it changes or one
+   of them asks for it (``is_publish_topic_need_update`` / ``is_subscribe_topic_need_update``).
+2. At most one producer and one consumer per group are registered; ``shutdown()`` does nothing while any
+   (other than the internal CLIENT_INNER_PRODUCER) is still registered.
+3. ``run_sync`` refuses to run on the loop thread (it would deadlock) and never leaves a coroutine un-awaited.
+4. A producer asking for a topic the name server does not know gets the default topic TBW102's route, its queue
+   counts capped at the producer's ``default_topic_queue_nums`` (RocketMQ's isDefault path), so brokers auto-create it.
+
+Thread-safety: registration tables are guarded by a lock; everything else runs on the loop. Public blocking calls
+go through ``run_sync`` from other threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import inspect
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
+
+from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
+from rmq_core.client.mq_client_api import MQClientAPIImpl
+from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
+from rmq_core.common import mix_all
+from rmq_core.common.mix_all import MASTER_ID
+from rmq_core.filter.subscription_data import SubscriptionData
+from rmq_core.message import MessageQueue
+from rmq_core.remoting.body.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    HeartbeatData,
+    MessageModel,
+    ProducerData,
+)
+from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import NotifyConsumerIdsChangedRequestHeader, decode_header
+from rmq_core.remoting.transport import Connection, RemotingClient
+
+if TYPE_CHECKING:
+    from rmq_core.client.producer.producer import Producer
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOCK_TIMEOUT_S = 3.0
+CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
+
+
+class MQConsumerInner(Protocol):
+    """What a consumer registered with the instance offers (docs/CLIENT_DESIGN.md)."""
+
+    group_name: str
+    message_model: MessageModel
+    consume_type: ConsumeType | str
+    consume_from_where: ConsumeFromWhere
+
+    def subscriptions(self) -> list[SubscriptionData]: ...
+    def do_rebalance(self) -> Any: ...
+    def persist_consumer_offset(self) -> Any: ...
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
+    def is_subscribe_topic_need_update(self, topic: str) -> bool: ...
+    def is_unit_mode(self) -> bool: ...
+
+
+class MQProducerInner(Protocol):
+    group: str
+
+    def get_publish_topic_list(self) -> list[str]: ...
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None: ...
+    def is_publish_topic_need_update(self, topic: str) -> bool: ...
+
+
+@dataclass
+class FindBrokerResult:
+    broker_addr: str
+    slave: bool
+    broker_version: int = 0
+
+
+def _sorted_route(route: TopicRouteData) -> TopicRouteData:
+    r = copy.deepcopy(route)
+    r.queue_datas.sort(key=lambda q: q.broker_name)
+    r.broker_datas.sort(key=lambda b: b.broker_name)
+    return r
+
+
+def topic_route_data_is_change(old: TopicRouteData | None, new: TopicRouteData | None) -> bool:
+    if old is None or new is None:
+        return True
+    return _sorted_route(old) != _sorted_route(new)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class MQClientInstance:
+    def __init__(self, client_config: ClientConfig, instance_index: int = 0, client_id: str | None = None) -> None:
+        self.client_config = client_config
+        self.instance_index = instance_index
+        self.client_id = client_id or client_config.build_mq_client_id()
+        self.boot_timestamp = int(time.time() * 1000)
+        self.loop = asyncio.new_event_loop()
+        self.remoting_client = RemotingClient(request_handler=self._process_request)
+        self.mq_client_api = MQClientAPIImpl(self.remoting_client, client_config)
+        self.producer_table: dict[str, Any] = {}
+        self.consumer_table: dict[str, Any] = {}
+        self.topic_route_table: dict[str, TopicRouteData] = {}
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self.broker_version_table: dict[str, dict[str, int]] = {}
+        self.pull_message_service: Any = None
+        self.rebalance_service: Any = None
+        self.default_mq_producer: Producer | None = None
+        self.service_state = CREATE_JUST
+        self._state_lock = threading.RLock()
+        self._table_lock = threading.Lock()
+        self._lock_namesrv = asyncio.Lock()
+        self._lock_heartbeat = asyncio.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop_thread_id: int | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.heartbeat_count = 0
+
+    # --- loop plumbing -----------------------------------------------------------------------------------------
+    def _run_loop(self) -> None:
+        self._loop_thread_id = threading.get_ident()
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def in_loop_thread(self) -> bool:
+        return threading.get_ident() == self._loop_thread_id
+
+    def run_sync(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the instance loop and block for its result (RemotingTimeoutError after ``timeout_s``)."""
+        if self.in_loop_thread():
+            coro.close()
+            raise RuntimeError("MQClientInstance.run_sync called on the client's event-loop thread: a blocking "
+                               "client call (send, pull, ...) must not be made from a callback running on the loop")
+        if self._thread is None or self.loop.is_closed():
+            coro.close()
+            raise MQClientException.of(f"The client instance {self.client_id} is not running "
+                                       f"(state {self.service_state})")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            if fut.done() and fut.exception() is not None:
+                raise
+            fut.cancel()
+            raise RemotingTimeoutError(None, (timeout_s or 0) * 1000) from None
+
+    def run_async(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the instance loop from any thread; its result as a concurrent Future."""
+        if self._thread is None or self.loop.is_closed():
+            coro.close()
+            raise MQClientException.of(f"The client instance {self.client_id} is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the loop: now when on the loop thread, else as soon as the loop gets to it."""
+        if self.in_loop_thread():
+            fn()
+        elif self._thread is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._state_lock:
+            if self.service_state == RUNNING:
+                return
+            if self.service_state != CREATE_JUST:
+                raise MQClientException.of(f"The Factory object[{self.client_id}] has been created before, and "
+                                           f"failed.")
+            self._thread = threading.Thread(target=self._run_loop, name=f"rmq-client-{self.client_id}", daemon=True)
+            self._thread.start()
+            self.service_state = RUNNING
+            try:
+                self.run_sync(self._start_async(), 30.0)
+            except BaseException:
+                self.service_state = START_FAILED
+                self._stop_loop()
+                raise
+            self._start_inner_producer()
+
+    async def _start_async(self) -> None:
+        self._start_service("pull_message_service", "rmq_core.client.consumer.pull_message_service",
+                            "PullMessageService")
+        self._start_service("rebalance_service", "rmq_core.client.consumer.rebalance_service", "RebalanceService")
+        for svc in (self.pull_message_service, self.rebalance_service):
+            if svc is not None:
+                await _maybe_await(svc.start())
+        self._start_scheduled_task()
+
+    def _start_service(self, attr: str, module: str, cls_name: str) -> None:
+        if getattr(self, attr) is not None:
+            return
+        try:
+            mod = __import__(module, fromlist=[cls_name])
+            cls = getattr(mod, cls_name)
+        except (ImportError, AttributeError) as e:
+            log.warning("%s not available (%s): %s is not started", cls_name, e, attr)
+            return
+        setattr(self, attr, cls(self))
+
+    def _start_inner_producer(self) -> None:
+        """The instance's own producer (CLIENT_INNER_PRODUCER) consumers fall back to for send-back."""
+        try:
+            from rmq_core.client.producer.producer import Producer
+        except ImportError:  # pragma: no cover - producer module is part of this package
+            return
+        producer = Producer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
+        producer.start_with_instance(self)
+        self.default_mq_producer = producer
+
+    def _start_scheduled_task(self) -> None:
+        cfg = self.client_config
+        self._spawn(self._periodic(10, lambda: cfg.poll_name_server_interval,
+                                   self.update_topic_route_info_from_name_server_all), "route-refresh")
+        self._spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat),
+                    "heartbeat")
+        self._spawn(self._periodic(10000, lambda: cfg.persist_consumer_offset_interval,
+                                   self.persist_all_consumer_offset), "persist-offsets")
+
+    async def _periodic(self, initial_delay_ms: int, period_ms: Callable[[], int],
+                        fn: Callable[[], Awaitable[Any]]) -> None:
+        await asyncio.sleep(initial_delay_ms / 1000)
+        while True:
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+            await asyncio.sleep(max(period_ms(), 10) / 1000)
+
+    async def _clean_and_heartbeat(self) -> None:
+        self.clean_offline_broker()
+        await self.send_heartbeat_to_all_broker_with_lock()
+
+    def shutdown(self) -> None:
+        """Stops the instance once no consumer and no producer (other than the inner one) is registered."""
+        with self._state_lock:
+            if self.consumer_table:
+                return
+            if any(g != mix_all.CLIENT_INNER_PRODUCER_GROUP for g in self.producer_table):
+                return
+            if self.service_state != RUNNING:
+                return
+            if self.in_loop_thread():
+                raise RuntimeError("MQClientInstance.shutdown must not be called on the client's loop thread")
+            if self.default_mq_producer is not None:
+                self.default_mq_producer.shutdown_with_instance()
+            try:
+                self.run_sync(self._shutdown_async(), 15.0)
+            except Exception:
+                log.exception("client instance %s shutdown failed", self.client_id)
+            self.service_state = SHUTDOWN_ALREADY
+            self._stop_loop()
+        from rmq_core.client.mq_client_manager import MQClientManager
+
+        MQClientManager.get_instance().remove_client_factory(self.client_id)
+
+    async def _shutdown_async(self) -> None:
+        await self.persist_all_consumer_offset()
+        for svc in (self.pull_message_service, self.rebalance_service):
+            if svc is not None:
+                try:
+                    await _maybe_await(svc.shutdown())
+                except Exception:
+                    log.exception("service shutdown failed")
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not current]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.mq_client_api.close()
+        await asyncio.sleep(0)
+
+    def _stop_loop(self) -> None:
+        if self._thread is None:
+            return
+
+        async def drain() -> None:
+            pending = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(drain(), self.loop).result(5.0)
+        except Exception:
+            log.exception("draining client loop failed")
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5.0)
+        self._thread = None
+        self.loop.close()
+
+    # --- registration ------------------------------------------------------------------------------------------
+    def register_consumer(self, group: str, consumer: Any) -> bool:
+        if not group or consumer is None:
+            return False
+        with self._table_lock:
+            if group in self.consumer_table:
+                log.warning("the consumer group[%s] exist already.", group)
+                return False
+            self.consumer_table[group] = consumer
+        return True
+
+    def unregister_consumer(self, group: str) -> None:
+        with self._table_lock:
+            self.consumer_table.pop(group, None)
+        self._unregister_client_with_lock(None, group)
+
+    def register_producer(self, group: str, producer: Any) -> bool:
+        if not group or producer is None:
+            return False
+        with self._table_lock:
+            if group in self.producer_table:
+                log.warning("the producer group[%s] exist already.", group)
+                return False
+            self.producer_table[group] = producer
+        return True
+
+    def unregister_producer(self, group: str) -> None:
+        with self._table_lock:
+            self.producer_table.pop(group, None)
+        self._unregister_client_with_lock(group, None)
+
+    def select_consumer(self, group: str) -> Any:
+        return self.consumer_table.get(group)
+
+    def select_producer(self, group: str) -> Any:
+        return self.producer_table.get(group)
+
+    def _unregister_client_with_lock(self, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT to every known broker (blocking when called off the loop, a task when on it)."""
+        if self.service_state != RUNNING or self._thread is None:
+            return
+        coro = self._unregister_client(producer_group, consumer_group)
+        if self.in_loop_thread():
+            self._spawn(coro, "unregister-client")
+            return
+        try:
+            self.run_sync(coro, self.client_config.mq_client_api_timeout / 1000 * 2 + 1)
+        except Exception as e:
+            log.warning("unregister client %s failed: %s", self.client_id, e)
+
+    async def _unregister_client(self, producer_group: str | None, consumer_group: str | None) -> None:
+        async with self._lock_heartbeat:
+            for broker_name, addrs in list(self.broker_addr_table.items()):
+                for _bid, addr in list(addrs.items()):
+                    try:
+                        await self.mq_client_api.unregister_client(addr, self.client_id, producer_group,
+                                                                   consumer_group,
+                                                                   self.client_config.mq_client_api_timeout)
+                        log.info("unregister client[Producer: %s Consumer: %s] from broker[%s %s] success",
+                                 producer_group, consumer_group, broker_name, addr)
+                    except (RemotingError, MQBrokerException, MQClientException) as e:
+                        log.warning("unregister client from broker %s failed: %s", addr, e)
+
+    # --- routes ------------------------------------------------------------------------------------------------
+    async def update_topic_route_info_from_name_server_all(self) -> None:
+        topics: set[str] = set()
+        for consumer in list(self.consumer_table.values()):
+            try:
+                topics.update(s.topic for s in consumer.subscriptions())
+            except Exception:
+                log.exception("reading subscriptions of a consumer failed")
+        for producer in list(self.producer_table.values()):
+            topics.update(producer.get_publish_topic_list())
+        for topic in topics:
+            await self.update_topic_route_info_from_name_server(topic)
+
+    async def update_topic_route_info_from_name_server(self, topic: str, is_default: bool = False,
+                                                       producer: Any = None) -> bool:
+        try:
+            await asyncio.wait_for(self._lock_namesrv.acquire(), LOCK_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("updateTopicRouteInfoFromNameServer tryLock timeout %dms", int(LOCK_TIMEOUT_S * 1000))
+            return False
+        try:
+            timeout = self.client_config.mq_client_api_timeout
+            if is_default and producer is not None:
+                route = await self.mq_client_api.get_default_topic_route_info_from_name_server(
+                    mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, timeout)
+                for qd in route.queue_datas:
+                    n = min(producer.default_topic_queue_nums, qd.read_queue_nums)
+                    qd.read_queue_nums = n
+                    qd.write_queue_nums = n
+            else:
+                route = await self.mq_client_api.get_topic_route_info_from_name_server(topic, timeout)
+            old = self.topic_route_table.get(topic)
+            changed = topic_route_data_is_change(old, route)
+            if not changed:
+                changed = self._is_need_update_topic_route_info(topic)
+            else:
+                log.info("the topic[%s] route info changed, old[%s] ,new[%s]", topic, old, route)
+            if changed:
+                for bd in route.broker_datas:
+                    self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+                if self.producer_table:
+                    info = TopicPublishInfo.from_route(topic, route)
+                    info.have_topic_router_info = True
+                    for p in list(self.producer_table.values()):
+                        p.update_topic_publish_info(topic, info)
+                if self.consumer_table:
+                    sub = route.subscribe_message_queues(topic)
+                    for c in list(self.consumer_table.values()):
+                        try:
+                            c.update_topic_subscribe_info(topic, sub)
+                        except Exception:
+                            log.exception("updating subscribe info of %s failed", topic)
+                self.topic_route_table[topic] = copy.deepcopy(route)
+            return True
+        except MQClientException as e:
+            if not mix_all.is_retry_topic(topic) and topic != mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC:
+                log.warning("updateTopicRouteInfoFromNameServer Exception: %s", e)
+            return False
+        except (RemotingError, ValueError) as e:
+            log.warning("updateTopicRouteInfoFromNameServer Exception: %s", e)
+            return False
+        finally:
+            self._lock_namesrv.release()
+
+    def _is_need_update_topic_route_info(self, topic: str) -> bool:
+        for p in list(self.producer_table.values()):
+            if p.is_publish_topic_need_update(topic):
+                return True
+        for c in list(self.consumer_table.values()):
+            try:
+                if c.is_subscribe_topic_need_update(topic):
+                    return True
+            except Exception:
+                log.exception("is_subscribe_topic_need_update failed")
+        return False
+
+    def clean_offline_broker(self) -> None:
+        for name, addrs in list(self.broker_addr_table.items()):
+            live = {bid: a for bid, a in addrs.items() if self._is_broker_addr_exist_in_topic_route_table(a)}
+            if len(live) != len(addrs):
+                log.info("the broker addr[%s] is offline, remove it", set(addrs.values()) - set(live.values()))
+            if live:
+                self.broker_addr_table[name] = live
+            else:
+                self.broker_addr_table.pop(name, None)
+                log.info("the broker[%s] name's host is offline, remove it", name)
+
+    def _is_broker_addr_exist_in_topic_route_table(self, addr: str) -> bool:
+        for route in list(self.topic_route_table.values()):
+            for bd in route.broker_datas:
+                if addr in bd.broker_addrs.values():
+                    return True
+        return False
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        addrs = self.broker_addr_table.get(broker_name)
+        return addrs.get(MASTER_ID) if addrs else None
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool) -> FindBrokerResult | None:
+        addrs = self.broker_addr_table.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        slave = broker_id != MASTER_ID
+        found = addr is not None
+        if not found and slave:
+            addr = addrs.get(broker_id + 1)
+            found = addr is not None
+        if not found and not only_this_broker:
+            bid, addr = next(iter(addrs.items()))
+            slave = bid != MASTER_ID
+            found = True
+        if not found or addr is None:
+            return None
+        return FindBrokerResult(addr, slave, self.find_broker_version(broker_name, addr))
+
+    def find_broker_address_in_admin(self, broker_name: str) -> FindBrokerResult | None:
+        addrs = self.broker_addr_table.get(broker_name)
+        if not addrs:
+            return None
+        bid, addr = next(iter(addrs.items()))
+        return FindBrokerResult(addr, bid != MASTER_ID, self.find_broker_version(broker_name, addr))
+
+    def find_broker_version(self, broker_name: str, addr: str) -> int:
+        return self.broker_version_table.get(broker_name, {}).get(addr, 0)
+
+    def get_any_broker_addr_for_topic(self, topic: str) -> str | None:
+        """findBrokerAddrByTopic: a broker (master first) of one of the topic's broker names."""
+        route = self.topic_route_table.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        bd = route.broker_datas[int(time.monotonic_ns()) % len(route.broker_datas)]
+        return bd.select_broker_addr()
+
+    async def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
+        """The client ids of ``group`` as a broker of ``topic`` knows them; None when no broker answers."""
+        addr = self.get_any_broker_addr_for_topic(topic)
+        if addr is None:
+            await self.update_topic_route_info_from_name_server(topic)
+            addr = self.get_any_broker_addr_for_topic(topic)
+        if addr is None:
+            return None
+        try:
+            return await self.mq_client_api.get_consumer_id_list_by_group(addr, group,
+                                                                        self.client_config.mq_client_api_timeout)
+        except (RemotingError, MQBrokerException, ValueError) as e:
+            log.warning("getConsumerIdListByGroup exception, %s %s: %s", addr, group, e)
+            return None
+
+    # --- heartbeat ---------------------------------------------------------------------------------------------
+    def prepare_heartbeat_data(self) -> HeartbeatData:
+        data = HeartbeatData(client_id=self.client_id)
+        for group, c in list(self.consumer_table.items()):
+            ct = c.consume_type
+            data.consumer_data_set.append(ConsumerData(
+                group_name=group,
+                consume_type=ct if isinstance(ct, ConsumeType) else ConsumeType(str(ct)),
+                message_model=MessageModel(c.message_model),
+                consume_from_where=ConsumeFromWhere(c.consume_from_where),
+                subscription_data_set=list(c.subscriptions()),
+                unit_mode=bool(c.is_unit_mode())))
+        for group in list(self.producer_table):
+            data.producer_data_set.append(ProducerData(group))
+        return data
+
+    async def send_heartbeat_to_all_broker_with_lock(self) -> None:
+        async with self._lock_heartbeat:
+            await self._send_heartbeat_to_all_broker()
+
+    async def _send_heartbeat_to_all_broker(self) -> None:
+        data = self.prepare_heartbeat_data()
+        if not data.producer_data_set and not data.consumer_data_set:
+            log.info("sending heartbeat, but no consumer and no producer. [%s]", self.client_id)
+            return
+        timeout = self.client_config.mq_client_api_timeout
+        for name, addrs in list(self.broker_addr_table.items()):
+            for bid, addr in list(addrs.items()):
+                if not data.consumer_data_set and bid != MASTER_ID:
+                    continue
+                try:
+                    version = await self.mq_client_api.send_heartbeat(addr, data, timeout)
+                    self.broker_version_table.setdefault(name, {})[addr] = version
+                    self.heartbeat_count += 1
+                except (RemotingError, MQBrokerException, MQClientException) as e:
+                    if self._is_broker_in_name_server(addr):
+                        log.warning("send heart beat to broker[%s %d %s] failed: %s", name, bid, addr, e)
+                    else:
+                        log.info("send heart beat to broker[%s %d %s] exception, because the broker not up",
+                                 name, bid, addr)
+
+    def _is_broker_in_name_server(self, addr: str) -> bool:
+        return self._is_broker_addr_exist_in_topic_route_table(addr)
+
+    def send_heartbeat_to_all_broker_sync(self) -> None:
+        """Blocking form for callers off the loop (producer/consumer start)."""
+        self.run_sync(self.send_heartbeat_to_all_broker_with_lock(),
+                      self.client_config.mq_client_api_timeout / 1000 * max(1, len(self.broker_addr_table)) + 5)
+
+    # --- consumers ---------------------------------------------------------------------------------------------
+    def rebalance_immediately(self) -> None:
+        svc = self.rebalance_service
+        if svc is not None:
+            self.call_soon(svc.wakeup)
+
+    async def do_rebalance(self) -> None:
+        for group, c in list(self.consumer_table.items()):
+            try:
+                await _maybe_await(c.do_rebalance())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("doRebalance of group %s failed", group)
+
+    async def persist_all_consumer_offset(self) -> None:
+        for group, c in list(self.consumer_table.items()):
+            try:
+                await _maybe_await(c.persist_consumer_offset())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("persistConsumerOffset of group %s failed", group)
+
+    # --- broker → client requests ------------------------------------------------------------------------------
+    async def _process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            try:
+                h = decode_header(NotifyConsumerIdsChangedRequestHeader, request.ext_fields)
+                log.info("receive broker's notification[%s], the consumer group: %s changed, rebalance "
+                         "immediately", conn.remote_address, h.consumerGroup)
+            except ValueError as e:
+                log.warning("bad NOTIFY_CONSUMER_IDS_CHANGED from %s: %s", conn.remote_address, e)
+            self.rebalance_immediately()
+            return None
+        response = RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                               remark=f" request type {request.code} not supported")
+        response.language = self.client_config.language
+        return response
+
+    def __repr__(self) -> str:
+        return f"MQClientInstance({self.client_id}, {self.service_state})"

@@ -1,0 +1,450 @@
+"""Producer (4.9 ``DefaultMQProducer`` + ``DefaultMQProducerImpl``): sync, async, oneway, ordered (selector) and batch
+sends through the shared ``MQClientInstance``.
+
+Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
+1. A message is checked before anything is sent (``check_message``: topic legal and allowed, body non-empty and at
+   most ``max_message_size``, properties encodable); a bad one raises ``MQClientException(13, ...)`` and nothing is
+   stored.
+2. Each message gets a UNIQ_KEY (kept when already set); a body of at least ``compress_msg_body_over_howmuch`` bytes
+   goes zlib-compressed (level 5) with sysFlag COMPRESSED | ZLIB (4.9.7), the caller's ``msg.body`` untouched.
+3. SYNC sends try ``1 + retry_times_when_send_failed`` times, each on a queue avoiding the broker of the last failure,
+   within ``timeout_ms`` overall; ordered sends (selector) and oneway sends never retry.
+4. A topic unknown to the name server is sent with the default topic TBW102's route, so a broker auto-creates it.
+
+Thread-safety: public methods may be called from any thread except the client's loop thread (they block on it via
+``run_sync``); ``send_async`` returns a ``concurrent.futures.Future``. The publish-info table is replaced per topic
+on the loop and read anywhere.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+import zlib
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.exceptions import (
+    ClientErrorCode,
+    MQBrokerException,
+    MQClientException,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+    RemotingTooMuchRequestError,
+    suggest_todo,
+)
+from rmq_core.client.producer.message_batch import MessageBatch
+from rmq_core.client.producer.message_queue_selector import MessageQueueSelector
+from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
+from rmq_core.client.producer.send_result import SendResult
+from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
+from rmq_core.common import mix_all
+from rmq_core.message import (
+    COMPRESSED_FLAG,
+    COMPRESSION_ZLIB,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_RECONSUME_TIME,
+    TRANSACTION_PREPARED_TYPE,
+    UNIQ_KEY,
+    Message,
+    MessageQueue,
+    create_uniq_id,
+)
+from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.header import SendMessageRequestHeader
+
+if TYPE_CHECKING:
+    from rmq_core.client.mq_client_instance import MQClientInstance
+
+log = logging.getLogger(__name__)
+
+SYNC, ASYNC, ONEWAY = "SYNC", "ASYNC", "ONEWAY"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+COMPRESS_LEVEL = 5
+SEND_MSG_FAILED_URL = "http://rocketmq.apache.org/docs/faq/"
+# MQBrokerException codes after which sendDefaultImpl tries another queue (DefaultMQProducer.retryResponseCodes)
+RETRY_RESPONSE_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION, 204, 205,  # NO_BUYER_ID, NOT_IN_CURRENT_UNIT
+})
+CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
+Selector = MessageQueueSelector | Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _wire_copy(msg: Message, body: bytes) -> Message:
+    """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties."""
+    if isinstance(msg, MessageBatch):
+        return msg
+    m = Message.__new__(Message)
+    m.topic, m.body, m.flag, m.properties = msg.topic, body, msg.flag, msg.properties
+    return m
+
+
+class Producer:
+    def __init__(self, group: str = mix_all.DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
+                 send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
+                 retry_times_when_send_async_failed: int = 2, retry_another_broker_when_not_store_ok: bool = False,
+                 default_topic_queue_nums: int = 4, compress_msg_body_over_howmuch: int = 4096,
+                 max_message_size: int = 4 * 1024 * 1024, instance_name: str = "DEFAULT",
+                 send_latency_fault_enable: bool = False, create_topic_key: str = mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                 **settings: Any) -> None:
+        unknown = set(settings) - ClientConfig.setting_names()
+        if unknown:
+            raise TypeError(f"Producer got unknown settings: {', '.join(sorted(unknown))}")
+        self.producer_group = group
+        self.client_config = ClientConfig(instance_name=instance_name, **settings)
+        if namesrv_addr is not None:
+            self.client_config.namesrv_addr = namesrv_addr
+        self.send_msg_timeout = send_msg_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
+        self.max_message_size = max_message_size
+        self.create_topic_key = create_topic_key
+        self.mq_fault_strategy = MQFaultStrategy(send_latency_fault_enable)
+        self.topic_publish_info_table: dict[str, TopicPublishInfo] = {}
+        self.service_state = CREATE_JUST
+        self.instance: MQClientInstance | None = None
+
+    # --- MQProducerInner ---------------------------------------------------------------------------------------
+    @property
+    def group(self) -> str:
+        return self.producer_group
+
+    def get_publish_topic_list(self) -> list[str]:
+        return list(self.topic_publish_info_table)
+
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
+        if topic and info is not None:
+            self.topic_publish_info_table[topic] = info
+
+    def is_publish_topic_need_update(self, topic: str) -> bool:
+        prev = self.topic_publish_info_table.get(topic)
+        return prev is None or not prev.ok()
+
+    def is_unit_mode(self) -> bool:
+        return self.client_config.unit_mode
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------
+    @property
+    def client_id(self) -> str | None:
+        return self.instance.client_id if self.instance is not None else None
+
+    def start(self) -> None:
+        from rmq_core.client.mq_client_manager import MQClientManager
+
+        if self.service_state != CREATE_JUST:
+            raise MQClientException.of(f"The producer service state not OK, maybe started once, "
+                                       f"{self.service_state}" + suggest_todo())
+        self._check_config()
+        if self.producer_group != mix_all.CLIENT_INNER_PRODUCER_GROUP:
+            self.client_config.change_instance_name_to_pid()
+        self.service_state = START_FAILED
+        instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config)
+        if not instance.register_producer(self.producer_group, self):
+            self.service_state = CREATE_JUST
+            raise MQClientException.of(f"The producer group[{self.producer_group}] has been created before, specify "
+                                       f"another name please." + suggest_todo())
+        self.instance = instance
+        self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
+        try:
+            instance.start()
+        except BaseException:
+            instance.unregister_producer(self.producer_group)
+            raise
+        self.service_state = RUNNING
+        try:
+            instance.send_heartbeat_to_all_broker_sync()
+        except Exception as e:
+            log.warning("heartbeat after producer start failed: %s", e)
+
+    def start_with_instance(self, instance: MQClientInstance) -> None:
+        """Start on an already running instance without starting it (startFactory=false): the inner producer."""
+        if not instance.register_producer(self.producer_group, self):
+            raise MQClientException.of(f"The producer group[{self.producer_group}] has been created before, specify "
+                                       f"another name please." + suggest_todo())
+        self.instance = instance
+        self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
+        self.service_state = RUNNING
+
+    def shutdown(self) -> None:
+        if self.service_state != RUNNING or self.instance is None:
+            return
+        self.instance.unregister_producer(self.producer_group)
+        self.service_state = SHUTDOWN_ALREADY
+        self.instance.shutdown()
+
+    def shutdown_with_instance(self) -> None:
+        if self.service_state == RUNNING and self.instance is not None:
+            self.instance.unregister_producer(self.producer_group)
+        self.service_state = SHUTDOWN_ALREADY
+
+    def __enter__(self) -> Producer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _check_config(self) -> None:
+        err = mix_all.validate_group(self.producer_group)
+        if err is not None:
+            raise MQClientException.of(err)
+        if self.producer_group == mix_all.DEFAULT_PRODUCER_GROUP:
+            raise MQClientException.of(f"producerGroup can not equal {mix_all.DEFAULT_PRODUCER_GROUP}, please "
+                                       f"specify another one." + suggest_todo())
+
+    def _make_sure_state_ok(self) -> MQClientInstance:
+        if self.service_state != RUNNING or self.instance is None:
+            raise MQClientException.of(f"The producer service state not OK, {self.service_state}" + suggest_todo())
+        return self.instance
+
+    # --- validation --------------------------------------------------------------------------------------------
+    def check_message(self, msg: Message) -> None:
+        """Validators.checkMessage (+ the properties must encode): MQClientException(MESSAGE_ILLEGAL) otherwise."""
+        illegal = ResponseCode.MESSAGE_ILLEGAL
+        if msg is None:
+            raise MQClientException(illegal, "the message is null")
+        if not isinstance(msg, Message):
+            raise MQClientException(illegal, f"the message is not a Message: {type(msg).__name__}")
+        err = mix_all.validate_topic(msg.topic)
+        if err is not None:
+            raise MQClientException(-1, err)
+        if msg.topic in mix_all.NOT_ALLOWED_SEND_TOPICS:
+            raise MQClientException(-1, f"Sending message to topic[{msg.topic}] is forbidden.")
+        if msg.body is None:
+            raise MQClientException(illegal, "the message body is null")
+        if len(msg.body) == 0:
+            raise MQClientException(illegal, "the message body length is zero")
+        if len(msg.body) > self.max_message_size:
+            raise MQClientException(illegal, f"the message body size over max value, MAX: {self.max_message_size}")
+        try:
+            properties_to_string(msg.properties)
+        except ValueError as e:
+            raise MQClientException(illegal, f"the message properties are illegal: {e}") from None
+
+    def _prepare(self, msg: Message) -> None:
+        self.check_message(msg)
+        if not isinstance(msg, MessageBatch) and UNIQ_KEY not in msg.properties:
+            msg.properties[UNIQ_KEY] = create_uniq_id()
+
+    def _sync_wait_s(self, timeout_ms: int) -> float:
+        return timeout_ms / 1000 + 2 * self.client_config.mq_client_api_timeout / 1000 + 2
+
+    # --- public sends ------------------------------------------------------------------------------------------
+    def send(self, msg: Message, selector: Selector | None = None, arg: Any = None,
+             timeout_ms: int | None = None) -> SendResult:
+        """Synchronous send; with ``selector`` the queue is ``selector.select(mqs, msg, arg)`` and there is no retry."""
+        instance = self._make_sure_state_ok()
+        timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
+        self._prepare(msg)
+        if selector is not None:
+            coro = self._send_select_impl(msg, selector, arg, SYNC, timeout)
+        else:
+            coro = self._send_default_impl(msg, SYNC, timeout)
+        result = instance.run_sync(coro, self._sync_wait_s(timeout))
+        assert result is not None
+        return result
+
+    def send_to_queue(self, msg: Message, mq: MessageQueue, timeout_ms: int | None = None) -> SendResult:
+        """send(msg, mq): to this queue, no retry."""
+        return self.send(msg, lambda _mqs, _m, q: q, mq, timeout_ms)
+
+    def send_async(self, msg: Message, selector: Selector | None = None, arg: Any = None,
+                   timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
+        """Asynchronous send; every failure (including a bad message) is the future's exception."""
+        instance = self._make_sure_state_ok()
+        timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
+
+        async def run() -> SendResult:
+            self._prepare(msg)
+            if selector is not None:
+                r = await self._send_select_impl(msg, selector, arg, ASYNC, timeout)
+            else:
+                r = await self._send_default_impl(msg, ASYNC, timeout)
+            assert r is not None
+            return r
+
+        return instance.run_async(run())
+
+    def send_oneway(self, msg: Message, selector: Selector | None = None, arg: Any = None) -> None:
+        instance = self._make_sure_state_ok()
+        self._prepare(msg)
+        timeout = self.send_msg_timeout
+        if selector is not None:
+            coro = self._send_select_impl(msg, selector, arg, ONEWAY, timeout)
+        else:
+            coro = self._send_default_impl(msg, ONEWAY, timeout)
+        instance.run_sync(coro, self._sync_wait_s(timeout))
+
+    def send_batch(self, msgs: Iterable[Message], timeout_ms: int | None = None) -> SendResult:
+        """One SEND_BATCH_MESSAGE: same topic, no delay level, no retry topic; msg_id = the comma-joined UNIQ_KEYs."""
+        return self.send(self.batch(msgs), timeout_ms=timeout_ms)
+
+    def batch(self, msgs: Iterable[Message]) -> MessageBatch:
+        try:
+            batch = MessageBatch.generate_from_list(msgs)
+        except ValueError as e:
+            raise MQClientException(-1, f"Failed to initiate the MessageBatch: {e}") from None
+        for m in batch.messages:
+            self.check_message(m)
+            if UNIQ_KEY not in m.properties:
+                m.properties[UNIQ_KEY] = create_uniq_id()
+        batch.body = batch.encode()
+        return batch
+
+    # --- send implementations (on the loop) --------------------------------------------------------------------
+    async def try_to_find_topic_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        instance = self._make_sure_state_ok()
+        info = self.topic_publish_info_table.get(topic)
+        if info is None or not info.ok():
+            self.topic_publish_info_table.setdefault(topic, TopicPublishInfo())
+            await instance.update_topic_route_info_from_name_server(topic)
+            info = self.topic_publish_info_table.get(topic)
+        if info is not None and (info.have_topic_router_info or info.ok()):
+            return info
+        await instance.update_topic_route_info_from_name_server(topic, True, self)
+        return self.topic_publish_info_table.get(topic)
+
+    def _validate_name_server_setting(self) -> None:
+        if not self.client_config.namesrv_addr_list():
+            raise MQClientException(ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
+                                    "No name server address, please set it." + suggest_todo())
+
+    def _no_route(self, topic: str) -> MQClientException:
+        self._validate_name_server_setting()
+        return MQClientException(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+                                 f"No route info of this topic: {topic}" + suggest_todo())
+
+    async def _send_default_impl(self, msg: Message, mode: str, timeout_ms: int) -> SendResult | None:
+        begin_first = _now_ms()
+        tp_info = await self.try_to_find_topic_publish_info(msg.topic)
+        if tp_info is None or not tp_info.ok():
+            raise self._no_route(msg.topic)
+        times_total = {SYNC: 1 + self.retry_times_when_send_failed,
+                       ASYNC: 1 + self.retry_times_when_send_async_failed}.get(mode, 1)
+        mq: MessageQueue | None = None
+        exception: BaseException | None = None
+        send_result: SendResult | None = None
+        call_timeout = False
+        brokers_sent: list[str] = []
+        times = 0
+        while times < times_total:
+            last_broker = mq.broker_name if mq is not None else None
+            mq = self.mq_fault_strategy.select_one_message_queue(tp_info, last_broker)
+            brokers_sent.append(mq.broker_name)
+            begin = _now_ms()
+            cost = begin - begin_first
+            if timeout_ms < cost:
+                call_timeout = True
+                break
+            times += 1
+            try:
+                send_result = await self._send_kernel_impl(msg, mq, mode, timeout_ms - cost)
+                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
+                if mode != SYNC:
+                    return send_result
+                assert send_result is not None
+                if send_result.send_status.value != "SEND_OK" and self.retry_another_broker_when_not_store_ok:
+                    continue
+                return send_result
+            except (RemotingError, MQClientException) as e:
+                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
+                log.warning("send to %s failed, retry another broker: %s", mq, e)
+                exception = e
+                continue
+            except MQBrokerException as e:
+                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
+                log.warning("send to %s failed: %s", mq, e)
+                exception = e
+                if mode == SYNC and e.response_code in RETRY_RESPONSE_CODES:
+                    continue
+                if send_result is not None:
+                    return send_result
+                raise
+        if send_result is not None:
+            return send_result
+        if call_timeout:
+            raise RemotingTooMuchRequestError("sendDefaultImpl call timeout")
+        info = (f"Send [{times}] times, still failed, cost [{_now_ms() - begin_first}]ms, Topic: {msg.topic}, "
+                f"BrokersSent: {brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL))
+        if isinstance(exception, MQBrokerException):
+            code = exception.response_code
+        elif isinstance(exception, RemotingConnectError):
+            code = ClientErrorCode.CONNECT_BROKER_EXCEPTION
+        elif isinstance(exception, RemotingTimeoutError):
+            code = ClientErrorCode.ACCESS_BROKER_TIMEOUT
+        elif isinstance(exception, MQClientException):
+            code = ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
+        else:
+            code = -1
+        raise MQClientException(code, info, exception)
+
+    async def _send_select_impl(self, msg: Message, selector: Selector, arg: Any, mode: str,
+                                timeout_ms: int) -> SendResult | None:
+        begin = _now_ms()
+        tp_info = await self.try_to_find_topic_publish_info(msg.topic)
+        if tp_info is None or not tp_info.ok():
+            self._validate_name_server_setting()
+            raise MQClientException(-1, f"No route info for this topic, {msg.topic}" + suggest_todo())
+        mqs = list(tp_info.message_queue_list)
+        try:
+            if isinstance(selector, MessageQueueSelector):
+                mq = selector.select(mqs, msg, arg)
+            else:
+                mq = selector(mqs, msg, arg)
+        except Exception as e:
+            raise MQClientException(-1, "select message queue threw exception.", e) from e
+        cost = _now_ms() - begin
+        if timeout_ms < cost:
+            raise RemotingTooMuchRequestError("sendSelectImpl call timeout")
+        if mq is None:
+            raise MQClientException(-1, "select message queue return null.")
+        return await self._send_kernel_impl(msg, mq, mode, timeout_ms - cost)
+
+    async def _send_kernel_impl(self, msg: Message, mq: MessageQueue, mode: str,
+                                timeout_ms: int) -> SendResult | None:
+        instance = self._make_sure_state_ok()
+        begin = _now_ms()
+        broker_addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if broker_addr is None:
+            await self.try_to_find_topic_publish_info(mq.topic)
+            broker_addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if broker_addr is None:
+            raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist" + suggest_todo())
+        body = msg.body
+        sys_flag = 0
+        if not isinstance(msg, MessageBatch) and len(body) >= self.compress_msg_body_over_howmuch:
+            body = zlib.compress(body, COMPRESS_LEVEL)
+            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB
+        if msg.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            sys_flag |= TRANSACTION_PREPARED_TYPE
+        header = SendMessageRequestHeader(
+            producerGroup=self.producer_group, topic=msg.topic, defaultTopic=self.create_topic_key,
+            defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queue_id, sysFlag=sys_flag,
+            bornTimestamp=int(time.time() * 1000), flag=msg.flag, properties=properties_to_string(msg.properties),
+            reconsumeTimes=0, unitMode=self.client_config.unit_mode, batch=isinstance(msg, MessageBatch))
+        if mix_all.is_retry_topic(msg.topic):
+            reconsume = msg.properties.pop(PROPERTY_RECONSUME_TIME, None)
+            if reconsume is not None:
+                header.reconsumeTimes = int(reconsume)
+            max_times = msg.properties.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+            if max_times is not None:
+                header.maxReconsumeTimes = int(max_times)
+        cost = _now_ms() - begin
+        if timeout_ms < cost:
+            raise RemotingTooMuchRequestError("sendKernelImpl call timeout")
+        return await instance.mq_client_api.send_message(broker_addr, mq.broker_name, _wire_copy(msg, body), header,
+                                                         timeout_ms - cost, mode)
+
+    def __repr__(self) -> str:
+        return f"Producer({self.producer_group}, {self.service_state}, client_id={self.client_id})"
