@@ -233,18 +233,19 @@ class DefaultMQPushConsumerImpl:
             return self.rebalance_impl.do_rebalance(self.consume_orderly)
         return None
 
-    def persist_consumer_offset(self) -> None:
-        """Persist the assigned queues' offsets. On the loop thread it schedules the (oneway) sends and returns."""
+    def persist_consumer_offset(self) -> Any:
+        """Persist the assigned queues' offsets: blocking off the loop; on the loop thread it returns the coroutine
+        to await (the instance's scheduled task awaits it)."""
         try:
             self.make_sure_state_ok()
         except Exception as e:  # noqa: BLE001
             log.error("group: %s persistConsumerOffset exception: %s", self.group_name, e)
-            return
+            return None
         mqs = set(self.rebalance_impl.process_queue_table.keys())
         if self._on_loop():
-            self.instance.pull_message_service.spawn(self.offset_store.persist_all_async(mqs))
-        else:
-            self.offset_store.persist_all(mqs)
+            return self.offset_store.persist_all_async(mqs)
+        self.offset_store.persist_all(mqs)
+        return None
 
     async def persist_consumer_offset_async(self) -> None:
         if self.service_state != ServiceState.RUNNING:
@@ -379,6 +380,7 @@ class DefaultMQPushConsumerImpl:
         rb.message_model = c.message_model
         rb.allocate_message_queue_strategy = c.allocate_message_queue_strategy
         rb.mq_client_factory = self.instance
+        rb.instance = self.instance
         self.pull_api_wrapper = PullAPIWrapper(self.instance, c.consumer_group, self.is_unit_mode())
         if c.message_model == MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(self.instance, c.consumer_group, c.offset_store_dir)
@@ -546,9 +548,17 @@ class DefaultMQPushConsumerImpl:
         else:
             if pq.locked:
                 if not pull_request.locked_first:
-                    offset = self.rebalance_impl.compute_pull_from_where(mq)
-                    if asyncio.iscoroutine(offset):
-                        offset = await offset
+                    rb = self.rebalance_impl
+                    compute = getattr(rb, "compute_pull_from_where_with_exception", None) or \
+                        rb.compute_pull_from_where
+                    try:
+                        offset = compute(mq)
+                        if asyncio.iscoroutine(offset):
+                            offset = await offset
+                    except Exception as e:  # noqa: BLE001
+                        log.warning("computePullFromWhere of %s failed: %s", mq, e)
+                        self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+                        return
                     if offset < 0:
                         log.warning("the first time to pull message, but computed offset %d < 0, retry later: %s",
                                     offset, pull_request)

@@ -1,0 +1,104 @@
+"""Helpers for the push-consumer tests: a name server + broker in-process, raw SEND_MESSAGE_V2 sends (independent of
+the Producer), the broker's committed offsets, and polling with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, TypeVar
+
+from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.message_encoding import properties_to_string
+from rmq_core.namesrv import NameServer
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import (CreateTopicRequestHeader, GetRouteInfoRequestHeader, SendMessageRequestHeader,
+                                      decode_header, encode_header, SendMessageResponseHeader)
+from rmq_core.remoting.transport import BlockingRemotingClient
+
+T = TypeVar("T")
+
+
+def wait_until(fn: Callable[[], T], what: str, timeout: float = 10.0, interval: float = 0.02) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class PushCluster:
+    namesrv: NameServer
+    broker: Broker
+    client: BlockingRemotingClient = field(default_factory=BlockingRemotingClient)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.address
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
+                                     perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
+        r = self.client.invoke_sync(self.broker.address, RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)), timeout=5.0)
+        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+
+        def routed() -> bool:
+            req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+            resp = self.client.invoke_sync(self.namesrv_addr, req, timeout=5.0)
+            return resp.code == ResponseCode.SUCCESS and f'"readQueueNums":{queues}' in (resp.body or b"").decode()
+
+        wait_until(routed, f"the name server to route {topic}")
+
+    def send(self, topic: str, body: bytes, queue_id: int, tags: str | None = None,
+             properties: dict[str, str] | None = None) -> int:
+        """SEND_MESSAGE_V2 to one queue; the queue offset the broker gave it."""
+        props = dict(properties or {})
+        if tags:
+            props["TAGS"] = tags
+        h = SendMessageRequestHeader(producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
+                                     queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
+                                     properties=properties_to_string(props) if props else None)
+        r = self.client.invoke_sync(self.broker.address, RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body), timeout=5.0)
+        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+        return decode_header(SendMessageResponseHeader, r.ext_fields).queueOffset
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
+        async def read() -> int:
+            return int(self.broker.controller.consumer_offset_manager.query_offset(group, topic, queue_id))
+
+        return asyncio.run_coroutine_threadsafe(read(), self.broker.controller.loop).result(5.0)
+
+
+@contextlib.contextmanager
+def push_cluster(tmp_path: Any, **broker_settings: Any) -> Iterator[PushCluster]:
+    ns = NameServer(listen_port=0)
+    ns.start()
+    broker: Broker | None = None
+    c: PushCluster | None = None
+    try:
+        cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name="broker-a",
+                           store_path_root_dir=os.path.join(str(tmp_path), "broker-a"), **broker_settings)
+        broker = Broker(cfg)
+        broker.start()
+        c = PushCluster(ns, broker)
+        yield c
+    finally:
+        if c is not None:
+            c.client.close()
+        if broker is not None:
+            broker.shutdown()
+        ns.shutdown()
+
+
+FAST = dict(rebalance_interval_ms=200, heartbeat_broker_interval=500, poll_name_server_interval=500,
+            persist_consumer_offset_interval=100, consume_thread_min=4, consume_thread_max=4)
