@@ -62,6 +62,7 @@ PULL_TIME_DELAY_MILLS_WHEN_SUSPEND = 1000
 BROKER_SUSPEND_MAX_TIME_MILLIS = 15000
 CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30000
 SEND_MESSAGE_BACK_TIMEOUT_MILLIS = 5000
+OFFSET_ILLEGAL_FIX_DELAY_MILLIS = 10000  # PullCallback: fix and persist the offset, remove the queue, 10 s later
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 
 _CLIENT_CONFIG_SETTINGS = ("client_ip", "instance_name", "unit_name", "unit_mode", "poll_name_server_interval",
@@ -670,7 +671,7 @@ class DefaultMQPushConsumerImpl:
                 except Exception:  # noqa: BLE001
                     log.exception("executeTaskLater Exception")
 
-            self.execute_task_later(fix_offset, 10000)
+            self.execute_task_later(fix_offset, OFFSET_ILLEGAL_FIX_DELAY_MILLIS)
 
     def _on_pull_exception(self, pull_request: PullRequest, e: BaseException) -> None:
         if not pull_request.message_queue.topic.startswith(mix_all.RETRY_GROUP_TOPIC_PREFIX):
