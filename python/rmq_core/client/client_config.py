@@ -53,6 +53,7 @@ class ClientConfig:
     heartbeat_broker_interval: int = 30000
     persist_consumer_offset_interval: int = 5000
     mq_client_api_timeout: int = 3000
+    rebalance_interval_ms: int = 20000  # 4.9: system property rocketmq.client.rebalance.waitInterval
     language: str = "PYTHON"
 
     def build_mq_client_id(self) -> str:

@@ -290,7 +290,8 @@ class MQClientInstance:
         for svc in (self.pull_message_service, self.rebalance_service):
             if svc is not None:
                 try:
-                    await _maybe_await(svc.shutdown())
+                    stop = getattr(svc, "shutdown_async", None) or svc.shutdown
+                    await _maybe_await(stop())
                 except Exception:
                     log.exception("service shutdown failed")
         current = asyncio.current_task()
