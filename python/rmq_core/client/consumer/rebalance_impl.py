@@ -147,7 +147,7 @@ class RebalanceImpl(ABC):
 
     def new_pull_request(self, mq: MessageQueue, pq: Any, next_offset: int) -> Any:
         from rmq_core.client.consumer.pull_request import PullRequest
-        return PullRequest(consumer_group=self.consumer_group, message_queue=mq, process_queue=pq,
+        return PullRequest(consumer_group=self.consumer_group or "", message_queue=mq, process_queue=pq,
                            next_offset=next_offset)
 
     # -- broker locks --------------------------------------------------------------------------------------------
