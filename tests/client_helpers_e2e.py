@@ -23,7 +23,11 @@ from rmq_core.message import MessageExt, decode_messages
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
+from rmq_core.remoting.header import (
+    CreateTopicRequestHeader,
+    GetRouteInfoRequestHeader,
+    encode_header,
+)
 from rmq_core.remoting.transport import BlockingRemotingClient
 
 T = TypeVar("T")

@@ -25,11 +25,25 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from client_helpers_e2e import (FAST_CLIENT, FAST_DELAY_LEVELS, Cluster, Deliveries, cached_count, cached_size,
-                                cluster, process_queue_table, wait_until)
-
-from rmq_core.client import (ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageModel,
-                             Producer, PushConsumer)
+from client_helpers_e2e import (
+    FAST_CLIENT,
+    FAST_DELAY_LEVELS,
+    Cluster,
+    Deliveries,
+    cached_count,
+    cached_size,
+    cluster,
+    process_queue_table,
+    wait_until,
+)
+from rmq_core.client import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    MessageModel,
+    Producer,
+    PushConsumer,
+)
 from rmq_core.filter import MessageSelector
 from rmq_core.message import Message
 
@@ -423,7 +437,7 @@ def test_broadcasting_every_consumer_gets_every_message_and_resumes_from_its_loc
                     c.start()
                     consumers.append(c)
                 for name in ("b1", "b2"):
-                    wait_until(lambda: set(got.keys(name)) >= set(first), f"{name} to get every message")
+                    wait_until(lambda name=name: set(got.keys(name)) >= set(first), f"{name} to get every message")
                 time.sleep(0.3)
             finally:
                 for c in consumers:
@@ -478,7 +492,7 @@ def test_tag_and_sql92_subscriptions(tmp_path):
                 "sql_tag_group": {f"k-{i}" for i in range(21, n) if i % 3 == 1},
             }
             for group, keys in want.items():
-                wait_until(lambda: set(got.keys(group)) >= keys, f"{group} to get its messages")
+                wait_until(lambda g=group, k=keys: set(got.keys(g)) >= k, f"{group} to get its messages")
             time.sleep(0.5)
         finally:
             for c in consumers:
