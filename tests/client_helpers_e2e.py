@@ -173,9 +173,11 @@ class Deliveries:
             return len(self.items)
 
 
-def process_queue_table(push_consumer: Any) -> dict[Any, Any]:
-    """The push consumer's MessageQueue → ProcessQueue table (RebalanceImpl.processQueueTable), copied."""
-    return dict(push_consumer.impl.rebalance_impl.process_queue_table)
+def process_queue_table(push_consumer: Any, topic: str | None = None) -> dict[Any, Any]:
+    """The push consumer's MessageQueue → ProcessQueue table (RebalanceImpl.processQueueTable), copied; only
+    ``topic``'s queues when given (clustering consumers also hold their group's %RETRY% queue)."""
+    table = dict(push_consumer.impl.rebalance_impl.process_queue_table)
+    return {mq: pq for mq, pq in table.items() if topic is None or mq.topic == topic}
 
 
 def _number(v: Any) -> int:

@@ -223,7 +223,7 @@ def test_at_least_once_across_a_rebalance_join_and_leave(tmp_path):
         b.register_message_listener(recording(got, "b"))
         a_stopped = False
         try:
-            wait_until(lambda: len(process_queue_table(a)) == queues, "consumer a to own every queue")
+            wait_until(lambda: len(process_queue_table(a, topic)) == queues, "consumer a to own every queue")
             sent: list[str] = []
             with producer(cl) as p:
                 for i in range(n):
@@ -236,7 +236,7 @@ def test_at_least_once_across_a_rebalance_join_and_leave(tmp_path):
                         a.shutdown()
                         a_stopped = True
             wait_until(lambda: set(got.keys()) >= set(sent), "every message consumed", timeout=15)
-            wait_until(lambda: len(process_queue_table(b)) == queues, "consumer b to own every queue after a left")
+            wait_until(lambda: len(process_queue_table(b, topic)) == queues, "consumer b to own every queue after a left")
         finally:
             if not a_stopped:
                 a.shutdown()
@@ -287,7 +287,7 @@ def test_per_queue_order_with_two_orderly_consumers(tmp_path):
                 c.register_message_listener_orderly(orderly(name))
                 c.start()
                 consumers.append(c)
-            wait_until(lambda: [len(process_queue_table(c)) for c in consumers] == [2, 2],
+            wait_until(lambda: [len(process_queue_table(c, topic)) for c in consumers] == [2, 2],
                        "the two consumers to own two queues each")
             with producer(cl) as p:
                 for i in range(n):
@@ -367,7 +367,7 @@ def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
             samples = []
             deadline = time.monotonic() + 1.5
             while time.monotonic() < deadline:
-                samples.extend(cached_count(pq) for pq in process_queue_table(c).values())
+                samples.extend(cached_count(pq) for pq in process_queue_table(c, topic).values())
                 time.sleep(0.01)
             assert len(got) == 1, "the listener is still blocked"
             assert max(samples) >= threshold, f"pulled up to the threshold: {max(samples)}"
@@ -404,7 +404,7 @@ def test_flow_control_by_cached_size_with_a_slow_listener(tmp_path):
             samples = []
             deadline = time.monotonic() + 1.5
             while time.monotonic() < deadline:
-                samples.extend(cached_size(pq) for pq in process_queue_table(c).values())
+                samples.extend(cached_size(pq) for pq in process_queue_table(c, topic).values())
                 time.sleep(0.01)
             mib = 1 << 20
             assert max(samples) >= mib, f"pulled up to the threshold: {max(samples)}"
@@ -443,7 +443,7 @@ def test_broadcasting_every_consumer_gets_every_message_and_resumes_from_its_loc
                 for c in consumers:
                     c.shutdown()
             for name in ("b1", "b2"):
-                assert Counter(got.keys(name)) == Counter(first), f"{name}: each message exactly once"
+                assert Counter(got.keys(name)) == Counter(list(first)), f"{name}: each message exactly once"
             assert all(cl.committed_offset(group, topic, q) == -1 for q in range(4)), "no offset on the broker"
             files = [os.path.join(d, f) for d, _, fs in os.walk(offsets_dir) for f in fs]
             assert any(group in f for f in files), f"local offset files: {files}"
