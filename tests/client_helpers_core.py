@@ -42,12 +42,23 @@ def cluster(root: Path, n_brokers: int = 1, **broker_kw: Any) -> Iterator[tuple[
     try:
         for i in range(n_brokers):
             brokers.append(start_broker(ns, root, f"broker-{chr(ord('a') + i)}", **broker_kw))
+        wait_registered(ns, [b.controller.broker_config.broker_name for b in brokers])
         yield ns, brokers
     finally:
         for b in brokers:
             with contextlib.suppress(Exception):
                 b.shutdown()
         ns.shutdown()
+
+
+def wait_registered(ns: NameServer, broker_names: list[str], timeout: float = 10.0) -> None:
+    """Wait until the name server routes each broker's own topic (a broker registers in the background after its
+    start returns; a client asking earlier would rightly get TOPIC_NOT_EXIST)."""
+    with BlockingRemotingClient() as c:
+        for name in broker_names:
+            wait_until(lambda name=name: c.invoke_sync(
+                ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}), 5.0
+            ).code == ResponseCode.SUCCESS, timeout)
 
 
 class RecordingConsumer:
@@ -131,8 +142,11 @@ class SilentServer:
         self.close()
 
 
-def register_fake_broker(ns: NameServer, broker_name: str, addr: str, topics: list[str], queues: int = 2) -> None:
-    """REGISTER_BROKER with the name server for a broker at ``addr`` owning ``topics`` (perm RW)."""
+@contextlib.contextmanager
+def fake_broker_registration(ns: NameServer, broker_name: str, addr: str, topics: list[str],
+                             queues: int = 2) -> Iterator[None]:
+    """REGISTER_BROKER with the name server for a broker at ``addr`` owning ``topics`` (perm RW). The registering
+    connection stays open inside the ``with`` (the name server drops a broker whose channel closes)."""
     body = RegisterBrokerBody.from_wrapper({
         "topicConfigTable": {t: TopicConfig(t, queues, queues, 6) for t in topics},
         "dataVersion": {"timestamp": int(time.time() * 1000), "counter": 1}}).encode()
@@ -142,7 +156,8 @@ def register_fake_broker(ns: NameServer, broker_name: str, addr: str, topics: li
     with BlockingRemotingClient() as c:
         r = c.invoke_sync(ns.address, RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header),
                                                               body), 5.0)
-    assert r.code == ResponseCode.SUCCESS, r.remark
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        yield
 
 
 def wait_until(fn: Any, timeout: float = 5.0, interval: float = 0.02) -> Any:
