@@ -268,3 +268,39 @@ def test_producer_and_consumer_share_one_instance(tmp_path: Path) -> None:
             inst.unregister_consumer("SharedGroup")
             inst.shutdown()
         assert inst.service_state == "SHUTDOWN_ALREADY"
+
+
+def test_producer_and_push_consumer_share_one_client_id(tmp_path: Path) -> None:
+    from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+
+    with cluster(tmp_path) as (ns, [broker]):
+        producer = Producer("MixProducer", namesrv_addr=ns.address, instance_name="mix")
+        producer.start()
+        got: list[bytes] = []
+        lock = threading.Lock()
+
+        def listener(msgs, context):  # type: ignore[no-untyped-def]
+            with lock:
+                got.extend(m.body for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        producer.send(Message("MixTopic", b"first"))
+        consumer = PushConsumer("MixGroup", namesrv_addr=ns.address, instance_name="mix",
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                rebalance_interval_ms=200, **FAST)
+        consumer.subscribe("MixTopic", "*")
+        consumer.register_message_listener(listener)
+        consumer.start()
+        try:
+            inst = producer.instance
+            assert inst is not None and consumer.impl.instance is inst
+            assert inst.select_consumer("MixGroup") is not None and inst.select_producer("MixProducer") is producer
+            producer.send(Message("MixTopic", b"second"))
+            wait_until(lambda: sorted(got) == [b"first", b"second"], 10)
+            info = broker.controller.consumer_manager.get_consumer_group_info("MixGroup")
+            assert info is not None and info.find_channel(inst.client_id) is not None
+        finally:
+            consumer.shutdown()
+            assert inst.service_state == "RUNNING"  # the producer still uses it
+            producer.shutdown()
+        assert inst.service_state == "SHUTDOWN_ALREADY"

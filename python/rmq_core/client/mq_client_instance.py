@@ -283,7 +283,7 @@ class MQClientInstance:
             self._stop_loop()
         from rmq_core.client.mq_client_manager import MQClientManager
 
-        MQClientManager.get_instance().remove_client_factory(self.client_id)
+        MQClientManager.get_instance().remove_client_factory(self.client_id, self)
 
     async def _shutdown_async(self) -> None:
         await self.persist_all_consumer_offset()

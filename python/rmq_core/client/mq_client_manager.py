@@ -40,9 +40,11 @@ class MQClientManager:
                 self._factory_table[client_id] = instance
             return instance
 
-    def remove_client_factory(self, client_id: str) -> None:
+    def remove_client_factory(self, client_id: str, instance: MQClientInstance | None = None) -> None:
+        """Forget ``client_id`` (only if it still maps to ``instance``, when one is given)."""
         with self._lock:
-            self._factory_table.pop(client_id, None)
+            if instance is None or self._factory_table.get(client_id) is instance:
+                self._factory_table.pop(client_id, None)
 
     def get_client_instance(self, client_id: str) -> MQClientInstance | None:
         return self._factory_table.get(client_id)
