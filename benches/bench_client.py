@@ -363,8 +363,8 @@ def table(r: Results) -> None:
     print()
     print(f"{'measurement':<28}{'rmq_core':>14}{'Java 4.9.7':>14}{'rmq_core/Java':>15}  target")
     for label, a, b, target in rows:
-        fa = "-" if a is None else f"{a:,.3f}" if "ms" in label else f"{a:,.0f}"
-        fb = "-" if b is None else f"{b:,.3f}" if "ms" in label else f"{b:,.0f}"
+        fa = "-" if a is None else f"{a:,.3f}" if label.endswith("(ms)") else f"{a:,.0f}"
+        fb = "-" if b is None else f"{b:,.3f}" if label.endswith("(ms)") else f"{b:,.0f}"
         ratio = "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
         print(f"{label:<28}{fa:>14}{fb:>14}{ratio:>15}  {target}")
     m = r.data.get("py_memory")
