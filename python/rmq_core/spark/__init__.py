@@ -1,0 +1,1 @@
+"""PySpark data source `rocketmq` (docs/SPARK_DESIGN.md)."""
