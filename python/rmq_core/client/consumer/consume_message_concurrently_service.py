@@ -212,13 +212,25 @@ class ConsumeMessageConcurrentlyService:
         pool = self._pool
         if pool is None:
             raise RuntimeError("the consume service is not started")
+        if self._stop.is_set():
+            # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
+            # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
+            log.info("consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
+                     self.consumer_group, len(msgs), message_queue)
+            return
         n = self.consume_batch_size
         submit = pool.submit
-        if len(msgs) <= n:
-            submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
-        else:
-            for i in range(0, len(msgs), n):
-                submit(ConsumeRequest(self, msgs[i:i + n], process_queue, message_queue).run)
+        try:
+            if len(msgs) <= n:
+                submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
+            else:
+                for i in range(0, len(msgs), n):
+                    submit(ConsumeRequest(self, msgs[i:i + n], process_queue, message_queue).run)
+        except RuntimeError:  # the pool shut down between the check above and the submit
+            if not self._stop.is_set():
+                raise
+            log.info("consume service of %s shut down; pulled messages of %s left unconsumed",
+                     self.consumer_group, message_queue)
 
     def submit_consume_request_later(self, msgs: list[MessageExt], process_queue: ProcessQueue,
                                      message_queue: MessageQueue, delay_ms: int = 5000) -> None:
