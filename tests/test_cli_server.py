@@ -130,3 +130,29 @@ def test_broker_reads_a_rocketmq_broker_conf(tmp_path) -> None:
     finally:
         assert _stop(proc) == 0
     assert os.path.isdir(tmp_path / "store" / "commitlog")
+
+
+def test_send_and_consume_commands(tmp_path) -> None:
+    proc, m = _start(["serve", "-c", _small_conf(tmp_path), "--dir", str(tmp_path / "store"), "--namesrv-port", "0",
+                      "--port", "0"], r"name server (\S+), broker \S+@(\S+),")
+    namesrv = m.group(1)
+    try:
+        out = subprocess.run(CLI + ["send", "CliFlow", "hello", "-n", namesrv, "--tags", "TagA", "--keys", "k{i}",
+                                    "--property", "region=eu", "--count", "3"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("SEND_OK") == 3
+        out = subprocess.run(CLI + ["send", "CliFlow", "other", "-n", namesrv, "--tags", "TagB"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run(CLI + ["consume", "CliFlow", "-n", namesrv, "-e", "TagA", "--from-first",
+                                    "--count", "3", "--timeout", "30"], capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("CliFlow ")]
+        assert len(lines) == 3 and all("tags=TagA" in ln and "body='hello'" in ln for ln in lines), out.stdout
+        assert sorted(ln.split("keys=")[1].split()[0] for ln in lines) == ["k0", "k1", "k2"]
+        bad = subprocess.run(CLI + ["send", "bad topic", "x", "-n", namesrv], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 1 and "FAILED" in bad.stderr
+    finally:
+        assert _stop(proc) == 0
