@@ -26,14 +26,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
 from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
 from rmq_core.client.consumer.consume_message_concurrently_service import ConsumeMessageConcurrentlyService
 from rmq_core.client.consumer.consumer_stats import ConsumerStatsManager
-from rmq_core.client.consumer.listener import (ConsumeConcurrentlyContext, ConsumeFromWhere, ConsumeType,
+from rmq_core.client.consumer.listener import (ConsumeFromWhere, ConsumeType,
                                                MessageModel)
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
