@@ -1,5 +1,6 @@
 """The ``rmq-core`` command line: ``serve`` (name server + broker in one process), ``namesrv``, ``broker``,
-``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``.
+``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``, ``pipeline`` (the main job:
+rmq_core.pipeline).
 
 Servers run until SIGTERM or SIGINT, then shut down cleanly (the broker flushes its store and persists its configs).
 
@@ -388,6 +389,16 @@ def cmd_consume(args: argparse.Namespace) -> int:
     return 0 if (not args.count or seen >= args.count) else 1
 
 
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    from rmq_core.pipeline import PipelineConfig, run_pipeline
+
+    cfg = PipelineConfig(messages=args.messages, dir=args.dir, fresh=args.fresh, namesrv=args.namesrv,
+                         spark=not args.no_spark, topic=args.topic, queues=args.queues, batch=args.batch,
+                         rate=args.rate, consume_timeout_s=args.timeout, commit_log_file_mb=args.commit_log_file_mb,
+                         spark_master=args.spark_master, micro_batches=args.micro_batches)
+    return run_pipeline(cfg)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq-core", description="A RocketMQ core for Python (Rust hot path).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -483,6 +494,29 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--timeout", type=float, default=0, help="stop after this many seconds (0 = no limit)")
     con.add_argument("--from-first", action="store_true", help="a new group starts at the first offset")
     con.set_defaults(func=cmd_consume)
+
+    pl = sub.add_parser("pipeline", help="the main job: broker, producer, a consumer group of two, Spark queries",
+                        description="Start a name server and a broker in-process over a store directory (or use "
+                                    "--namesrv), produce a stream of order events, consume it with a push consumer "
+                                    "group of two, count it per tag with a Spark streaming query and a Spark batch "
+                                    "query, print a report; exit 0 only if every count agrees.")
+    pl.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200,000)")
+    pl.add_argument("--dir", default="./rmq-store", help="store directory (default ./rmq-store)")
+    pl.add_argument("--fresh", action="store_true", help="delete the store directory first")
+    pl.add_argument("--namesrv", default=None,
+                    help="an existing cluster's name server host:port: no in-process broker is started")
+    pl.add_argument("--no-spark", action="store_true", help="skip the Spark queries")
+    pl.add_argument("--topic", default="PipelineOrders", help="topic name prefix (a run id is appended)")
+    pl.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
+    pl.add_argument("--batch", type=int, default=64, help="messages per batch send (default 64)")
+    pl.add_argument("--rate", type=int, default=0, help="producer target msg/s (default 0 = as fast as it goes)")
+    pl.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the consumers (default 120)")
+    pl.add_argument("--commit-log-file-mb", type=int, default=128,
+                    help="the in-process broker's CommitLog file size in MiB (default 128)")
+    pl.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
+    pl.add_argument("--micro-batches", type=int, default=4,
+                    help="the streaming query reads the topic in about this many micro-batches (default 4)")
+    pl.set_defaults(func=cmd_pipeline)
     return p
 
 

@@ -1,0 +1,614 @@
+"""The main job (issue 5, "The main job"), run by ``rmq-core pipeline`` and ``./dev demo``.
+
+On embedded defaults it starts a name server and a broker in this process over a local store directory (ports 0),
+creates a topic with several queues, writes a realistic stream of order events (skewed tags, order-id keys, region
+and amount properties, a JSON body) with a Producer, consumes it with a push consumer group of two consumers sharing
+the queues, reads the same topic with a Spark Structured Streaming query (the ``rocketmq`` data source, ``namesrv``
+source) computing per-tag counts and throughput, then a Spark batch query over the store directory (``path`` source,
+run after the broker has shut down and flushed, so that only one process holds the store). With ``--namesrv`` it
+points the same job at an existing cluster instead: no broker is started, the topic is created on every master the
+name server knows, and the batch query uses the ``namesrv`` source.
+
+It prints a short report and returns 0 only if every check agrees: every message consumed exactly once across the
+group (no loss, no duplicate), and the per-tag counts (and body bytes) of the streaming and batch queries equal what
+was produced. Otherwise it returns 1 and says which check failed.
+
+Invariants: every topic and consumer group is new for each run (a run id in their names), so earlier runs over the
+same directory or cluster never change this run's counts. Everything started here (servers, clients, the Spark
+session) is stopped before ``run_pipeline`` returns, also on error.
+
+Thread-safety: ``run_pipeline`` runs on one thread; the consume listeners record into ``ConsumeRecorder`` from the
+consumers' threads under its lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq_core.message import Message, MessageExt
+
+# the stream: event tags with a skewed distribution, as an order system emits them
+TAG_WEIGHTS: tuple[tuple[str, int], ...] = (("order", 50), ("payment", 30), ("shipment", 15), ("refund", 5))
+REGIONS: tuple[str, ...] = ("eu-west", "eu-central", "us-east", "us-west", "ap-south", "ap-northeast")
+CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "JPY", "INR")
+
+PRODUCER_GROUP = "pipeline_producer"
+
+
+# ------------------------------------------------------------------------------------------------ options
+@dataclass
+class PipelineConfig:
+    """What the job does; the command line maps one flag to one field."""
+
+    messages: int = 200_000
+    dir: str = "./rmq-store"
+    fresh: bool = False
+    namesrv: str | None = None  # an existing cluster: no in-process name server or broker
+    spark: bool = True
+    topic: str = "PipelineOrders"  # a run id is appended: every run has its own topic
+    queues: int = 8
+    batch: int = 64  # messages per SEND_BATCH_MESSAGE
+    rate: int = 0  # producer target in msg/s; 0 = as fast as it goes
+    seed: int = 42
+    consume_timeout_s: float = 120.0
+    commit_log_file_mb: int = 128  # the in-process broker's CommitLog file size (RocketMQ's default is 1 GiB)
+    spark_master: str = "local[2]"
+    micro_batches: int = 4  # the streaming query's maxOffsetsPerTrigger is messages / micro_batches
+    run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d%H%M%S") + f"{random.randrange(1000):03d}")
+
+    def validate(self) -> str | None:
+        if self.messages <= 0:
+            return "--messages must be positive"
+        if self.queues <= 0 or self.queues > 1024:
+            return "--queues must be in 1..1024"
+        if self.batch <= 0 or self.batch > 1024:
+            return "--batch must be in 1..1024"
+        if self.rate < 0:
+            return "--rate must be 0 (unlimited) or positive"
+        if self.commit_log_file_mb < 1:
+            return "--commit-log-file-mb must be at least 1"
+        if self.micro_batches < 1:
+            return "--micro-batches must be at least 1"
+        from rmq_core.common.mix_all import validate_topic
+
+        return validate_topic(self.topic)
+
+
+# ------------------------------------------------------------------------------------------------ progress
+class Progress:
+    """Progress lines on stderr for a long step: at most one every ``every`` seconds, and a final one."""
+
+    def __init__(self, label: str, total: int, every: float = 2.0) -> None:
+        self.label, self.total, self.every = label, total, every
+        self.started = time.perf_counter()
+        self._last = self.started
+        self._tty = sys.stderr.isatty()
+
+    def update(self, done: int, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not final and now - self._last < (0.2 if self._tty else self.every):
+            return
+        self._last = now
+        rate = done / max(now - self.started, 1e-9)
+        line = (f"  {self.label}: {done:,}/{self.total:,} ({100 * done // max(self.total, 1)}%, "
+                f"{rate:,.0f}/s, {now - self.started:.1f} s)")
+        if self._tty and not final:
+            print(line, end="\r", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+def step(msg: str) -> None:
+    print(f"==> {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ the stream
+@dataclass
+class Produced:
+    """What the producer wrote (the expected side of every check)."""
+
+    count: int = 0
+    tags: Counter[str] = field(default_factory=Counter)
+    body_bytes: int = 0
+    seconds: float = 0.0
+
+
+class EventStream:
+    """A deterministic stream of order events: tag by TAG_WEIGHTS, key = order id, properties region/amount/
+    currency, a JSON body. Orders are reused (payments and refunds refer to earlier orders)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.tags = [t for t, _ in TAG_WEIGHTS]
+        self.weights = [w for _, w in TAG_WEIGHTS]
+        self.next_order = 100_000
+
+    def message(self, topic: str, seq: int) -> Message:
+        rng = self.rng
+        tag = rng.choices(self.tags, self.weights)[0]
+        if tag == "order" or self.next_order == 100_000:
+            self.next_order += 1
+            order = self.next_order
+        else:
+            order = rng.randint(100_001, self.next_order)
+        region = REGIONS[order % len(REGIONS)]
+        currency = CURRENCIES[order % len(CURRENCIES)]
+        amount = f"{rng.uniform(1.0, 2000.0):.2f}"
+        body = json.dumps({"event": tag, "order_id": f"ORD-{order}", "seq": seq, "customer": f"C{order % 9973:04d}",
+                           "amount": amount, "currency": currency, "region": region,
+                           "items": rng.randint(1, 9)}, separators=(",", ":")).encode()
+        return Message(topic, body, tags=tag, keys=f"ORD-{order}",
+                       properties={"region": region, "amount": amount, "currency": currency})
+
+
+def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -> None:
+    """Send cfg.messages events in batches of cfg.batch (each batch goes to the next queue), paced to cfg.rate."""
+    from rmq_core.client import Producer
+
+    stream = EventStream(cfg.seed)
+    progress = Progress("produce", cfg.messages)
+    p = Producer(PRODUCER_GROUP, namesrv_addr=namesrv, instance_name=f"pipeline-producer-{cfg.run_id}",
+                 poll_name_server_interval=1000)
+    p.start()
+    try:
+        started = time.perf_counter()
+        sent = 0
+        while sent < cfg.messages:
+            n = min(cfg.batch, cfg.messages - sent)
+            msgs = [stream.message(topic, sent + i) for i in range(n)]
+            result = p.send_batch(msgs)
+            if result.send_status.name != "SEND_OK":
+                raise RuntimeError(f"send_batch returned {result.send_status.name} after {sent:,} messages")
+            for m in msgs:
+                produced.tags[m.tags or ""] += 1
+                produced.body_bytes += len(m.body)
+            sent += n
+            produced.count = sent
+            progress.update(sent)
+            if cfg.rate:
+                ahead = sent / cfg.rate - (time.perf_counter() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        produced.seconds = time.perf_counter() - started
+        progress.update(sent, final=True)
+    finally:
+        p.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------ consumers
+class ConsumeRecorder:
+    """Per-consumer counts, per-tag counts, duplicates (a stored message — broker, queue, offset — delivered twice)
+    and the end-to-end latency of every delivery (consume time - born timestamp, ms). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seen: set[tuple[str, int, int]] = set()
+        self.per_consumer: Counter[str] = Counter()
+        self.tags: Counter[str] = Counter()
+        self.body_bytes = 0
+        self.duplicates = 0
+        self.latencies_ms: list[int] = []
+        self.first = 0.0
+        self.last = 0.0
+
+    def listener(self, name: str) -> Callable[[Sequence[MessageExt], Any], Any]:
+        from rmq_core.client import ConsumeConcurrentlyStatus
+
+        def on_messages(msgs: Sequence[MessageExt], context: Any) -> Any:
+            now_ms = int(time.time() * 1000)
+            now = time.perf_counter()
+            with self._lock:
+                if not self.first:
+                    self.first = now
+                self.last = now
+                for m in msgs:
+                    key = (m.broker_name, m.queue_id, m.queue_offset)
+                    if key in self.seen:
+                        self.duplicates += 1
+                        continue
+                    self.seen.add(key)
+                    self.per_consumer[name] += 1
+                    self.tags[m.tags or ""] += 1
+                    self.body_bytes += len(m.body)
+                    self.latencies_ms.append(now_ms - m.born_timestamp)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        return on_messages
+
+    @property
+    def unique(self) -> int:
+        with self._lock:
+            return len(self.seen)
+
+
+def percentile(values: Sequence[int], p: float) -> float:
+    """Nearest-rank percentile of ``values`` (0 when empty)."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return float(s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))])
+
+
+def _held_queues(consumer: Any, topic: str) -> set[int]:
+    table = getattr(getattr(consumer.impl, "rebalance_impl", None), "process_queue_table", {})
+    return {mq.queue_id for mq in list(table) if mq.topic == topic}
+
+
+def wait_for_balance(consumers: Sequence[Any], topic: str, queues: int, timeout_s: float = 30.0) -> list[set[int]]:
+    """Wait until the consumers hold disjoint sets of the topic's queues covering all of them (so production starts
+    on a settled group and a rebalance never hands a queue over mid-stream)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = [_held_queues(c, topic) for c in consumers]
+        union: set[int] = set().union(*held)
+        if (len(union) == queues and sum(len(h) for h in held) == queues
+                and all(held[i] for i in range(min(len(held), queues)))):
+            return held
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the consumer group did not settle on {queues} queues in {timeout_s:.0f} s: {held}")
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------------------------------------ admin
+def create_topic(namesrv: str, topic: str, queues: int, broker_addrs: Sequence[str], timeout_s: float = 30.0) -> None:
+    """UPDATE_AND_CREATE_TOPIC on every broker; returns once the name server routes the topic."""
+    from rmq_core.remoting.codes import RequestCode, ResponseCode
+    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
+    from rmq_core.remoting.transport import BlockingRemotingClient
+
+    header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
+                                      perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
+    with BlockingRemotingClient(name="rmq-core-pipeline") as c:
+        for addr in broker_addrs:
+            r = c.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)),
+                              timeout=5.0)
+            if r.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"creating topic {topic} on {addr}: {r.code} {r.remark}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+            r = c.invoke_sync(namesrv, req, timeout=5.0)
+            if r.code == ResponseCode.SUCCESS and r.body and f'"readQueueNums":{queues}' in r.body.decode("utf-8",
+                                                                                                          "replace"):
+                return
+            time.sleep(0.05)
+    raise RuntimeError(f"the name server {namesrv} did not route {topic} within {timeout_s:.0f} s")
+
+
+def master_brokers(namesrv: str) -> list[str]:
+    """The master address of every broker the name server knows (GET_BROKER_CLUSTER_INFO)."""
+    from rmq_core.remoting.body.route import ClusterInfo
+    from rmq_core.remoting.codes import RequestCode, ResponseCode
+    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.remoting.transport import BlockingRemotingClient
+
+    with BlockingRemotingClient(name="rmq-core-pipeline") as c:
+        r = c.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout=5.0)
+    if r.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"name server {namesrv}: GET_BROKER_CLUSTER_INFO returned {r.code} {r.remark}")
+    info = ClusterInfo.decode(r.body or b"{}")
+    addrs = []
+    for name in sorted(info.broker_addr_table):
+        addr = info.broker_addr_table[name].broker_addrs.get(0)
+        if addr:
+            addrs.append(addr)
+    return addrs
+
+
+# ------------------------------------------------------------------------------------------------ spark
+@dataclass
+class SparkFigures:
+    """One Spark query's result."""
+
+    rows: int = 0
+    tags: Counter[str] = field(default_factory=Counter)
+    body_bytes: int = 0
+    seconds: float = 0.0
+    micro_batches: int = 0
+    source: str = ""
+
+
+def spark_unavailable() -> str | None:
+    """Why Spark cannot run here (no pyspark/pyarrow, no Java), or None."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        return f"PySpark is not installed ({e}); pip install 'pyspark==4.2.1' pyarrow"
+    java_home = os.environ.get("JAVA_HOME")
+    if not (shutil.which("java") or (java_home and os.path.exists(os.path.join(java_home, "bin", "java")))):
+        return "Java is missing (Spark needs Java 17): install openjdk-17-jdk-headless or set JAVA_HOME"
+    return None
+
+
+def start_spark(master: str) -> Any:
+    """A local SparkSession with the ``rocketmq`` data source registered; quiet logs, 2 shuffle partitions."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from rmq_core.spark import register
+
+    spark = (SparkSession.builder.master(master).appName("rmq-core pipeline")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+             .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def _tag_rows(df: Any) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    return df.groupBy("tags").agg(F.count(F.lit(1)).alias("n"),
+                                  F.sum(F.length("body")).alias("bytes")).collect()
+
+
+def spark_streaming(spark: Any, namesrv: str, topic: str, expected: int, cfg: PipelineConfig,
+                    checkpoint: str) -> SparkFigures:
+    """Structured Streaming over the topic (``namesrv`` source, earliest, availableNow): per-tag counts accumulated
+    in foreachBatch, until the query has read every available message (then it stops by itself)."""
+    fig = SparkFigures(source=f"namesrv {namesrv}")
+    lock = threading.Lock()
+    progress = Progress("spark streaming", expected)
+
+    def on_batch(df: Any, epoch_id: int) -> None:
+        rows = _tag_rows(df)
+        with lock:
+            fig.micro_batches += 1
+            for r in rows:
+                fig.tags[r["tags"] or ""] += int(r["n"])
+                fig.rows += int(r["n"])
+                fig.body_bytes += int(r["bytes"] or 0)
+            progress.update(fig.rows)
+
+    per_trigger = max(1, math.ceil(expected / cfg.micro_batches))
+    stream = (spark.readStream.format("rocketmq").option("namesrv", namesrv).option("topic", topic)
+              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_trigger)).load())
+    started = time.perf_counter()
+    query = (stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    try:
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+    fig.seconds = time.perf_counter() - started
+    progress.update(fig.rows, final=True)
+    return fig
+
+
+def spark_batch(spark: Any, options: dict[str, str], topic: str, source: str) -> SparkFigures:
+    """A batch query over the topic: per-tag counts and body bytes in one pass."""
+    fig = SparkFigures(source=source)
+    started = time.perf_counter()
+    reader = spark.read.format("rocketmq").option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    for r in _tag_rows(reader.load()):
+        fig.tags[r["tags"] or ""] += int(r["n"])
+        fig.rows += int(r["n"])
+        fig.body_bytes += int(r["bytes"] or 0)
+    fig.seconds = time.perf_counter() - started
+    fig.micro_batches = 1
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ the job
+@dataclass
+class Report:
+    """What the job prints; ``failures`` lists every check that did not agree."""
+
+    lines: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def check(self, ok: bool, what: str) -> None:
+        self.lines.append(f"  [{'ok' if ok else 'FAIL'}] {what}")
+        if not ok:
+            self.failures.append(what)
+
+
+def _fmt_tags(c: Counter[str]) -> str:
+    return ", ".join(f"{t}={c.get(t, 0):,}" for t, _ in TAG_WEIGHTS) + (
+        "" if set(c) <= {t for t, _ in TAG_WEIGHTS} else
+        ", " + ", ".join(f"{t}={n:,}" for t, n in sorted(c.items()) if t not in dict(TAG_WEIGHTS)))
+
+
+@contextlib.contextmanager
+def embedded_cluster(cfg: PipelineConfig) -> Iterator[tuple[str, Any]]:
+    """A name server and one broker in this process over cfg.dir (ports 0); yields (name server address, broker)."""
+    from rmq_core.broker import Broker, BrokerConfig
+    from rmq_core.namesrv import NameServer
+
+    ns = NameServer(listen_port=0)
+    ns.start()
+    try:
+        bcfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, store_path_root_dir=os.path.abspath(cfg.dir),
+                            broker_name="pipeline-broker", mapped_file_size_commit_log=cfg.commit_log_file_mb << 20,
+                            mapped_file_size_consume_queue=300_000 * 20)
+        broker = Broker(bcfg)
+        broker.start()
+        try:
+            yield ns.address, broker
+        finally:
+            broker.shutdown()
+    finally:
+        ns.shutdown()
+
+
+def run_pipeline(cfg: PipelineConfig) -> int:
+    problem = cfg.validate()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    spark_reason = None if cfg.spark else "--no-spark"
+    if cfg.spark:
+        missing = spark_unavailable()
+        if missing:
+            print(f"warning: skipping the Spark queries: {missing}", file=sys.stderr)
+            spark_reason = missing
+    run_spark = spark_reason is None
+    if cfg.namesrv is None and cfg.fresh and os.path.isdir(cfg.dir):
+        shutil.rmtree(cfg.dir)
+    topic = f"{cfg.topic}_{cfg.run_id}"
+    group = f"pipeline_group_{cfg.run_id}"
+    report = Report()
+    produced = Produced()
+    recorder = ConsumeRecorder()
+    streaming: SparkFigures | None = None
+    batch: SparkFigures | None = None
+    consumers_split: list[set[int]] = []
+    mode = f"existing cluster, name server {cfg.namesrv}" if cfg.namesrv else f"embedded, store {cfg.dir}"
+    print(f"rmq-core pipeline: {cfg.messages:,} messages, topic {topic} ({cfg.queues} queues), {mode}, "
+          f"spark={'on (' + cfg.spark_master + ')' if run_spark else 'off'}", flush=True)
+    spark = None
+    spark_box: dict[str, Any] = {}
+    booter: threading.Thread | None = None
+    checkpoint = tempfile.mkdtemp(prefix="rmq-pipeline-ckpt-")
+    total_started = time.perf_counter()
+    try:
+        with contextlib.ExitStack() as stack:
+            if cfg.namesrv:
+                namesrv = cfg.namesrv
+                brokers = master_brokers(namesrv)
+                if not brokers:
+                    raise RuntimeError(f"the name server {namesrv} knows no master broker")
+                step(f"using the cluster behind {namesrv}: masters {', '.join(brokers)}")
+            else:
+                step(f"starting a name server and a broker in-process (store {os.path.abspath(cfg.dir)})")
+                namesrv, broker = stack.enter_context(embedded_cluster(cfg))
+                brokers = [broker.address]
+                step(f"name server {namesrv}, broker {broker.address}")
+            create_topic(namesrv, topic, cfg.queues, brokers)
+            step(f"created topic {topic} with {cfg.queues} queues on {len(brokers)} broker(s)")
+
+            if run_spark:  # the JVM starts while the consumers settle
+                def boot() -> None:
+                    try:
+                        spark_box["spark"] = start_spark(cfg.spark_master)
+                    except BaseException as e:  # noqa: BLE001 - reported on the main thread
+                        spark_box["error"] = e
+
+                booter = threading.Thread(target=boot, name="spark-boot", daemon=True)
+                booter.start()
+
+            from rmq_core.client import ConsumeFromWhere, PushConsumer
+
+            consumers = []
+            for name in ("consumer-1", "consumer-2"):
+                c = PushConsumer(group, namesrv_addr=namesrv, instance_name=f"pipeline-{name}-{cfg.run_id}",
+                                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                 consume_message_batch_max_size=32, consume_thread_min=2, consume_thread_max=2,
+                                 rebalance_interval_ms=1000, heartbeat_broker_interval=1000,
+                                 persist_consumer_offset_interval=1000, poll_name_server_interval=1000)
+                c.subscribe(topic, "*")
+                c.register_message_listener(recorder.listener(name))
+                c.start()
+                stack.callback(c.shutdown)
+                consumers.append(c)
+            consumers_split = wait_for_balance(consumers, topic, cfg.queues)
+            step("consumer group " + group + ": " + "; ".join(
+                f"consumer-{i + 1} holds queues {sorted(q)}" for i, q in enumerate(consumers_split)))
+
+            step(f"producing {cfg.messages:,} messages" + (f" at {cfg.rate:,} msg/s" if cfg.rate else ""))
+            progress = Progress("consume", cfg.messages)
+            produce(namesrv, topic, cfg, produced)
+
+            deadline = time.monotonic() + cfg.consume_timeout_s
+            while recorder.unique < produced.count and time.monotonic() < deadline:
+                progress.update(recorder.unique)
+                time.sleep(0.05)
+            time.sleep(0.3)  # a late duplicate would show up here
+            progress.update(recorder.unique, final=True)
+            for c in consumers:
+                c.shutdown()
+
+            if run_spark and booter is not None:
+                booter.join()
+                if "error" in spark_box:
+                    raise RuntimeError(f"starting Spark failed: {spark_box['error']}") from spark_box["error"]
+                spark = spark_box["spark"]
+                step("Spark Structured Streaming over the topic (namesrv source, availableNow)")
+                streaming = spark_streaming(spark, namesrv, topic, produced.count, cfg, checkpoint)
+                if cfg.namesrv:
+                    step("Spark batch query over the topic (namesrv source)")
+                    batch = spark_batch(spark, {"namesrv": namesrv, "startingOffsets": "earliest",
+                                                "endingOffsets": "latest"}, topic, f"namesrv {namesrv}")
+            if cfg.namesrv is None:
+                step("shutting down the broker and the name server (the store is flushed)")
+        # the broker has released the store: the batch query reads the directory directly
+        if run_spark and cfg.namesrv is None:
+            step(f"Spark batch query over the store directory (path source, {cfg.dir})")
+            batch = spark_batch(spark, {"path": os.path.abspath(cfg.dir)}, topic,
+                                f"path {cfg.dir} (after the broker shut down)")
+    except Exception as e:  # noqa: BLE001 - the job reports any failure as a failed run
+        print(f"error: the pipeline failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if booter is not None:
+            booter.join()
+        spark = spark if spark is not None else spark_box.get("spark")
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+    total_s = time.perf_counter() - total_started
+    consume_s = max(recorder.last - recorder.first, 1e-9)
+    report.add(f"report (run {cfg.run_id}, {total_s:.1f} s in all)")
+    report.add(f"  produced   {produced.count:,} messages ({produced.body_bytes:,} body bytes) in {produced.seconds:.2f} s"
+               f" = {produced.count / max(produced.seconds, 1e-9):,.0f} msg/s")
+    report.add(f"  consumed   {recorder.unique:,} messages in {consume_s:.2f} s = {recorder.unique / consume_s:,.0f} msg/s"
+               f" (first to last delivery; the producer paces it)")
+    report.add("  split      " + ", ".join(f"{n}={recorder.per_consumer.get(n, 0):,} (queues {sorted(q)})"
+                                          for n, q in zip(("consumer-1", "consumer-2"), consumers_split or [set(), set()])))
+    report.add(f"  latency    born → consumed p50 {percentile(recorder.latencies_ms, 50):.0f} ms, "
+               f"p99 {percentile(recorder.latencies_ms, 99):.0f} ms")
+    report.add(f"  produced   per tag: {_fmt_tags(produced.tags)}")
+    report.add(f"  consumed   per tag: {_fmt_tags(recorder.tags)}")
+    for label, fig in (("streaming", streaming), ("batch", batch)):
+        if fig is not None:
+            report.add(f"  spark {label:<9} per tag: {_fmt_tags(fig.tags)}")
+            report.add(f"  spark {label:<9} {fig.rows:,} rows in {fig.seconds:.2f} s = "
+                       f"{fig.rows / max(fig.seconds, 1e-9):,.0f} rows/s ({fig.micro_batches} batch(es); {fig.source})")
+    report.add("checks")
+    report.check(produced.count == cfg.messages, f"produced {produced.count:,} of {cfg.messages:,}")
+    report.check(recorder.unique == produced.count and recorder.tags == produced.tags
+                 and recorder.body_bytes == produced.body_bytes,
+                 f"the group consumed every message: {recorder.unique:,} of {produced.count:,}, per tag and bytes equal")
+    report.check(recorder.duplicates == 0, f"duplicates = {recorder.duplicates}")
+    report.check(all(recorder.per_consumer.get(n, 0) > 0 for n in ("consumer-1", "consumer-2")),
+                 "both consumers consumed")
+    if spark_reason is None:
+        for label, fig in (("streaming", streaming), ("batch", batch)):
+            ok = fig is not None and fig.tags == produced.tags and fig.rows == produced.count \
+                and fig.body_bytes == produced.body_bytes
+            report.check(ok, f"spark {label} per-tag counts and body bytes equal what was produced")
+    else:
+        report.add(f"  [skipped] Spark queries: {spark_reason}")
+    print("\n".join(report.lines), flush=True)
+    if report.failures:
+        print(f"error: {len(report.failures)} check(s) failed: " + "; ".join(report.failures), file=sys.stderr)
+        return 1
+    print("ok: every check agrees", flush=True)
+    return 0
