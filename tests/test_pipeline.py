@@ -1,0 +1,89 @@
+"""Smoke tests of the main job, ``rmq-core pipeline`` (rmq_core.pipeline), run as a subprocess the way ./dev demo
+runs it: a name server and a broker in-process over a store directory under tmp_path, a producer, a push consumer
+group of two, and (when PySpark, Java and the ``rocketmq`` data source are there) the Spark streaming and batch
+queries. Each test asserts the exit status and the report's lines.
+
+Thread-safety: not applicable (each test runs its own process).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def run_pipeline(tmp_path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"),
+           "--commit-log-file-mb", "16", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
+
+
+def _spark_ready() -> str | None:
+    if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("pyarrow") is None:
+        return "pyspark/pyarrow not installed"
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        return "no Java"
+    try:
+        from rmq_core.spark import register  # noqa: F401
+    except ImportError:
+        return "the rocketmq data source (rmq_core.spark.register) is not there"
+    return None
+
+
+def test_pipeline_without_spark_consumes_every_message_once(tmp_path) -> None:
+    r = run_pipeline(tmp_path, "--messages", "3000", "--no-spark")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "produced   3,000 messages" in out
+    assert "consumed   3,000 messages" in out
+    assert "[ok] duplicates = 0" in out
+    assert "[ok] both consumers consumed" in out
+    assert "[skipped] Spark queries: --no-spark" in out
+    assert "ok: every check agrees" in out
+    split = re.search(r"split +consumer-1=([\d,]+) \(queues \[([\d, ]+)\]\), consumer-2=([\d,]+) \(queues \[([\d, ]+)\]\)",
+                      out)
+    assert split, out
+    c1, q1, c2, q2 = split.groups()
+    assert int(c1.replace(",", "")) + int(c2.replace(",", "")) == 3000
+    assert sorted(int(q) for q in (q1 + "," + q2).split(",")) == list(range(8))  # 8 queues, shared, disjoint
+    produced = re.search(r"produced +per tag: (.*)", out)
+    consumed = re.search(r"consumed +per tag: (.*)", out)
+    assert produced and consumed and produced.group(1) == consumed.group(1)
+    assert re.search(r"latency +born → consumed p50 \d+ ms, p99 \d+ ms", out)
+    assert os.path.isdir(tmp_path / "store" / "commitlog")
+
+
+def test_pipeline_rejects_bad_options_with_a_clear_error(tmp_path) -> None:
+    r = run_pipeline(tmp_path, "--messages", "0", "--no-spark", timeout=60)
+    assert r.returncode == 2
+    assert "--messages must be positive" in r.stderr
+    assert not os.path.exists(tmp_path / "store")  # nothing started, nothing written
+
+
+def test_pipeline_against_an_unreachable_name_server_fails_clearly(tmp_path) -> None:
+    r = run_pipeline(tmp_path, "--messages", "100", "--no-spark", "--namesrv", "127.0.0.1:1", timeout=120)
+    assert r.returncode == 1
+    assert "error: the pipeline failed" in r.stderr
+
+
+@pytest.mark.skipif(_spark_ready() is not None, reason=str(_spark_ready()))
+def test_pipeline_with_spark_counts_agree(tmp_path) -> None:
+    r = run_pipeline(tmp_path, "--messages", "3000", "--fresh", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    produced = re.search(r"produced +per tag: (.*)", out)
+    streaming = re.search(r"spark streaming +per tag: (.*)", out)
+    batch = re.search(r"spark batch +per tag: (.*)", out)
+    assert produced and streaming and batch, out
+    assert produced.group(1) == streaming.group(1) == batch.group(1)
+    assert "[ok] spark streaming per-tag counts and body bytes equal what was produced" in out
+    assert "[ok] spark batch per-tag counts and body bytes equal what was produced" in out
+    assert "ok: every check agrees" in out
