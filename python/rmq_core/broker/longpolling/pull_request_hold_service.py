@@ -208,6 +208,8 @@ class PullRequestHoldService:
                                 now_ms: int | None = None) -> None:
         """A message reached ``topic``/``queue_id`` (queue max offset now ``max_offset``): wake the parked pulls it
         satisfies, answer the expired ones, keep the rest. Callable from any thread."""
+        if not self.pull_request_table:  # nothing parked anywhere (the common case on a busy send path)
+            return
         if not self._on_loop():
             call = functools.partial(self._notify, topic, queue_id, max_offset, tags_code, msg_store_time,
                                      properties, now_ms)

@@ -80,7 +80,7 @@ from rmq_core.message_encoding import (
     string_to_properties,
 )
 from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rmq_core.remoting.header import (
     ConsumerSendMsgBackRequestHeader,
     HeaderError,
@@ -310,11 +310,13 @@ class SendMessageProcessor:
             self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
             self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
         stats = c.broker_stats_manager
-        stats.inc_topic_put_nums(msg.topic, 1, 1)
-        stats.inc_topic_put_size(msg.topic, result.wrote_bytes)
-        stats.inc_broker_put_nums(1)
-        resp_header = SendMessageResponseHeader(msgId=result.msg_id, queueId=queue_id, queueOffset=result.queue_offset)
-        return self._send_response(request, code, None, resp_header)
+        stats.inc_put(msg.topic, 1, result.wrote_bytes)
+        # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
+        cfg = c.broker_config
+        ext = {PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
+               "msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset)}
+        return RemotingCommand(code=code, language="JAVA", version=request.version, opaque=request.opaque,
+                               flag=RPC_TYPE_RESPONSE, ext_fields=ext, serialize_type=request.serialize_type)
 
     def _handle_retry_and_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str,
                               queue_id: int, reconsume_times: int, properties: dict[str, str]) -> tuple[str, int]:

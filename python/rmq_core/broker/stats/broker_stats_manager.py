@@ -173,6 +173,20 @@ class BrokerStatsManager:
     def inc_topic_put_size(self, topic: str, size: int) -> None:
         self._add(TOPIC_PUT_SIZE, topic, size)
 
+    def inc_put(self, topic: str, num: int, size: int) -> None:
+        """``incTopicPutNums`` + ``incTopicPutSize`` + ``incBrokerPutNums`` for one stored send, under one lock."""
+        with self._lock:
+            for name, key, value in ((TOPIC_PUT_NUMS, topic, num), (TOPIC_PUT_SIZE, topic, size),
+                                     (BROKER_PUT_NUMS, self.cluster_name, num)):
+                table = self._table.get(name)
+                if table is None:
+                    continue
+                item = table.get(key)
+                if item is None:
+                    item = table[key] = StatsItem()
+                item.value += value
+                item.times += 1
+
     def inc_broker_put_nums(self, inc_value: int = 1) -> None:
         self._add(BROKER_PUT_NUMS, self.cluster_name, inc_value)
 
