@@ -4,13 +4,14 @@ Users import ``rmq_core`` (the facade), never this module.
 """
 
 from collections.abc import Callable
-from typing import final
+from typing import Any, final
 
 from rmq_core.message import MessageExt
 
 __all__ = [
     "StoreEngine",
     "create_offset_msg_id",
+    "decode_columns",
     "decode_messages",
     "decode_properties",
     "encode_properties",
@@ -22,6 +23,9 @@ def encode_properties(props: dict[str, str | None]) -> bytes: ...
 def decode_properties(raw: bytes) -> dict[str, str]: ...
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]: ...
 def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str: ...
+def decode_columns(
+    buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
+) -> dict[str, Any]: ...
 
 @final
 class StoreEngine:

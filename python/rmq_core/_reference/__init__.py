@@ -3,6 +3,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
 
   config.py             StoreConfig (constructor keys, defaults, validation)
   format/message.py     CommitLog record layout, encode/decode, properties, tags hash, offset msg id
+  format/columns.py     records → Arrow-layout column buffers (decode_columns)
   format/cq_unit.py     the 20-byte ConsumeQueue unit
   format/file_name.py   20-digit mapped file names
   mapped_file.py        one mmap'ed, posix_fallocate'd store file
@@ -18,6 +19,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
 This package never imports ``rmq_core._core``.
 """
 
+from .format.columns import decode_columns
 from .format.message import (
     create_offset_msg_id,
     decode_messages,
@@ -30,6 +32,7 @@ from .message_store import StoreEngine
 __all__ = [
     "StoreEngine",
     "create_offset_msg_id",
+    "decode_columns",
     "decode_messages",
     "decode_properties",
     "encode_properties",

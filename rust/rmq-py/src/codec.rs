@@ -9,6 +9,13 @@
 //!     bad magic, truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
+//!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: the walk (`rmq_store::format::columns`) runs
+//!     with the GIL released; the result is a dict of Arrow buffers as `bytes` (one copy out of the Rust vectors):
+//!     `num_rows` int; fixed-width columns (`queue_id`, `reconsume_times` i32; `queue_offset`, `commitlog_offset`,
+//!     `born_timestamp`, `store_timestamp` i64 ms) little-endian `bytes`; utf8/binary columns (`topic`, `msg_id`,
+//!     `tags`, `keys`, `body`) `(validity bytes | None, i32 offsets bytes, data bytes)`; `properties`
+//!     `(list offsets, key offsets, key data, value offsets, value data)`. Errors: `CorruptRecordError(offset)` for
+//!     a bad record or a body that does not inflate, ValueError for an unsupported compression type.
 
 use std::borrow::Cow;
 
@@ -16,6 +23,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rmq_store::format::columns::{self, ColumnFilter, VarColumn};
 use rmq_store::format::message::{self, decode_record, Host};
 
 use crate::errors;
@@ -209,4 +217,63 @@ pub fn decode_messages<'py>(py: Python<'py>, buf: &[u8], decompress: bool) -> Py
     }
     let build = FROM_ROWS.import(py, "rmq_core.message", "_message_exts_from_rows")?;
     Ok(build.call1((rows,))?.cast_into::<PyList>()?)
+}
+
+fn le_bytes<'py, T: Copy, const N: usize>(py: Python<'py>, v: &[T], to_le: fn(T) -> [u8; N]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, v.len() * N, |out| {
+        for (dst, &x) in out.chunks_exact_mut(N).zip(v) {
+            dst.copy_from_slice(&to_le(x));
+        }
+        Ok(())
+    })
+}
+
+fn offsets_bytes<'py>(py: Python<'py>, v: &[i32]) -> PyResult<Bound<'py, PyBytes>> {
+    le_bytes(py, v, i32::to_le_bytes)
+}
+
+fn var_column<'py>(py: Python<'py>, c: &VarColumn) -> PyResult<Bound<'py, PyTuple>> {
+    let validity = c.validity.as_ref().map(|b| PyBytes::new(py, b));
+    (validity, offsets_bytes(py, &c.offsets)?, PyBytes::new(py, &c.data)).into_pyobject(py)
+}
+
+/// Concatenated records → Arrow-layout column buffers (see the module header and `rmq_store::format::columns`).
+#[pyfunction]
+#[pyo3(signature = (buf, tag_filter = None, min_queue_offset = None))]
+pub fn decode_columns<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    tag_filter: Option<Vec<String>>,
+    min_queue_offset: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let filter = ColumnFilter {
+        tags: tag_filter.map(|t| t.into_iter().map(String::into_bytes).collect()),
+        min_queue_offset,
+    };
+    let c = py.detach(|| columns::decode_columns(buf, &filter)).map_err(|e| errors::to_py(py, e))?;
+    let d = PyDict::new(py);
+    d.set_item("num_rows", c.num_rows)?;
+    d.set_item("topic", var_column(py, &c.topic)?)?;
+    d.set_item("queue_id", le_bytes(py, &c.queue_id, i32::to_le_bytes)?)?;
+    d.set_item("queue_offset", le_bytes(py, &c.queue_offset, i64::to_le_bytes)?)?;
+    d.set_item("commitlog_offset", le_bytes(py, &c.commitlog_offset, i64::to_le_bytes)?)?;
+    d.set_item("msg_id", var_column(py, &c.msg_id)?)?;
+    d.set_item("tags", var_column(py, &c.tags)?)?;
+    d.set_item("keys", var_column(py, &c.keys)?)?;
+    d.set_item("body", var_column(py, &c.body)?)?;
+    let p = &c.properties;
+    d.set_item(
+        "properties",
+        (
+            offsets_bytes(py, &p.offsets)?,
+            offsets_bytes(py, &p.keys.offsets)?,
+            PyBytes::new(py, &p.keys.data),
+            offsets_bytes(py, &p.values.offsets)?,
+            PyBytes::new(py, &p.values.data),
+        ),
+    )?;
+    d.set_item("born_timestamp", le_bytes(py, &c.born_timestamp, i64::to_le_bytes)?)?;
+    d.set_item("store_timestamp", le_bytes(py, &c.store_timestamp, i64::to_le_bytes)?)?;
+    d.set_item("reconsume_times", le_bytes(py, &c.reconsume_times, i32::to_le_bytes)?)?;
+    Ok(d)
 }

@@ -1,7 +1,7 @@
 //! Byte layouts and file names: every magic number of the store lives below this module.
 //!
-//! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `cq_unit` (the 20-byte
-//! ConsumeQueue unit), `file_name` (20-digit mapped file names), and the checkpoint layout constants here.
+//! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `columns` (records → Arrow-layout
+//! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `file_name` (20-digit mapped file names), and the checkpoint layout constants here.
 //!
 //! Format: all integers big-endian (Java ByteBuffer).
 //!
@@ -9,6 +9,7 @@
 //!
 //! Thread-safety: pure functions and constants.
 
+pub mod columns;
 pub mod cq_unit;
 pub mod file_name;
 pub mod message;

@@ -1,0 +1,173 @@
+"""Columnar decode (twin of rust/rmq-store/src/format/columns.rs): concatenated CommitLog records into Arrow-layout
+column buffers, the same dict and the same bytes as ``rmq_core._core.decode_columns``.
+
+Result of :func:`decode_columns` (every buffer little-endian ``bytes``):
+  ``num_rows``                                   int
+  ``queue_id``, ``reconsume_times``              i32 values
+  ``queue_offset``, ``commitlog_offset``,
+  ``born_timestamp``, ``store_timestamp``        i64 values (ms for the timestamps)
+  ``topic``, ``msg_id``, ``tags``, ``keys``,
+  ``body``                                       ``(validity bitmap | None, i32 offsets (rows + 1), data)``
+  ``properties``                                 ``(list offsets, key offsets, key data, value offsets, value data)``:
+                                                 Arrow's map<utf8, utf8> = list<struct<key, value>>, entries never null
+
+Decisions (shared with the Rust side):
+  * Rows equal ``rmq_core.message.decode_messages`` on the same bytes: ``msg_id`` is the offset msg id; ``tags`` /
+    ``keys`` are the TAGS / KEYS properties (null when absent); ``properties`` holds every property (nothing
+    excluded) in order of first appearance, a later duplicate overwriting the value; bodies are inflated when the
+    COMPRESSED sys flag is set (ZLIB, or the legacy type 0).
+  * Strings are UTF-8 with U+FFFD for invalid bytes.
+  * ``tag_filter`` keeps rows whose TAGS is one of the strings (rows without TAGS dropped; None keeps all, an empty
+    list keeps none); ``min_queue_offset`` drops rows with a smaller queue offset. Dropped rows are still checked
+    structurally, their bodies are not inflated.
+  * Errors: a bad record or a body that does not inflate → ``CorruptRecordError(offset=<index in buf>)``; another
+    compression type or a column over 2 GiB → ``ValueError``. Validity bitmaps (LSB first) only for columns with a
+    null.
+
+Thread-safety: pure function.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from itertools import accumulate
+from typing import Any
+
+from rmq_core.errors import CorruptRecordError
+
+from .message import (
+    _HEAD,
+    _PORT_AND_OFFSET,
+    COMPRESSED_FLAG,
+    IPV4_HOST_LEN,
+    IPV6_HOST_LEN,
+    STOREHOSTADDRESS_V6_FLAG,
+    RecordFormatError,
+    decode_properties,
+    record_layout,
+)
+
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_ZLIB = 3
+_I64 = struct.Struct(">q")
+_MAX_DATA = 2**31 - 1
+_LITTLE = sys.byteorder == "little"
+
+
+def _le(typecode: str, values: list[int]) -> bytes:
+    a = array(typecode, values)
+    if not _LITTLE:  # pragma: no cover - big-endian hosts
+        a.byteswap()
+    return a.tobytes()
+
+
+def _var(name: str, values: list[bytes | None]) -> tuple[bytes | None, bytes, bytes]:
+    data = b"".join(v for v in values if v is not None)
+    if len(data) > _MAX_DATA:
+        raise ValueError(f"invalid argument: column {name} holds more than 2 GiB (i32 Arrow offsets): decode a smaller buffer")
+    offsets = _le("i", [0, *accumulate(0 if v is None else len(v) for v in values)])
+    validity = None
+    if any(v is None for v in values):
+        bits = bytearray((len(values) + 7) // 8)
+        for i, v in enumerate(values):
+            if v is not None:
+                bits[i >> 3] |= 1 << (i & 7)
+        validity = bytes(bits)
+    return validity, offsets, data
+
+
+def _utf8(raw: Any) -> bytes:
+    return bytes(raw).decode("utf-8", errors="replace").encode()
+
+
+def decode_columns(buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None) -> dict[str, Any]:
+    """Every record of ``buf`` (concatenated, no padding) as column buffers, keeping the rows the filters accept."""
+    tag_set = None if tag_filter is None else {str(t) for t in tag_filter}
+    topic: list[bytes | None] = []
+    msg_id: list[bytes | None] = []
+    tags: list[bytes | None] = []
+    keys: list[bytes | None] = []
+    body: list[bytes | None] = []
+    queue_id: list[int] = []
+    queue_offset: list[int] = []
+    commitlog_offset: list[int] = []
+    born_ts: list[int] = []
+    store_ts: list[int] = []
+    reconsume: list[int] = []
+    map_offsets = [0]
+    map_keys: list[bytes | None] = []
+    map_values: list[bytes | None] = []
+
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        try:
+            total, _magic, sys_flag, st_pos, body_pos, body_len, topic_pos, topic_len = record_layout(buf, pos, end)
+        except RecordFormatError as e:
+            raise CorruptRecordError(f"corrupt record at offset {pos}: {e}", offset=pos) from None
+        at = pos
+        pos += total
+        (_t, _m, _crc, qid, _flag, qoff, phys, _sf, born) = _HEAD.unpack_from(buf, at)
+        if min_queue_offset is not None and qoff < min_queue_offset:
+            continue
+        props = decode_properties(bytes(buf[at + topic_pos + topic_len + 2 : at + total]))
+        tag = props.get("TAGS")
+        if tag_set is not None and (tag is None or tag not in tag_set):
+            continue
+        raw_body = bytes(buf[at + body_pos : at + body_pos + body_len])
+        if sys_flag & COMPRESSED_FLAG:
+            kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+            if kind not in (0, COMPRESSION_ZLIB):
+                raise ValueError(
+                    f"invalid argument: record at offset {at}: unsupported compression type {kind} "
+                    f"(sys_flag {sys_flag:#x}); only ZLIB is built in"
+                )
+            try:
+                raw_body = zlib.decompress(raw_body)
+            except zlib.error as e:
+                raise CorruptRecordError(
+                    f"corrupt record at offset {at}: compressed body does not inflate (zlib): {e}", offset=at
+                ) from None
+        body.append(raw_body)
+        tags.append(None if tag is None else tag.encode())
+        k = props.get("KEYS")
+        keys.append(None if k is None else k.encode())
+        for pk, pv in props.items():
+            map_keys.append(pk.encode())
+            map_values.append(pv.encode())
+        map_offsets.append(len(map_keys))
+        topic.append(_utf8(buf[at + topic_pos : at + topic_pos + topic_len]))
+        store_host_pos = st_pos + 8
+        host_len = IPV6_HOST_LEN if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LEN
+        raw_host = bytes(buf[at + store_host_pos : at + store_host_pos + host_len])
+        msg_id.append((raw_host + _I64.pack(phys)).hex().upper().encode())
+        queue_id.append(qid)
+        queue_offset.append(qoff)
+        commitlog_offset.append(phys)
+        born_ts.append(born)
+        store_ts.append(_I64.unpack_from(buf, at + st_pos)[0])
+        reconsume.append(_PORT_AND_OFFSET.unpack_from(buf, at + store_host_pos + host_len)[0])
+
+    _kv, key_offsets, key_data = _var("properties.key", map_keys)
+    _vv, value_offsets, value_data = _var("properties.value", map_values)
+    return {
+        "num_rows": len(queue_id),
+        "topic": _var("topic", topic),
+        "queue_id": _le("i", queue_id),
+        "queue_offset": _le("q", queue_offset),
+        "commitlog_offset": _le("q", commitlog_offset),
+        "msg_id": _var("msg_id", msg_id),
+        "tags": _var("tags", tags),
+        "keys": _var("keys", keys),
+        "body": _var("body", body),
+        "properties": (_le("i", map_offsets), key_offsets, key_data, value_offsets, value_data),
+        "born_timestamp": _le("q", born_ts),
+        "store_timestamp": _le("q", store_ts),
+        "reconsume_times": _le("i", reconsume),
+    }
+
+
+__all__ = ["decode_columns"]
