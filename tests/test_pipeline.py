@@ -74,6 +74,29 @@ def test_pipeline_against_an_unreachable_name_server_fails_clearly(tmp_path) -> 
     assert "error: the pipeline failed" in r.stderr
 
 
+def test_pipeline_against_an_existing_cluster(tmp_path) -> None:
+    """--namesrv: a name server + broker in another process (rmq-core serve); the job starts no broker of its own,
+    creates its topic on the cluster's master and consumes every message once."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=60000\n")
+    serve = subprocess.Popen([sys.executable, "-m", "rmq_core.cli", "serve", "--namesrv-port", "0", "--port", "0",
+                              "--dir", str(tmp_path / "cluster"), "--name", "ext-broker", "-c", str(conf)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert serve.stdout is not None
+        line = serve.stdout.readline()
+        m = re.search(r"name server (\S+:\d+)", line)
+        assert m, line
+        r = run_pipeline(tmp_path, "--messages", "2000", "--no-spark", "--namesrv", m.group(1))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "existing cluster, name server " + m.group(1) in r.stdout
+        assert "consumed   2,000 messages" in r.stdout and "[ok] duplicates = 0" in r.stdout
+        assert not os.path.exists(tmp_path / "store")  # no in-process broker, no local store
+    finally:
+        serve.terminate()
+        serve.communicate(timeout=30)
+
+
 @pytest.mark.skipif(_spark_ready() is not None, reason=str(_spark_ready()))
 def test_pipeline_with_spark_counts_agree(tmp_path) -> None:
     r = run_pipeline(tmp_path, "--messages", "3000", "--fresh", timeout=600)
