@@ -1,0 +1,210 @@
+"""The ``rocketmq`` sink: ``df.write.format("rocketmq")`` (``RocketMQDataSourceWriter``) and ``writeStream``
+(``RocketMQStreamWriter``).
+
+Rows: ``body`` (binary or string, required, not null) and optional ``topic`` (else the ``topic`` option), ``tags``,
+``keys``, ``properties`` (map<string,string>); other columns are ignored. ``namesrv``: one
+``rmq_core.client.Producer`` per task, ``send_batch`` per topic in chunks of ``sendBatchSize`` (and at most 1 MiB);
+``path``: ``MessageStore.put_messages`` in chunks, queue ids round-robin over ``writeQueueNums`` (a store
+directory has one writer at a time: a task waits up to ``lockTimeoutMs`` for the store lock).
+
+Delivery is AT-LEAST-ONCE: a failed send fails the task with the error; Spark retries the task (and a streaming
+query replays the micro-batch after a restart), so messages sent before the failure are sent again. Consumers that
+need exactly-once must de-duplicate (e.g. on a key carried in the row).
+
+Invariants: a task's commit message counts what it sent; nothing is reported sent that the broker/store did not
+acknowledge. Thread-safety: one writer per task; ``write`` keeps no state between calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+
+from rmq_core.errors import RmqError
+from rmq_core.message import Message
+from rmq_core.spark.options import OptionError, RocketMQWriteOptions
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_BYTES = 1024 * 1024
+
+
+class SinkError(RmqError):
+    """A row could not be sent (bad row or a failed send); the task fails with it."""
+
+
+@dataclass
+class RocketMQCommitMessage(WriterCommitMessage):
+    partition_id: int
+    sent: int
+
+
+def validate_schema(schema: StructType, opts: RocketMQWriteOptions) -> None:
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "body" not in fields:
+        raise OptionError(f"the rocketmq sink needs a 'body' column (binary or string); columns: {sorted(fields)}")
+    if not isinstance(fields["body"], (BinaryType, StringType)):
+        raise OptionError(f"column body must be binary or string, got {fields['body'].simpleString()}")
+    for name in ("topic", "tags", "keys"):
+        if name in fields and not isinstance(fields[name], StringType):
+            raise OptionError(f"column {name} must be a string, got {fields[name].simpleString()}")
+    if "properties" in fields and not isinstance(fields["properties"], MapType):
+        raise OptionError(f"column properties must be map<string,string>, got {fields['properties'].simpleString()}")
+    if "topic" not in fields and opts.topic is None:
+        raise OptionError("the rocketmq sink needs a topic: set the option topic or give the rows a 'topic' column")
+
+
+def row_to_message(row: Any, default_topic: str | None) -> Message:
+    d = row.asDict() if hasattr(row, "asDict") else dict(row)
+    body = d.get("body")
+    if body is None:
+        raise SinkError(f"a row has a null body: {d!r}"[:300])
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    elif not isinstance(body, bytes):
+        body = bytes(body)
+    topic = d.get("topic") or default_topic
+    if not topic:
+        raise SinkError("a row has no topic and the option topic is not set")
+    props = d.get("properties")
+    props = {str(k): str(v) for k, v in props.items() if v is not None} if props else None
+    return Message(topic, body, tags=d.get("tags") or None, keys=d.get("keys") or None, properties=props)
+
+
+def _task_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def _chunks(rows: Iterator[Any], opts: RocketMQWriteOptions) -> Iterator[list[Message]]:
+    """Messages grouped by topic into chunks of at most sendBatchSize messages and ~1 MiB."""
+    pending: dict[str, tuple[list[Message], int]] = {}
+    for row in rows:
+        m = row_to_message(row, opts.topic)
+        msgs, size = pending.get(m.topic, ([], 0))
+        msgs.append(m)
+        size += len(m.body) + 64
+        if len(msgs) >= opts.send_batch_size or size >= MAX_BATCH_BYTES:
+            pending.pop(m.topic, None)
+            yield msgs
+        else:
+            pending[m.topic] = (msgs, size)
+    for msgs, _ in pending.values():
+        yield msgs
+
+
+def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
+    from rmq_core.client import Producer
+    from rmq_core.client.producer.send_result import SendStatus
+
+    assert opts.namesrv is not None
+    producer = Producer(opts.producer_group, namesrv_addr=opts.namesrv, send_msg_timeout=opts.timeout_ms,
+                        instance_name=f"rmq-spark-sink-{_task_id()}-{time.time_ns()}")
+    producer.start()
+    sent = 0
+    try:
+        for msgs in _chunks(rows, opts):
+            try:
+                res = producer.send_batch(msgs) if len(msgs) > 1 else producer.send(msgs[0])
+            except Exception as e:
+                raise SinkError(f"sending {len(msgs)} messages to topic {msgs[0].topic!r} failed "
+                                f"({sent} sent before by this task): {e}") from e
+            if res.send_status != SendStatus.SEND_OK:
+                raise SinkError(f"sending {len(msgs)} messages to topic {msgs[0].topic!r}: {res.send_status.value}")
+            sent += len(msgs)
+    finally:
+        producer.shutdown()
+    return sent
+
+
+def _open_store_waiting(opts: RocketMQWriteOptions):  # -> MessageStore
+    from rmq_core.errors import StoreError
+    from rmq_core.store import MessageStore
+
+    deadline = time.monotonic() + opts.lock_timeout_ms / 1000.0
+    while True:
+        try:
+            return MessageStore(opts.path)  # type: ignore[arg-type]
+        except StoreError as e:
+            if "lock" not in str(e).lower() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _write_path(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
+    n_queues = opts.write_queue_nums
+    qid = _task_id() % n_queues
+    sent = 0
+    chunks = _chunks(rows, opts)
+    first = next(chunks, None)  # open the store (and take its lock) only when there is something to write
+    if first is None:
+        return 0
+    store = _open_store_waiting(opts)
+    try:
+        for msgs in _chain(first, chunks):
+            batch = []
+            for m in msgs:
+                batch.append((m, qid))
+                qid = (qid + 1) % n_queues
+            results = store.put_messages(batch)
+            if not results.all_ok:
+                bad = [s.name for s in results.statuses if s.name not in ("PUT_OK", "FLUSH_DISK_TIMEOUT")]
+                raise SinkError(f"putting {len(msgs)} messages into {opts.path} failed: {sorted(set(bad))}")
+            sent += len(msgs)
+        store.flush()
+    finally:
+        store.close()
+    return sent
+
+
+def _chain(first: list[Message], rest: Iterator[list[Message]]) -> Iterator[list[Message]]:
+    yield first
+    yield from rest
+
+
+def write_rows(rows: Iterator[Any], opts: RocketMQWriteOptions) -> RocketMQCommitMessage:
+    sent = _write_namesrv(rows, opts) if opts.namesrv is not None else _write_path(rows, opts)
+    return RocketMQCommitMessage(_task_id(), sent)
+
+
+def _total(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.sent for m in messages if isinstance(m, RocketMQCommitMessage))
+
+
+class RocketMQDataSourceWriter(DataSourceWriter):
+    def __init__(self, opts: RocketMQWriteOptions, schema: StructType) -> None:
+        validate_schema(schema, opts)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return write_rows(iterator, self.opts)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("rocketmq sink: %d messages sent by %d tasks", _total(messages), len(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("rocketmq sink: job aborted after %d messages were sent (at-least-once: they stay sent)",
+                    _total(messages))
+
+
+class RocketMQStreamWriter(DataSourceStreamWriter):
+    def __init__(self, opts: RocketMQWriteOptions, schema: StructType) -> None:
+        validate_schema(schema, opts)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return write_rows(iterator, self.opts)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("rocketmq sink: batch %d: %d messages sent", batchId, _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("rocketmq sink: batch %d aborted after %d messages were sent (at-least-once)", batchId,
+                    _total(messages))
