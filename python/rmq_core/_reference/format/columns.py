@@ -29,6 +29,7 @@ Thread-safety: pure function.
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 import zlib
@@ -79,13 +80,26 @@ def _var(name: str, values: list[bytes | None]) -> tuple[bytes | None, bytes, by
     return validity, offsets, data
 
 
+def _tag_set(tag_filter: Any) -> set[str]:
+    if isinstance(tag_filter, (str, bytes)) or not isinstance(tag_filter, (list, tuple)):
+        raise TypeError(f"tag_filter must be a list of str, got {type(tag_filter).__name__}")
+    for t in tag_filter:
+        if not isinstance(t, str):
+            raise TypeError(f"tag_filter entries must be str, got {type(t).__name__}")
+    return set(tag_filter)
+
+
 def _utf8(raw: Any) -> bytes:
     return bytes(raw).decode("utf-8", errors="replace").encode()
 
 
 def decode_columns(buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None) -> dict[str, Any]:
     """Every record of ``buf`` (concatenated, no padding) as column buffers, keeping the rows the filters accept."""
-    tag_set = None if tag_filter is None else {str(t) for t in tag_filter}
+    tag_set = None if tag_filter is None else _tag_set(tag_filter)
+    if min_queue_offset is not None:
+        min_queue_offset = operator.index(min_queue_offset)  # TypeError for floats/str, as the Rust binding
+        if not -(2**63) <= min_queue_offset < 2**63:
+            raise OverflowError(f"min_queue_offset out of int64 range: {min_queue_offset}")
     topic: list[bytes | None] = []
     msg_id: list[bytes | None] = []
     tags: list[bytes | None] = []
