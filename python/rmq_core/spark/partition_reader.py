@@ -55,69 +55,12 @@ class RocketMQInputPartition(InputPartition):
 
 
 # --- rows --------------------------------------------------------------------------------------------------------
-try:  # arrow_rows (Rust decode_columns) is owned by another engineer
-    from rmq_core.spark.arrow_rows import SCHEMA as _SCHEMA  # noqa: F401
-    from rmq_core.spark.arrow_rows import records_to_record_batch as _to_batch
-
-    _HAVE_ARROW_ROWS = True
-except ImportError:  # pragma: no cover - TEMPORARY until arrow_rows lands
-    _HAVE_ARROW_ROWS = False
-
-# ---- TEMPORARY FALLBACK (remove once rmq_core.spark.arrow_rows lands): one Python object per message ----------
-FALLBACK_DDL = ("topic string, broker_name string, queue_id int, queue_offset long, commitlog_offset long, "
-                "msg_id string, tags string, keys string, body binary, properties map<string,string>, "
-                "born_timestamp timestamp, store_timestamp timestamp, reconsume_times int")
-FALLBACK_ARROW_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("broker_name", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
-    ("commitlog_offset", pa.int64()), ("msg_id", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
-    ("body", pa.binary()), ("properties", pa.map_(pa.string(), pa.string())),
-    ("born_timestamp", pa.timestamp("us", tz="UTC")), ("store_timestamp", pa.timestamp("us", tz="UTC")),
-    ("reconsume_times", pa.int32()),
-])
-
-
-def _fallback_to_batch(buf: bytes, broker_name: str, tag_filter: set[str] | None = None,
-                       min_queue_offset: int | None = None) -> pa.RecordBatch:
-    from rmq_core.message import decode_messages
-
-    msgs = decode_messages(buf)
-    if tag_filter is not None:
-        msgs = [m for m in msgs if m.tags is not None and m.tags in tag_filter]
-    if min_queue_offset is not None:
-        msgs = [m for m in msgs if m.queue_offset >= min_queue_offset]
-    cols = {
-        "topic": [m.topic for m in msgs], "broker_name": [broker_name] * len(msgs),
-        "queue_id": [m.queue_id for m in msgs], "queue_offset": [m.queue_offset for m in msgs],
-        "commitlog_offset": [m.commitlog_offset for m in msgs], "msg_id": [m.msg_id for m in msgs],
-        "tags": [m.tags for m in msgs], "keys": [m.keys for m in msgs], "body": [m.body for m in msgs],
-        "properties": [list(m.properties.items()) for m in msgs],
-        "born_timestamp": [m.born_timestamp * 1000 for m in msgs],
-        "store_timestamp": [m.store_timestamp * 1000 for m in msgs],
-        "reconsume_times": [m.reconsume_times for m in msgs],
-    }
-    return pa.RecordBatch.from_pydict(cols, schema=FALLBACK_ARROW_SCHEMA)
-
-
-if not _HAVE_ARROW_ROWS:  # pragma: no cover
-    _to_batch = _fallback_to_batch  # type: ignore[assignment]
-# ---- END TEMPORARY FALLBACK -------------------------------------------------------------------------------------
+from rmq_core.spark.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
+from rmq_core.spark.arrow_rows import records_to_record_batch as _to_batch  # noqa: E402
 
 
 def schema_ddl() -> str:
-    if _HAVE_ARROW_ROWS:
-        from rmq_core.spark import arrow_rows
-
-        return getattr(arrow_rows, "SCHEMA_DDL", None) or _ddl_of(arrow_rows.SCHEMA)
-    return FALLBACK_DDL
-
-
-def _ddl_of(schema: object) -> str:
-    if isinstance(schema, str):
-        return schema
-    simple = getattr(schema, "simpleString", None)
-    if simple is not None:  # a Spark StructType
-        return schema.simpleString()[len("struct<"):-1].replace(":", " ")  # type: ignore[attr-defined]
-    return FALLBACK_DDL
+    return SPARK_SCHEMA_DDL
 
 
 # --- filters -----------------------------------------------------------------------------------------------------
