@@ -136,6 +136,23 @@ def test_backends_return_identical_buffers():
     assert rust["tags"][0] is not None
 
 
+
+def test_rust_buffers_are_zero_copy_read_only_and_compare_as_bytes():
+    buf = _mixed()
+    cols = _backend.load("rust").decode_columns(buf)
+    data = cols["body"][2]
+    view = memoryview(data)
+    assert view.readonly and view.nbytes == len(data) == len(bytes(data))
+    assert pa.py_buffer(data).address == pa.py_buffer(data).address  # wraps, does not copy
+    with pytest.raises(TypeError):
+        view[0] = 1  # read-only
+    del view
+    python = _backend.load("python").decode_columns(buf)
+    assert data == python["body"][2] and python["body"][2] == data and bytes(data) == python["body"][2]
+    assert data != b"other" and data == cols["body"][2]
+    assert repr(data) == f"<ColumnBuffer {len(data)} bytes>"
+
+
 _text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=6)
 _record = st.builds(
     lambda i, topic, body, props, flags, v6, version: _rec(

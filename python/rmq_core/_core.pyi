@@ -9,6 +9,7 @@ from typing import Any, final
 from rmq_core.message import MessageExt
 
 __all__ = [
+    "ColumnBuffer",
     "StoreEngine",
     "create_offset_msg_id",
     "decode_columns",
@@ -26,6 +27,13 @@ def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> 
 def decode_columns(
     buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
 ) -> dict[str, Any]: ...
+@final
+class ColumnBuffer:
+    """Read-only Rust-owned bytes (buffer protocol); equal to ``bytes`` of the same content."""
+
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+    def __eq__(self, value: object, /) -> bool: ...
 
 @final
 class StoreEngine:

@@ -10,7 +10,8 @@
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
 //!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: the walk (`rmq_store::format::columns`) runs
-//!     with the GIL released; the result is a dict of Arrow buffers as `bytes` (one copy out of the Rust vectors):
+//!     with the GIL released; the result is a dict of Arrow buffers as `ColumnBuffer`s (the Rust vectors themselves,
+//!     handed over without a copy through the buffer protocol; they compare equal to `bytes` of the same content):
 //!     `num_rows` int; fixed-width columns (`queue_id`, `reconsume_times` i32; `queue_offset`, `commitlog_offset`,
 //!     `born_timestamp`, `store_timestamp` i64 ms) little-endian `bytes`; utf8/binary columns (`topic`, `msg_id`,
 //!     `tags`, `keys`, `body`) `(validity bytes | None, i32 offsets bytes, data bytes)`; `properties`
@@ -19,7 +20,10 @@
 
 use std::borrow::Cow;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::os::raw::{c_int, c_void};
+
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -219,22 +223,80 @@ pub fn decode_messages<'py>(py: Python<'py>, buf: &[u8], decompress: bool) -> Py
     Ok(build.call1((rows,))?.cast_into::<PyList>()?)
 }
 
-fn le_bytes<'py, T: Copy, const N: usize>(py: Python<'py>, v: &[T], to_le: fn(T) -> [u8; N]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, v.len() * N, |out| {
-        for (dst, &x) in out.chunks_exact_mut(N).zip(v) {
-            dst.copy_from_slice(&to_le(x));
+/// Read-only bytes owned by Rust (a column buffer of `decode_columns`), exposed through the buffer protocol so
+/// `pyarrow.py_buffer` / `memoryview` wrap them without a copy. Equal to `bytes` (and other ColumnBuffers) with the
+/// same content; `bytes(buf)` copies.
+#[pyclass(frozen, module = "rmq_core._core")]
+pub struct ColumnBuffer {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl ColumnBuffer {
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("ColumnBuffer is read-only"));
+        }
+        let data = &slf.get().data;
+        // SAFETY: `view` comes from the interpreter; the data lives (unmoved: the class is frozen) as long as the
+        // object, which the view holds a reference to (set by PyBuffer_FillInfo).
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut c_void, data.len() as ffi::Py_ssize_t, 1, flags)
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
         }
         Ok(())
-    })
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+
+    fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.data)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = other.py();
+        if let Ok(b) = other.cast::<PyBytes>() {
+            return Ok((b.as_bytes() == self.data.as_slice()).into_pyobject(py)?.to_owned().into_any().unbind());
+        }
+        if let Ok(o) = other.cast::<ColumnBuffer>() {
+            return Ok((o.get().data == self.data).into_pyobject(py)?.to_owned().into_any().unbind());
+        }
+        Ok(py.NotImplemented())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<ColumnBuffer {} bytes>", self.data.len())
+    }
 }
 
-fn offsets_bytes<'py>(py: Python<'py>, v: &[i32]) -> PyResult<Bound<'py, PyBytes>> {
-    le_bytes(py, v, i32::to_le_bytes)
+fn buffer<'py>(py: Python<'py>, data: Vec<u8>) -> PyResult<Bound<'py, ColumnBuffer>> {
+    Bound::new(py, ColumnBuffer { data })
 }
 
-fn var_column<'py>(py: Python<'py>, c: &VarColumn) -> PyResult<Bound<'py, PyTuple>> {
-    let validity = c.validity.as_ref().map(|b| PyBytes::new(py, b));
-    (validity, offsets_bytes(py, &c.offsets)?, PyBytes::new(py, &c.data)).into_pyobject(py)
+fn le_buffer<'py, T: Copy, const N: usize>(py: Python<'py>, v: &[T], to_le: fn(T) -> [u8; N]) -> PyResult<Bound<'py, ColumnBuffer>> {
+    let mut out = Vec::with_capacity(v.len() * N);
+    for &x in v {
+        out.extend_from_slice(&to_le(x));
+    }
+    buffer(py, out)
+}
+
+fn offsets_buffer<'py>(py: Python<'py>, v: &[i32]) -> PyResult<Bound<'py, ColumnBuffer>> {
+    le_buffer(py, v, i32::to_le_bytes)
+}
+
+fn var_column<'py>(py: Python<'py>, c: VarColumn) -> PyResult<Bound<'py, PyTuple>> {
+    let validity = match c.validity {
+        Some(b) => Some(buffer(py, b)?),
+        None => None,
+    };
+    (validity, offsets_buffer(py, &c.offsets)?, buffer(py, c.data)?).into_pyobject(py)
 }
 
 /// Concatenated records → Arrow-layout column buffers (see the module header and `rmq_store::format::columns`).
@@ -253,27 +315,27 @@ pub fn decode_columns<'py>(
     let c = py.detach(|| columns::decode_columns(buf, &filter)).map_err(|e| errors::to_py(py, e))?;
     let d = PyDict::new(py);
     d.set_item("num_rows", c.num_rows)?;
-    d.set_item("topic", var_column(py, &c.topic)?)?;
-    d.set_item("queue_id", le_bytes(py, &c.queue_id, i32::to_le_bytes)?)?;
-    d.set_item("queue_offset", le_bytes(py, &c.queue_offset, i64::to_le_bytes)?)?;
-    d.set_item("commitlog_offset", le_bytes(py, &c.commitlog_offset, i64::to_le_bytes)?)?;
-    d.set_item("msg_id", var_column(py, &c.msg_id)?)?;
-    d.set_item("tags", var_column(py, &c.tags)?)?;
-    d.set_item("keys", var_column(py, &c.keys)?)?;
-    d.set_item("body", var_column(py, &c.body)?)?;
-    let p = &c.properties;
+    d.set_item("topic", var_column(py, c.topic)?)?;
+    d.set_item("queue_id", le_buffer(py, &c.queue_id, i32::to_le_bytes)?)?;
+    d.set_item("queue_offset", le_buffer(py, &c.queue_offset, i64::to_le_bytes)?)?;
+    d.set_item("commitlog_offset", le_buffer(py, &c.commitlog_offset, i64::to_le_bytes)?)?;
+    d.set_item("msg_id", var_column(py, c.msg_id)?)?;
+    d.set_item("tags", var_column(py, c.tags)?)?;
+    d.set_item("keys", var_column(py, c.keys)?)?;
+    d.set_item("body", var_column(py, c.body)?)?;
+    let p = c.properties;
     d.set_item(
         "properties",
         (
-            offsets_bytes(py, &p.offsets)?,
-            offsets_bytes(py, &p.keys.offsets)?,
-            PyBytes::new(py, &p.keys.data),
-            offsets_bytes(py, &p.values.offsets)?,
-            PyBytes::new(py, &p.values.data),
+            offsets_buffer(py, &p.offsets)?,
+            offsets_buffer(py, &p.keys.offsets)?,
+            buffer(py, p.keys.data)?,
+            offsets_buffer(py, &p.values.offsets)?,
+            buffer(py, p.values.data)?,
         ),
     )?;
-    d.set_item("born_timestamp", le_bytes(py, &c.born_timestamp, i64::to_le_bytes)?)?;
-    d.set_item("store_timestamp", le_bytes(py, &c.store_timestamp, i64::to_le_bytes)?)?;
-    d.set_item("reconsume_times", le_bytes(py, &c.reconsume_times, i32::to_le_bytes)?)?;
+    d.set_item("born_timestamp", le_buffer(py, &c.born_timestamp, i64::to_le_bytes)?)?;
+    d.set_item("store_timestamp", le_buffer(py, &c.store_timestamp, i64::to_le_bytes)?)?;
+    d.set_item("reconsume_times", le_buffer(py, &c.reconsume_times, i32::to_le_bytes)?)?;
     Ok(d)
 }

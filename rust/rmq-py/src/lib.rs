@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::StoreEngine>()?;
+    m.add_class::<codec::ColumnBuffer>()?;
     m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;

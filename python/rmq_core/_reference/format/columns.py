@@ -1,5 +1,6 @@
 """Columnar decode (twin of rust/rmq-store/src/format/columns.rs): concatenated CommitLog records into Arrow-layout
-column buffers, the same dict and the same bytes as ``rmq_core._core.decode_columns``.
+column buffers, the same dict and the same bytes as ``rmq_core._core.decode_columns`` (which hands out Rust-owned
+``ColumnBuffer`` objects that compare equal to these ``bytes``).
 
 Result of :func:`decode_columns` (every buffer little-endian ``bytes``):
   ``num_rows``                                   int
