@@ -48,8 +48,8 @@ def progress(label: str, done: int, total: int, started: float, final: bool = Fa
 
 
 def write_store(root: str, messages: int, size: int, queues: int) -> dict[str, float]:
-    """``messages`` × ``size`` B into ``root`` (256 MiB CommitLog files); returns the write figures."""
-    body = (b"rmq_core spark bench payload " * (size // 29 + 1))[:size]
+    """``messages`` × ``size`` B into ``root`` (256 MiB CommitLog files); returns the write figures. Bodies are
+    random bytes, a different one per message: Parquet gets no help from dictionary encoding or compression."""
     cfg = StoreConfig(mapped_file_size_commit_log=256 << 20)
     started = time.perf_counter()
     last_report = started
@@ -57,8 +57,9 @@ def write_store(root: str, messages: int, size: int, queues: int) -> dict[str, f
         written = 0
         while written < messages:
             n = min(BATCH, messages - written)
-            results = store.put_messages([(Message(TOPIC, body, tags="TagA"), (written + i) % queues)
-                                          for i in range(n)])
+            block = os.urandom(n * size)
+            results = store.put_messages([(Message(TOPIC, block[i * size:(i + 1) * size], tags="TagA"),
+                                           (written + i) % queues) for i in range(n)])
             if not results.all_ok:
                 raise SystemExit(f"put_messages failed after {written:,} messages: {set(results.statuses)}")
             written += n
@@ -93,12 +94,14 @@ def timed(label: str, fn: Callable[[], Any], rows: int, repeat: int) -> dict[str
 def spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     from rmq_core.spark import register
 
     spark = (SparkSession.builder.master(master).appName("rmq-core bench_spark")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

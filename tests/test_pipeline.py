@@ -61,6 +61,18 @@ def test_pipeline_without_spark_consumes_every_message_once(tmp_path) -> None:
     assert os.path.isdir(tmp_path / "store" / "commitlog")
 
 
+def test_pipeline_without_java_warns_and_skips_spark(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = os.path.dirname(sys.executable)  # this interpreter's bin directory: no java on the PATH
+    cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"), "--commit-log-file-mb",
+           "16", "--messages", "1000"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: skipping the Spark queries: Java is missing" in r.stderr
+    assert "[skipped] Spark queries: Java is missing" in r.stdout
+    assert "consumed   1,000 messages" in r.stdout and "ok: every check agrees" in r.stdout
+
+
 def test_pipeline_rejects_bad_options_with_a_clear_error(tmp_path) -> None:
     r = run_pipeline(tmp_path, "--messages", "0", "--no-spark", timeout=60)
     assert r.returncode == 2
