@@ -96,7 +96,6 @@ def spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
-
     from rmq_core.spark import register
 
     spark = (SparkSession.builder.master(master).appName("rmq-core bench_spark")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def run_pipeline(tmp_path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"),
            "--commit-log-file-mb", "16", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
 
 
 def _spark_ready() -> str | None:
@@ -66,7 +66,7 @@ def test_pipeline_without_java_warns_and_skips_spark(tmp_path) -> None:
     env["PATH"] = os.path.dirname(sys.executable)  # this interpreter's bin directory: no java on the PATH
     cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"), "--commit-log-file-mb",
            "16", "--messages", "1000"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning: skipping the Spark queries: Java is missing" in r.stderr
     assert "[skipped] Spark queries: Java is missing" in r.stdout

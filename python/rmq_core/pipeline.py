@@ -223,7 +223,7 @@ class ConsumeRecorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.seen: set[tuple[str, int, int]] = set()
+        self.seen: set[tuple[str | None, int, int]] = set()
         self.per_consumer: Counter[str] = Counter()
         self.tags: Counter[str] = Counter()
         self.body_bytes = 0
@@ -355,7 +355,7 @@ class SparkFigures:
 def spark_unavailable() -> str | None:
     """Why Spark cannot run here (no pyspark/pyarrow, no Java), or None."""
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
         return f"PySpark is not installed ({e}); pip install 'pyspark==4.2.1' pyarrow"
