@@ -232,11 +232,11 @@ class ReadOnlyStore:
             if m is None:
                 raise FileNotFoundError(f"CommitLog file {fs:020d} of {self.root_dir} disappeared while reading "
                                         f"{topic}:{queue_id}")
-            arr = np.frombuffer(m, dtype=np.uint8)
             local = off[seg] - fs
-            sz = size[seg]
-            out_starts = np.cumsum(sz) - sz
-            idx = np.repeat(local - out_starts, sz) + np.arange(int(sz.sum()), dtype=np.int64)
-            out.append(arr[idx].tobytes())
-            del arr
+            ends = local + size[seg]
+            # records that sit back to back in the CommitLog are copied as one run
+            breaks = np.flatnonzero(local[1:] != ends[:-1]) + 1
+            run_starts = np.concatenate(([local[0]], local[breaks])).tolist()
+            run_ends = np.concatenate((ends[breaks - 1], [ends[-1]])).tolist()
+            out.extend([m[a:b] for a, b in zip(run_starts, run_ends)])
         return b"".join(out), int(len(off))
