@@ -106,6 +106,27 @@ def _client_exception(message: str) -> Exception:
 class PushConsumer:
     """DefaultMQPushConsumer. Settings are keyword arguments in snake_case (see ``_DEFAULTS``) plus ClientConfig's."""
 
+    # the settings (values from ``_DEFAULTS`` unless given), declared for type checkers
+    consume_thread_min: int
+    consume_thread_max: int
+    consume_concurrently_max_span: int
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
+    pull_threshold_for_topic: int
+    pull_threshold_size_for_topic: int
+    pull_interval: int
+    pull_batch_size: int
+    consume_message_batch_max_size: int
+    post_subscription_when_pull: bool
+    max_reconsume_times: int
+    suspend_current_queue_time_millis: int
+    consume_timeout: int
+    consume_timestamp: str | None
+    offset_store_dir: str | None
+    rebalance_interval_ms: int
+    adjust_thread_pool_nums_threshold: int
+    await_termination_millis_when_shutdown: int
+
     def __init__(
         self,
         group: str,
@@ -372,9 +393,7 @@ class DefaultMQPushConsumerImpl:
         self.check_config()
         self.copy_subscription()
         from rmq_core.client.mq_client_manager import MQClientManager
-        self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self._client_config()) \
-            if hasattr(MQClientManager, "get_instance") \
-            else MQClientManager.get_or_create_mq_client_instance(self._client_config())
+        self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self._client_config())
         rb = self.rebalance_impl
         rb.consumer_group = c.consumer_group
         rb.message_model = c.message_model
@@ -387,11 +406,13 @@ class DefaultMQPushConsumerImpl:
         else:
             self.offset_store = RemoteBrokerOffsetStore(self.instance, c.consumer_group)
         self.offset_store.load()
+        listener = self.message_listener_inner
+        assert listener is not None  # checked by check_config
         if self.consume_orderly:
             from rmq_core.client.consumer.consume_message_orderly_service import ConsumeMessageOrderlyService
-            self.consume_message_service = ConsumeMessageOrderlyService(self, self.message_listener_inner)
+            self.consume_message_service = ConsumeMessageOrderlyService(self, listener)
         else:
-            self.consume_message_service = ConsumeMessageConcurrentlyService(self, self.message_listener_inner)
+            self.consume_message_service = ConsumeMessageConcurrentlyService(self, listener)
         self.consume_message_service.start()
         if not self.instance.register_consumer(c.consumer_group, self):
             self.service_state = ServiceState.CREATE_JUST
