@@ -156,3 +156,15 @@ def test_send_and_consume_commands(tmp_path) -> None:
         assert bad.returncode == 1 and "FAILED" in bad.stderr
     finally:
         assert _stop(proc) == 0
+
+
+def test_broker_conf_store_settings_reach_the_store(tmp_path) -> None:
+    from rmq_core.broker import BrokerConfig
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("maxTransferCountOnMessageInMemory=400\nmaxTransferBytesOnMessageInMemory=1048576\n"
+                    "accessMessageInMemoryMaxRatio=30\nflushDiskType=SYNC_FLUSH\n")
+    cfg = BrokerConfig.from_properties_file(conf)
+    store = cfg.to_store_config()
+    assert (store.max_transfer_count_on_message_in_memory, store.max_transfer_bytes_on_message_in_memory,
+            store.access_message_in_memory_max_ratio, store.flush_disk_type) == (400, 1048576, 30, "SYNC_FLUSH")

@@ -63,6 +63,11 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * 20
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -76,6 +81,11 @@ class BrokerConfig:
             mapped_file_size_commit_log=self.mapped_file_size_commit_log,
             mapped_file_size_consume_queue=self.mapped_file_size_consume_queue,
             store_host=(self.broker_ip1, self.listen_port),
+            max_transfer_bytes_on_message_in_memory=self.max_transfer_bytes_on_message_in_memory,
+            max_transfer_count_on_message_in_memory=self.max_transfer_count_on_message_in_memory,
+            max_transfer_bytes_on_message_in_disk=self.max_transfer_bytes_on_message_in_disk,
+            max_transfer_count_on_message_in_disk=self.max_transfer_count_on_message_in_disk,
+            access_message_in_memory_max_ratio=self.access_message_in_memory_max_ratio,
         )
 
     @property
