@@ -154,9 +154,10 @@ class ConsumeRequest:
         svc.stats.inc_consume_rt(svc.consumer_group, self.message_queue.topic, consume_rt)
         if not pq.dropped:
             svc.process_consume_result(status, context, self)
-        else:
-            log.warning("processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
-                        self.message_queue, len(msgs))
+        else:  # not acked: the queue's next owner gets these again (at shutdown, every queue is dropped: debug)
+            log.log(logging.DEBUG if svc._stop.is_set() else logging.WARNING,
+                    "processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
+                    self.message_queue, len(msgs))
 
 
 class ConsumeMessageConcurrentlyService:
