@@ -14,10 +14,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
+from helpers import wait_until  # noqa: F401 - re-exported for the test files
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message import MessageExt, decode_messages
 from rmq_core.namesrv import NameServer
@@ -30,7 +31,6 @@ from rmq_core.remoting.header import (
 )
 from rmq_core.remoting.transport import BlockingRemotingClient
 
-T = TypeVar("T")
 
 # 18 delay levels of one second each: retries come back quickly (level 3 + reconsume times is used by the broker)
 FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
@@ -40,16 +40,6 @@ FAST_CLIENT = {"rebalance_interval_ms": 300, "heartbeat_broker_interval": 1000, 
                "poll_name_server_interval": 1000}
 
 
-def wait_until(fn: Callable[[], T], what: str, timeout: float = 10.0, interval: float = 0.02) -> T:
-    """Poll ``fn`` until it returns something truthy; AssertionError naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass

@@ -8,8 +8,9 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Iterator
 
+from helpers import wait_until  # noqa: F401 - re-exported for the test files
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.namesrv import NameServer
@@ -19,18 +20,8 @@ from rmq_core.remoting.header import (CreateTopicRequestHeader, GetRouteInfoRequ
                                       decode_header, encode_header, SendMessageResponseHeader)
 from rmq_core.remoting.transport import BlockingRemotingClient
 
-T = TypeVar("T")
 
 
-def wait_until(fn: Callable[[], T], what: str, timeout: float = 10.0, interval: float = 0.02) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass

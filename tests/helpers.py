@@ -171,3 +171,17 @@ def drain_queue(store: MessageStore, topic: str, queue_id: int, max_nums: int = 
         guard += 1
         assert guard < 100_000
     return out
+
+
+def wait_until(fn, what: str = "a condition", timeout: float = 10.0, interval: float = 0.02):  # type: ignore[no-untyped-def]
+    """Poll ``fn`` until it returns something truthy and return it; AssertionError naming ``what`` after ``timeout``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
