@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rmq_core.client.consumer.store.offset_store import ReadOffsetType
+from rmq_core.client.consumer.store.offset_store import OffsetTable, ReadOffsetType
 from rmq_core.message import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -92,15 +92,14 @@ def decode_offset_table(text: str) -> dict[MessageQueue, int]:
     return table
 
 
-class LocalFileOffsetStore:
+class LocalFileOffsetStore(OffsetTable):
     def __init__(self, instance: Any, group_name: str, store_dir: str | os.PathLike[str] | None = None) -> None:
+        super().__init__()
         self.instance = instance
         self.group_name = group_name
         root = Path(store_dir) if store_dir is not None else Path(DEFAULT_STORE_DIR)
         self.store_path = root / str(instance.client_id) / group_name / "offsets.json"
-        self._lock = threading.Lock()
         self._file_lock = threading.Lock()
-        self.offset_table: dict[MessageQueue, int] = {}
 
     def load(self) -> None:
         table = self._read_local_offset()
@@ -124,20 +123,10 @@ class LocalFileOffsetStore:
                 raise ValueError(f"cannot parse the local offset store file {path}: {e}") from e
         return None
 
-    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
-        with self._lock:
-            old = self.offset_table.get(mq)
-            if old is None or not increase_only or offset > old:
-                self.offset_table[mq] = offset
-
     def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            with self._lock:
-                off = self.offset_table.get(mq)
-            if off is not None:
-                return off
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        off = self._read_from_memory(mq, read_type)
+        if off is not None:
+            return off
         try:
             table = self._read_local_offset()
         except ValueError as e:
@@ -180,10 +169,6 @@ class LocalFileOffsetStore:
 
     def remove_offset(self, mq: MessageQueue) -> None:
         pass  # as RocketMQ: broadcasting consumers keep every queue's offset
-
-    def clone_offset_table(self, topic: str | None = None) -> dict[MessageQueue, int]:
-        with self._lock:
-            return {mq: off for mq, off in self.offset_table.items() if not topic or mq.topic == topic}
 
     def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, is_oneway: bool = True) -> None:
         pass

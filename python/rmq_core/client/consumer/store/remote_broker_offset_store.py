@@ -14,10 +14,9 @@ are for the loop.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
-from rmq_core.client.consumer.store.offset_store import ReadOffsetType
+from rmq_core.client.consumer.store.offset_store import OffsetTable, ReadOffsetType
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.codes import ResponseCode
@@ -26,12 +25,11 @@ from rmq_core.remoting.header import QueryConsumerOffsetRequestHeader, UpdateCon
 log = logging.getLogger(__name__)
 
 
-class RemoteBrokerOffsetStore:
+class RemoteBrokerOffsetStore(OffsetTable):
     def __init__(self, instance: Any, group_name: str) -> None:
+        super().__init__()
         self.instance = instance
         self.group_name = group_name
-        self._lock = threading.Lock()
-        self.offset_table: dict[MessageQueue, int] = {}
 
     def load(self) -> None:
         pass
@@ -39,20 +37,10 @@ class RemoteBrokerOffsetStore:
     def _timeout_s(self) -> float:
         return float(getattr(self.instance.client_config, "mq_client_api_timeout", 3000)) / 1000.0 + 1.0
 
-    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
-        with self._lock:
-            old = self.offset_table.get(mq)
-            if old is None or not increase_only or offset > old:
-                self.offset_table[mq] = offset
-
     def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            with self._lock:
-                off = self.offset_table.get(mq)
-            if off is not None:
-                return off
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        off = self._read_from_memory(mq, read_type)
+        if off is not None:
+            return off
         try:
             off = self.instance.run_sync(self.fetch_consume_offset_from_broker(mq), self._timeout_s())
         except Exception as e:  # noqa: BLE001
@@ -62,13 +50,9 @@ class RemoteBrokerOffsetStore:
 
     async def read_offset_async(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
         """read_offset for callers on the loop thread."""
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            with self._lock:
-                off = self.offset_table.get(mq)
-            if off is not None:
-                return off
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        off = self._read_from_memory(mq, read_type)
+        if off is not None:
+            return off
         try:
             off = await self.fetch_consume_offset_from_broker(mq)
         except Exception as e:  # noqa: BLE001
@@ -130,10 +114,6 @@ class RemoteBrokerOffsetStore:
     def remove_offset(self, mq: MessageQueue) -> None:
         with self._lock:
             self.offset_table.pop(mq, None)
-
-    def clone_offset_table(self, topic: str | None = None) -> dict[MessageQueue, int]:
-        with self._lock:
-            return {mq: off for mq, off in self.offset_table.items() if not topic or mq.topic == topic}
 
     def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, is_oneway: bool = True) -> None:
         self.instance.run_sync(self.update_consume_offset_to_broker_async(mq, offset, is_oneway), self._timeout_s())
