@@ -278,3 +278,42 @@ def test_bad_settings_are_refused(tmp_path) -> None:
     pc2 = PushConsumer("G", "127.0.0.1:1")
     with pytest.raises(Exception, match="messageListener is null"):
         pc2.start()
+
+
+def test_send_back_failure_falls_back_to_a_resend_to_the_retry_topic(tmp_path) -> None:
+    """When CONSUMER_SEND_MSG_BACK fails, the consumer resends the message itself to %RETRY%group (reconsume times +1,
+    RETRY_TOPIC and ORIGIN_MESSAGE_ID set), as DefaultMQPushConsumerImpl.sendMessageBack does; it is then consumed
+    again under its original topic."""
+    with push_cluster(tmp_path, message_delay_level=" ".join(["1s"] * 18)) as c:
+        refused: list[int] = []
+
+        async def refuse_send_back(conn: Any, request: RemotingCommand) -> RemotingCommand:
+            refused.append(request.opaque)
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark="send back refused (test)")
+
+        # a broker whose send-back processor fails: the seam is the remoting server's processor table
+        c.broker.controller.remoting_server.register(int(RequestCode.CONSUMER_SEND_MSG_BACK), refuse_send_back)
+        c.create_topic("FallbackT", 1)
+        c.send("FallbackT", b"again", 0)
+        calls: list[MessageExt] = []
+        lock = threading.Lock()
+
+        def listener(msgs: Any, ctx: Any) -> Any:
+            with lock:
+                calls.extend(msgs)
+                return LATER if len(calls) == 1 else OK
+
+        pc = consumer(c, "GFallback", listener, "FallbackT")
+        pc.start()
+        try:
+            wait_until(lambda: len(calls) >= 2, "the resent message to be consumed again", timeout=20)
+        finally:
+            pc.shutdown()
+        assert refused, "the broker's send-back was never asked"
+        first, second = calls[0], calls[1]
+        assert (first.body, second.body) == (b"again", b"again")
+        assert (first.reconsume_times, second.reconsume_times) == (0, 1)
+        assert second.topic == "FallbackT"  # RETRY_TOPIC restored by the consumer
+        assert second.properties.get("ORIGIN_MESSAGE_ID")
+        retry = c.broker.message_store.get_message("t", "%RETRY%GFallback", 0, 0, 32)
+        assert retry.body, "the resend went to %RETRY%GFallback"
