@@ -233,6 +233,10 @@ def _scenario(cluster: Cluster, create_first: bool, prime_offsets: bool = False)
     out = cluster.run("produce", "--topic", topic, "--group", f"{topic}_pg", "--count", str(N))
     sent = {e["i"]: e for e in out if e["event"] == "sent"}
     assert sorted(sent) == list(range(N)), out
+    # The C++ client's own connect race (apache/rocketmq-client-cpp#455) can fail the first send, before its
+    # heartbeat thread has connected to the broker; it is retried once. Any later retry is a real failure.
+    retried = [e["i"] for e in out if e["event"] == "retry"]
+    assert retried in ([], [0]), out
     assert all(e["status"] == "OK" for e in sent.values())
     ids = [e["msg_id"] for e in sent.values()]
     assert len(set(ids)) == N and all(len(x) == 32 and set(x) <= set("0123456789ABCDEF") for x in ids)  # UNIQ_KEYs
