@@ -72,3 +72,25 @@ def test_garbled_frames_raise(frame):
 def test_oversized_frame_refused():
     with pytest.raises(RemotingCommandError, match="limit"):
         RemotingCommand.request(10, body=b"x" * MAX_FRAME_LENGTH).encode()
+
+
+def test_json_headers_orjson_refuses_still_decode_as_the_stdlib_does():
+    """Headers are read with orjson; what it refuses and Java's fastjson writes or accepts (an integer over 64 bits,
+    an escaped lone surrogate, NaN) falls back to the stdlib parser instead of closing the connection."""
+    header = (b'{"code":0,"opaque":5,"flag":1,"remark":"\\ud800x","extFields":{"big":123456789012345678901234567890,'
+              b'"nan":NaN,"s":"v\\u0001\xc3\xa9"}}')
+    cmd = RemotingCommand.decode_frame(struct.pack(">i", len(header)) + header)
+    assert cmd.remark == "\ud800x"
+    assert cmd.ext_fields == {"big": "123456789012345678901234567890", "nan": "nan", "s": "v\x01é"}
+
+
+def test_json_header_bytes_are_the_stdlib_encoding():
+    """orjson writes the frame header; its bytes must be what the stdlib's compact, non-ASCII-escaping dump writes
+    (the frame-capture tests compare bytes), and what orjson refuses (a >64-bit opaque) still encodes."""
+    cmd = RemotingCommand(code=10, language="JAVA", version=409, opaque=7, flag=0, remark='q"\\\n\x01é€😀',
+                          ext_fields={"k\x7f": "v\t", "é": "😀"})
+    doc = {"code": 10, "language": "JAVA", "version": 409, "opaque": 7, "flag": 0, "serializeTypeCurrentRPC": "JSON",
+           "remark": cmd.remark, "extFields": cmd.ext_fields}
+    assert cmd.encode_header_json() == json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    cmd.opaque = 1 << 70
+    assert json.loads(cmd.encode_header_json())["opaque"] == 1 << 70

@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from rmq_core.errors import RmqError
 
 MAX_FRAME_LENGTH = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
@@ -39,6 +41,8 @@ LANGUAGE_CODES = {
 LANGUAGE_NAMES = {v: k for k, v in LANGUAGE_CODES.items()}
 DEFAULT_VERSION = 409  # MQVersion V4_9_8: ≥ V4_9_4 (401), so name servers answer routes in standard JSON
 
+_INT = struct.Struct(">i")
+_STR_ONLY = frozenset((str,))
 _opaque = itertools.count(1)
 _opaque_lock = threading.Lock()
 
@@ -102,7 +106,10 @@ class RemotingCommand:
         if self.remark is not None:
             doc["remark"] = self.remark
         doc["extFields"] = self.ext_fields
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:  # orjson writes the same bytes as the stdlib below (compact, UTF-8, control characters as \u00XX)
+            return orjson.dumps(doc)
+        except TypeError:  # what orjson refuses (an int over 64 bits, a non-str key): the stdlib's answer
+            return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     def encode_header_rocketmq(self) -> bytes:
         remark = self.remark.encode("utf-8") if self.remark is not None else b""
@@ -130,10 +137,9 @@ class RemotingCommand:
     @classmethod
     def decode_frame(cls, frame: bytes | memoryview) -> RemotingCommand:
         """Decode a frame *without* its leading length field (what the frame decoder hands over)."""
-        frame = memoryview(frame)
         if len(frame) < 4:
             raise RemotingCommandError(f"frame of {len(frame)} bytes is shorter than its header-length field")
-        (mark,) = struct.unpack_from(">i", frame, 0)
+        (mark,) = _INT.unpack_from(frame, 0)
         serialize_type = (mark >> 24) & 0xFF
         header_length = mark & 0xFFFFFF
         if 4 + header_length > len(frame):
@@ -153,9 +159,12 @@ class RemotingCommand:
     @classmethod
     def _from_json(cls, header: bytes) -> RemotingCommand:
         try:
-            doc = json.loads(header.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise RemotingCommandError(f"header is not JSON: {e}") from None
+            doc = orjson.loads(header)
+        except orjson.JSONDecodeError:  # what orjson refuses and the stdlib may take (a lone surrogate escape, an
+            try:                        # int over 64 bits), or the stdlib's own error for the message
+                doc = json.loads(header.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as e:
+                raise RemotingCommandError(f"header is not JSON: {e}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("code"), int):
             raise RemotingCommandError("JSON header has no integer 'code'")
         ext = doc.get("extFields") or {}
@@ -172,8 +181,8 @@ class RemotingCommand:
                 opaque=int(doc.get("opaque", 0)),
                 flag=int(doc.get("flag", 0)),
                 remark=doc.get("remark"),
-                ext_fields={k if k.__class__ is str else str(k): v if v.__class__ is str else _java_str(v)
-                            for k, v in ext.items() if v is not None},
+                ext_fields=ext if _STR_ONLY.issuperset(map(type, ext.values())) else  # JSON keys are str
+                {k: v if v.__class__ is str else _java_str(v) for k, v in ext.items() if v is not None},
             )
         except (TypeError, ValueError) as e:
             raise RemotingCommandError(f"bad JSON header field: {e}") from None
