@@ -6,6 +6,7 @@ consume-message hooks, pull statistics and the commit-offset side effect."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from pull_helpers import (
@@ -321,6 +322,26 @@ def test_offset_below_a_corrected_min_is_offset_too_small(tmp_path, client):
     assert r.code == ResponseCode.PULL_OFFSET_MOVED and r.remark == "OFFSET_TOO_SMALL"
     assert r.ext_fields["nextBeginOffset"] == str(min_offset) == r.ext_fields["minOffset"]
     assert json.loads(event.body)["offsetNew"] == min_offset
+
+
+def test_offset_found_null_is_pull_not_found_with_the_next_file_as_next_begin_offset(tmp_path, client):
+    """A ConsumeQueue file missing between two present ones (the store answers OFFSET_FOUND_NULL with
+    ``rollNextFile``): 4.9 maps it to PULL_NOT_FOUND, no offset-moved event, and the client resumes at the next
+    file's first unit, where the messages are."""
+    cfg = {"mapped_file_size_consume_queue": 20 * 100}  # 100 units per ConsumeQueue file
+    with running_broker(tmp_path, **cfg) as b:
+        add_topic(b, queues=1)
+        for i in range(250):
+            put(b, body=b"m%d" % i)
+    os.remove(os.path.join(str(tmp_path / "broker"), "consumequeue", TOPIC, "0", f"{2000:020d}"))  # units 100..199
+    with running_broker(tmp_path, **cfg) as b:
+        r = pull(client, b.address, offset=150)
+        assert r.code == ResponseCode.PULL_NOT_FOUND and r.remark == "OFFSET_FOUND_NULL", (r.code, r.remark)
+        assert r.ext_fields["nextBeginOffset"] == "200" and r.body is None
+        assert offset_moved_events(b) == []
+        r = pull(client, b.address, offset=200)
+        assert r.code == ResponseCode.SUCCESS
+        assert [m.body for m in decode_messages(r.body)] == [b"m%d" % i for i in range(200, 232)]
 
 
 # --- filters on retry topics ------------------------------------------------------------------------------------
