@@ -317,3 +317,48 @@ def test_send_back_failure_falls_back_to_a_resend_to_the_retry_topic(tmp_path) -
         assert second.properties.get("ORIGIN_MESSAGE_ID")
         retry = c.broker.message_store.get_message("t", "%RETRY%GFallback", 0, 0, 32)
         assert retry.body, "the resend went to %RETRY%GFallback"
+
+
+def test_send_back_and_resend_both_failing_reconsume_locally_after_5s(tmp_path) -> None:
+    """When the send-back and the consumer's own resend to %RETRY%group both fail, ConsumeMessageConcurrentlyService
+    keeps the message: reconsume times + 1 and a local re-consume 5 s later (submitConsumeRequestLater), under its
+    own topic and queue offset; nothing reaches the retry topic, and the queue's offset is not committed past it."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("LocalRetryT", 1)
+        c.send("LocalRetryT", b"keep-me", 0)
+        refused: list[int] = []
+
+        async def refuse(conn: Any, request: RemotingCommand) -> RemotingCommand:
+            refused.append(request.code)
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark="refused (test)")
+
+        server = c.broker.controller.remoting_server  # the seam: the remoting server's processor table
+        for code in (RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                     RequestCode.SEND_BATCH_MESSAGE):
+            server.register(int(code), refuse)
+        calls: list[tuple[float, MessageExt, int]] = []  # reconsume times as delivered (the object is reused)
+        lock = threading.Lock()
+
+        def listener(msgs: Any, ctx: Any) -> Any:
+            with lock:
+                calls.extend((time.monotonic(), m, m.reconsume_times) for m in msgs)
+                return LATER if len(calls) == 1 else OK
+
+        pc = consumer(c, "GLocalRetry", listener, "LocalRetryT")
+        pc.start()
+        try:
+            wait_until(lambda: len(calls) >= 1, "the first delivery", timeout=10)
+            mq = MessageQueue("LocalRetryT", "broker-a", 0)
+            time.sleep(1.0)
+            assert pc.impl.offset_store.read_offset(mq, 0) <= 0, "committed past a message still being retried"
+            wait_until(lambda: len(calls) >= 2, "the local re-consume", timeout=15)
+        finally:
+            pc.shutdown()
+        assert RequestCode.CONSUMER_SEND_MSG_BACK in refused and (
+            RequestCode.SEND_MESSAGE_V2 in refused or RequestCode.SEND_MESSAGE in refused), refused
+        (t1, first, times1), (t2, second, times2) = calls[0], calls[1]
+        assert (first.body, second.body) == (b"keep-me", b"keep-me")
+        assert (times1, times2) == (0, 1)
+        assert (second.topic, second.queue_offset) == ("LocalRetryT", first.queue_offset)
+        assert t2 - t1 >= 4.5, f"re-consumed after {t2 - t1:.2f} s, not the 5 s delay"
+        assert not c.broker.message_store.get_message("t", "%RETRY%GLocalRetry", 0, 0, 32).body
