@@ -142,6 +142,46 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(spark, tmp_path):  # no
     assert max(sizes) <= 30 and sizes[:3] == [30, 30, 30]
 
 
+def test_trigger_available_now_reads_the_backlog_in_bounded_batches_and_ends(spark, tmp_path):  # noqa: F811
+    """Trigger.AvailableNow: the query reads what was in the queues when it started, in micro-batches bounded by
+    maxOffsetsPerTrigger, and stops by itself; messages written meanwhile (here from inside the first batch, a new
+    queue included) are left for the next run, which reads exactly those from the checkpoint."""
+    p, ckpt = str(tmp_path / "s"), str(tmp_path / "ckpt")
+    with MessageStore(p, small_store_config()) as store:
+        fill_store(store, 100)  # 25 per queue, queues 0..3
+        batches: list[list[tuple[int, int]]] = []
+
+        def each(df, batch_id):  # noqa: ANN001 - Spark's foreachBatch signature
+            batches.append([(r["queue_id"], r["queue_offset"]) for r in df.select("queue_id", "queue_offset")
+                            .collect()])
+            if len(batches) == 1:  # written after the query's target was taken: not this run's
+                fill_store(store, 8, start=100)
+                store.put_messages([(message(500 + i), 6) for i in range(3)])
+
+        def run() -> None:
+            q = (spark.readStream.format("rocketmq").option("path", p).option("topic", TOPIC)
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load()
+                 .writeStream.foreachBatch(each).option("checkpointLocation", ckpt)
+                 .trigger(availableNow=True).start())
+            try:
+                assert q.awaitTermination(120), "an AvailableNow query did not end by itself"
+                assert q.exception() is None
+            finally:
+                q.stop()
+
+        run()
+        first = [b for b in batches if b]
+        assert all(len(b) <= 30 for b in first) and len(first) >= 4
+        keys = [k for b in first for k in b]
+        assert len(keys) == len(set(keys)) == 100
+        assert set(keys) == {(i % 4, i // 4) for i in range(100)}
+        batches.clear()
+        run()
+        second = [k for b in batches for k in b]
+        assert sorted(second) == sorted([(i % 4, 25 + (i - 100) // 4) for i in range(100, 108)] +
+                                        [(6, 0), (6, 1), (6, 2)])
+
+
 # --- namesrv ------------------------------------------------------------------------------------------------------
 def _pull_all(ns, topic, expr="*"):
     c = PullConsumer("spark_test_pull", namesrv_addr=ns.address)

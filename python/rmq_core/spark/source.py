@@ -4,8 +4,9 @@ Source API: ``latestOffset(start, limit)`` with ``getDefaultReadLimit`` for ``ma
 Batch: ``partitions()`` plans ``[startingOffsets, endingOffsets)`` per queue (default earliest → latest).
 Streaming: offsets are JSON ``{"topic": {"broker": {"qid": offset}}}``; a new query starts at ``startingOffsets``
 (default latest, as Kafka); queues that appear between micro-batches start at their earliest offset; each
-micro-batch is bounded by ``maxOffsetsPerTrigger`` (proportional to each queue's backlog). The checkpoint is the
-source of truth; ``commit(end)`` additionally sends UPDATE_CONSUMER_OFFSET for ``consumerGroup`` (namesrv source)
+micro-batch is bounded by ``maxOffsetsPerTrigger`` (proportional to each queue's backlog); with
+``Trigger.AvailableNow`` the max offsets when the query starts are its end (``prepareForTriggerAvailableNow``). The
+checkpoint is the source of truth; ``commit(end)`` additionally sends UPDATE_CONSUMER_OFFSET for ``consumerGroup`` (namesrv source)
 so RocketMQ's tools show the lag — a failure there is logged, never fails the query.
 
 Invariants: readers are picklable (options and partitions are plain data); ``read`` opens its own store reader or
@@ -19,7 +20,12 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from rmq_core.spark.offsets import OffsetMap, QueueRange, from_json, to_json
@@ -101,10 +107,11 @@ class RocketMQBatchReader(DataSourceReader):
         return read_partition(partition, self.opts)
 
 
-class RocketMQStreamReader(DataSourceStreamReader):
+class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: RocketMQOptions) -> None:
         self.opts = opts
         self._queues: dict[tuple[str, str, int], QueueInfo] = {}
+        self._target: OffsetMap | None = None  # Trigger.AvailableNow: the max offsets when the query started
 
     def _fetch(self) -> list[QueueInfo]:
         queues = fetch_queues(self.opts)
@@ -133,6 +140,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
             # a queue new since the previous batch starts at its earliest offset (Kafka's new partitions)
             effective[q.key] = q.min_offset if s is None else max(s, q.min_offset)
             latest[q.key] = max(q.max_offset, effective[q.key]) if s is None else max(q.max_offset, s)
+        if self._target is not None:  # Trigger.AvailableNow: nothing written after the query started is read
+            target = self._target
+            latest = {k: min(e, max(target[k], effective[k])) for k, e in latest.items() if k in target}
+            effective = {k: v for k, v in effective.items() if k in latest}
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(effective, latest, limit.max_rows)
             for k, s in start_map.items():  # a capped queue never goes below its previous end
@@ -141,6 +152,13 @@ class RocketMQStreamReader(DataSourceStreamReader):
         for k, s in start_map.items():  # queues gone from the route keep their offsets
             latest.setdefault(k, s)
         return to_json(latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``Trigger.AvailableNow``: the queues' max offsets now are the query's end. ``latestOffset`` never goes
+        past them (``maxOffsetsPerTrigger`` still splits the backlog into micro-batches), a queue that appears
+        later is not read, and once every queue has reached its target the offsets stop moving, so Spark ends
+        the query."""
+        self._target = {q.key: q.max_offset for q in self._fetch()}
 
     def reportLatestOffset(self) -> dict | None:
         return to_json({k: q.max_offset for k, q in self._queues.items()}) if self._queues else None
