@@ -6,8 +6,8 @@ Streaming: offsets are JSON ``{"topic": {"broker": {"qid": offset}}}``; a new qu
 (default latest, as Kafka); queues that appear between micro-batches start at their earliest offset; each
 micro-batch is bounded by ``maxOffsetsPerTrigger`` (proportional to each queue's backlog); with
 ``Trigger.AvailableNow`` the max offsets when the query starts are its end (``prepareForTriggerAvailableNow``). The
-checkpoint is the source of truth; ``commit(end)`` additionally sends UPDATE_CONSUMER_OFFSET for ``consumerGroup`` (namesrv source)
-so RocketMQ's tools show the lag — a failure there is logged, never fails the query.
+checkpoint is the source of truth; ``commit(end)`` additionally sends UPDATE_CONSUMER_OFFSET for ``consumerGroup``
+(namesrv source) so RocketMQ's tools show the lag — a failure there is logged, never fails the query.
 
 Invariants: readers are picklable (options and partitions are plain data); ``read`` opens its own store reader or
 connection. Thread-safety: Spark calls a reader's driver methods from one thread.
