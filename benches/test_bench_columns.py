@@ -81,3 +81,28 @@ def test_decode_messages_100k_x_100b(benchmark, backend, records):
     benchmark.extra_info["messages_per_round"] = N
     msgs = benchmark.pedantic(decode_messages, args=(records,), rounds=5)
     assert len(msgs) == N
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a generator fixture
+    """A 16 MiB mapped file and 8,192 runs of 253 bytes 2,024 bytes apart: one queue's records of a chunk the
+    ``path`` source reads, written round robin over 8 queues (the layout of benches/bench_spark.py's store)."""
+    import mmap
+
+    import numpy as np
+
+    path = tmp_path_factory.mktemp("gather") / "commitlog"
+    path.write_bytes(bytes(range(256)) * (16 * 4096))
+    starts = np.arange(8192, dtype=np.int64) * 2024
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        yield m, starts, starts + 253
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_runs_8192_records_of_an_mmap(benchmark, backend, interleaved):
+    benchmark.group = "gather_runs-8192x253B"
+    benchmark.extra_info["messages_per_round"] = 8192
+    m, starts, ends = interleaved
+    out = benchmark(_backend.load(backend).gather_runs, m, starts, ends)
+    assert len(out) == 8192 * 253
+    del out  # a view of the mmap must not outlive the fixture

@@ -340,3 +340,43 @@ def test_record_batch_of_100k_rows_matches_decode_messages_sampled():
         assert list(row["properties"]) == expected["properties"]
         assert row["store_timestamp"].value // 1_000_000 == expected["store_timestamp"]
         assert str(row["born_timestamp"].tz) == "UTC"
+
+
+# --- gather_runs: a ConsumeQueue range's records out of a mapped CommitLog file ------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_runs_concatenates_runs_of_an_mmap_and_refuses_bad_runs(backend, tmp_path):
+    import mmap
+
+    import numpy as np
+
+    gather = _backend.load(backend).gather_runs
+    path = tmp_path / "f"
+    data = bytes(random.Random(7).randrange(256) for _ in range(10_000))
+    path.write_bytes(data)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        starts = np.array([9000, 0, 4096, 77, 77, 9990], dtype=np.int64)
+        ends = np.array([9100, 10, 4500, 77, 200, 10_000], dtype=np.int64)
+        out = gather(m, starts, ends)
+        assert out == b"".join(data[a:b] for a, b in zip(starts, ends))
+        assert bytes(out) == b"".join(data[a:b] for a, b in zip(starts, ends))
+        assert gather(m, np.array([], np.int64), np.array([], np.int64)) == b""
+        for bad_starts, bad_ends, match in (([0, 5], [1], "2 run starts but 1 run ends"),
+                                            ([5], [10_001], r"run 0 \[5, 10001\) is outside the 10000-byte source"),
+                                            ([0, 6], [1, 5], r"run 1 \[6, 5\)"), ([-1], [3], r"run 0 \[-1, 3\)")):
+            with pytest.raises(ValueError, match=match):
+                gather(m, np.array(bad_starts, np.int64), np.array(bad_ends, np.int64))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decode_columns_takes_any_byte_buffer(backend):
+    """What gather_runs returns (a Rust ColumnBuffer, or bytes), a memoryview or a bytearray decode like bytes."""
+    impl = _backend.load(backend)
+    buf = b"".join(_rec(i) for i in range(5))
+    want = impl.decode_columns(buf)
+    import numpy as np
+
+    gathered = impl.gather_runs(buf, np.array([0], np.int64), np.array([len(buf)], np.int64))
+    for other in (gathered, memoryview(buf), bytearray(buf)):
+        got = impl.decode_columns(other)
+        assert got.keys() == want.keys()
+        assert all(got[k] == want[k] for k in want)

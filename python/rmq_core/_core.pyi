@@ -6,6 +6,8 @@ Users import ``rmq_core`` (the facade), never this module.
 from collections.abc import Callable
 from typing import Any, final
 
+from typing_extensions import Buffer
+
 from rmq_core.message import MessageExt
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "decode_messages",
     "decode_properties",
     "encode_properties",
+    "gather_runs",
     "tags_hash",
 ]
 
@@ -25,8 +28,9 @@ def decode_properties(raw: bytes) -> dict[str, str]: ...
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]: ...
 def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str: ...
 def decode_columns(
-    buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
+    buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
 ) -> dict[str, Any]: ...
+def gather_runs(src: Buffer, starts: Buffer, ends: Buffer) -> ColumnBuffer: ...
 @final
 class ColumnBuffer:
     """Read-only Rust-owned bytes (buffer protocol); equal to ``bytes`` of the same content."""

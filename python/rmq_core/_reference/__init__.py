@@ -4,6 +4,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   config.py             StoreConfig (constructor keys, defaults, validation)
   format/message.py     CommitLog record layout, encode/decode, properties, tags hash, offset msg id
   format/columns.py     records → Arrow-layout column buffers (decode_columns)
+  format/gather.py      byte runs of a mapped file → one buffer (gather_runs)
   format/cq_unit.py     the 20-byte ConsumeQueue unit
   format/file_name.py   20-digit mapped file names
   mapped_file.py        one mmap'ed, posix_fallocate'd store file
@@ -20,6 +21,7 @@ This package never imports ``rmq_core._core``.
 """
 
 from .format.columns import decode_columns
+from .format.gather import gather_runs
 from .format.message import (
     create_offset_msg_id,
     decode_messages,
@@ -33,6 +35,7 @@ __all__ = [
     "StoreEngine",
     "create_offset_msg_id",
     "decode_columns",
+    "gather_runs",
     "decode_messages",
     "decode_properties",
     "encode_properties",

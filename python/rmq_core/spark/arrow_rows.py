@@ -21,11 +21,14 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from rmq_core import _backend
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 SPARK_SCHEMA_DDL = (
     "topic string, broker_name string, queue_id int, queue_offset long, commitlog_offset long, msg_id string, "
@@ -105,7 +108,7 @@ def columns_to_record_batch(cols: dict[str, Any], broker_name: str) -> pa.Record
 
 
 def records_to_record_batch(
-    buf: bytes,
+    buf: Buffer,
     broker_name: str,
     tag_filter: Iterable[str] | None = None,
     min_queue_offset: int | None = None,
@@ -119,7 +122,7 @@ def records_to_record_batch(
     if not isinstance(broker_name, str):
         raise TypeError(f"broker_name must be str, got {type(broker_name).__name__}")
     tags = None if tag_filter is None else [tag_filter] if isinstance(tag_filter, str) else list(tag_filter)
-    cols = _backend.impl.decode_columns(bytes(buf), tags, min_queue_offset)
+    cols = _backend.impl.decode_columns(buf, tags, min_queue_offset)
     return columns_to_record_batch(cols, broker_name)
 
 

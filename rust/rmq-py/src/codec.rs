@@ -9,7 +9,8 @@
 //!     bad magic, truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
-//!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: the walk (`rmq_store::format::columns`) runs
+//!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: `buf` any C-contiguous byte buffer (`bytes`,
+//!     a `ColumnBuffer` from `gather_runs`); the walk (`rmq_store::format::columns`) runs
 //!     with the GIL released; the result is a dict of Arrow buffers as `ColumnBuffer`s (the Rust vectors themselves,
 //!     handed over without a copy through the buffer protocol; they compare equal to `bytes` of the same content):
 //!     `num_rows` int; fixed-width columns (`queue_id`, `reconsume_times` i32; `queue_offset`, `commitlog_offset`,
@@ -17,17 +18,23 @@
 //!     `tags`, `keys`, `body`) `(validity bytes | None, i32 offsets bytes, data bytes)`; `properties`
 //!     `(list offsets, key offsets, key data, value offsets, value data)`. Errors: `CorruptRecordError(offset)` for
 //!     a bad record or a body that does not inflate, ValueError for an unsupported compression type.
+//!   * `gather_runs(src, starts, ends)`: `src` any C-contiguous byte buffer (a read-only `mmap`), `starts`/`ends`
+//!     C-contiguous int64 buffers (numpy arrays); returns a `ColumnBuffer` (equal to the `bytes` of the runs),
+//!     copied with the GIL released; ValueError (nothing copied) when the counts differ or a run is outside `src`,
+//!     TypeError/BufferError for unusable buffers.
 
 use std::borrow::Cow;
 
 use std::os::raw::{c_int, c_void};
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::format::columns::{self, ColumnFilter, VarColumn};
+use rmq_store::format::gather;
 use rmq_store::format::message::{self, decode_record, Host};
 
 use crate::errors;
@@ -304,10 +311,11 @@ fn var_column<'py>(py: Python<'py>, c: VarColumn) -> PyResult<Bound<'py, PyTuple
 #[pyo3(signature = (buf, tag_filter = None, min_queue_offset = None))]
 pub fn decode_columns<'py>(
     py: Python<'py>,
-    buf: &[u8],
+    buf: PyBuffer<u8>,
     tag_filter: Option<Vec<String>>,
     min_queue_offset: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let buf = contiguous(py, &buf, "buf")?;
     let filter = ColumnFilter {
         tags: tag_filter.map(|t| t.into_iter().map(String::into_bytes).collect()),
         min_queue_offset,
@@ -338,4 +346,28 @@ pub fn decode_columns<'py>(
     d.set_item("store_timestamp", le_buffer(py, &c.store_timestamp, i64::to_le_bytes)?)?;
     d.set_item("reconsume_times", le_buffer(py, &c.reconsume_times, i32::to_le_bytes)?)?;
     Ok(d)
+}
+
+/// A C-contiguous buffer's items as a slice, or BufferError.
+fn contiguous<'a, T: pyo3::buffer::Element>(py: Python<'_>, buf: &'a PyBuffer<T>, what: &str) -> PyResult<&'a [T]> {
+    if !buf.is_c_contiguous() {
+        return Err(PyBufferError::new_err(format!("{what} must be a C-contiguous buffer")));
+    }
+    let _ = py;
+    // SAFETY: C-contiguous with item_count items of T (PyBuffer<T> checked the item format and size); the exporter
+    // keeps the memory alive and unmoved while `buf` (the view) exists, and nothing here writes to it.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
+}
+
+/// `src[starts[i]:ends[i]]` for every i, concatenated (see the module header).
+#[pyfunction]
+pub fn gather_runs(
+    py: Python<'_>,
+    src: PyBuffer<u8>,
+    starts: PyBuffer<i64>,
+    ends: PyBuffer<i64>,
+) -> PyResult<ColumnBuffer> {
+    let (s, a, b) = (contiguous(py, &src, "src")?, contiguous(py, &starts, "starts")?, contiguous(py, &ends, "ends")?);
+    let data = py.detach(|| gather::gather_runs(s, a, b)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(ColumnBuffer { data })
 }

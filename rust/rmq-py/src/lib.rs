@@ -8,6 +8,13 @@ mod codec;
 mod errors;
 mod store;
 
+/// Rust-side allocations of the extension (column buffers, gathered records, store results) come from mimalloc:
+/// with glibc's malloc a multi-MiB buffer is a fresh mmap each time (its dynamic mmap threshold is not raised for
+/// them in a Python process), so a Spark task decoding 8,192-row chunks spent more time in page faults than in the
+/// decode (benches/test_bench_columns.py). Python objects still come from Python's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use pyo3::prelude::*;
 
 #[pymodule]
@@ -20,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
     m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;
     Ok(())
 }

@@ -94,8 +94,11 @@ def _utf8(raw: Any) -> bytes:
     return bytes(raw).decode("utf-8", errors="replace").encode()
 
 
-def decode_columns(buf: bytes, tag_filter: list[str] | None = None, min_queue_offset: int | None = None) -> dict[str, Any]:
-    """Every record of ``buf`` (concatenated, no padding) as column buffers, keeping the rows the filters accept."""
+def decode_columns(buf: Any, tag_filter: list[str] | None = None, min_queue_offset: int | None = None) -> dict[str, Any]:
+    """Every record of ``buf`` (concatenated, no padding; ``bytes`` or any byte buffer, e.g. what ``gather_runs``
+    returns) as column buffers, keeping the rows the filters accept."""
+    if not isinstance(buf, bytes):
+        buf = bytes(memoryview(buf).cast("B"))
     tag_set = None if tag_filter is None else _tag_set(tag_filter)
     if min_queue_offset is not None:
         min_queue_offset = operator.index(min_queue_offset)  # TypeError for floats/str, as the Rust binding

@@ -1,7 +1,8 @@
 //! Byte layouts and file names: every magic number of the store lives below this module.
 //!
 //! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `columns` (records → Arrow-layout
-//! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `file_name` (20-digit mapped file names), and the
+//! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `gather`
+//! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), and the
 //! checkpoint layout constants here.
 //!
 //! Format: all integers big-endian (Java ByteBuffer).
@@ -13,6 +14,7 @@
 pub mod columns;
 pub mod cq_unit;
 pub mod file_name;
+pub mod gather;
 pub mod message;
 
 /// `<root>/checkpoint` is this many bytes (RocketMQ maps one OS page).
