@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
+from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
@@ -58,7 +59,7 @@ def wait_registered(ns: NameServer, broker_names: list[str], timeout: float = 10
         for name in broker_names:
             wait_until(lambda name=name: c.invoke_sync(
                 ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}), 5.0
-            ).code == ResponseCode.SUCCESS, timeout)
+            ).code == ResponseCode.SUCCESS, f"the route of {name}", timeout=timeout)
 
 
 class RecordingConsumer:
@@ -160,12 +161,3 @@ def fake_broker_registration(ns: NameServer, broker_name: str, addr: str, topics
         yield
 
 
-def wait_until(fn: Any, timeout: float = 5.0, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {fn}")
-        time.sleep(interval)

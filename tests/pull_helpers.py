@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common import sys_flag
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
@@ -138,14 +138,6 @@ def update_offset(client: BlockingRemotingClient, addr: str, offset: int, group:
                                                commitOffset=offset)
     r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)))
     assert r.code == 0, r.remark
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def parked(broker: Broker, topic: str | None = None, queue_id: int | None = None) -> list[Any]:

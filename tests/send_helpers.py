@@ -8,8 +8,9 @@ import asyncio
 import socket
 import struct
 import time
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
+from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 from rmq_core.broker import Broker
 from rmq_core.message import MessageExt
 from rmq_core.remoting.codes import RequestCode
@@ -105,13 +106,3 @@ def max_offset(broker: Broker, topic: str, queue_id: int = 0) -> int:
     return broker.message_store.get_max_offset_in_queue(topic, queue_id)
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll ``fn`` until it returns something truthy; fail (AssertionError) after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)

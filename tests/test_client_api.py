@@ -296,7 +296,7 @@ def test_producer_and_push_consumer_share_one_client_id(tmp_path: Path) -> None:
             assert inst is not None and consumer.impl.instance is inst
             assert inst.select_consumer("MixGroup") is not None and inst.select_producer("MixProducer") is producer
             producer.send(Message("MixTopic", b"second"))
-            wait_until(lambda: sorted(got) == [b"first", b"second"], 10)
+            wait_until(lambda: sorted(got) == [b"first", b"second"], timeout=10)
             info = broker.controller.consumer_manager.get_consumer_group_info("MixGroup")
             assert info is not None and info.find_channel(inst.client_id) is not None
         finally:

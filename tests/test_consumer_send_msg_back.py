@@ -14,7 +14,7 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_offset_msg_id
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
-from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_for
+from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_until
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
@@ -52,7 +52,7 @@ def test_retry_through_the_delay_levels_with_reconsume_times_growing(broker, cli
     retry_cfg = broker.controller.topic_config_manager.select_topic_config("%RETRY%G1")
     assert (retry_cfg.read_queue_nums, retry_cfg.perm) == (1, 6)
 
-    [r1] = wait_for(lambda: stored(broker, "%RETRY%G1"))
+    [r1] = wait_until(lambda: stored(broker, "%RETRY%G1"))
     assert (r1.body, r1.flag, r1.born_timestamp, r1.born_host, r1.reconsume_times) == (
         b"payload", 9, 4242, orig.born_host, 1)
     assert r1.properties["RETRY_TOPIC"] == "OrigTopic"
@@ -64,7 +64,7 @@ def test_retry_through_the_delay_levels_with_reconsume_times_growing(broker, cli
     # the retry message fails again: reconsume 2, origin and retry topic unchanged
     resp = invoke(client, broker, send_back_request(r1.commitlog_offset, "G1", delay_level=1))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    r2 = wait_for(lambda: stored(broker, "%RETRY%G1", 0, 1))[0]
+    r2 = wait_until(lambda: stored(broker, "%RETRY%G1", 0, 1))[0]
     assert r2.reconsume_times == 2
     assert r2.properties["RETRY_TOPIC"] == "OrigTopic"
     assert r2.properties["ORIGIN_MESSAGE_ID"] == orig.msg_id

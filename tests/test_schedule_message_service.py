@@ -14,7 +14,7 @@ from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageSer
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.codes import ResponseCode
-from send_helpers import SMALL_FILES, invoke, max_offset, send_request, stored, wait_for
+from send_helpers import SMALL_FILES, invoke, max_offset, send_request, stored, wait_until
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
@@ -79,7 +79,7 @@ def test_level_one_message_arrives_after_one_second_and_not_before(root, client)
         [sched] = stored(b, SCHEDULE, 0)
         if time.monotonic() - sent_at < 0.8:
             assert stored(b, "DelayTopic", 1) == []
-        [m] = wait_for(lambda: stored(b, "DelayTopic", 1), timeout=10)
+        [m] = wait_until(lambda: stored(b, "DelayTopic", 1), timeout=10)
         assert m.store_timestamp >= sched.store_timestamp + 1000  # not before its level's delay
         assert (m.body, m.flag, m.born_timestamp, m.born_host, m.reconsume_times) == (
             b"one-second", 5, 777, sched.born_host, 2)
@@ -94,7 +94,7 @@ def test_a_level_delivers_in_order(root, client):
     with Broker(_config(root)) as b:
         for i in range(5):
             _send_delayed(client, b, b"m%d" % i, 1)
-        got = wait_for(lambda: (lambda ms: ms if len(ms) == 5 else None)(stored(b, "DelayTopic")), timeout=10)
+        got = wait_until(lambda: (lambda ms: ms if len(ms) == 5 else None)(stored(b, "DelayTopic")), timeout=10)
         assert [m.body for m in got] == [b"m%d" % i for i in range(5)]
         sched = stored(b, SCHEDULE, 0)
         assert all(d.store_timestamp >= s.store_timestamp + 1000 for d, s in zip(got, sched))
@@ -103,9 +103,9 @@ def test_a_level_delivers_in_order(root, client):
 def test_sync_flush_delivery(root, client):
     with Broker(_config(root, flush_disk_type="SYNC_FLUSH")) as b:
         _send_delayed(client, b, b"synced", 1)
-        [m] = wait_for(lambda: stored(b, "DelayTopic"), timeout=10)
+        [m] = wait_until(lambda: stored(b, "DelayTopic"), timeout=10)
         assert m.body == b"synced"
-        wait_for(lambda: b.controller.schedule_message_service.offset_table.get(1) == 1, timeout=5)
+        wait_until(lambda: b.controller.schedule_message_service.offset_table.get(1) == 1, timeout=5)
 
 
 def test_offsets_persisted_and_resumed_after_restart(root, client):
@@ -113,7 +113,7 @@ def test_offsets_persisted_and_resumed_after_restart(root, client):
         _send_delayed(client, b, b"late", 2)  # due 2 s after it was stored: still pending at shutdown
         _send_delayed(client, b, b"a", 1)
         _send_delayed(client, b, b"b", 1)
-        wait_for(lambda: len(stored(b, "DelayTopic")) == 2, timeout=10)
+        wait_until(lambda: len(stored(b, "DelayTopic")) == 2, timeout=10)
     assert [m.body for m in stored_after(root)] == [b"a", b"b"]
     offsets = _delay_offsets(root)
     assert offsets[1] == 2 and offsets.get(2, 0) == 0
@@ -123,7 +123,7 @@ def test_offsets_persisted_and_resumed_after_restart(root, client):
     with Broker(_config(root)) as b:
         assert b.controller.schedule_message_service.offset_table[1] == 2
         _send_delayed(client, b, b"c", 1)
-        wait_for(lambda: len(stored(b, "DelayTopic")) >= 4, timeout=10)
+        wait_until(lambda: len(stored(b, "DelayTopic")) >= 4, timeout=10)
         time.sleep(0.3)  # a duplicate, if any, would be delivered right away
         assert sorted(m.body for m in stored(b, "DelayTopic")) == [b"a", b"b", b"c", b"late"]
     assert _delay_offsets(root)[1] == 3 and _delay_offsets(root)[2] == 1
@@ -149,7 +149,7 @@ def test_bad_offsets_are_corrected_on_load(root, client):
     with Broker(_config(root)) as b:
         svc = b.controller.schedule_message_service
         assert svc.offset_table[3] == 0  # above the (empty) queue's max
-        [m] = wait_for(lambda: stored(b, "DelayTopic"), timeout=10)  # -5 → 0: the message is not lost
+        [m] = wait_until(lambda: stored(b, "DelayTopic"), timeout=10)  # -5 → 0: the message is not lost
         assert m.body == b"x"
 
 
@@ -161,6 +161,6 @@ def test_undeliverable_schedule_record_is_skipped(root, client):
         bad = Message(SCHEDULE, b"orphan", properties={"REAL_TOPIC": "DelayTopic", "DELAY": "1"})
         b.message_store.put_message(bad, 0)
         _send_delayed(client, b, b"fine", 1)
-        [m] = wait_for(lambda: stored(b, "DelayTopic"), timeout=10)
+        [m] = wait_until(lambda: stored(b, "DelayTopic"), timeout=10)
         assert m.body == b"fine"
         assert b.controller.schedule_message_service.offset_table[1] == 2

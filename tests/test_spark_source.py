@@ -252,6 +252,38 @@ def test_namesrv_batch_equals_pull_consumer_filters_and_consumer_group_commit(sp
         assert got == maxes and sum(maxes.values()) == 90
 
 
+def test_namesrv_data_loss_both_ways(spark, tmp_path):  # noqa: F811
+    """The namesrv source against a broker whose oldest CommitLog files were deleted (min offset corrected): a
+    starting offset below the queue's min fails naming the queue and both offsets, or with failOnDataLoss=false
+    reads from the min, every remaining message once."""
+    from pull_helpers import create_topic
+
+    from rmq_core.remoting.transport import BlockingRemotingClient
+
+    with cluster(tmp_path, mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=80) as (ns, brokers):
+        b = brokers[0]
+        with BlockingRemotingClient() as c:
+            create_topic(c, b.address, "LossT", queues=1)
+        producer = Producer("spark_loss_prod", namesrv_addr=ns.address)
+        producer.start()
+        try:
+            for i in range(40):
+                assert producer.send(Message("LossT", b"%03d" % i + b"x" * 200)).send_status.name == "SEND_OK"
+        finally:
+            producer.shutdown()
+        assert b.message_store.delete_commit_log_files_before(8192) == 2
+        b.message_store.correct_min_offsets()
+        mn, mx = b.message_store.get_min_offset_in_queue("LossT", 0), b.message_store.get_max_offset_in_queue("LossT", 0)
+        assert 0 < mn < mx == 40
+        start = json.dumps({"LossT": {"broker-a": {"0": 0}}})
+        with pytest.raises(Exception, match=rf"data loss: topic 'LossT' broker 'broker-a' queue 0: offset 0 .*min "
+                                            rf"offset is {mn}"):
+            read(spark, namesrv=ns.address, topic="LossT", startingOffsets=start).collect()
+        rows = read(spark, namesrv=ns.address, topic="LossT", startingOffsets=start, failOnDataLoss="false").collect()
+        assert sorted(r["queue_offset"] for r in rows) == list(range(mn, mx))
+        assert sorted(bytes(r["body"])[:3] for r in rows) == [b"%03d" % i for i in range(mn, mx)]
+
+
 def test_bad_options_are_named(spark, tmp_path):  # noqa: F811
     with pytest.raises(Exception, match="exactly one of the options namesrv"):
         read(spark, topic=TOPIC).collect()
