@@ -86,12 +86,14 @@ def _make_decoder(cls: type, short_names: bool) -> Callable[[Mapping[str, str]],
             if defaults[name] is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{name}: an optional header field needs a default")
             lines.append(f"    if {v} is None: {v} = _defaults[{name!r}]")
-        if kind == "int":  # inline: int() skips surrounding whitespace as _parse's strip() does
-            lines += ["    else:" if not req else "    if True:",
-                      "        try:", f"            {v} = int({v})",
-                      "        except ValueError:", f"            {v} = _parse('int', {name!r}, {v})"]
+        if kind == "int":  # inlined: int() skips surrounding whitespace as _parse's strip() does
+            parse = ["try:", f"    {v} = int({v})", "except ValueError:", f"    {v} = _parse('int', {name!r}, {v})"]
         elif kind != "str":
-            lines.append(f"    {'if True' if req else 'else'}: {v} = _parse({kind!r}, {name!r}, {v})")
+            parse = [f"{v} = _parse({kind!r}, {name!r}, {v})"]
+        else:
+            parse = []
+        if parse:  # a present value (an absent optional one keeps its default as is)
+            lines += [f"    {x}" for x in parse] if req else ["    else:", *(f"        {x}" for x in parse)]
         args.append(f"{name}={v}")
     lines.append(f"    return cls({', '.join(args)})")
     namespace: dict[str, Any] = {"cls": cls, "HeaderError": HeaderError, "_parse": _parse, "_defaults": defaults}
