@@ -8,7 +8,8 @@ the same broker in the same run.
 What it measures (issue 4's targets in brackets):
   consume   a backlog of --messages 1 KiB messages consumed by a PushConsumer with a trivial listener (a fresh group,
             CONSUME_FROM_FIRST_OFFSET), consume_message_batch_max_size 1 and 32; the clock runs from the first
-            delivery to the last                                                     [≥ 50,000 / ≥ 150,000 msg/s]
+            delivery to the last; --repeat runs each, alternating with the Java client's, and the median of each
+            is reported with every run beside it                                  [≥ 50,000 / ≥ 150,000 msg/s]
   send      sync sends of 1 KiB from --threads threads; async sends with --window in flight
   latency   a steady --rate msg/s for --seconds through a consumer already parked on the queues: p50/p99 of
             consume time - send time (a perf counter in the body; producer and consumer share the process)  [p99 ≤ 5 ms]
@@ -345,6 +346,14 @@ class Results:
         print(f"   {v}", flush=True)
         return v
 
+    def median(self, name: str, key: str) -> None:
+        """``name``: the repeated runs ``name#0``, ``name#1``... as their median run, with every value in
+        ``runs`` (the table shows the spread)."""
+        runs = [v for k, v in self.data.items() if k.startswith(f"{name}#") and v is not None]
+        if runs:
+            runs.sort(key=lambda v: float(v[key]))
+            self.data[name] = {**runs[len(runs) // 2], "runs": [float(v[key]) for v in runs]}
+
 
 def table(r: Results) -> None:
     def py(name: str, key: str) -> float | None:
@@ -367,6 +376,12 @@ def table(r: Results) -> None:
         fb = "-" if b is None else f"{b:,.3f}" if label.endswith("(ms)") else f"{b:,.0f}"
         ratio = "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
         print(f"{label:<28}{fa:>14}{fb:>14}{ratio:>15}  {target}")
+    for batch in (1, 32):
+        spread = [f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
+                  for who, k in (("rmq_core", f"py_consume_b{batch}"), ("Java", f"java_consume_b{batch}"))
+                  if k in r.data and "runs" in r.data[k]]
+        if spread:
+            print(f"  consume batch {batch}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
     m = r.data.get("py_memory")
     if m:
         print(f"{'memory, slow listener':<28} peak RSS +{m['rss_delta_mib']:.1f} MiB, peak cached "
@@ -384,6 +399,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=4, help="sync sender threads")
     p.add_argument("--window", type=int, default=128, help="async sends in flight")
     p.add_argument("--consume-threads", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each consume measurement (the median is shown)")
     p.add_argument("--rate", type=int, default=1000)
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--memory-seconds", type=float, default=5.0)
@@ -403,12 +419,15 @@ def main() -> int:
         java = not args.no_java
         cons_b1 = f"--namesrv {namesrv} --topic {BACKLOG} --expect {n}".split()
         for batch in (1, 32):
-            r.run(f"py_consume_b{batch}", lambda b=batch: consume_throughput(
-                namesrv, BACKLOG, f"bench_py_b{b}", n, b, args.consume_threads))
-            if java and filled:
-                r.run(f"java_consume_b{batch}", lambda b=batch: java_result(
-                    "BenchConsume", [*cons_b1, "--group", f"bench_java_b{b}", "--batch", b,
-                                     "--threads", args.consume_threads, "--timeout-ms", 300_000], 600))
+            for rep in range(args.repeat):  # rmq_core and Java alternate, each run with a fresh group
+                r.run(f"py_consume_b{batch}#{rep}", lambda b=batch, k=rep: consume_throughput(
+                    namesrv, BACKLOG, f"bench_py_b{b}_{k}", n, b, args.consume_threads))
+                if java and filled:
+                    r.run(f"java_consume_b{batch}#{rep}", lambda b=batch, k=rep: java_result(
+                        "BenchConsume", [*cons_b1, "--group", f"bench_java_b{b}_{k}", "--batch", b,
+                                         "--threads", args.consume_threads, "--timeout-ms", 300_000], 600))
+            r.median(f"py_consume_b{batch}", "msgs_per_s")
+            r.median(f"java_consume_b{batch}", "msgsPerSec")
         m = args.send_messages
         r.run("py_send_sync", lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads))
         if java:
