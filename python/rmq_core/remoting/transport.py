@@ -253,13 +253,24 @@ class RemotingServer:
 
 
 async def _invoke(conn: Connection, request: RemotingCommand, timeout: float) -> RemotingCommand:
-    fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    """Send ``request`` and await the response matched by opaque; TimeoutError after ``timeout`` seconds. The timeout
+    is one timer on the response future (``asyncio.wait_for`` would add a task-side waiter and callbacks per call,
+    on every pull and send)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[RemotingCommand] = loop.create_future()
     conn.pending[request.opaque] = fut
+    timer = loop.call_later(timeout, _expire, fut, timeout)
     try:
         conn.send(request)
-        return await asyncio.wait_for(fut, timeout)
+        return await fut
     finally:
+        timer.cancel()
         conn.pending.pop(request.opaque, None)
+
+
+def _expire(fut: asyncio.Future[RemotingCommand], timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no response within {timeout} s"))
 
 
 class RemotingClient:
