@@ -24,7 +24,8 @@ from rmq_core.message import (
     decode_offset_msg_id,
 )
 from rmq_core.namesrv import NameServer
-from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
 from rmq_core.common.topic_config import TopicConfig
 from send_helpers import max_offset, on_loop, stored
 
@@ -268,3 +269,92 @@ def test_send_timeout_against_a_broker_that_never_answers(tmp_path: Path) -> Non
             p.shutdown()
         assert isinstance(fut, concurrent.futures.Future)
 
+
+
+def _two_broker_topic(p: Producer, brokers: list[Broker], topic: str) -> None:
+    """``topic`` with 4 queues on every broker, and ``p``'s route listing all of them."""
+    inst = p.instance
+    assert inst is not None
+    wait_until(lambda: "TBW102" in inst.topic_route_table)
+    for broker in brokers:
+        tcm = broker.controller.topic_config_manager
+        on_loop(broker, lambda tcm=tcm: tcm.update_topic_config(TopicConfig(topic, 4, 4, 6)))
+        broker.controller.register_broker_all()
+    names = {b.controller.broker_config.broker_name for b in brokers}
+    wait_until(lambda: inst.run_sync(inst.update_topic_route_info_from_name_server(topic), 5)
+               and {mq.broker_name for mq in p.topic_publish_info_table[topic].message_queue_list} == names)
+
+
+@pytest.mark.parametrize("fault_enable", [True, False], ids=["latency-fault", "round-robin"])
+def test_send_latency_fault_keeps_away_from_a_failing_broker(tmp_path: Path, fault_enable: bool) -> None:
+    """broker-a answers every send SYSTEM_ERROR (a retryable code). With send_latency_fault_enable the failure
+    isolates broker-a for 30 s (MQFaultStrategy): after the first refused attempt every send goes straight to
+    broker-b. Without it, selection only avoids the last failed broker within one send, so about half of the
+    sends try broker-a first again."""
+    with cluster(tmp_path, 2) as (ns, [a, b]):
+        refused: list[int] = []
+
+        async def refuse(conn: object, request: RemotingCommand) -> RemotingCommand:
+            refused.append(request.opaque)
+            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark="refused (test)")
+
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+            a.controller.remoting_server.register(int(code), refuse)
+        p = Producer("FaultProducer", namesrv_addr=ns.address, send_latency_fault_enable=fault_enable)
+        p.start()
+        try:
+            _two_broker_topic(p, [a, b], "FaultTopic")
+            results = [p.send(Message("FaultTopic", f"m{i}".encode())) for i in range(20)]
+        finally:
+            p.shutdown()
+        assert all(r.send_status == SendStatus.SEND_OK and r.message_queue.broker_name == "broker-b" for r in results)
+        assert sum(max_offset(b, "FaultTopic", q) for q in range(4)) == 20
+        if fault_enable:
+            assert len(refused) <= 1, f"broker-a tried {len(refused)} times while isolated"
+        else:
+            assert len(refused) >= 5, f"broker-a tried only {len(refused)} times without the fault strategy"
+
+
+def test_an_unreachable_name_server_is_skipped(tmp_path: Path) -> None:
+    """With ``namesrv_addr = "<dead>;<alive>"`` route lookups fail over to the next name server and stick to it."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    with cluster(tmp_path) as (ns, _brokers):
+        p = Producer("FailoverProducer", namesrv_addr=f"{dead};{ns.address}")
+        p.start()
+        try:
+            results = [p.send(Message("FailoverTopic", f"m{i}".encode())) for i in range(3)]
+            assert all(r.send_status == SendStatus.SEND_OK for r in results)
+            api = p.instance.mq_client_api  # type: ignore[union-attr]
+            assert api.namesrv_addr_list[api._namesrv_index] == ns.address
+        finally:
+            p.shutdown()
+
+
+def test_fault_strategy_pauses_by_latency_and_expires() -> None:
+    """RocketMQ's tables: latency ≥ 550/1000/2000/3000/15000 ms pauses a broker 30/60/120/180/600 s, below 550 ms
+    not at all; an isolated failure counts as 30 s latency (600 s). A paused broker is available again once the
+    pause is over; while every broker is paused the least bad one is still picked."""
+    from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
+
+    now = [1_000_000]
+    s = MQFaultStrategy(True, now_ms=lambda: now[0])
+    assert [s.compute_not_available_duration(ms) for ms in (0, 549, 550, 1000, 2999, 3000, 15000, 30000)] == [
+        0, 0, 30_000, 60_000, 120_000, 180_000, 600_000, 600_000]
+    lft = s.latency_fault_tolerance
+    s.update_fault_item("broker-a", 700, False)
+    s.update_fault_item("broker-b", 20, True)  # isolation: 600 s
+    assert not lft.is_available("broker-a") and not lft.is_available("broker-b")
+    # both paused: FaultItem order (available first, then the lower recorded latency) picks broker-b, whose
+    # isolation recorded its real 20 ms latency with the 600 s pause
+    assert lft.pick_one_at_least() == "broker-b"
+    now[0] += 30_000
+    assert lft.is_available("broker-a") and not lft.is_available("broker-b")
+    now[0] += 570_000
+    assert lft.is_available("broker-b")
+    off = MQFaultStrategy(False, now_ms=lambda: now[0])
+    off.update_fault_item("broker-a", 20_000, True)
+    assert off.latency_fault_tolerance.is_available("broker-a")  # disabled: nothing is recorded
