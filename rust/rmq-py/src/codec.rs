@@ -315,7 +315,7 @@ pub fn decode_columns<'py>(
     tag_filter: Option<Vec<String>>,
     min_queue_offset: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let buf = contiguous(py, &buf, "buf")?;
+    let buf = contiguous(&buf, "buf")?;
     let filter = ColumnFilter {
         tags: tag_filter.map(|t| t.into_iter().map(String::into_bytes).collect()),
         min_queue_offset,
@@ -349,11 +349,10 @@ pub fn decode_columns<'py>(
 }
 
 /// A C-contiguous buffer's items as a slice, or BufferError.
-fn contiguous<'a, T: pyo3::buffer::Element>(py: Python<'_>, buf: &'a PyBuffer<T>, what: &str) -> PyResult<&'a [T]> {
+fn contiguous<'a, T: pyo3::buffer::Element>(buf: &'a PyBuffer<T>, what: &str) -> PyResult<&'a [T]> {
     if !buf.is_c_contiguous() {
         return Err(PyBufferError::new_err(format!("{what} must be a C-contiguous buffer")));
     }
-    let _ = py;
     // SAFETY: C-contiguous with item_count items of T (PyBuffer<T> checked the item format and size); the exporter
     // keeps the memory alive and unmoved while `buf` (the view) exists, and nothing here writes to it.
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
@@ -367,7 +366,7 @@ pub fn gather_runs(
     starts: PyBuffer<i64>,
     ends: PyBuffer<i64>,
 ) -> PyResult<ColumnBuffer> {
-    let (s, a, b) = (contiguous(py, &src, "src")?, contiguous(py, &starts, "starts")?, contiguous(py, &ends, "ends")?);
+    let (s, a, b) = (contiguous(&src, "src")?, contiguous(&starts, "starts")?, contiguous(&ends, "ends")?);
     let data = py.detach(|| gather::gather_runs(s, a, b)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(ColumnBuffer { data })
 }
