@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,6 +162,48 @@ class Deliveries:
     def __len__(self) -> int:
         with self._lock:
             return len(self.items)
+
+
+class OrderlyRecorder:
+    """Orderly listeners that record, per queue, ``(consumer name, queue offset)`` in delivery order, and every
+    queue on which two listener calls ran at once (``overlaps``); each call also checks that its messages and its
+    context are of one queue. Thread-safe: listeners run on the consumers' threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: set[int] = set()
+        self.overlaps: list[int] = []
+        self.seen: dict[int, list[tuple[str, int]]] = defaultdict(list)
+
+    def listener(self, name: str) -> Any:
+        from rmq_core.client.consumer.listener import ConsumeOrderlyStatus
+
+        def listener(msgs: Any, ctx: Any) -> ConsumeOrderlyStatus:
+            q = msgs[0].queue_id
+            assert all(m.queue_id == q for m in msgs) and ctx.message_queue.queue_id == q
+            with self._lock:
+                if q in self._busy:
+                    self.overlaps.append(q)
+                self._busy.add(q)
+            time.sleep(0.001)
+            with self._lock:
+                self._busy.discard(q)
+                self.seen[q].extend((name, m.queue_offset) for m in msgs)
+            return ConsumeOrderlyStatus.SUCCESS
+
+        return listener
+
+    def consumed(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self.seen.values())
+
+    def check_per_queue_order(self, queues: int, per_queue: int) -> None:
+        """No overlapping calls; each queue's offsets 0..per_queue-1 in order, all by one consumer."""
+        assert not self.overlaps, f"two listener calls at once on queues {self.overlaps}"
+        for q in range(queues):
+            offsets = [off for _, off in self.seen[q]]
+            assert offsets == list(range(per_queue)), f"queue {q} consumed out of order: {offsets[:20]}..."
+            assert len({name for name, _ in self.seen[q]}) == 1, f"queue {q} consumed by both consumers"
 
 
 def process_queue_table(push_consumer: Any, topic: str | None = None) -> dict[Any, Any]:

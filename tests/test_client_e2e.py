@@ -30,6 +30,7 @@ from client_helpers_e2e import (
     FAST_DELAY_LEVELS,
     Cluster,
     Deliveries,
+    OrderlyRecorder,
     cached_count,
     cached_size,
     cluster,
@@ -39,7 +40,6 @@ from client_helpers_e2e import (
 from rmq_core.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
-    ConsumeOrderlyStatus,
     MessageModel,
     Producer,
     PushConsumer,
@@ -257,26 +257,7 @@ def test_at_least_once_across_a_rebalance_join_and_leave(tmp_path):
 # --------------------------------------------------------------------------------------------- orderly
 def test_per_queue_order_with_two_orderly_consumers(tmp_path):
     topic, group, queues, n = "OrderTopic", "order_group", 4, 400
-    lock = threading.Lock()
-    busy: set[int] = set()
-    overlaps: list[int] = []
-    seen: dict[int, list[tuple[str, int]]] = defaultdict(list)
-
-    def orderly(name: str) -> Any:
-        def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
-            q = msgs[0].queue_id
-            with lock:
-                if q in busy:
-                    overlaps.append(q)
-                busy.add(q)
-            time.sleep(0.001)
-            with lock:
-                busy.discard(q)
-                seen[q].extend((name, m.queue_offset) for m in msgs)
-            return ConsumeOrderlyStatus.SUCCESS
-
-        return listener
-
+    rec = OrderlyRecorder()
     with cluster(tmp_path) as cl:
         cl.create_topic(topic, queues, order=True)
         consumers = []
@@ -284,7 +265,7 @@ def test_per_queue_order_with_two_orderly_consumers(tmp_path):
             for name in ("o1", "o2"):
                 c = push_consumer(cl, group, name, consume_message_batch_max_size=3)
                 c.subscribe(topic, "*")
-                c.register_message_listener_orderly(orderly(name))
+                c.register_message_listener_orderly(rec.listener(name))
                 c.start()
                 consumers.append(c)
             wait_until(lambda: [len(process_queue_table(c, topic)) for c in consumers] == [2, 2],
@@ -293,15 +274,11 @@ def test_per_queue_order_with_two_orderly_consumers(tmp_path):
                 for i in range(n):
                     r = p.send(Message(topic, f"{i}".encode(), keys=f"k-{i}"), ByArg(), i)
                     assert r.message_queue.queue_id == i % queues
-            wait_until(lambda: sum(len(v) for v in list(seen.values())) >= n, "every message consumed", timeout=15)
+            wait_until(lambda: rec.consumed() >= n, "every message consumed", timeout=15)
         finally:
             for c in consumers:
                 c.shutdown()
-    assert not overlaps, f"two listener calls at once on queues {overlaps}"
-    for q in range(queues):
-        offsets = [off for _, off in seen[q]]
-        assert offsets == list(range(n // queues)), f"queue {q} consumed out of order: {offsets[:20]}..."
-        assert len({name for name, _ in seen[q]}) == 1, f"queue {q} consumed by both consumers"
+    rec.check_per_queue_order(queues, n // queues)
 
 
 # --------------------------------------------------------------------------------------------- retry and DLQ

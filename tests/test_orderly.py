@@ -5,12 +5,9 @@ before a success, and the DLQ once max_reconsume_times is reached."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import defaultdict
 from typing import Any
 
-from client_helpers_e2e import cluster, wait_until
+from client_helpers_e2e import OrderlyRecorder, cluster, wait_until
 from client_helpers_rebalance import broker_lock_owner, put
 from rmq_core.client.consumer.listener import ConsumeFromWhere, ConsumeOrderlyStatus
 from rmq_core.client.consumer.push_consumer import PushConsumer
@@ -34,29 +31,11 @@ def owned(c: PushConsumer) -> set[MessageQueue]:
 
 def test_per_queue_order_two_consumers_and_broker_locks(tmp_path):
     group, queues, per_queue = "orderly_cg", 4, 60
-    lock = threading.Lock()
-    busy: set[int] = set()
-    overlaps: list[int] = []
-    seen: dict[int, list[tuple[str, int]]] = defaultdict(list)
-
-    def listener_for(name: str) -> Any:
-        def listener(msgs: Any, ctx: Any) -> ConsumeOrderlyStatus:
-            q = msgs[0].queue_id
-            assert all(m.queue_id == q for m in msgs) and ctx.message_queue.queue_id == q
-            with lock:
-                if q in busy:
-                    overlaps.append(q)
-                busy.add(q)
-            time.sleep(0.001)
-            with lock:
-                busy.discard(q)
-                seen[q].extend((name, m.queue_offset) for m in msgs)
-            return ConsumeOrderlyStatus.SUCCESS
-        return listener
+    rec = OrderlyRecorder()
 
     with cluster(tmp_path) as cl:
         cl.create_topic(TOPIC, queues, order=True)
-        cs = [orderly_consumer(cl.namesrv_addr, group, n, listener_for(n), consume_message_batch_max_size=4)
+        cs = [orderly_consumer(cl.namesrv_addr, group, n, rec.listener(n), consume_message_batch_max_size=4)
               for n in ("o1", "o2")]
         started: list[PushConsumer] = []
         try:
@@ -73,18 +52,14 @@ def test_per_queue_order_two_consumers_and_broker_locks(tmp_path):
             for i in range(per_queue):
                 for q in range(queues):
                     put(cl.broker, TOPIC, q, f"{q}-{i}".encode())
-            wait_until(lambda: sum(len(v) for v in list(seen.values())) >= queues * per_queue,
-                       "every message consumed", timeout=15)
+            wait_until(lambda: rec.consumed() >= queues * per_queue, "every message consumed", timeout=15)
         finally:
             for c in started:
                 c.shutdown()
         # shutdown unlocked the queues on the broker
         for q in range(queues):
             assert broker_lock_owner(cl.broker, group, MessageQueue(TOPIC, "broker-0", q)) is None
-    assert not overlaps, f"two listener calls at once on queues {overlaps}"
-    for q in range(queues):
-        assert [off for _, off in seen[q]] == list(range(per_queue)), f"queue {q} out of order"
-        assert len({n for n, _ in seen[q]}) == 1, f"queue {q} consumed by both consumers"
+    rec.check_per_queue_order(queues, per_queue)
 
 
 def test_suspend_a_moment_then_success_and_dlq_past_max(tmp_path):
