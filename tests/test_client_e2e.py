@@ -319,8 +319,8 @@ def test_reconsume_later_retries_with_growing_reconsume_times_then_dlq(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------- flow control
-def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
-    topic, group, n, threshold, pull_batch = "FlowTopic", "flow_group", 600, 50, 16
+def _gated_listener() -> tuple[threading.Event, Deliveries, Any]:
+    """A listener that records each call and then blocks until ``gate`` is set (at most 20 s): a slow consumer."""
     gate = threading.Event()
     got = Deliveries()
 
@@ -328,6 +328,13 @@ def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
         got.add("c", msgs)
         gate.wait(20)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    return gate, got, listener
+
+
+def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
+    topic, group, n, threshold, pull_batch = "FlowTopic", "flow_group", 600, 50, 16
+    gate, got, listener = _gated_listener()
 
     with cluster(tmp_path) as cl:
         cl.create_topic(topic, 1)
@@ -358,13 +365,7 @@ def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
 
 def test_flow_control_by_cached_size_with_a_slow_listener(tmp_path):
     topic, group, n, size, pull_batch = "FlowSizeTopic", "flow_size_group", 400, 20 * 1024, 16
-    gate = threading.Event()
-    got = Deliveries()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
-        got.add("c", msgs)
-        gate.wait(20)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    gate, got, listener = _gated_listener()
 
     with cluster(tmp_path) as cl:
         cl.create_topic(topic, 1)
