@@ -34,8 +34,13 @@ from rmq_core.common import sys_flag
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import (PullMessageRequestHeader, PullMessageResponseHeader, SendMessageRequestHeader,
-                                      decode_header, encode_header)
+from rmq_core.remoting.header import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    SendMessageRequestHeader,
+    decode_header,
+    encode_header,
+)
 from rmq_core.remoting.transport import RemotingClient
 
 GROUP = "bench_group"
@@ -55,18 +60,35 @@ def start_broker(store_dir: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def send_request(topic: str, queue_id: int, body: bytes, props: dict[str, str]) -> RemotingCommand:
-    h = SendMessageRequestHeader(producerGroup="bench_producer", topic=topic, defaultTopic="TBW102",
-                                 defaultTopicQueueNums=QUEUES, queueId=queue_id, sysFlag=0,
-                                 bornTimestamp=int(time.time() * 1000), flag=0,
-                                 properties=properties_to_string(props), reconsumeTimes=0)
+    h = SendMessageRequestHeader(
+        producerGroup="bench_producer",
+        topic=topic,
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=QUEUES,
+        queueId=queue_id,
+        sysFlag=0,
+        bornTimestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties_to_string(props),
+        reconsumeTimes=0,
+    )
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body)
 
 
 def pull_request(topic: str, queue_id: int, offset: int, n: int = 32, suspend_ms: int = 15000) -> RemotingCommand:
-    h = PullMessageRequestHeader(consumerGroup=GROUP, topic=topic, queueId=queue_id, queueOffset=offset,
-                                 maxMsgNums=n, sysFlag=sys_flag.build_pull_sys_flag(False, True, True),
-                                 commitOffset=0, suspendTimeoutMillis=suspend_ms, subscription="*", subVersion=0,
-                                 expressionType="TAG")
+    h = PullMessageRequestHeader(
+        consumerGroup=GROUP,
+        topic=topic,
+        queueId=queue_id,
+        queueOffset=offset,
+        maxMsgNums=n,
+        sysFlag=sys_flag.build_pull_sys_flag(False, True, True),
+        commitOffset=0,
+        suspendTimeoutMillis=suspend_ms,
+        subscription="*",
+        subVersion=0,
+        expressionType="TAG",
+    )
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(h))
 
 
@@ -87,7 +109,7 @@ class _FramePipe(asyncio.Protocol):
     def _top_up(self) -> None:
         end = min(len(self.frames), self.answered + self.window)
         if end > self.sent:
-            self.transport.write(b"".join(self.frames[self.sent:end]))  # type: ignore[attr-defined]
+            self.transport.write(b"".join(self.frames[self.sent : end]))  # type: ignore[attr-defined]
             self.sent = end
 
     def data_received(self, data: bytes) -> None:
@@ -97,7 +119,7 @@ class _FramePipe(asyncio.Protocol):
             length, mark = struct.unpack_from(">ii", self.buf, pos)
             if len(self.buf) - pos - 4 < length:
                 break
-            header = bytes(self.buf[pos + 8:pos + 8 + (mark & 0xFFFFFF)])
+            header = bytes(self.buf[pos + 8 : pos + 8 + (mark & 0xFFFFFF)])
             if not header.startswith(b'{"code":0,'):
                 self.failed += 1
             pos += 4 + length
@@ -110,8 +132,9 @@ class _FramePipe(asyncio.Protocol):
             self._top_up()
 
 
-async def bench_send(client: RemotingClient, addr: str, topic: str, n: int, size: int, window: int,
-                     lean: bool = True) -> float:
+async def bench_send(
+    client: RemotingClient, addr: str, topic: str, n: int, size: int, window: int, lean: bool = True
+) -> float:
     body = os.urandom(size)
     sem = asyncio.Semaphore(window)
     failures = 0
@@ -182,7 +205,7 @@ class _PullPipe(asyncio.Protocol):
             length, mark = struct.unpack_from(">ii", self.buf, pos)
             if len(self.buf) - pos - 4 < length:
                 break
-            header = json.loads(bytes(self.buf[pos + 8:pos + 8 + (mark & 0xFFFFFF)]))
+            header = json.loads(bytes(self.buf[pos + 8 : pos + 8 + (mark & 0xFFFFFF)]))
             pos += 4 + length
             q = self.by_opaque.pop(header["opaque"])
             if header["code"] != ResponseCode.SUCCESS:
@@ -241,8 +264,9 @@ async def bench_wakeup(addr: str, topic: str, rounds: int) -> list[float]:
         await producer.close()
 
 
-async def _wakeups(consumer: RemotingClient, producer: RemotingClient, addr: str, topic: str,
-                   rounds: int) -> list[float]:
+async def _wakeups(
+    consumer: RemotingClient, producer: RemotingClient, addr: str, topic: str, rounds: int
+) -> list[float]:
     body = b"x" * 100
     r = await producer.invoke(addr, send_request(topic, 0, body, {"TAGS": "TagA"}), 10)
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
@@ -266,23 +290,35 @@ async def main_async(args: argparse.Namespace, addr: str) -> dict[str, object]:
     client = RemotingClient()
     try:
         send_rate = await bench_send(client, addr, "BenchSend", args.messages, args.size, args.window)
-        print(f"send     {send_rate:>12,.0f} msg/s  ({args.messages:,} x {args.size} B, window {args.window}, "
-              "pre-encoded frames)")
+        print(
+            f"send     {send_rate:>12,.0f} msg/s  ({args.messages:,} x {args.size} B, window {args.window}, "
+            "pre-encoded frames)"
+        )
         n_py = min(args.messages, 20_000)
         send_py = await bench_send(client, addr, "BenchSendPy", n_py, args.size, args.window, lean=False)
         print(f"send     {send_py:>12,.0f} msg/s  ({n_py:,} x {args.size} B through rmq_core's RemotingClient)")
         pull_rate = await bench_pull_lean(addr, "BenchSend", args.messages, QUEUES)
-        print(f"pull     {pull_rate:>12,.0f} msg/s  (backlog {args.messages:,} x {args.size} B, 32/pull, {QUEUES} queues, "
-              "one pull in flight per queue, records counted)")
+        print(
+            f"pull     {pull_rate:>12,.0f} msg/s  (backlog {args.messages:,} x {args.size} B, 32/pull, {QUEUES} queues, "
+            "one pull in flight per queue, records counted)"
+        )
         pull_py = await bench_pull(client, addr, "BenchSend", args.messages)
         print(f"pull     {pull_py:>12,.0f} msg/s  (the same through rmq_core's RemotingClient)")
         deltas = await bench_wakeup(addr, "BenchWake", args.wakeups)
         q = statistics.quantiles(deltas, n=100)
         p50, p99 = statistics.median(deltas), q[98]
         print(f"wake-up  p50 {p50:.3f} ms  p99 {p99:.3f} ms  max {max(deltas):.3f} ms  ({args.wakeups} rounds)")
-        return {"send_msgs_per_s": send_rate, "send_msgs_per_s_remoting_client": send_py,
-                "pull_msgs_per_s_remoting_client": pull_py, "pull_msgs_per_s": pull_rate, "wakeup_p50_ms": p50,
-                "wakeup_p99_ms": p99, "wakeup_max_ms": max(deltas), "messages": args.messages, "size": args.size}
+        return {
+            "send_msgs_per_s": send_rate,
+            "send_msgs_per_s_remoting_client": send_py,
+            "pull_msgs_per_s_remoting_client": pull_py,
+            "pull_msgs_per_s": pull_rate,
+            "wakeup_p50_ms": p50,
+            "wakeup_p99_ms": p99,
+            "wakeup_max_ms": max(deltas),
+            "messages": args.messages,
+            "size": args.size,
+        }
     finally:
         await client.close()
 

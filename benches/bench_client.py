@@ -61,8 +61,22 @@ def start_server(store_dir: str) -> tuple[subprocess.Popen[str], str, str]:
     conf = os.path.join(store_dir, "broker.conf")
     with open(conf, "w") as f:
         f.write(BROKER_CONF)
-    cmd = [sys.executable, "-m", "rmq_core.cli", "serve", "--namesrv-port", "0", "--port", "0",
-           "--dir", os.path.join(store_dir, "store"), "--name", "bench", "-c", conf]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmq_core.cli",
+        "serve",
+        "--namesrv-port",
+        "0",
+        "--port",
+        "0",
+        "--dir",
+        os.path.join(store_dir, "store"),
+        "--name",
+        "bench",
+        "-c",
+        conf,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -75,18 +89,27 @@ def start_server(store_dir: str) -> tuple[subprocess.Popen[str], str, str]:
 
 
 def create_topic(namesrv: str, broker: str, topic: str, queues: int = QUEUES) -> None:
-    header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                                      writeQueueNums=queues, perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0,
-                                      order=False)
+    header = CreateTopicRequestHeader(
+        topic=topic,
+        defaultTopic="TBW102",
+        readQueueNums=queues,
+        writeQueueNums=queues,
+        perm=6,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=False,
+    )
     with BlockingRemotingClient() as c:
-        r = c.invoke_sync(broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)),
-                          timeout=5.0)
+        r = c.invoke_sync(
+            broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)), timeout=5.0
+        )
         if r.code != ResponseCode.SUCCESS:
             raise RuntimeError(f"create {topic}: {r.code} {r.remark}")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+            req = RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+            )
             if c.invoke_sync(namesrv, req, timeout=5.0).code == ResponseCode.SUCCESS:
                 return
             time.sleep(0.05)
@@ -139,9 +162,15 @@ def consume_throughput(namesrv: str, topic: str, group: str, n: int, batch: int,
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    c = PushConsumer(group, namesrv_addr=namesrv, instance_name=f"bench-{group}",
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                     consume_message_batch_max_size=batch, consume_thread_min=threads, consume_thread_max=threads)
+    c = PushConsumer(
+        group,
+        namesrv_addr=namesrv,
+        instance_name=f"bench-{group}",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_message_batch_max_size=batch,
+        consume_thread_min=threads,
+        consume_thread_max=threads,
+    )
     c.subscribe(topic, "*")
     c.register_message_listener(listener)
     t0 = time.perf_counter()
@@ -152,8 +181,12 @@ def consume_throughput(namesrv: str, topic: str, group: str, n: int, batch: int,
     finally:
         c.shutdown()
     seconds = state["last"] - state["first"]
-    return {"msgs_per_s": state["count"] / seconds, "seconds": seconds, "startup_s": state["first"] - t0,
-            "count": state["count"]}
+    return {
+        "msgs_per_s": state["count"] / seconds,
+        "seconds": seconds,
+        "startup_s": state["first"] - t0,
+        "count": state["count"],
+    }
 
 
 def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int) -> dict[str, float]:
@@ -171,7 +204,7 @@ def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int) -> dict
                 try:
                     if p.send(Message(topic, body, tags="TagA")).send_status.name != "SEND_OK":
                         failed[0] += 1
-                except Exception:  # noqa: BLE001 - a failed send is counted, not fatal
+                except Exception:
                     failed[0] += 1
 
         ts = [threading.Thread(target=worker, args=(n // threads + (i < n % threads),)) for i in range(threads)]
@@ -239,8 +272,12 @@ def latency(namesrv: str, topic: str, rate: int, seconds: int, size: int) -> dic
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     p = Producer("bench_latency_producer", namesrv_addr=namesrv, instance_name="bench-latency-p")
-    c = PushConsumer("bench_latency_group", namesrv_addr=namesrv, instance_name="bench-latency-c",
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+    c = PushConsumer(
+        "bench_latency_group",
+        namesrv_addr=namesrv,
+        instance_name="bench-latency-c",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+    )
     c.subscribe(topic, "*")
     c.register_message_listener(listener)
     p.start()
@@ -287,8 +324,12 @@ def memory(namesrv: str, topic: str, seconds: float) -> dict[str, float]:
         time.sleep(0.01)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    c = PushConsumer("bench_memory_group", namesrv_addr=namesrv, instance_name="bench-memory",
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        "bench_memory_group",
+        namesrv_addr=namesrv,
+        instance_name="bench-memory",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe(topic, "*")
     c.register_message_listener(listener)
     base = rss_bytes()
@@ -307,8 +348,13 @@ def memory(namesrv: str, topic: str, seconds: float) -> dict[str, float]:
     finally:
         c.shutdown()
     bound = QUEUES * (threshold + pull_batch)
-    return {"rss_delta_mib": (peak_rss - base) / (1 << 20), "peak_cached_msgs": peak_count,
-            "peak_cached_mib": peak_size / (1 << 20), "bound_msgs": bound, "within_bound": peak_count <= bound}
+    return {
+        "rss_delta_mib": (peak_rss - base) / (1 << 20),
+        "peak_cached_msgs": peak_count,
+        "peak_cached_mib": peak_size / (1 << 20),
+        "bound_msgs": bound,
+        "within_bound": peak_count <= bound,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ Java
@@ -362,8 +408,12 @@ def table(r: Results) -> None:
 
     rows = [
         ("consume batch 1 (msg/s)", py("py_consume_b1", "msgs_per_s"), py("java_consume_b1", "msgsPerSec"), "≥ 50,000"),
-        ("consume batch 32 (msg/s)", py("py_consume_b32", "msgs_per_s"), py("java_consume_b32", "msgsPerSec"),
-         "≥ 150,000"),
+        (
+            "consume batch 32 (msg/s)",
+            py("py_consume_b32", "msgs_per_s"),
+            py("java_consume_b32", "msgsPerSec"),
+            "≥ 150,000",
+        ),
         ("send sync (msg/s)", py("py_send_sync", "msgs_per_s"), py("java_send_sync", "msgsPerSec"), ""),
         ("send async (msg/s)", py("py_send_async", "msgs_per_s"), py("java_send_async", "msgsPerSec"), ""),
         ("latency p50 (ms)", py("py_latency", "p50_ms"), py("java_latency", "p50Ms"), ""),
@@ -377,16 +427,20 @@ def table(r: Results) -> None:
         ratio = "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
         print(f"{label:<28}{fa:>14}{fb:>14}{ratio:>15}  {target}")
     for batch in (1, 32):
-        spread = [f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
-                  for who, k in (("rmq_core", f"py_consume_b{batch}"), ("Java", f"java_consume_b{batch}"))
-                  if k in r.data and "runs" in r.data[k]]
+        spread = [
+            f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
+            for who, k in (("rmq_core", f"py_consume_b{batch}"), ("Java", f"java_consume_b{batch}"))
+            if k in r.data and "runs" in r.data[k]
+        ]
         if spread:
             print(f"  consume batch {batch}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
     m = r.data.get("py_memory")
     if m:
-        print(f"{'memory, slow listener':<28} peak RSS +{m['rss_delta_mib']:.1f} MiB, peak cached "
-              f"{m['peak_cached_msgs']:,} msgs / {m['peak_cached_mib']:.1f} MiB (bound {m['bound_msgs']:,} msgs: "
-              f"{'within' if m['within_bound'] else 'EXCEEDED'})")
+        print(
+            f"{'memory, slow listener':<28} peak RSS +{m['rss_delta_mib']:.1f} MiB, peak cached "
+            f"{m['peak_cached_msgs']:,} msgs / {m['peak_cached_mib']:.1f} MiB (bound {m['bound_msgs']:,} msgs: "
+            f"{'within' if m['within_bound'] else 'EXCEEDED'})"
+        )
     for name, err in r.errors.items():
         print(f"{name}: FAILED {err}")
 
@@ -414,36 +468,110 @@ def main() -> int:
         print(f"server pid {proc.pid}: name server {namesrv}, broker {broker}, store {store_dir}")
         for t in (BACKLOG, "BenchSend", "BenchLatency", "BenchJavaSend", "BenchJavaLatency"):
             create_topic(namesrv, broker, t)
-        filled = r.run("py_fill_backlog_send_batch",
-                       lambda: {"msgs_per_s": fill_backlog(namesrv, BACKLOG, n, args.size)})
+        filled = r.run(
+            "py_fill_backlog_send_batch", lambda: {"msgs_per_s": fill_backlog(namesrv, BACKLOG, n, args.size)}
+        )
         java = not args.no_java
         cons_b1 = f"--namesrv {namesrv} --topic {BACKLOG} --expect {n}".split()
         for batch in (1, 32):
             for rep in range(args.repeat):  # rmq_core and Java alternate, each run with a fresh group
-                r.run(f"py_consume_b{batch}#{rep}", lambda b=batch, k=rep: consume_throughput(
-                    namesrv, BACKLOG, f"bench_py_b{b}_{k}", n, b, args.consume_threads))
+                r.run(
+                    f"py_consume_b{batch}#{rep}",
+                    lambda b=batch, k=rep: consume_throughput(
+                        namesrv, BACKLOG, f"bench_py_b{b}_{k}", n, b, args.consume_threads
+                    ),
+                )
                 if java and filled:
-                    r.run(f"java_consume_b{batch}#{rep}", lambda b=batch, k=rep: java_result(
-                        "BenchConsume", [*cons_b1, "--group", f"bench_java_b{b}_{k}", "--batch", b,
-                                         "--threads", args.consume_threads, "--timeout-ms", 300_000], 600))
+                    r.run(
+                        f"java_consume_b{batch}#{rep}",
+                        lambda b=batch, k=rep: java_result(
+                            "BenchConsume",
+                            [
+                                *cons_b1,
+                                "--group",
+                                f"bench_java_b{b}_{k}",
+                                "--batch",
+                                b,
+                                "--threads",
+                                args.consume_threads,
+                                "--timeout-ms",
+                                300_000,
+                            ],
+                            600,
+                        ),
+                    )
             r.median(f"py_consume_b{batch}", "msgs_per_s")
             r.median(f"java_consume_b{batch}", "msgsPerSec")
         m = args.send_messages
         r.run("py_send_sync", lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads))
         if java:
-            r.run("java_send_sync", lambda: java_result("BenchProduce", [
-                "--namesrv", namesrv, "--topic", "BenchJavaSend", "--count", m, "--size", args.size,
-                "--threads", args.threads, "--mode", "sync"], 600))
+            r.run(
+                "java_send_sync",
+                lambda: java_result(
+                    "BenchProduce",
+                    [
+                        "--namesrv",
+                        namesrv,
+                        "--topic",
+                        "BenchJavaSend",
+                        "--count",
+                        m,
+                        "--size",
+                        args.size,
+                        "--threads",
+                        args.threads,
+                        "--mode",
+                        "sync",
+                    ],
+                    600,
+                ),
+            )
         r.run("py_send_async", lambda: send_async(namesrv, "BenchSend", m, args.size, args.window))
         if java:
-            r.run("java_send_async", lambda: java_result("BenchProduce", [
-                "--namesrv", namesrv, "--topic", "BenchJavaSend", "--count", m, "--size", args.size,
-                "--window", args.window, "--mode", "async"], 600))
+            r.run(
+                "java_send_async",
+                lambda: java_result(
+                    "BenchProduce",
+                    [
+                        "--namesrv",
+                        namesrv,
+                        "--topic",
+                        "BenchJavaSend",
+                        "--count",
+                        m,
+                        "--size",
+                        args.size,
+                        "--window",
+                        args.window,
+                        "--mode",
+                        "async",
+                    ],
+                    600,
+                ),
+            )
         r.run("py_latency", lambda: latency(namesrv, "BenchLatency", args.rate, args.seconds, args.size))
         if java:
-            r.run("java_latency", lambda: java_result("BenchLatency", [
-                "--namesrv", namesrv, "--topic", "BenchJavaLatency", "--group", "bench_java_latency",
-                "--rate", args.rate, "--seconds", args.seconds, "--size", args.size], 600))
+            r.run(
+                "java_latency",
+                lambda: java_result(
+                    "BenchLatency",
+                    [
+                        "--namesrv",
+                        namesrv,
+                        "--topic",
+                        "BenchJavaLatency",
+                        "--group",
+                        "bench_java_latency",
+                        "--rate",
+                        args.rate,
+                        "--seconds",
+                        args.seconds,
+                        "--size",
+                        args.size,
+                    ],
+                    600,
+                ),
+            )
         r.run("py_memory", lambda: memory(namesrv, BACKLOG, args.memory_seconds))
     finally:
         proc.terminate()

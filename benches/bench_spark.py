@@ -46,8 +46,12 @@ TARGET_PARQUET_RATIO = 0.25
 def progress(label: str, done: int, total: int, started: float, final: bool = False) -> None:
     rate = done / max(time.perf_counter() - started, 1e-9)
     end = "\n" if final or not sys.stderr.isatty() else "\r"
-    print(f"  {label}: {done:,}/{total:,} ({100 * done // max(total, 1)}%, {rate:,.0f}/s)", end=end, file=sys.stderr,
-          flush=True)
+    print(
+        f"  {label}: {done:,}/{total:,} ({100 * done // max(total, 1)}%, {rate:,.0f}/s)",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def write_store(root: str, messages: int, size: int, queues: int) -> dict[str, float]:
@@ -61,8 +65,12 @@ def write_store(root: str, messages: int, size: int, queues: int) -> dict[str, f
         while written < messages:
             n = min(BATCH, messages - written)
             block = os.urandom(n * size)
-            results = store.put_messages([(Message(TOPIC, block[i * size:(i + 1) * size], tags="TagA"),
-                                           (written + i) % queues) for i in range(n)])
+            results = store.put_messages(
+                [
+                    (Message(TOPIC, block[i * size : (i + 1) * size], tags="TagA"), (written + i) % queues)
+                    for i in range(n)
+                ]
+            )
             if not results.all_ok:
                 raise SystemExit(f"put_messages failed after {written:,} messages: {set(results.statuses)}")
             written += n
@@ -99,13 +107,17 @@ def spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
+
     from rmq_core.spark import register
 
-    spark = (SparkSession.builder.master(master).appName("rmq-core bench_spark")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("rmq-core bench_spark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -165,6 +177,7 @@ def run_spark(root: str, pq_dir: str, messages: int, size: int, repeat: int, mas
 
     spark = spark_session(master)
     try:
+
         def rmq() -> Any:
             return spark.read.format("rocketmq").option("path", root).option("topic", TOPIC).load()
 
@@ -174,8 +187,9 @@ def run_spark(root: str, pq_dir: str, messages: int, size: int, repeat: int, mas
         out: dict[str, Any] = {}
         out["rocketmq_count"] = timed("rocketmq count", lambda: rmq().count(), messages, repeat)
         register_floor_source(spark, root, messages, rmq().rdd.getNumPartitions())
-        out["floor_count"] = timed("floor count (no reading)", lambda: spark.read.format("rocketmq_floor").load()
-                                   .count(), messages, repeat)
+        out["floor_count"] = timed(
+            "floor count (no reading)", lambda: spark.read.format("rocketmq_floor").load().count(), messages, repeat
+        )
         out["rocketmq_scan"] = timed("rocketmq scan", lambda: scan(rmq()), messages, repeat)
 
         def write_parquet() -> int:
@@ -186,8 +200,9 @@ def run_spark(root: str, pq_dir: str, messages: int, size: int, repeat: int, mas
         out["parquet_count"] = timed("parquet count", lambda: spark.read.parquet(pq_dir).count(), messages, repeat)
         out["parquet_scan"] = timed("parquet scan", lambda: scan(spark.read.parquet(pq_dir)), messages, repeat)
         out["partitions"] = rmq().rdd.getNumPartitions()
-        out["parquet_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq_dir) for f in fs
-                                   if f.endswith(".parquet"))
+        out["parquet_bytes"] = sum(
+            os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq_dir) for f in fs if f.endswith(".parquet")
+        )
     finally:
         spark.stop()
     problems = []
@@ -203,14 +218,15 @@ def run_spark(root: str, pq_dir: str, messages: int, size: int, repeat: int, mas
 
 def print_table(store: dict[str, float], sp: dict[str, Any] | None, messages: int, size: int, master: str) -> None:
     print(f"bench_spark: {messages:,} messages × {size} B, Spark {master}")
-    print(f"  store write (MessageStore.put_messages, batches of {BATCH}): {store['seconds']:.2f} s = "
-          f"{store['msgs_per_s']:,.0f} msg/s, {store['commit_log_bytes']:,} CommitLog bytes")
+    print(
+        f"  store write (MessageStore.put_messages, batches of {BATCH}): {store['seconds']:.2f} s = "
+        f"{store['msgs_per_s']:,.0f} msg/s, {store['commit_log_bytes']:,} CommitLog bytes"
+    )
     if sp is None:
         return
     print(f"  rocketmq source: {sp['partitions']} Spark partitions; Parquet: {sp['parquet_bytes']:,} bytes")
     print(f"  {'measurement':28} {'median s':>9} {'rows/s':>14}")
-    for k in ("rocketmq_count", "floor_count", "rocketmq_scan", "rocketmq_to_parquet", "parquet_count",
-              "parquet_scan"):
+    for k in ("rocketmq_count", "floor_count", "rocketmq_scan", "rocketmq_to_parquet", "parquet_count", "parquet_scan"):
         r = sp[k]
         print(f"  {r['label']:28} {r['median_s']:9.2f} {r['rows_per_s']:14,.0f}")
     c = sp["rocketmq_count"]["rows_per_s"] / sp["parquet_count"]["rows_per_s"]
@@ -218,12 +234,15 @@ def print_table(store: dict[str, float], sp: dict[str, Any] | None, messages: in
     print(f"  ratio rocketmq/parquet: count {c:.1%} (Parquet answers count() from its footers), scan {s:.1%}")
     rc = sp["rocketmq_count"]["rows_per_s"]
     fl = sp["floor_count"]["rows_per_s"]
-    print(f"  floor (Spark's own cost of these rows, no reading): {fl:,.0f} rows/s; rocketmq count is {rc / fl:.0%} "
-          "of it")
+    print(
+        f"  floor (Spark's own cost of these rows, no reading): {fl:,.0f} rows/s; rocketmq count is {rc / fl:.0%} of it"
+    )
     sp["ratio_to_floor"] = rc / fl
-    print(f"  targets: rocketmq count ≥ {TARGET_ROWS_PER_S:,} rows/s: {'met' if rc >= TARGET_ROWS_PER_S else 'NOT met'}"
-          f" ({rc:,.0f}); ≥ {TARGET_PARQUET_RATIO:.0%} of the Parquet read: "
-          f"count {'met' if c >= TARGET_PARQUET_RATIO else 'NOT met'}, scan {'met' if s >= TARGET_PARQUET_RATIO else 'NOT met'}")
+    print(
+        f"  targets: rocketmq count ≥ {TARGET_ROWS_PER_S:,} rows/s: {'met' if rc >= TARGET_ROWS_PER_S else 'NOT met'}"
+        f" ({rc:,.0f}); ≥ {TARGET_PARQUET_RATIO:.0%} of the Parquet read: "
+        f"count {'met' if c >= TARGET_PARQUET_RATIO else 'NOT met'}, scan {'met' if s >= TARGET_PARQUET_RATIO else 'NOT met'}"
+    )
     sp["ratio_count"], sp["ratio_scan"] = c, s
 
 
@@ -247,8 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root)
     os.makedirs(work, exist_ok=True)
     try:
-        print(f"==> writing the store ({args.messages:,} × {args.size} B, {args.queues} queues) in {root}",
-              file=sys.stderr, flush=True)
+        print(
+            f"==> writing the store ({args.messages:,} × {args.size} B, {args.queues} queues) in {root}",
+            file=sys.stderr,
+            flush=True,
+        )
         store = write_store(root, args.messages, args.size, args.queues)
         sp = None
         if not args.store_only:
@@ -257,8 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         print_table(store, sp, args.messages, args.size, args.master)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"messages": args.messages, "size": args.size, "store": store, "spark": sp}, f, indent=2,
-                          default=str)
+                json.dump(
+                    {"messages": args.messages, "size": args.size, "store": store, "spark": sp},
+                    f,
+                    indent=2,
+                    default=str,
+                )
         if sp and sp["problems"]:
             print("error: " + "; ".join(sp["problems"]), file=sys.stderr)
             return 1

@@ -14,7 +14,8 @@ from collections import defaultdict
 
 
 def main(path: str) -> None:
-    data = json.load(open(path))
+    with open(path) as f:
+        data = json.load(f)
     groups: dict[str, dict[str, dict]] = defaultdict(dict)
     for b in data["benchmarks"]:
         m = re.search(r"\[(?:.*-)?(rust|python)\]$", b["name"]) or re.search(r"\[(rust|python)(?:-.*)?\]$", b["name"])

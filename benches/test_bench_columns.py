@@ -84,7 +84,7 @@ def test_decode_messages_100k_x_100b(benchmark, backend, records):
 
 
 @pytest.fixture(scope="module")
-def interleaved(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a generator fixture
+def interleaved(tmp_path_factory: pytest.TempPathFactory):
     """A 16 MiB mapped file and 8,192 runs of 253 bytes 2,024 bytes apart: one queue's records of a chunk the
     ``path`` source reads, written round robin over 8 queues (the layout of benches/bench_spark.py's store)."""
     import mmap

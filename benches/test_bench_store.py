@@ -135,7 +135,9 @@ def test_get_message_32x1k(benchmark, backend, store_1k):
 @pytest.fixture(scope="module")
 def store_1m():
     d = tempfile.mkdtemp(prefix="rmq-bench-1m-")
-    msgs = [Message("ScanTopic", b"x" * 16, tags=TAGS[i % 10], properties={"UNIQ_KEY": "0" * 32}) for i in range(10_000)]
+    msgs = [
+        Message("ScanTopic", b"x" * 16, tags=TAGS[i % 10], properties={"UNIQ_KEY": "0" * 32}) for i in range(10_000)
+    ]
     with _open(d, "rust") as s:
         for _ in range(SCAN_UNITS // len(msgs)):
             assert s.put_messages([(m, 0) for m in msgs]).all_ok

@@ -38,11 +38,18 @@ APACHE_DIR = os.path.join(ROOT, "compat", "apache")
 ROCKETMQ_VERSION = "4.9.7"
 
 SERVER_JVM_OPTS = [
-    "-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:MaxDirectMemorySize=512m",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "-Xms256m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:MaxDirectMemorySize=512m",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
 ]
 
 LOGBACK = """<configuration>
@@ -93,8 +100,13 @@ def free_broker_port() -> int:
 class ApacheRocketMQ:
     """An Apache RocketMQ name server + broker pair in ``workdir``; see the module docstring."""
 
-    def __init__(self, workdir: str, broker_name: str = "broker-a", cluster_name: str = "DefaultCluster",
-                 extra_broker_conf: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: str,
+        broker_name: str = "broker-a",
+        cluster_name: str = "DefaultCluster",
+        extra_broker_conf: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = os.path.abspath(workdir)
         self.home = os.path.join(self.workdir, "home")
         self.store = os.path.join(self.workdir, "store")
@@ -125,10 +137,12 @@ class ApacheRocketMQ:
                 f.write(LOGBACK.format(log=os.path.join(self.logs, f"{name}.log")))
         ns_conf = os.path.join(self.workdir, "namesrv.conf")
         with open(ns_conf, "w", encoding="utf-8") as f:
-            f.write(f"listenPort={self.namesrv_port}\n"
-                    f"rocketmqHome={self.home}\n"
-                    f"kvConfigPath={self.store}/namesrv/kvConfig.json\n"
-                    f"configStorePath={self.store}/namesrv/namesrv.properties\n")
+            f.write(
+                f"listenPort={self.namesrv_port}\n"
+                f"rocketmqHome={self.home}\n"
+                f"kvConfigPath={self.store}/namesrv/kvConfig.json\n"
+                f"configStorePath={self.store}/namesrv/namesrv.properties\n"
+            )
         conf = {
             "brokerClusterName": self.cluster_name,
             "brokerName": self.broker_name,
@@ -158,9 +172,22 @@ class ApacheRocketMQ:
     def _spawn(self, main: str, conf: str, name: str) -> subprocess.Popen[bytes]:
         with open(os.path.join(self.logs, f"{name}.stdout"), "wb") as out:  # the child keeps its own descriptor
             return subprocess.Popen(
-                ["java", *SERVER_JVM_OPTS, f"-Duser.home={self.home}", f"-Drocketmq.home.dir={self.home}",
-                 "-cp", server_classpath(), main, "-c", conf],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
+                [
+                    "java",
+                    *SERVER_JVM_OPTS,
+                    f"-Duser.home={self.home}",
+                    f"-Drocketmq.home.dir={self.home}",
+                    "-cp",
+                    server_classpath(),
+                    main,
+                    "-c",
+                    conf,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+            )
 
     def _wait_for(self, proc: subprocess.Popen[bytes], name: str, marker: str, timeout: float) -> None:
         path = os.path.join(self.logs, f"{name}.stdout")

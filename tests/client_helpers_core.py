@@ -10,10 +10,12 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
+from helpers import wait_until
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
@@ -30,8 +32,9 @@ FAST = {"poll_name_server_interval": 200, "heartbeat_broker_interval": 200}
 
 
 def start_broker(ns: NameServer, root: Path, name: str, **kw: Any) -> Broker:
-    cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, store_path_root_dir=str(root / name),
-                       broker_name=name, **kw)
+    cfg = BrokerConfig(
+        listen_port=0, namesrv_addr=ns.address, store_path_root_dir=str(root / name), broker_name=name, **kw
+    )
     return Broker(cfg).start()
 
 
@@ -57,9 +60,16 @@ def wait_registered(ns: NameServer, broker_names: list[str], timeout: float = 10
     start returns; a client asking earlier would rightly get TOPIC_NOT_EXIST)."""
     with BlockingRemotingClient() as c:
         for name in broker_names:
-            wait_until(lambda name=name: c.invoke_sync(
-                ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}), 5.0
-            ).code == ResponseCode.SUCCESS, f"the route of {name}", timeout=timeout)
+            wait_until(
+                lambda name=name: (
+                    c.invoke_sync(
+                        ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}), 5.0
+                    ).code
+                    == ResponseCode.SUCCESS
+                ),
+                f"the route of {name}",
+                timeout=timeout,
+            )
 
 
 class RecordingConsumer:
@@ -144,20 +154,29 @@ class SilentServer:
 
 
 @contextlib.contextmanager
-def fake_broker_registration(ns: NameServer, broker_name: str, addr: str, topics: list[str],
-                             queues: int = 2) -> Iterator[None]:
+def fake_broker_registration(
+    ns: NameServer, broker_name: str, addr: str, topics: list[str], queues: int = 2
+) -> Iterator[None]:
     """REGISTER_BROKER with the name server for a broker at ``addr`` owning ``topics`` (perm RW). The registering
     connection stays open inside the ``with`` (the name server drops a broker whose channel closes)."""
-    body = RegisterBrokerBody.from_wrapper({
-        "topicConfigTable": {t: TopicConfig(t, queues, queues, 6) for t in topics},
-        "dataVersion": {"timestamp": int(time.time() * 1000), "counter": 1}}).encode()
-    header = RegisterBrokerRequestHeader(brokerName=broker_name, brokerAddr=addr, clusterName="FakeCluster",
-                                         haServerAddr=addr, brokerId=0, compressed=False,
-                                         bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+    body = RegisterBrokerBody.from_wrapper(
+        {
+            "topicConfigTable": {t: TopicConfig(t, queues, queues, 6) for t in topics},
+            "dataVersion": {"timestamp": int(time.time() * 1000), "counter": 1},
+        }
+    ).encode()
+    header = RegisterBrokerRequestHeader(
+        brokerName=broker_name,
+        brokerAddr=addr,
+        clusterName="FakeCluster",
+        haServerAddr=addr,
+        brokerId=0,
+        compressed=False,
+        bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF,
+    )
     with BlockingRemotingClient() as c:
-        r = c.invoke_sync(ns.address, RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header),
-                                                              body), 5.0)
+        r = c.invoke_sync(
+            ns.address, RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body), 5.0
+        )
         assert r.code == ResponseCode.SUCCESS, r.remark
         yield
-
-

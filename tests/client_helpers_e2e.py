@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers import wait_until  # noqa: F401 - re-exported for the test files
+from helpers import wait_until
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message import MessageExt, decode_messages
 from rmq_core.namesrv import NameServer
@@ -32,15 +33,16 @@ from rmq_core.remoting.header import (
 )
 from rmq_core.remoting.transport import BlockingRemotingClient
 
-
 # 18 delay levels of one second each: retries come back quickly (level 3 + reconsume times is used by the broker)
 FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
 
 # client settings that make rebalancing, heartbeats and offset persistence quick enough for tests
-FAST_CLIENT = {"rebalance_interval_ms": 300, "heartbeat_broker_interval": 1000, "persist_consumer_offset_interval": 200,
-               "poll_name_server_interval": 1000}
-
-
+FAST_CLIENT = {
+    "rebalance_interval_ms": 300,
+    "heartbeat_broker_interval": 1000,
+    "persist_consumer_offset_interval": 200,
+    "poll_name_server_interval": 1000,
+}
 
 
 @dataclass
@@ -61,23 +63,36 @@ class Cluster:
     def create_topic(self, topic: str, queues: int = 4, order: bool = False) -> None:
         """Create ``topic`` on every broker with ``queues`` read/write queues; returns once the name server routes it
         to every broker."""
-        header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                                          writeQueueNums=queues, perm=6, topicFilterType="SINGLE_TAG",
-                                          topicSysFlag=0, order=order)
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            defaultTopic="TBW102",
+            readQueueNums=queues,
+            writeQueueNums=queues,
+            perm=6,
+            topicFilterType="SINGLE_TAG",
+            topicSysFlag=0,
+            order=order,
+        )
         with BlockingRemotingClient() as c:
             for b in self.brokers:
-                r = c.invoke_sync(b.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                     encode_header(header)), timeout=5.0)
+                r = c.invoke_sync(
+                    b.address,
+                    RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)),
+                    timeout=5.0,
+                )
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
             def routed() -> bool:
-                req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                              encode_header(GetRouteInfoRequestHeader(topic=topic)))
+                req = RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+                )
                 resp = c.invoke_sync(self.namesrv_addr, req, timeout=5.0)
                 if resp.code != ResponseCode.SUCCESS or not resp.body:
                     return False
                 body = resp.body.decode("utf-8", "replace")
-                return all(f"broker-{i}" in body for i in range(len(self.brokers))) and f'"readQueueNums":{queues}' in body
+                return (
+                    all(f"broker-{i}" in body for i in range(len(self.brokers))) and f'"readQueueNums":{queues}' in body
+                )
 
             wait_until(routed, f"the name server to route {topic}", timeout=10.0)
 
@@ -112,8 +127,13 @@ def cluster(tmp_path: Any, brokers: int = 1, **broker_settings: Any) -> Iterator
     c = Cluster(ns)
     try:
         for i in range(brokers):
-            cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name=f"broker-{i}",
-                               store_path_root_dir=os.path.join(str(tmp_path), f"broker-{i}"), **broker_settings)
+            cfg = BrokerConfig(
+                listen_port=0,
+                namesrv_addr=ns.address,
+                broker_name=f"broker-{i}",
+                store_path_root_dir=os.path.join(str(tmp_path), f"broker-{i}"),
+                **broker_settings,
+            )
             b = Broker(cfg)
             b.start()
             c.brokers.append(b)
@@ -149,8 +169,18 @@ class Deliveries:
         now = time.monotonic()
         with self._lock:
             for m in msgs:
-                self.items.append(Delivery(consumer, m.keys or m.body.decode("utf-8", "replace"), m.topic, m.queue_id,
-                                           m.queue_offset, m.reconsume_times, m.tags, now))
+                self.items.append(
+                    Delivery(
+                        consumer,
+                        m.keys or m.body.decode("utf-8", "replace"),
+                        m.topic,
+                        m.queue_id,
+                        m.queue_offset,
+                        m.reconsume_times,
+                        m.tags,
+                        now,
+                    )
+                )
 
     def snapshot(self) -> list[Delivery]:
         with self._lock:

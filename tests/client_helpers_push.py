@@ -7,21 +7,26 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-from helpers import wait_until  # noqa: F401 - re-exported for the test files
+from helpers import wait_until
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import (CreateTopicRequestHeader, GetRouteInfoRequestHeader, SendMessageRequestHeader,
-                                      decode_header, encode_header, SendMessageResponseHeader)
+from rmq_core.remoting.header import (
+    CreateTopicRequestHeader,
+    GetRouteInfoRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    decode_header,
+    encode_header,
+)
 from rmq_core.remoting.transport import BlockingRemotingClient
-
-
-
 
 
 @dataclass
@@ -35,31 +40,55 @@ class PushCluster:
         return self.namesrv.address
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
-        h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
-                                     perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
-        r = self.client.invoke_sync(self.broker.address, RemotingCommand.request(
-            RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)), timeout=5.0)
+        h = CreateTopicRequestHeader(
+            topic=topic,
+            defaultTopic="TBW102",
+            readQueueNums=queues,
+            writeQueueNums=queues,
+            perm=6,
+            topicFilterType="SINGLE_TAG",
+            topicSysFlag=0,
+            order=False,
+        )
+        r = self.client.invoke_sync(
+            self.broker.address,
+            RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)),
+            timeout=5.0,
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
         def routed() -> bool:
-            req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+            req = RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+            )
             resp = self.client.invoke_sync(self.namesrv_addr, req, timeout=5.0)
             return resp.code == ResponseCode.SUCCESS and f'"readQueueNums":{queues}' in (resp.body or b"").decode()
 
         wait_until(routed, f"the name server to route {topic}")
 
-    def send(self, topic: str, body: bytes, queue_id: int, tags: str | None = None,
-             properties: dict[str, str] | None = None) -> int:
+    def send(
+        self, topic: str, body: bytes, queue_id: int, tags: str | None = None, properties: dict[str, str] | None = None
+    ) -> int:
         """SEND_MESSAGE_V2 to one queue; the queue offset the broker gave it."""
         props = dict(properties or {})
         if tags:
             props["TAGS"] = tags
-        h = SendMessageRequestHeader(producerGroup="PG", topic=topic, defaultTopic="TBW102", defaultTopicQueueNums=4,
-                                     queueId=queue_id, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
-                                     properties=properties_to_string(props) if props else None)
-        r = self.client.invoke_sync(self.broker.address, RemotingCommand.request(
-            RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body), timeout=5.0)
+        h = SendMessageRequestHeader(
+            producerGroup="PG",
+            topic=topic,
+            defaultTopic="TBW102",
+            defaultTopicQueueNums=4,
+            queueId=queue_id,
+            sysFlag=0,
+            bornTimestamp=int(time.time() * 1000),
+            flag=0,
+            properties=properties_to_string(props) if props else None,
+        )
+        r = self.client.invoke_sync(
+            self.broker.address,
+            RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body),
+            timeout=5.0,
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return decode_header(SendMessageResponseHeader, r.ext_fields).queueOffset
 
@@ -77,8 +106,13 @@ def push_cluster(tmp_path: Any, **broker_settings: Any) -> Iterator[PushCluster]
     broker: Broker | None = None
     c: PushCluster | None = None
     try:
-        cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name="broker-a",
-                           store_path_root_dir=os.path.join(str(tmp_path), "broker-a"), **broker_settings)
+        cfg = BrokerConfig(
+            listen_port=0,
+            namesrv_addr=ns.address,
+            broker_name="broker-a",
+            store_path_root_dir=os.path.join(str(tmp_path), "broker-a"),
+            **broker_settings,
+        )
         broker = Broker(cfg)
         broker.start()
         c = PushCluster(ns, broker)
@@ -91,5 +125,11 @@ def push_cluster(tmp_path: Any, **broker_settings: Any) -> Iterator[PushCluster]
         ns.shutdown()
 
 
-FAST = dict(rebalance_interval_ms=200, heartbeat_broker_interval=500, poll_name_server_interval=500,
-            persist_consumer_offset_interval=100, consume_thread_min=4, consume_thread_max=4)
+FAST = dict(
+    rebalance_interval_ms=200,
+    heartbeat_broker_interval=500,
+    poll_name_server_interval=500,
+    persist_consumer_offset_interval=100,
+    consume_thread_min=4,
+    consume_thread_max=4,
+)

@@ -14,8 +14,9 @@ from rmq_core.broker import Broker
 from rmq_core.message import Message, MessageQueue
 
 
-def put(broker: Broker, topic: str, queue_id: int, body: bytes, tags: str | None = None,
-        keys: str | None = None) -> int:
+def put(
+    broker: Broker, topic: str, queue_id: int, body: bytes, tags: str | None = None, keys: str | None = None
+) -> int:
     """Store one message in ``topic``/``queue_id``; returns its queue offset."""
     r = broker.message_store.put_message(Message(topic, body, tags=tags, keys=keys), queue_id)
     assert r.ok, r

@@ -51,11 +51,18 @@ def main() -> int:
         emit({"event": "acked", **rec})
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(args.group, namesrv_addr=args.namesrv, instance_name=args.instance,
-                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                            consume_message_batch_max_size=args.batch, consume_thread_min=args.threads,
-                            consume_thread_max=args.threads, persist_consumer_offset_interval=200,
-                            rebalance_interval_ms=300, heartbeat_broker_interval=1000)
+    consumer = PushConsumer(
+        args.group,
+        namesrv_addr=args.namesrv,
+        instance_name=args.instance,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_message_batch_max_size=args.batch,
+        consume_thread_min=args.threads,
+        consume_thread_max=args.threads,
+        persist_consumer_offset_interval=200,
+        rebalance_interval_ms=300,
+        heartbeat_broker_interval=1000,
+    )
     consumer.subscribe(args.topic, "*")
     consumer.register_message_listener(listener)
     consumer.start()

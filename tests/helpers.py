@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import rmq_core
 from rmq_core import _backend
@@ -114,7 +114,7 @@ class Backend(str):
         for s in self._opened:
             try:
                 s.close()
-            except Exception:  # noqa: BLE001 - teardown must not mask the test's own failure
+            except Exception:
                 pass
 
 

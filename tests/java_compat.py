@@ -32,8 +32,13 @@ PKG = "org.rmqcore.compat."
 
 # Java 17 + RocketMQ 4.9: the client needs no --add-opens (netty 4.1.65 falls back without sun.misc.Unsafe tricks);
 # the flags below only keep the JVM small and quick to start and the client's logs out of the user's home.
-CLIENT_JVM_OPTS = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Drocketmq.client.logLevel=INFO",
-                   "-Drocketmq.client.logUseSlf4j=false"]
+CLIENT_JVM_OPTS = [
+    "-Xmx256m",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Drocketmq.client.logLevel=INFO",
+    "-Drocketmq.client.logUseSlf4j=false",
+]
 
 _classpath: str | None = None
 _classpath_lock = threading.Lock()
@@ -48,14 +53,15 @@ def require_java() -> None:
         pytest.skip("RMQ_COMPAT_JAVA=0: Java interop tests switched off explicitly")
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
-            raise JavaProgramError(f"{tool} is not on PATH: the Java interop tests need JDK 17 and Maven 3.8 "
-                                   "(or set RMQ_COMPAT_JAVA=0 to skip them)")
+            raise JavaProgramError(
+                f"{tool} is not on PATH: the Java interop tests need JDK 17 and Maven 3.8 "
+                "(or set RMQ_COMPAT_JAVA=0 to skip them)"
+            )
 
 
 def build_with(script: str) -> str:
     """Run a compat build script (no stdin) and return the class path it prints last."""
-    proc = subprocess.run([script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
-                          check=False)
+    proc = subprocess.run([script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         raise JavaProgramError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -75,8 +81,16 @@ def java_classpath() -> str:
 
 def java_command(main: str, args: Sequence[object], log_dir: str) -> list[str]:
     os.makedirs(log_dir, exist_ok=True)
-    return ["java", *CLIENT_JVM_OPTS, f"-Drocketmq.client.logRoot={log_dir}", f"-Duser.home={log_dir}",
-            "-cp", java_classpath(), PKG + main, *[str(a) for a in args]]
+    return [
+        "java",
+        *CLIENT_JVM_OPTS,
+        f"-Drocketmq.client.logRoot={log_dir}",
+        f"-Duser.home={log_dir}",
+        "-cp",
+        java_classpath(),
+        PKG + main,
+        *[str(a) for a in args],
+    ]
 
 
 def parse_lines(main: str, stdout: str, stderr: str) -> list[dict[str, Any]]:
@@ -95,14 +109,17 @@ def run_java(main: str, args: Sequence[object], log_dir: str, timeout: float = 6
     """Run ``org.rmqcore.compat.<main>`` to completion; its JSON lines. Errors (exit != 0) raise."""
     cmd = java_command(main, args, log_dir)
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as e:
         raise JavaProgramError(f"{main} did not finish in {timeout} s; stdout so far:\n{e.stdout!r}") from None
     lines = parse_lines(main, proc.stdout, proc.stderr)
     if proc.returncode != 0:
-        raise JavaProgramError(f"{main} exited {proc.returncode}:\n{proc.stdout[-6000:]}\nstderr:\n"
-                               f"{proc.stderr[-4000:]}\nclient log: {log_dir}/rocketmq_client.log")
+        raise JavaProgramError(
+            f"{main} exited {proc.returncode}:\n{proc.stdout[-6000:]}\nstderr:\n"
+            f"{proc.stderr[-4000:]}\nclient log: {log_dir}/rocketmq_client.log"
+        )
     return lines
 
 
@@ -114,8 +131,13 @@ class JavaProgram:
         self.log_dir = log_dir
         self.lines: list[dict[str, Any]] = []
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._proc = subprocess.Popen(java_command(main, args, log_dir), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._proc = subprocess.Popen(
+            java_command(main, args, log_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._stderr: list[str] = []
         self._reader = threading.Thread(target=self._read, name=f"java-{main}-stdout", daemon=True)
         self._err_reader = threading.Thread(target=self._read_err, name=f"java-{main}-stderr", daemon=True)
@@ -149,8 +171,10 @@ class JavaProgram:
                 continue
             if rec is None:
                 self._queue.put(None)  # keep the end marker for later calls
-                raise JavaProgramError(f"{self.main} ended before a {event!r} line; lines: {self.lines}\nstderr:\n"
-                                       f"{''.join(self._stderr)[-4000:]}")
+                raise JavaProgramError(
+                    f"{self.main} ended before a {event!r} line; lines: {self.lines}\nstderr:\n"
+                    f"{''.join(self._stderr)[-4000:]}"
+                )
             self.lines.append(rec)
             if rec.get("event") == "error":
                 raise JavaProgramError(f"{self.main} reported an error: {rec.get('trace') or rec}")
@@ -174,8 +198,10 @@ class JavaProgram:
             self.lines.append(rec)
         bad = [r for r in self.lines if r.get("event") in ("error", "non-json")]
         if code != 0 or bad:
-            raise JavaProgramError(f"{self.main} exited {code}: {bad or self.lines[-3:]}\nstderr:\n"
-                                   f"{''.join(self._stderr)[-4000:]}\nclient log: {self.log_dir}/rocketmq_client.log")
+            raise JavaProgramError(
+                f"{self.main} exited {code}: {bad or self.lines[-3:]}\nstderr:\n"
+                f"{''.join(self._stderr)[-4000:]}\nclient log: {self.log_dir}/rocketmq_client.log"
+            )
         return self.lines
 
     def kill(self) -> None:

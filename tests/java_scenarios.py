@@ -26,7 +26,7 @@ UNIQ_KEY = re.compile(r"^[0-9A-F]{32}([0-9A-F]{24})?$")  # client ip (IPv4 or IP
 def index_of(msg: dict[str, Any]) -> int:
     body = msg["body"]
     assert body.startswith("body-"), msg
-    return int(body[len("body-"):])
+    return int(body[len("body-") :])
 
 
 def events(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -42,8 +42,8 @@ def produce(namesrv: str, topic: str, log_dir: str, count: int, start: int = 0) 
     for s in sends:
         assert s["status"] == "SEND_OK", s
         assert s["topic"] == topic and s["tags"] == TAGS[s["i"] % 3] and s["keys"] == f"key-{s['i']}"
-        assert UNIQ_KEY.match(s["msgId"]), s         # UNIQ_KEY, made by the client
-        assert HEX32.match(s["offsetMsgId"]), s      # store host + commit-log offset, made by the broker
+        assert UNIQ_KEY.match(s["msgId"]), s  # UNIQ_KEY, made by the client
+        assert HEX32.match(s["offsetMsgId"]), s  # store host + commit-log offset, made by the broker
         assert s["queueId"] >= 0 and s["queueOffset"] >= 0
     return {s["i"]: s for s in sends}
 
@@ -80,7 +80,7 @@ def scenario_producer(namesrv: str, topic: str, log_dir: str, count: int = 40) -
     for s in sends.values():
         per_queue[s["queueId"]].append(s["queueOffset"])
     for qid, offs in per_queue.items():
-        assert offs == list(range(len(offs))), (qid, offs)   # in send order, from 0, no gaps, no repeats
+        assert offs == list(range(len(offs))), (qid, offs)  # in send order, from 0, no gaps, no repeats
     assert len({s["msgId"] for s in sends.values()}) == count
     assert len({s["offsetMsgId"] for s in sends.values()}) == count
     offsets = query_offsets(namesrv, "compat_never_consumed", topic, log_dir)
@@ -100,12 +100,30 @@ def scenario_push_tag_filter_resume(namesrv: str, topic: str, group: str, log_di
 
     sends = produce(namesrv, topic, log_dir, 40)
     expected = sorted(i for i in range(40) if matches(i))
-    lines = run_java("PushConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--sub", wanted,
-                                     "--expect", len(expected), "--linger-ms", 1500, "--timeout-ms", 40000], log_dir)
+    lines = run_java(
+        "PushConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--sub",
+            wanted,
+            "--expect",
+            len(expected),
+            "--linger-ms",
+            1500,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    )
     msgs = events(lines, "msg")
     assert events(lines, "done")[0]["timedOut"] is False
     got = sorted(check_delivered(m, topic, sends) for m in msgs)
-    assert got == expected   # exactly once each, nothing filtered wrongly
+    assert got == expected  # exactly once each, nothing filtered wrongly
     for m in msgs:
         i = index_of(m)
         assert (m["queueId"], m["queueOffset"]) == (sends[i]["queueId"], sends[i]["queueOffset"])
@@ -122,14 +140,31 @@ def scenario_push_tag_filter_resume(namesrv: str, topic: str, group: str, log_di
     sends.update(produce(namesrv, topic, log_dir, 9, start=40))
     batch2 = sorted(i for i in range(40, 49) if matches(i))
     batch3 = sorted(i for i in range(49, 58) if matches(i))
-    with JavaProgram("PushConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--sub", wanted,
-                                     "--expect", len(batch2) + len(batch3), "--linger-ms", 1500,
-                                     "--timeout-ms", 40000], log_dir) as consumer:
+    with JavaProgram(
+        "PushConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--sub",
+            wanted,
+            "--expect",
+            len(batch2) + len(batch3),
+            "--linger-ms",
+            1500,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    ) as consumer:
         consumer.next_event("assigned")  # every queue it holds has issued its first pull
         while len(events(consumer.lines, "msg")) < len(batch2):
             consumer.next_event("msg")
         first = sorted(check_delivered(m, topic, sends) for m in events(consumer.lines, "msg"))
-        assert first == batch2   # from the committed offsets: nothing consumed before comes again
+        assert first == batch2  # from the committed offsets: nothing consumed before comes again
         sends.update(produce(namesrv, topic, log_dir, 9, start=49))  # answered by parked (long-polling) pulls
         lines = consumer.wait(60)
     msgs = events(lines, "msg")
@@ -142,8 +177,26 @@ def scenario_pull_consumer(namesrv: str, topic: str, group: str, log_dir: str) -
     (sysFlag SUBSCRIPTION|LITE_PULL) and filters by tag; bodies and properties intact."""
     sends = produce(namesrv, topic, log_dir, 12)
     expected = sorted(i for i in range(12) if TAGS[i % 3] == "TagA")
-    lines = run_java("PullConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--sub", "TagA",
-                                     "--expect", len(expected), "--linger-ms", 1000, "--timeout-ms", 40000], log_dir)
+    lines = run_java(
+        "PullConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--sub",
+            "TagA",
+            "--expect",
+            len(expected),
+            "--linger-ms",
+            1000,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    )
     got = sorted(check_delivered(m, topic, sends) for m in events(lines, "msg"))
     assert got == expected
 
@@ -154,16 +207,35 @@ def scenario_reconsume_later(namesrv: str, topic: str, group: str, log_dir: str)
     properties, under its original topic."""
     sends = produce(namesrv, topic, log_dir, 6)
     expected = [i for i in range(6) if TAGS[i % 3] == "TagB"]
-    lines = run_java("PushConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--sub", "TagB",
-                                     "--reconsume-once", "true", "--expect", 2 * len(expected), "--linger-ms", 1500,
-                                     "--timeout-ms", 40000], log_dir)
+    lines = run_java(
+        "PushConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--sub",
+            "TagB",
+            "--reconsume-once",
+            "true",
+            "--expect",
+            2 * len(expected),
+            "--linger-ms",
+            1500,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    )
     msgs = events(lines, "msg")
     by_index: dict[int, list[int]] = defaultdict(list)
     for m in msgs:
         by_index[check_delivered(m, topic, sends)].append(m["reconsumeTimes"])
     assert {i: sorted(v) for i, v in by_index.items()} == {i: [0, 1] for i in expected}, msgs
     for m in msgs:
-        if m["reconsumeTimes"] == 1:   # came back through the delay topic into %RETRY%<group>
+        if m["reconsumeTimes"] == 1:  # came back through the delay topic into %RETRY%<group>
             props, sent = m["properties"], sends[index_of(m)]
             assert props["RETRY_TOPIC"] == topic and props["REAL_TOPIC"] == f"%RETRY%{group}", m
             assert props["REAL_QID"] == "0", m
@@ -176,8 +248,26 @@ def scenario_orderly(namesrv: str, topic: str, group: str, log_dir: str) -> None
     """An orderly push consumer (LOCK_BATCH_MQ before pulling, UNLOCK_BATCH_MQ at shutdown) gets every message,
     each queue in offset order."""
     sends = produce(namesrv, topic, log_dir, 16)
-    lines = run_java("PushConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--orderly", "true",
-                                     "--expect", 16, "--linger-ms", 1000, "--timeout-ms", 40000], log_dir)
+    lines = run_java(
+        "PushConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--orderly",
+            "true",
+            "--expect",
+            16,
+            "--linger-ms",
+            1000,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    )
     msgs = events(lines, "msg")
     assert sorted(check_delivered(m, topic, sends) for m in msgs) == list(range(16))
     per_queue: dict[int, list[int]] = defaultdict(list)
@@ -191,8 +281,27 @@ def scenario_sql92(namesrv: str, topic: str, group: str, log_dir: str) -> None:
     """A SQL92 selector on a user property (CHECK_CLIENT_CONFIG at start, expressionType SQL92 in heartbeat and
     pulls): exactly the matching messages."""
     sends = produce(namesrv, topic, log_dir, 9)
-    lines = run_java("PushConsume", ["--namesrv", namesrv, "--group", group, "--topic", topic, "--selector", "SQL92",
-                                     "--sub", f"{PROPERTY} IN ('v-1', 'v-4', 'v-8') AND TAGS <> 'TagC'",
-                                     "--expect", 2, "--linger-ms", 1500, "--timeout-ms", 40000], log_dir)
+    lines = run_java(
+        "PushConsume",
+        [
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--selector",
+            "SQL92",
+            "--sub",
+            f"{PROPERTY} IN ('v-1', 'v-4', 'v-8') AND TAGS <> 'TagC'",
+            "--expect",
+            2,
+            "--linger-ms",
+            1500,
+            "--timeout-ms",
+            40000,
+        ],
+        log_dir,
+    )
     got = sorted(check_delivered(m, topic, sends) for m in events(lines, "msg"))
     assert got == [1, 4]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common import sys_flag
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
@@ -43,8 +44,9 @@ def running_broker(tmp_path: Any, **config: Any) -> Iterator[Broker]:
     """A started broker on a free port. Mapped files are small: a default broker takes a whole 1 GiB CommitLog file
     of real disk at start."""
     config = {**SMALL_FILES, **config}
-    cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "broker"), namesrv_addr=None,
-                       broker_name="broker-a", **config)
+    cfg = BrokerConfig(
+        listen_port=0, store_path_root_dir=str(tmp_path / "broker"), namesrv_addr=None, broker_name="broker-a", **config
+    )
     broker = Broker(cfg)
     broker.start()
     try:
@@ -55,6 +57,7 @@ def running_broker(tmp_path: Any, **config: Any) -> Iterator[Broker]:
 
 def on_loop(broker: Broker, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` on the broker's loop and return its result."""
+
     async def run() -> Any:
         return fn(*args, **kwargs)
 
@@ -63,15 +66,24 @@ def on_loop(broker: Broker, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 def add_topic(broker: Broker, topic: str = TOPIC, queues: int = 4, perm: int = 6) -> None:
     """Straight into the TopicConfigManager (works on a slave too, where UPDATE_AND_CREATE_TOPIC is refused)."""
-    on_loop(broker, broker.controller.topic_config_manager.update_topic_config,
-            TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm))
+    on_loop(
+        broker,
+        broker.controller.topic_config_manager.update_topic_config,
+        TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm),
+    )
 
 
-def create_topic(client: BlockingRemotingClient, addr: str, topic: str = TOPIC, queues: int = 4,
-                 perm: int = 6) -> None:
-    header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues,
-                                      writeQueueNums=queues, perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0,
-                                      order=False)
+def create_topic(client: BlockingRemotingClient, addr: str, topic: str = TOPIC, queues: int = 4, perm: int = 6) -> None:
+    header = CreateTopicRequestHeader(
+        topic=topic,
+        defaultTopic="TBW102",
+        readQueueNums=queues,
+        writeQueueNums=queues,
+        perm=perm,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=False,
+    )
     r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)))
     assert r.code == 0, r.remark
 
@@ -82,34 +94,79 @@ def update_group(client: BlockingRemotingClient, addr: str, cfg: SubscriptionGro
     assert r.code == 0, r.remark
 
 
-def subscription_json(topic: str, expression: str = "*", expression_type: str = "TAG",
-                      sub_version: int = 1000) -> dict[str, Any]:
-    tags = [] if expression_type != "TAG" or expression.strip() in ("", "*") else [
-        t.strip() for t in expression.split("||") if t.strip()]
-    return {"classFilterMode": False, "topic": topic, "subString": expression if tags or expression_type != "TAG"
-            else "*", "tagsSet": tags, "codeSet": [tags_hash(t) for t in tags], "subVersion": sub_version,
-            "expressionType": expression_type}
+def subscription_json(
+    topic: str, expression: str = "*", expression_type: str = "TAG", sub_version: int = 1000
+) -> dict[str, Any]:
+    tags = (
+        []
+        if expression_type != "TAG" or expression.strip() in ("", "*")
+        else [t.strip() for t in expression.split("||") if t.strip()]
+    )
+    return {
+        "classFilterMode": False,
+        "topic": topic,
+        "subString": expression if tags or expression_type != "TAG" else "*",
+        "tagsSet": tags,
+        "codeSet": [tags_hash(t) for t in tags],
+        "subVersion": sub_version,
+        "expressionType": expression_type,
+    }
 
 
-def heartbeat(client: BlockingRemotingClient, addr: str, group: str = GROUP,
-              subscriptions: list[dict[str, Any]] | None = None, message_model: str = "CLUSTERING",
-              client_id: str = "127.0.0.1@test") -> None:
-    body = {"clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
-        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": message_model,
-        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
-        "subscriptionDataSet": subscriptions if subscriptions is not None else [subscription_json(TOPIC)]}]}
+def heartbeat(
+    client: BlockingRemotingClient,
+    addr: str,
+    group: str = GROUP,
+    subscriptions: list[dict[str, Any]] | None = None,
+    message_model: str = "CLUSTERING",
+    client_id: str = "127.0.0.1@test",
+) -> None:
+    body = {
+        "clientID": client_id,
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": group,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": message_model,
+                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": subscriptions if subscriptions is not None else [subscription_json(TOPIC)],
+            }
+        ],
+    }
     r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps(body).encode()))
     assert r.code == 0, r.remark
 
 
-def pull_request(topic: str = TOPIC, queue_id: int = 0, offset: int = 0, *, group: str = GROUP, max_nums: int = 32,
-                 flags: int = sys_flag.FLAG_SUBSCRIPTION, commit_offset: int = 0, suspend_ms: int = 0,
-                 subscription: str | None = "*", expression_type: str | None = "TAG", sub_version: int = 0,
-                 ext: dict[str, str] | None = None) -> RemotingCommand:
-    header = PullMessageRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id, queueOffset=offset,
-                                      maxMsgNums=max_nums, sysFlag=flags, commitOffset=commit_offset,
-                                      suspendTimeoutMillis=suspend_ms, subscription=subscription,
-                                      subVersion=sub_version, expressionType=expression_type)
+def pull_request(
+    topic: str = TOPIC,
+    queue_id: int = 0,
+    offset: int = 0,
+    *,
+    group: str = GROUP,
+    max_nums: int = 32,
+    flags: int = sys_flag.FLAG_SUBSCRIPTION,
+    commit_offset: int = 0,
+    suspend_ms: int = 0,
+    subscription: str | None = "*",
+    expression_type: str | None = "TAG",
+    sub_version: int = 0,
+    ext: dict[str, str] | None = None,
+) -> RemotingCommand:
+    header = PullMessageRequestHeader(
+        consumerGroup=group,
+        topic=topic,
+        queueId=queue_id,
+        queueOffset=offset,
+        maxMsgNums=max_nums,
+        sysFlag=flags,
+        commitOffset=commit_offset,
+        suspendTimeoutMillis=suspend_ms,
+        subscription=subscription,
+        subVersion=sub_version,
+        expressionType=expression_type,
+    )
     fields = encode_header(header)
     fields.update(ext or {})
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
@@ -119,23 +176,30 @@ def pull(client: BlockingRemotingClient, addr: str, *args: Any, timeout: float =
     return client.invoke_sync(addr, pull_request(*args, **kwargs), timeout=timeout)
 
 
-def put(broker: Broker, topic: str = TOPIC, queue_id: int = 0, body: bytes = b"hello", tags: str | None = None,
-        properties: dict[str, str] | None = None) -> Any:
+def put(
+    broker: Broker,
+    topic: str = TOPIC,
+    queue_id: int = 0,
+    body: bytes = b"hello",
+    tags: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> Any:
     r = broker.message_store.put_message(Message(topic, body, tags=tags, properties=properties), queue_id)
     assert r.ok, r
     return r
 
 
-def query_offset(client: BlockingRemotingClient, addr: str, group: str = GROUP, topic: str = TOPIC,
-                 queue_id: int = 0) -> RemotingCommand:
+def query_offset(
+    client: BlockingRemotingClient, addr: str, group: str = GROUP, topic: str = TOPIC, queue_id: int = 0
+) -> RemotingCommand:
     header = QueryConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id)
     return client.invoke_sync(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)))
 
 
-def update_offset(client: BlockingRemotingClient, addr: str, offset: int, group: str = GROUP, topic: str = TOPIC,
-                  queue_id: int = 0) -> None:
-    header = UpdateConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id,
-                                               commitOffset=offset)
+def update_offset(
+    client: BlockingRemotingClient, addr: str, offset: int, group: str = GROUP, topic: str = TOPIC, queue_id: int = 0
+) -> None:
+    header = UpdateConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id, commitOffset=offset)
     r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)))
     assert r.code == 0, r.remark
 

@@ -8,9 +8,11 @@ import asyncio
 import socket
 import struct
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
+
 from rmq_core.broker import Broker
 from rmq_core.message import MessageExt
 from rmq_core.remoting.codes import RequestCode
@@ -29,27 +31,61 @@ T = TypeVar("T")
 SMALL_FILES = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 1000}
 
 
-def send_request(topic: str, body: bytes, *, code: int = RequestCode.SEND_MESSAGE_V2, queue_id: int = 0,
-                 properties: str | None = None, sys_flag: int = 0, flag: int = 0, born_timestamp: int | None = None,
-                 reconsume_times: int | None = None, max_reconsume_times: int | None = None,
-                 default_topic: str = "TBW102", default_topic_queue_nums: int = 4, batch: bool | None = None,
-                 producer_group: str = "PG", unit_mode: bool | None = None) -> RemotingCommand:
+def send_request(
+    topic: str,
+    body: bytes,
+    *,
+    code: int = RequestCode.SEND_MESSAGE_V2,
+    queue_id: int = 0,
+    properties: str | None = None,
+    sys_flag: int = 0,
+    flag: int = 0,
+    born_timestamp: int | None = None,
+    reconsume_times: int | None = None,
+    max_reconsume_times: int | None = None,
+    default_topic: str = "TBW102",
+    default_topic_queue_nums: int = 4,
+    batch: bool | None = None,
+    producer_group: str = "PG",
+    unit_mode: bool | None = None,
+) -> RemotingCommand:
     h = SendMessageRequestHeader(
-        producerGroup=producer_group, topic=topic, defaultTopic=default_topic,
-        defaultTopicQueueNums=default_topic_queue_nums, queueId=queue_id, sysFlag=sys_flag,
-        bornTimestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp, flag=flag,
-        properties=properties, reconsumeTimes=reconsume_times, unitMode=unit_mode,
-        maxReconsumeTimes=max_reconsume_times, batch=batch)
+        producerGroup=producer_group,
+        topic=topic,
+        defaultTopic=default_topic,
+        defaultTopicQueueNums=default_topic_queue_nums,
+        queueId=queue_id,
+        sysFlag=sys_flag,
+        bornTimestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp,
+        flag=flag,
+        properties=properties,
+        reconsumeTimes=reconsume_times,
+        unitMode=unit_mode,
+        maxReconsumeTimes=max_reconsume_times,
+        batch=batch,
+    )
     short = code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
     return RemotingCommand.request(code, encode_header(h, short_names=short), body)
 
 
-def send_back_request(offset: int, group: str, delay_level: int = 0, *, max_reconsume_times: int | None = None,
-                      origin_msg_id: str | None = None, origin_topic: str | None = None,
-                      version: int | None = None) -> RemotingCommand:
-    h = ConsumerSendMsgBackRequestHeader(offset=offset, group=group, delayLevel=delay_level,
-                                         originMsgId=origin_msg_id, originTopic=origin_topic,
-                                         maxReconsumeTimes=max_reconsume_times)
+def send_back_request(
+    offset: int,
+    group: str,
+    delay_level: int = 0,
+    *,
+    max_reconsume_times: int | None = None,
+    origin_msg_id: str | None = None,
+    origin_topic: str | None = None,
+    version: int | None = None,
+) -> RemotingCommand:
+    h = ConsumerSendMsgBackRequestHeader(
+        offset=offset,
+        group=group,
+        delayLevel=delay_level,
+        originMsgId=origin_msg_id,
+        originTopic=origin_topic,
+        maxReconsumeTimes=max_reconsume_times,
+    )
     req = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(h))
     if version is not None:
         req.version = version
@@ -82,6 +118,7 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
 
 def on_loop(broker: Broker, fn: Callable[[], T], timeout: float = 5.0) -> T:
     """Run ``fn`` on the broker's event loop (where managers live) and return its result."""
+
     async def call() -> T:
         return fn()
 
@@ -104,5 +141,3 @@ def stored(broker: Broker, topic: str, queue_id: int = 0, offset: int = 0, decom
 
 def max_offset(broker: Broker, topic: str, queue_id: int = 0) -> int:
     return broker.message_store.get_max_offset_in_queue(topic, queue_id)
-
-

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -25,9 +26,14 @@ def make_spark() -> Any:
 
     import rmq_core.spark
 
-    spark = (SparkSession.builder.master("local[2]").appName("rmq-spark-tests")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.python.worker.reuse", "true").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rmq-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     rmq_core.spark.register(spark)
     return spark
@@ -41,8 +47,13 @@ def spark() -> Iterator[Any]:
 
 
 def message(i: int, topic: str = TOPIC) -> Message:
-    return Message(topic, f"body-{i}-".encode() + bytes([i % 256]) * (i % 7), tags=TAGS[i % 3], keys=f"key-{i}",
-                   properties={"n": str(i), "kind": "even" if i % 2 == 0 else "odd"})
+    return Message(
+        topic,
+        f"body-{i}-".encode() + bytes([i % 256]) * (i % 7),
+        tags=TAGS[i % 3],
+        keys=f"key-{i}",
+        properties={"n": str(i), "kind": "even" if i % 2 == 0 else "odd"},
+    )
 
 
 def small_store_config(**kw: Any) -> StoreConfig:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import Message, MessageQueue
@@ -31,14 +32,24 @@ GROUP = "admin_group"
 def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
     async def run() -> Any:
         return fn()
+
     return asyncio.run_coroutine_threadsafe(run(), broker.controller.loop).result(5)
 
 
-def create_topic_request(topic: str, read: int = 4, write: int = 4, perm: int = 6, order: bool = False,
-                         attributes: str | None = None) -> RemotingCommand:
-    h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=read, writeQueueNums=write,
-                                 perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order,
-                                 attributes=attributes)
+def create_topic_request(
+    topic: str, read: int = 4, write: int = 4, perm: int = 6, order: bool = False, attributes: str | None = None
+) -> RemotingCommand:
+    h = CreateTopicRequestHeader(
+        topic=topic,
+        defaultTopic="TBW102",
+        readQueueNums=read,
+        writeQueueNums=write,
+        perm=perm,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=order,
+        attributes=attributes,
+    )
     return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h))
 
 
@@ -71,13 +82,16 @@ def test_update_topic_applies_attribute_changes(broker, client):
     assert topic_config(broker, TOPIC).read_queue_nums == 4  # unchanged
 
 
-@pytest.mark.parametrize("topic, remark", [
-    ("bad topic!", "illegal characters"),
-    ("x" * 128, "longer than topic max length"),
-    ("TBW102", "The topic[TBW102] is conflict with system topic."),
-    ("SCHEDULE_TOPIC_XXXX", "conflict with system topic"),
-    ("rmq_sys_anything", "conflict with system topic"),
-])
+@pytest.mark.parametrize(
+    "topic, remark",
+    [
+        ("bad topic!", "illegal characters"),
+        ("x" * 128, "longer than topic max length"),
+        ("TBW102", "The topic[TBW102] is conflict with system topic."),
+        ("SCHEDULE_TOPIC_XXXX", "conflict with system topic"),
+        ("rmq_sys_anything", "conflict with system topic"),
+    ],
+)
 def test_create_topic_refuses_bad_or_system_names(broker, client, topic, remark):
     before = topic_config(broker, topic)
     r = client.invoke_sync(broker.address, create_topic_request(topic))
@@ -103,19 +117,27 @@ def test_slave_refuses_topic_and_group_changes(tmp_path, client):
         r = client.invoke_sync(b.address, create_topic_request(TOPIC))
         assert r.code == ResponseCode.SYSTEM_ERROR and "slave" in (r.remark or "")
         body = json.dumps(SubscriptionGroupConfig(GROUP).to_json_dict()).encode()
-        r = client.invoke_sync(b.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                                                  body=body))
+        r = client.invoke_sync(
+            b.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        )
         assert r.code == ResponseCode.SYSTEM_ERROR and "slave" in (r.remark or "")
         assert topic_config(b, TOPIC) is None
 
 
 def test_created_topic_reaches_the_name_server_route(tmp_path, client):
     with NameServer(listen_port=0) as ns:
-        cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"), namesrv_addr=ns.address,
-                           broker_name="broker-admin")
+        cfg = BrokerConfig(
+            listen_port=0,
+            store_path_root_dir=str(tmp_path / "store"),
+            namesrv_addr=ns.address,
+            broker_name="broker-admin",
+        )
         with Broker(cfg) as b:
             assert client.invoke_sync(b.address, create_topic_request(TOPIC, read=2, write=3)).code == 0
-            route_req = lambda: RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+
+            def route_req():
+                return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+
             deadline = time.monotonic() + 10
             r = client.invoke_sync(ns.address, route_req())
             while r.code != ResponseCode.SUCCESS and time.monotonic() < deadline:
@@ -124,32 +146,39 @@ def test_created_topic_reaches_the_name_server_route(tmp_path, client):
             assert r.code == ResponseCode.SUCCESS, r.remark
             route = json.loads(r.body)
             assert [(q["brokerName"], q["readQueueNums"], q["writeQueueNums"]) for q in route["queueDatas"]] == [
-                ("broker-admin", 2, 3)]
+                ("broker-admin", 2, 3)
+            ]
             assert [bd["brokerAddrs"] for bd in route["brokerDatas"]] == [{"0": b.address}]
 
 
 # --- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP -------------------------------------------------------------------------
 def test_create_subscription_group(broker, client):
     cfg = SubscriptionGroupConfig(GROUP, consume_broadcast_enable=False, retry_queue_nums=2, retry_max_times=5)
-    req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                  body=json.dumps(cfg.to_json_dict()).encode())
+    req = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(cfg.to_json_dict()).encode()
+    )
     assert client.invoke_sync(broker.address, req).code == ResponseCode.SUCCESS
     stored = on_loop(broker, lambda: broker.controller.subscription_group_manager.subscription_group_table[GROUP])
     assert stored == cfg
 
 
-@pytest.mark.parametrize("body, remark", [
-    (None, "no body"),
-    (b"{not json", "not a SubscriptionGroupConfig"),
-    (b'{"consumeEnable": true}', "not a SubscriptionGroupConfig"),
-    (b'{"groupName": "bad group!"}', "illegal characters"),
-])
+@pytest.mark.parametrize(
+    "body, remark",
+    [
+        (None, "no body"),
+        (b"{not json", "not a SubscriptionGroupConfig"),
+        (b'{"consumeEnable": true}', "not a SubscriptionGroupConfig"),
+        (b'{"groupName": "bad group!"}', "illegal characters"),
+    ],
+)
 def test_create_subscription_group_refuses_bad_bodies(broker, client, body, remark):
     req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
     r = client.invoke_sync(broker.address, req)
     assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or "")
-    assert on_loop(broker, lambda: "bad group!" in broker.controller.subscription_group_manager.subscription_group_table) \
+    assert (
+        on_loop(broker, lambda: "bad group!" in broker.controller.subscription_group_manager.subscription_group_table)
         is False
+    )
 
 
 # --- offsets -----------------------------------------------------------------------------------------------------
@@ -178,8 +207,9 @@ def test_max_and_min_offsets(broker, client):
 def test_search_offset_by_timestamp(broker, client):
     msgs = _put_spaced(broker, 3)
     assert msgs[0].store_timestamp < msgs[1].store_timestamp
-    r = client.invoke_sync(broker.address, _offset_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                                           timestamp=msgs[1].store_timestamp))
+    r = client.invoke_sync(
+        broker.address, _offset_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=msgs[1].store_timestamp)
+    )
     assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "1"
     r = client.invoke_sync(broker.address, _offset_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=0))
     assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"
@@ -238,11 +268,14 @@ def test_expired_lock_is_taken_over(broker, client):
 
 
 @pytest.mark.parametrize("code", [RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ])
-@pytest.mark.parametrize("body, remark", [
-    (None, "no body"),
-    (b"[1, 2]", "not a"),
-    (b'{"consumerGroup": "g", "mqSet": []}', "needs consumerGroup and clientId"),
-])
+@pytest.mark.parametrize(
+    "body, remark",
+    [
+        (None, "no body"),
+        (b"[1, 2]", "not a"),
+        (b'{"consumerGroup": "g", "mqSet": []}', "needs consumerGroup and clientId"),
+    ],
+)
 def test_lock_requests_with_bad_bodies(broker, client, code, body, remark):
     r = client.invoke_sync(broker.address, RemotingCommand.request(code, body=body))
     assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or "")

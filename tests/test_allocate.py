@@ -10,9 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq_core.client.consumer.allocate import (AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle,
-                                               AllocateMessageQueueByConfig, AllocateMessageQueueConsistentHash,
-                                               AllocateMessageQueueStrategy, ConsistentHashRouter, md5_hash)
+from rmq_core.client.consumer.allocate import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueConsistentHash,
+    AllocateMessageQueueStrategy,
+    ConsistentHashRouter,
+    md5_hash,
+)
 from rmq_core.message import MessageQueue
 
 # 001 §1.1: b1_q0..b1_q3, b2_q0..b2_q3 and consumers C1, C2, C3
@@ -46,10 +52,12 @@ def test_more_consumers_than_queues() -> None:
         assert got == [[mqs[0]], [mqs[1]], [], [], []]
 
 
-STRATEGIES: list[AllocateMessageQueueStrategy] = [AllocateMessageQueueAveragely(),
-                                                  AllocateMessageQueueAveragelyByCircle(),
-                                                  AllocateMessageQueueConsistentHash(),
-                                                  AllocateMessageQueueConsistentHash(3)]
+STRATEGIES: list[AllocateMessageQueueStrategy] = [
+    AllocateMessageQueueAveragely(),
+    AllocateMessageQueueAveragelyByCircle(),
+    AllocateMessageQueueConsistentHash(),
+    AllocateMessageQueueConsistentHash(3),
+]
 
 
 @pytest.mark.parametrize("s", STRATEGIES, ids=repr)
@@ -70,15 +78,19 @@ def test_input_checks_as_4_9(s: AllocateMessageQueueStrategy, caplog: pytest.Log
 JAVA_CIDS = sorted(["127.0.0.1@1001#0", "127.0.0.1@1002#0", "10.0.0.7@42", "192.168.1.20@DEFAULT"])
 JAVA_MQS = sorted(MessageQueue("TopicTest", b, i) for b in ("broker-a", "broker-b") for i in range(8))
 JAVA_CONSISTENT_HASH = {
-    10: {"10.0.0.7@42": "broker-a:4 broker-b:2 broker-b:4 broker-b:5 broker-b:6 broker-b:7",
-         "127.0.0.1@1001#0": "broker-a:3 broker-a:5 broker-b:0 broker-b:1",
-         "127.0.0.1@1002#0": "broker-a:1 broker-a:2 broker-a:6",
-         "192.168.1.20@DEFAULT": "broker-a:0 broker-a:7 broker-b:3"},
-    3: {"10.0.0.7@42": "broker-a:0 broker-a:3 broker-a:4 broker-a:5 broker-a:6 broker-b:0 broker-b:2 broker-b:4 "
-                       "broker-b:6",
+    10: {
+        "10.0.0.7@42": "broker-a:4 broker-b:2 broker-b:4 broker-b:5 broker-b:6 broker-b:7",
+        "127.0.0.1@1001#0": "broker-a:3 broker-a:5 broker-b:0 broker-b:1",
+        "127.0.0.1@1002#0": "broker-a:1 broker-a:2 broker-a:6",
+        "192.168.1.20@DEFAULT": "broker-a:0 broker-a:7 broker-b:3",
+    },
+    3: {
+        "10.0.0.7@42": "broker-a:0 broker-a:3 broker-a:4 broker-a:5 broker-a:6 broker-b:0 broker-b:2 broker-b:4 "
+        "broker-b:6",
         "127.0.0.1@1001#0": "broker-a:2 broker-b:1 broker-b:5 broker-b:7",
         "127.0.0.1@1002#0": "broker-a:1",
-        "192.168.1.20@DEFAULT": "broker-a:7 broker-b:3"},
+        "192.168.1.20@DEFAULT": "broker-a:7 broker-b:3",
+    },
 }
 
 
@@ -131,8 +143,12 @@ def test_by_config() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(n_brokers=st.integers(1, 4), n_queues=st.integers(1, 16), n_cids=st.integers(1, 12),
-       which=st.integers(0, len(STRATEGIES) - 1))
+@given(
+    n_brokers=st.integers(1, 4),
+    n_queues=st.integers(1, 16),
+    n_cids=st.integers(1, 12),
+    which=st.integers(0, len(STRATEGIES) - 1),
+)
 def test_every_queue_exactly_once_and_deterministic(n_brokers: int, n_queues: int, n_cids: int, which: int) -> None:
     s = STRATEGIES[which]
     mqs = sorted(MessageQueue("T", f"broker-{b}", q) for b in range(n_brokers) for q in range(n_queues))

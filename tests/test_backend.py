@@ -10,7 +10,14 @@ import pytest
 from helpers import subprocess_env
 
 CODE = "import rmq_core, rmq_core._backend as b; print(rmq_core.backend(), b.impl.__name__)"
-NAMES = ("StoreEngine", "tags_hash", "encode_properties", "decode_properties", "decode_messages", "create_offset_msg_id")
+NAMES = (
+    "StoreEngine",
+    "tags_hash",
+    "encode_properties",
+    "decode_properties",
+    "decode_messages",
+    "create_offset_msg_id",
+)
 
 
 def run(env_value: str | None) -> subprocess.CompletedProcess:

@@ -12,12 +12,13 @@ import sys
 import textwrap
 
 import pytest
+import spec_parser as sp
 from helpers import put_ok, small_config, subprocess_env
 
-import spec_parser as sp
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
 from rmq_core.message import Message
-from rmq_core.store import MessageStore, PutMessageStatus as P, StoreConfig
+from rmq_core.store import MessageStore, StoreConfig
+from rmq_core.store import PutMessageStatus as P
 
 T = "Bad_input"
 
@@ -46,7 +47,9 @@ def test_body_over_max_message_size(backend):
     put_ok(store, Message(T, b""), 0)  # an empty body is legal
 
 
-@pytest.mark.parametrize("value, ok", [("v" * 32752, True), ("v" * 32753, False), ("é" * 16376, True), ("é" * 16377, False)])
+@pytest.mark.parametrize(
+    "value, ok", [("v" * 32752, True), ("v" * 32753, False), ("é" * 16376, True), ("é" * 16377, False)]
+)
 def test_properties_over_32767_bytes(backend, value, ok):
     store = backend.open()
     put_ok(store, Message(T, b"first"), 0)
@@ -78,7 +81,7 @@ def test_batch_with_one_bad_message_writes_nothing(backend):
     assert state(store) == before
     res = store.put_messages([(Message(T, b"a"), 0), (Message(T, b"b"), 1)])
     assert res.all_ok
-    assert [r.commitlog_offset for r in res][0] == before[0]
+    assert next(r.commitlog_offset for r in res) == before[0]
 
 
 # --- topics and queue ids -----------------------------------------------------------------------------------------
@@ -188,7 +191,7 @@ def test_closed_store_raises(backend):
         lambda: store.correct_min_offsets(),
         lambda: store.recovery_report,
     ]
-    for i, call in enumerate(calls):
+    for _i, call in enumerate(calls):
         with pytest.raises(StoreError):
             call()
 

@@ -18,11 +18,20 @@ from rmq_core.remoting.transport import BlockingRemotingClient
 
 
 def _send(client: BlockingRemotingClient, addr: str, body: bytes) -> RemotingCommand:
-    h = SendMessageRequestHeader(producerGroup="p", topic="BadInputTopic", defaultTopic="TBW102",
-                                 defaultTopicQueueNums=4, queueId=0, sysFlag=0,
-                                 bornTimestamp=int(time.time() * 1000), flag=0, properties="TAGS\x01T\x02")
-    return client.invoke_sync(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
-                                                            encode_header(h, short_names=True), body))
+    h = SendMessageRequestHeader(
+        producerGroup="p",
+        topic="BadInputTopic",
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=4,
+        queueId=0,
+        sysFlag=0,
+        bornTimestamp=int(time.time() * 1000),
+        flag=0,
+        properties="TAGS\x01T\x02",
+    )
+    return client.invoke_sync(
+        addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body)
+    )
 
 
 def _raw(addr: str) -> socket.socket:
@@ -69,10 +78,19 @@ def test_bad_frame_closes_only_that_connection(broker: Broker, client: BlockingR
 def test_truncated_frame_then_disconnect_stores_nothing(broker: Broker, client: BlockingRemotingClient) -> None:
     assert _send(client, broker.address, b"one").code == ResponseCode.SUCCESS
     before = _stored(broker)
-    h = SendMessageRequestHeader(producerGroup="p", topic="BadInputTopic", defaultTopic="TBW102",
-                                 defaultTopicQueueNums=4, queueId=0, sysFlag=0, bornTimestamp=1, flag=0)
-    frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True),
-                                    b"x" * 1000).encode()
+    h = SendMessageRequestHeader(
+        producerGroup="p",
+        topic="BadInputTopic",
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=4,
+        queueId=0,
+        sysFlag=0,
+        bornTimestamp=1,
+        flag=0,
+    )
+    frame = RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), b"x" * 1000
+    ).encode()
     with _raw(broker.address) as s:
         s.sendall(frame[: len(frame) // 2])
     time.sleep(0.2)

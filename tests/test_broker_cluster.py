@@ -16,8 +16,12 @@ from rmq_core.remoting.transport import BlockingRemotingClient
 
 
 def _route(client: BlockingRemotingClient, namesrv: str, topic: str) -> TopicRouteData | None:
-    r = client.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                            encode_header(GetRouteInfoRequestHeader(topic=topic))))
+    r = client.invoke_sync(
+        namesrv,
+        RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+        ),
+    )
     return TopicRouteData.decode(r.body) if r.code == ResponseCode.SUCCESS else None
 
 
@@ -31,21 +35,36 @@ def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
 
 
 def _create_topic(client: BlockingRemotingClient, broker: Broker, topic: str, queues: int) -> None:
-    h = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
-                                 perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
-    r = client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                   encode_header(h)))
+    h = CreateTopicRequestHeader(
+        topic=topic,
+        defaultTopic="TBW102",
+        readQueueNums=queues,
+        writeQueueNums=queues,
+        perm=6,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=False,
+    )
+    r = client.invoke_sync(
+        broker.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h))
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
 def test_two_masters_and_a_slave_register_with_one_name_server(tmp_path) -> None:
     with NameServer(listen_port=0) as ns, BlockingRemotingClient() as client:
-        def cfg(name: str, broker_id: int = 0, role: str = "ASYNC_MASTER") -> BrokerConfig:
-            return BrokerConfig(broker_name=name, broker_id=broker_id, broker_role=role, listen_port=0,
-                                namesrv_addr=ns.address, store_path_root_dir=str(tmp_path / f"{name}-{broker_id}"))
 
-        with Broker(cfg("broker-a")) as a, Broker(cfg("broker-b")) as b, \
-                Broker(cfg("broker-a", 1, "SLAVE")) as a_slave:
+        def cfg(name: str, broker_id: int = 0, role: str = "ASYNC_MASTER") -> BrokerConfig:
+            return BrokerConfig(
+                broker_name=name,
+                broker_id=broker_id,
+                broker_role=role,
+                listen_port=0,
+                namesrv_addr=ns.address,
+                store_path_root_dir=str(tmp_path / f"{name}-{broker_id}"),
+            )
+
+        with Broker(cfg("broker-a")) as a, Broker(cfg("broker-b")) as b, Broker(cfg("broker-a", 1, "SLAVE")) as a_slave:
             _create_topic(client, a, "ClusterTopic", 4)
             _create_topic(client, b, "ClusterTopic", 2)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rmq_core.broker.stats.broker_stats_manager import (
     BrokerStatsManager,
     ConsumeMessageContext,

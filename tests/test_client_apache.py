@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import apache_rocketmq  # noqa: F401  (the module-scoped fixture)
 from client_helpers_e2e import Deliveries, wait_until
+
 from rmq_core.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
@@ -32,8 +33,12 @@ from rmq_core.message import Message
 pytestmark = pytest.mark.apache_broker
 
 TAGS = ["TagA", "TagB", "TagC"]
-FAST = {"rebalance_interval_ms": 500, "heartbeat_broker_interval": 1000, "persist_consumer_offset_interval": 500,
-        "poll_name_server_interval": 1000}
+FAST = {
+    "rebalance_interval_ms": 500,
+    "heartbeat_broker_interval": 1000,
+    "persist_consumer_offset_interval": 500,
+    "poll_name_server_interval": 1000,
+}
 
 
 @pytest.fixture
@@ -61,8 +66,13 @@ def consume(namesrv: str, topic: str, group: str, instance: str, expect: set[str
         got.add(instance, msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    c = PushConsumer(group, namesrv_addr=namesrv, instance_name=instance,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **FAST)
+    c = PushConsumer(
+        group,
+        namesrv_addr=namesrv,
+        instance_name=instance,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **FAST,
+    )
     c.subscribe(topic, "TagA || TagC")
     c.register_message_listener(listener)
     c.start()
@@ -107,8 +117,12 @@ def test_producer_and_push_consumer_tag_filter_and_offsets_across_a_restart(apac
         # the committed offsets, read back from the broker: past each queue's last consumed message, at most its
         # end (a queue ending in filtered messages commits its end only once a later pull answers NO_NEW_MSG or
         # NO_MATCHED_MSG — after the broker's 15 s long poll —, as with the Java client)
-        committed = offsets_of(namesrv, group, topic, lambda c, mqs: {
-            mq.queue_id: (c.fetch_consume_offset(mq, from_store=True), c.max_offset(mq)) for mq in mqs})
+        committed = offsets_of(
+            namesrv,
+            group,
+            topic,
+            lambda c, mqs: {mq.queue_id: (c.fetch_consume_offset(mq, from_store=True), c.max_offset(mq)) for mq in mqs},
+        )
         for q, (off, end) in committed.items():
             last = max((first[k].queue_offset for k in want if first[k].message_queue.queue_id == q), default=-1)
             assert last + 1 <= off <= end, (q, off, end, last)
@@ -155,8 +169,9 @@ def test_pull_consumer_on_apache(apache_rocketmq, producer):  # noqa: F811
 
         # long polling: a pull parked at the end of queue 0 is answered by a send to that queue
         mq0 = mqs[0]
-        sender = threading.Timer(0.5, lambda: producer.send_to_queue(
-            Message(topic, b"late", tags="TagA", keys="late"), mq0))
+        sender = threading.Timer(
+            0.5, lambda: producer.send_to_queue(Message(topic, b"late", tags="TagA", keys="late"), mq0)
+        )
         t0 = time.monotonic()
         sender.start()
         try:

@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from client_helpers_core import FAST, RecordingConsumer, cluster, wait_until
+
 from rmq_core.client import (
     ClientConfig,
     MQBrokerException,
@@ -103,9 +103,12 @@ def test_heartbeat_registers_producer_and_consumer_then_unregister(tmp_path: Pat
             assert ids == [inst.client_id]
             # unregister → UNREGISTER_CLIENT removes the consumer from the broker
             inst.unregister_consumer("HbGroup")
-            wait_until(lambda: ctl.consumer_manager.get_consumer_group_info("HbGroup") is None
-                       or ctl.consumer_manager.get_consumer_group_info("HbGroup").find_channel(inst.client_id)
-                       is None)
+            wait_until(
+                lambda: (
+                    ctl.consumer_manager.get_consumer_group_info("HbGroup") is None
+                    or ctl.consumer_manager.get_consumer_group_info("HbGroup").find_channel(inst.client_id) is None
+                )
+            )
         finally:
             producer.shutdown()
         assert producer.instance is not None and producer.instance.service_state == "SHUTDOWN_ALREADY"
@@ -113,7 +116,7 @@ def test_heartbeat_registers_producer_and_consumer_then_unregister(tmp_path: Pat
 
 
 def test_notify_consumer_ids_changed_reaches_rebalance_immediately(tmp_path: Path) -> None:
-    with cluster(tmp_path) as (ns, [broker]):
+    with cluster(tmp_path) as (ns, [_broker]):
         a = make_instance(ns.address, "notify-a")
         b = make_instance(ns.address, "notify-b")
         calls = {a.client_id: 0, b.client_id: 0}
@@ -153,8 +156,7 @@ def test_scheduled_heartbeat_route_refresh_and_persist(tmp_path: Path) -> None:
         try:
             # the route refresh alone finds the broker and the subscribe queues, the heartbeat registers us
             wait_until(lambda: "TBW102" in consumer.subscribe_info)
-            wait_until(lambda: (broker.controller.consumer_manager.get_consumer_group_info("SchedGroup")
-                                is not None))
+            wait_until(lambda: broker.controller.consumer_manager.get_consumer_group_info("SchedGroup") is not None)
             n = inst.heartbeat_count
             wait_until(lambda: inst.heartbeat_count > n + 1)
         finally:
@@ -183,8 +185,9 @@ def test_offsets_consumer_ids_locks_and_pull(tmp_path: Path) -> None:
             with pytest.raises(MQBrokerException) as ei:
                 run(api.get_consumer_id_list_by_group(addr, "NobodyGroup", 3000), 5)
             assert ei.value.response_code == ResponseCode.SYSTEM_ERROR and ei.value.broker_addr == addr
-            u = UpdateConsumerOffsetRequestHeader(consumerGroup="OffGroup", topic="OffTopic", queueId=mq.queue_id,
-                                                  commitOffset=1)
+            u = UpdateConsumerOffsetRequestHeader(
+                consumerGroup="OffGroup", topic="OffTopic", queueId=mq.queue_id, commitOffset=1
+            )
             run(api.update_consumer_offset(addr, u, 3000), 5)
             assert run(api.query_consumer_offset(addr, q, 3000), 5) == 1
             u.commitOffset = 2
@@ -194,9 +197,18 @@ def test_offsets_consumer_ids_locks_and_pull(tmp_path: Path) -> None:
             from rmq_core.client.consumer.pull_result import PullStatus
             from rmq_core.message import decode_messages
 
-            ph = PullMessageRequestHeader(consumerGroup="OffGroup", topic="OffTopic", queueId=mq.queue_id,
-                                          queueOffset=0, maxMsgNums=32, sysFlag=0, commitOffset=0,
-                                          suspendTimeoutMillis=0, subscription="*", subVersion=0)
+            ph = PullMessageRequestHeader(
+                consumerGroup="OffGroup",
+                topic="OffTopic",
+                queueId=mq.queue_id,
+                queueOffset=0,
+                maxMsgNums=32,
+                sysFlag=0,
+                commitOffset=0,
+                suspendTimeoutMillis=0,
+                subscription="*",
+                subVersion=0,
+            )
             with pytest.raises(MQBrokerException) as ei:  # no heartbeat and no subscription in the request
                 run(api.pull_message(addr, ph, 3000), 5)
             assert ei.value.response_code == ResponseCode.SUBSCRIPTION_NOT_EXIST
@@ -226,6 +238,7 @@ def test_run_sync_refuses_the_loop_thread_and_shutdown_waits_for_members(tmp_pat
     inst.start()
     inst.start()  # idempotent
     try:
+
         async def nested() -> None:
             async def inner() -> int:
                 return 1
@@ -285,9 +298,14 @@ def test_producer_and_push_consumer_share_one_client_id(tmp_path: Path) -> None:
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         producer.send(Message("MixTopic", b"first"))
-        consumer = PushConsumer("MixGroup", namesrv_addr=ns.address, instance_name="mix",
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                rebalance_interval_ms=200, **FAST)
+        consumer = PushConsumer(
+            "MixGroup",
+            namesrv_addr=ns.address,
+            instance_name="mix",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            rebalance_interval_ms=200,
+            **FAST,
+        )
         consumer.subscribe("MixTopic", "*")
         consumer.register_message_listener(listener)
         consumer.start()

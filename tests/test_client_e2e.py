@@ -37,6 +37,7 @@ from client_helpers_e2e import (
     process_queue_table,
     wait_until,
 )
+
 from rmq_core.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
@@ -100,9 +101,13 @@ class _Subprocess:
     """tests/client_kill_consumer.py running; its JSON lines collected by a reader thread."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "client_kill_consumer.py"), *args],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "client_kill_consumer.py"), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         self.stderr: list[str] = []
@@ -152,9 +157,24 @@ def test_at_least_once_across_a_consumer_killed_mid_batch(tmp_path):
         cl.create_topic(topic, 4)
         with producer(cl) as p:
             where = send_keys(p, topic, n)
-        sub = _Subprocess(["--namesrv", cl.namesrv_addr, "--group", group, "--topic", topic,
-                           "--block-from", str(block_from), "--batch", "4", "--threads", "4"])
+        sub = _Subprocess(
+            [
+                "--namesrv",
+                cl.namesrv_addr,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--block-from",
+                str(block_from),
+                "--batch",
+                "4",
+                "--threads",
+                "4",
+            ]
+        )
         try:
+
             def settled() -> bool:
                 sub.alive_or_fail()
                 ev = list(sub.drain())
@@ -179,9 +199,11 @@ def test_at_least_once_across_a_consumer_killed_mid_batch(tmp_path):
 
             for q, c in committed().items():
                 assert c <= expected[q], f"queue {q}: committed {c} is ahead of the unfinished offset {expected[q]}"
-            wait_until(lambda: committed() == expected,
-                       f"the broker to hold the smallest unfinished offsets {expected} (has {committed()})",
-                       timeout=12)
+            wait_until(
+                lambda: committed() == expected,
+                f"the broker to hold the smallest unfinished offsets {expected} (has {committed()})",
+                timeout=12,
+            )
         finally:
             sub.kill()
         at_kill = {q: max(cl.committed_offset(group, topic, q), 0) for q in range(4)}
@@ -236,7 +258,9 @@ def test_at_least_once_across_a_rebalance_join_and_leave(tmp_path):
                         a.shutdown()
                         a_stopped = True
             wait_until(lambda: set(got.keys()) >= set(sent), "every message consumed", timeout=15)
-            wait_until(lambda: len(process_queue_table(b, topic)) == queues, "consumer b to own every queue after a left")
+            wait_until(
+                lambda: len(process_queue_table(b, topic)) == queues, "consumer b to own every queue after a left"
+            )
         finally:
             if not a_stopped:
                 a.shutdown()
@@ -268,8 +292,10 @@ def test_per_queue_order_with_two_orderly_consumers(tmp_path):
                 c.register_message_listener_orderly(rec.listener(name))
                 c.start()
                 consumers.append(c)
-            wait_until(lambda: [len(process_queue_table(c, topic)) for c in consumers] == [2, 2],
-                       "the two consumers to own two queues each")
+            wait_until(
+                lambda: [len(process_queue_table(c, topic)) for c in consumers] == [2, 2],
+                "the two consumers to own two queues each",
+            )
             with producer(cl) as p:
                 for i in range(n):
                     r = p.send(Message(topic, f"{i}".encode(), keys=f"k-{i}"), ByArg(), i)
@@ -303,8 +329,11 @@ def test_reconsume_later_retries_with_growing_reconsume_times_then_dlq(tmp_path)
                 for key in ("ok-0", "fail-1", "ok-2"):
                     p.send(Message(topic, key.encode(), tags="T", keys=key))
             dlq = f"%DLQ%{group}"
-            wait_until(lambda: cl.broker.message_store.get_max_offset_in_queue(dlq, 0) > 0,
-                       "the failing message to reach the DLQ", timeout=15)
+            wait_until(
+                lambda: cl.broker.message_store.get_max_offset_in_queue(dlq, 0) > 0,
+                "the failing message to reach the DLQ",
+                timeout=15,
+            )
             time.sleep(1.5)  # a further retry would be back within a delay level (1 s)
         finally:
             c.shutdown()
@@ -341,8 +370,15 @@ def test_flow_control_by_cached_count_with_a_slow_listener(tmp_path):
         with producer(cl) as p:
             for i in range(0, n, 50):
                 p.send_batch([Message(topic, b"x" * 100, keys=f"k-{j}") for j in range(i, i + 50)])
-        c = push_consumer(cl, group, "flow", pull_threshold_for_queue=threshold, pull_batch_size=pull_batch,
-                          consume_thread_min=1, consume_thread_max=1)
+        c = push_consumer(
+            cl,
+            group,
+            "flow",
+            pull_threshold_for_queue=threshold,
+            pull_batch_size=pull_batch,
+            consume_thread_min=1,
+            consume_thread_max=1,
+        )
         c.subscribe(topic, "*")
         c.register_message_listener(listener)
         c.start()
@@ -372,8 +408,15 @@ def test_flow_control_by_cached_size_with_a_slow_listener(tmp_path):
         with producer(cl) as p:
             for i in range(n):
                 p.send(Message(topic, os.urandom(size), keys=f"k-{i}"))
-        c = push_consumer(cl, group, "flow", pull_threshold_size_for_queue=1, pull_batch_size=pull_batch,
-                          consume_thread_min=1, consume_thread_max=1)
+        c = push_consumer(
+            cl,
+            group,
+            "flow",
+            pull_threshold_size_for_queue=1,
+            pull_batch_size=pull_batch,
+            consume_thread_min=1,
+            consume_thread_max=1,
+        )
         c.subscribe(topic, "*")
         c.register_message_listener(listener)
         c.start()
@@ -408,8 +451,9 @@ def test_broadcasting_every_consumer_gets_every_message_and_resumes_from_its_loc
             consumers = []
             try:
                 for name in ("b1", "b2"):
-                    c = push_consumer(cl, group, name, message_model=MessageModel.BROADCASTING,
-                                      offset_store_dir=offsets_dir)
+                    c = push_consumer(
+                        cl, group, name, message_model=MessageModel.BROADCASTING, offset_store_dir=offsets_dir
+                    )
                     c.subscribe(topic, "*")
                     c.register_message_listener(recording(got, name))
                     c.start()
@@ -462,8 +506,7 @@ def test_tag_and_sql92_subscriptions(tmp_path):
                 consumers.append(c)
             with producer(cl) as p:
                 for i in range(n):
-                    p.send(Message(topic, f"k-{i}".encode(), tags=tags[i % 3], keys=f"k-{i}",
-                                   properties={"a": str(i)}))
+                    p.send(Message(topic, f"k-{i}".encode(), tags=tags[i % 3], keys=f"k-{i}", properties={"a": str(i)}))
             want = {
                 "tag_group": {f"k-{i}" for i in range(n) if tags[i % 3] in ("TagA", "TagC")},
                 "sql_group": {f"k-{i}" for i in range(10, 20)},

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.filter.message_selector import MessageSelector
@@ -38,6 +39,7 @@ TOPIC = "ClientTopic"
 def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
     async def run() -> Any:
         return fn()
+
     return asyncio.run_coroutine_threadsafe(run(), broker.controller.loop).result(5)
 
 
@@ -54,18 +56,35 @@ class Member:
 
         self.client = BlockingRemotingClient(request_handler=handler)
 
-    def heartbeat(self, broker: Broker, group: str = GROUP, producer_group: str | None = None,
-                  model: MessageModel = MessageModel.CLUSTERING, subs: list[Any] | None = None) -> RemotingCommand:
-        consumers = [ConsumerData(group, ConsumeType.CONSUME_PASSIVELY, model,
-                                  ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                  subs if subs is not None else [build_subscription_data(TOPIC, "TagA || TagB")])]
-        hb = HeartbeatData(self.client_id, consumer_data_set=consumers if group else [],
-                           producer_data_set=[ProducerData(producer_group)] if producer_group else [])
-        return self.client.invoke_sync(broker.address,
-                                       RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
+    def heartbeat(
+        self,
+        broker: Broker,
+        group: str = GROUP,
+        producer_group: str | None = None,
+        model: MessageModel = MessageModel.CLUSTERING,
+        subs: list[Any] | None = None,
+    ) -> RemotingCommand:
+        consumers = [
+            ConsumerData(
+                group,
+                ConsumeType.CONSUME_PASSIVELY,
+                model,
+                ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                subs if subs is not None else [build_subscription_data(TOPIC, "TagA || TagB")],
+            )
+        ]
+        hb = HeartbeatData(
+            self.client_id,
+            consumer_data_set=consumers if group else [],
+            producer_data_set=[ProducerData(producer_group)] if producer_group else [],
+        )
+        return self.client.invoke_sync(
+            broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode())
+        )
 
-    def unregister(self, broker: Broker, consumer_group: str | None = GROUP,
-                   producer_group: str | None = None) -> RemotingCommand:
+    def unregister(
+        self, broker: Broker, consumer_group: str | None = GROUP, producer_group: str | None = None
+    ) -> RemotingCommand:
         ext = {"clientID": self.client_id, "consumerGroup": consumer_group, "producerGroup": producer_group}
         return self.client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext))
 
@@ -105,6 +124,7 @@ def consumer_ids(broker: Broker, group: str = GROUP) -> list[str] | None:
     def get() -> list[str] | None:
         info = broker.controller.consumer_manager.get_consumer_group_info(group)
         return None if info is None else sorted(info.get_all_client_ids())
+
     return on_loop(broker, get)
 
 
@@ -126,13 +146,22 @@ def test_heartbeat_registers_consumer_and_producer(broker, members):
         info = ctl.consumer_manager.get_consumer_group_info(GROUP)
         sub = info.find_subscription_data(TOPIC)
         producers = ctl.producer_manager.group_channel_table.get("cmp_producer_group", {})
-        return (info.get_all_client_ids(), info.message_model, info.consume_type, info.consume_from_where,
-                sorted(sub.tags_set), [p.client_id for p in producers.values()])
+        return (
+            info.get_all_client_ids(),
+            info.message_model,
+            info.consume_type,
+            info.consume_from_where,
+            sorted(sub.tags_set),
+            [p.client_id for p in producers.values()],
+        )
 
     ids, model, ctype, cfw, tags, producer_ids = on_loop(broker, state)
     assert ids == ["127.0.0.1@a"]
-    assert (model, ctype, cfw) == (MessageModel.CLUSTERING, ConsumeType.CONSUME_PASSIVELY,
-                                   ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    assert (model, ctype, cfw) == (
+        MessageModel.CLUSTERING,
+        ConsumeType.CONSUME_PASSIVELY,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     assert tags == ["TagA", "TagB"]
     assert producer_ids == ["127.0.0.1@a"]
 
@@ -140,8 +169,9 @@ def test_heartbeat_registers_consumer_and_producer(broker, members):
 def test_heartbeat_creates_the_retry_topic_with_the_groups_retry_queue_nums(broker, members):
     a = members("127.0.0.1@a")
     group_cfg = SubscriptionGroupConfig("cmp_retry3_group", retry_queue_nums=3)
-    req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                  body=json.dumps(group_cfg.to_json_dict()).encode())
+    req = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(group_cfg.to_json_dict()).encode()
+    )
     assert a.client.invoke_sync(broker.address, req).code == ResponseCode.SUCCESS
     assert a.heartbeat(broker).code == ResponseCode.SUCCESS  # auto-created group: 1 retry queue
     assert a.heartbeat(broker, group="cmp_retry3_group").code == ResponseCode.SUCCESS
@@ -153,16 +183,17 @@ def test_heartbeat_creates_the_retry_topic_with_the_groups_retry_queue_nums(brok
     auto, three = on_loop(broker, topics)
     assert (auto.read_queue_nums, auto.write_queue_nums, auto.perm) == (1, 1, 6)
     assert (three.read_queue_nums, three.write_queue_nums, three.perm) == (3, 3, 6)
-    assert on_loop(broker, lambda: broker.controller.subscription_group_manager.subscription_group_table.get(GROUP)) \
-        is not None  # the group was auto-created by the heartbeat
+    assert (
+        on_loop(broker, lambda: broker.controller.subscription_group_manager.subscription_group_table.get(GROUP))
+        is not None
+    )  # the group was auto-created by the heartbeat
 
 
 def test_heartbeat_without_sub_keeps_the_groups_subscriptions(broker, members):
     """A 5.x client may send ``withoutSub=true`` with no subscriptions when nothing changed: they must survive."""
     a = members("127.0.0.1@a")
     assert a.heartbeat(broker).code == ResponseCode.SUCCESS
-    hb = HeartbeatData(a.client_id, consumer_data_set=[ConsumerData(GROUP)], heartbeat_fingerprint=42,
-                       without_sub=True)
+    hb = HeartbeatData(a.client_id, consumer_data_set=[ConsumerData(GROUP)], heartbeat_fingerprint=42, without_sub=True)
     r = a.client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
     assert r.code == ResponseCode.SUCCESS
 
@@ -189,8 +220,10 @@ def test_heartbeat_with_invalid_group_name_registers_nothing(broker, members):
     r = a.heartbeat(broker, group="bad group!", producer_group="cmp_producer_group")
     assert r.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in (r.remark or "")
     assert consumer_ids(broker, "bad group!") is None
-    assert on_loop(broker, lambda: broker.controller.producer_manager.group_channel_table.get("cmp_producer_group")) \
+    assert (
+        on_loop(broker, lambda: broker.controller.producer_manager.group_channel_table.get("cmp_producer_group"))
         is None
+    )
 
 
 def test_sql92_subscription_registers_filter_data(tmp_path, members):
@@ -250,8 +283,9 @@ def test_first_member_is_notified_when_the_seconds_connection_closes(broker, mem
 def test_group_with_notification_disabled_is_not_notified(broker, members):
     a, b = members("127.0.0.1@a"), members("127.0.0.1@b")
     quiet = SubscriptionGroupConfig("cmp_quiet_group", notify_consumer_ids_changed_enable=False)
-    req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                  body=json.dumps(quiet.to_json_dict()).encode())
+    req = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(quiet.to_json_dict()).encode()
+    )
     assert a.client.invoke_sync(broker.address, req).code == ResponseCode.SUCCESS
     a.heartbeat(broker, group="cmp_quiet_group")
     b.heartbeat(broker, group="cmp_quiet_group")
@@ -261,8 +295,9 @@ def test_group_with_notification_disabled_is_not_notified(broker, members):
 
 
 def test_broker_with_notification_disabled_notifies_nobody(tmp_path, members):
-    cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"),
-                       notify_consumer_ids_changed_enable=False)
+    cfg = BrokerConfig(
+        listen_port=0, store_path_root_dir=str(tmp_path / "store"), notify_consumer_ids_changed_enable=False
+    )
     with Broker(cfg) as brk:
         a, b = members("127.0.0.1@a"), members("127.0.0.1@b")
         a.heartbeat(brk)
@@ -308,9 +343,21 @@ def _check_client_config(broker, expression_type: str, expression: str):  # type
     from rmq_core.remoting.command import RemotingCommand as _Cmd
     from rmq_core.remoting.transport import BlockingRemotingClient as _Client
 
-    body = json.dumps({"clientId": "127.0.0.1@c", "group": "G_CHECK", "subscriptionData": {
-        "classFilterMode": False, "topic": "T", "subString": expression, "tagsSet": [], "codeSet": [],
-        "subVersion": 1, "expressionType": expression_type}}).encode()
+    body = json.dumps(
+        {
+            "clientId": "127.0.0.1@c",
+            "group": "G_CHECK",
+            "subscriptionData": {
+                "classFilterMode": False,
+                "topic": "T",
+                "subString": expression,
+                "tagsSet": [],
+                "codeSet": [],
+                "subVersion": 1,
+                "expressionType": expression_type,
+            },
+        }
+    ).encode()
     with _Client() as c:
         return c.invoke_sync(broker.address, _Cmd.request(46, {}, body))
 
@@ -323,8 +370,7 @@ def test_check_client_config_accepts_tags_and_refuses_sql92_without_property_fil
 
 
 def test_check_client_config_compiles_sql92_when_property_filter_is_on(tmp_path):
-    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "s"),
-                             enable_property_filter=True)) as b:
+    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "s"), enable_property_filter=True)) as b:
         assert _check_client_config(b, "SQL92", "a > 5 AND b = 'x'").code == ResponseCode.SUCCESS
         r = _check_client_config(b, "SQL92", "a > > 5")
         assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and r.remark

@@ -14,10 +14,10 @@ import zlib
 
 import pyarrow as pa
 import pytest
+import spec_parser as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import spec_parser as sp
 from rmq_core import _backend
 from rmq_core.errors import CorruptRecordError
 from rmq_core.message import decode_messages
@@ -34,11 +34,18 @@ COLUMNS = [
 
 def _rec(i: int, **kw) -> bytes:
     args = dict(
-        topic="TopicTest", body=b"body-%d" % i, properties={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": f"{i:032X}"},
-        queue_id=i % 4, queue_offset=i, physical_offset=1000 * i, born_timestamp=1_700_000_000_000 + i,
-        store_timestamp=1_700_000_000_500 + i, reconsume_times=i % 3, born_host=("10.0.0.1", 5555),
+        topic="TopicTest",
+        body=b"body-%d" % i,
+        properties={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": f"{i:032X}"},
+        queue_id=i % 4,
+        queue_offset=i,
+        physical_offset=1000 * i,
+        born_timestamp=1_700_000_000_000 + i,
+        store_timestamp=1_700_000_000_500 + i,
+        reconsume_times=i % 3,
+        born_host=("10.0.0.1", 5555),
         store_host=("127.0.0.1", 10911),
-    )  # fmt: skip
+    )
     args.update(kw)
     return sp.build_record(**args)
 
@@ -73,12 +80,20 @@ def _expected(buf: bytes, broker_name: str = "broker-a") -> list[dict]:
     """The decode_messages view of ``buf`` (default backend), as rows of the rocketmq schema (timestamps in ms)."""
     return [
         {
-            "topic": m.topic, "broker_name": broker_name, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
-            "commitlog_offset": m.commitlog_offset, "msg_id": m.msg_id, "tags": m.properties.get("TAGS"),
-            "keys": m.properties.get("KEYS"), "body": m.body, "properties": list(m.properties.items()),
-            "born_timestamp": m.born_timestamp, "store_timestamp": m.store_timestamp,
+            "topic": m.topic,
+            "broker_name": broker_name,
+            "queue_id": m.queue_id,
+            "queue_offset": m.queue_offset,
+            "commitlog_offset": m.commitlog_offset,
+            "msg_id": m.msg_id,
+            "tags": m.properties.get("TAGS"),
+            "keys": m.properties.get("KEYS"),
+            "body": m.body,
+            "properties": list(m.properties.items()),
+            "born_timestamp": m.born_timestamp,
+            "store_timestamp": m.store_timestamp,
             "reconsume_times": m.reconsume_times,
-        }  # fmt: skip
+        }
         for m in decode_messages(buf)
     ]
 
@@ -136,7 +151,6 @@ def test_backends_return_identical_buffers():
     assert rust["tags"][0] is not None
 
 
-
 def test_rust_buffers_are_zero_copy_read_only_and_compare_as_bytes():
     buf = _mixed()
     cols = _backend.load("rust").decode_columns(buf)
@@ -156,9 +170,14 @@ def test_rust_buffers_are_zero_copy_read_only_and_compare_as_bytes():
 _text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=6)
 _record = st.builds(
     lambda i, topic, body, props, flags, v6, version: _rec(
-        i, topic=topic, body=zlib.compress(body) if flags else body, properties=props, sys_flag=flags,
-        store_host=("::2", 9) if v6 else ("1.2.3.4", 9), version=version,
-    ),  # fmt: skip
+        i,
+        topic=topic,
+        body=zlib.compress(body) if flags else body,
+        properties=props,
+        sys_flag=flags,
+        store_host=("::2", 9) if v6 else ("1.2.3.4", 9),
+        version=version,
+    ),
     st.integers(0, 10_000),
     st.text(min_size=1, max_size=20).filter(lambda t: len(t.encode()) < 256),
     st.binary(max_size=64),
@@ -270,9 +289,13 @@ def _ddl_to_struct(ddl: str):
     from pyspark.sql import types as T
 
     simple = {
-        "string": T.StringType(), "int": T.IntegerType(), "long": T.LongType(), "binary": T.BinaryType(),
-        "timestamp": T.TimestampType(), "map<string,string>": T.MapType(T.StringType(), T.StringType(), True),
-    }  # fmt: skip
+        "string": T.StringType(),
+        "int": T.IntegerType(),
+        "long": T.LongType(),
+        "binary": T.BinaryType(),
+        "timestamp": T.TimestampType(),
+        "map<string,string>": T.MapType(T.StringType(), T.StringType(), True),
+    }
     fields = []
     for part in ddl.split(", "):
         name, typ = part.split(" ", 1)
@@ -360,9 +383,12 @@ def test_gather_runs_concatenates_runs_of_an_mmap_and_refuses_bad_runs(backend, 
         assert out == b"".join(data[a:b] for a, b in zip(starts, ends))
         assert bytes(out) == b"".join(data[a:b] for a, b in zip(starts, ends))
         assert gather(m, np.array([], np.int64), np.array([], np.int64)) == b""
-        for bad_starts, bad_ends, match in (([0, 5], [1], "2 run starts but 1 run ends"),
-                                            ([5], [10_001], r"run 0 \[5, 10001\) is outside the 10000-byte source"),
-                                            ([0, 6], [1, 5], r"run 1 \[6, 5\)"), ([-1], [3], r"run 0 \[-1, 3\)")):
+        for bad_starts, bad_ends, match in (
+            ([0, 5], [1], "2 run starts but 1 run ends"),
+            ([5], [10_001], r"run 0 \[5, 10001\) is outside the 10000-byte source"),
+            ([0, 6], [1, 5], r"run 1 \[6, 5\)"),
+            ([-1], [3], r"run 0 \[-1, 3\)"),
+        ):
             with pytest.raises(ValueError, match=match):
                 gather(m, np.array(bad_starts, np.int64), np.array(bad_ends, np.int64))
 

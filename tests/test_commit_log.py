@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import struct
 
+import spec_parser as sp
 from helpers import CL_SIZE, UniqIds, cl_dir, put_ok, read_raw
 
-import spec_parser as sp
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus, PutMessageStatus
 
@@ -105,7 +105,9 @@ def test_read_commit_log_by_offset_and_size(backend):
     store.flush()
     root = store.root_dir
     for r in rs:
-        assert store.read_commit_log(r.commitlog_offset, r.wrote_bytes) == read_raw(root, r.commitlog_offset, r.wrote_bytes)
+        assert store.read_commit_log(r.commitlog_offset, r.wrote_bytes) == read_raw(
+            root, r.commitlog_offset, r.wrote_bytes
+        )
     two = rs[0].wrote_bytes + rs[1].wrote_bytes
     assert store.read_commit_log(0, two) == read_raw(root, 0, two)
     assert store.read_commit_log(10, 5) == read_raw(root, 10, 5)

@@ -28,11 +28,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.message import decode_messages
@@ -47,12 +49,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CPP_CLIENT = ROOT / "compat" / "cpp" / "cpp_client.py"
 sys.path.insert(0, str(ROOT / "compat" / "cpp"))
 sys.path.insert(0, str(ROOT / "compat" / "tools"))
+from apache_rocketmq import apache_rocketmq  # noqa: E402, F401  (the module-scoped fixture)
 from cpp_client import expected  # noqa: E402
 from remoting_proxy import RemotingProxy  # noqa: E402
 
-from apache_rocketmq import apache_rocketmq  # noqa: E402, F401  (the module-scoped fixture)
-
-N = 12                      # messages produced: tags cycle TagA, TagB, TagC
+N = 12  # messages produced: tags cycle TagA, TagB, TagC
 EXPRESSION = "TagA || TagC"
 MATCHING = [i for i in range(N) if expected(i)["tag"] in ("TagA", "TagC")]
 PROCESS_TIMEOUT_S = 90
@@ -62,8 +63,10 @@ def _require_package() -> None:
     """The wheel bundling librocketmq.so exists for manylinux x86_64 only (elsewhere pip installs an sdist without
     the library): skip on other platforms, fail when it is missing on Linux x86_64."""
     if not (sys.platform == "linux" and platform.machine() == "x86_64"):
-        pytest.skip(f"PyPI rocketmq 0.4.4 bundles its C++ library for Linux x86_64 only, not {sys.platform}/"
-                    f"{platform.machine()}")
+        pytest.skip(
+            f"PyPI rocketmq 0.4.4 bundles its C++ library for Linux x86_64 only, not {sys.platform}/"
+            f"{platform.machine()}"
+        )
     if importlib.util.find_spec("rocketmq") is None:
         pytest.fail("the C++ client is not installed: pip install rocketmq==0.4.4")
 
@@ -80,13 +83,21 @@ class Cluster:
         """Run ``cpp_client.py`` with ``args`` and return its JSON lines; a non-zero exit fails with its output
         and the tail of the C++ client's log."""
         env = {**os.environ, "HOME": str(self.home), "PYTHONIOENCODING": "utf-8"}
-        proc = subprocess.run([sys.executable, str(CPP_CLIENT), *args, "--namesrv", self.namesrv],
-                              capture_output=True, text=True, encoding="utf-8", env=env, timeout=PROCESS_TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, str(CPP_CLIENT), *args, "--namesrv", self.namesrv],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            env=env,
+            timeout=PROCESS_TIMEOUT_S,
+        )
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0:
-            pytest.fail(f"cpp_client {args[0]} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
-                        f"stderr:\n{proc.stderr}\nC++ client log (tail):\n{self.cpp_log_tail()}\n"
-                        f"wire (tail):\n{self.wire_tail()}")
+            pytest.fail(
+                f"cpp_client {args[0]} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
+                f"stderr:\n{proc.stderr}\nC++ client log (tail):\n{self.cpp_log_tail()}\n"
+                f"wire (tail):\n{self.wire_tail()}"
+            )
         return lines
 
     def wire_tail(self, n: int = 40) -> str:
@@ -97,9 +108,11 @@ class Cluster:
                 out.append(json.dumps(r))
             else:
                 ext = h.get("extFields") or {}
-                out.append(f"{r['route']}#{r['conn']} {r['dir']} code={h.get('code')} opaque={h.get('opaque')} "
-                           f"remark={h.get('remark')!r} topic={ext.get('topic')} queueId={ext.get('queueId')} "
-                           f"body_len={r.get('body_len')}")
+                out.append(
+                    f"{r['route']}#{r['conn']} {r['dir']} code={h.get('code')} opaque={h.get('opaque')} "
+                    f"remark={h.get('remark')!r} topic={ext.get('topic')} queueId={ext.get('queueId')} "
+                    f"body_len={r.get('body_len')}"
+                )
         return "\n".join(out)
 
     def cpp_log_tail(self, n: int = 40) -> str:
@@ -145,9 +158,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     _require_package()
     ns = NameServer(listen_port=0).start()
     try:
-        cfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, broker_name="broker-cpp",
-                           store_path_root_dir=str(tmp_path / "store"),
-                           mapped_file_size_commit_log=4 * 1024 * 1024, mapped_file_size_consume_queue=6000)
+        cfg = BrokerConfig(
+            listen_port=0,
+            namesrv_addr=ns.address,
+            broker_name="broker-cpp",
+            store_path_root_dir=str(tmp_path / "store"),
+            mapped_file_size_commit_log=4 * 1024 * 1024,
+            mapped_file_size_consume_queue=6000,
+        )
         with Broker(cfg) as broker, _proxied(ns.address, broker.address, tmp_path) as c:
             yield c
     finally:
@@ -155,7 +173,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def apache_cluster(apache_rocketmq: tuple[str, str], tmp_path: Path) -> Iterator[Cluster]:
+def apache_cluster(apache_rocketmq: tuple[str, str], tmp_path: Path) -> Iterator[Cluster]:  # noqa: F811
     """Apache RocketMQ 4.9.7 (tests/apache_rocketmq.py, one pair per module): the reference for the same checks."""
     _require_package()
     with _proxied(*apache_rocketmq, tmp_path) as c:
@@ -213,9 +231,21 @@ def _check_wire(cluster: Cluster, groups: set[str]) -> None:
 
 def _create_topic(cluster: Cluster, topic: str, queues: int) -> None:
     with BlockingRemotingClient() as c:
-        r = _invoke(c, cluster.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": PERM_READ | PERM_WRITE, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+        r = _invoke(
+            c,
+            cluster.broker_addr,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": queues,
+                "writeQueueNums": queues,
+                "perm": PERM_READ | PERM_WRITE,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": "false",
+            },
+        )
         assert r.code == ResponseCode.SUCCESS, r.remark
         _wait_for_route(c, cluster.ns_addr, topic)
 
@@ -245,13 +275,30 @@ def _scenario(cluster: Cluster, create_first: bool, prime_offsets: bool = False)
 
     if prime_offsets:
         with BlockingRemotingClient() as c:
-            r = _invoke(c, cluster.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                        {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": 0, "commitOffset": 0})
+            r = _invoke(
+                c,
+                cluster.broker_addr,
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": 0, "commitOffset": 0},
+            )
             assert r.code == ResponseCode.SUCCESS, r.remark
 
     # push consumer, "TagA || TagC": exactly the matching messages
-    out = cluster.run("push", "--topic", topic, "--group", f"{topic}_cg", "--expression", EXPRESSION,
-                      "--expect", str(len(MATCHING)), "--timeout", "30", "--idle", "1.0")
+    out = cluster.run(
+        "push",
+        "--topic",
+        topic,
+        "--group",
+        f"{topic}_cg",
+        "--expression",
+        EXPRESSION,
+        "--expect",
+        str(len(MATCHING)),
+        "--timeout",
+        "30",
+        "--idle",
+        "1.0",
+    )
     received = [e for e in out if e["event"] == "received"]
     _check_received(received, topic, sent)
     assert {m["queue_id"] for m in received} <= set(range(queues))
@@ -259,11 +306,16 @@ def _scenario(cluster: Cluster, create_first: bool, prime_offsets: bool = False)
     # the consumed offsets were committed: the group's next consumer gets nothing again
     with BlockingRemotingClient() as c:
         for m in received:
-            r = _invoke(c, cluster.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                        {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": m["queue_id"]})
+            r = _invoke(
+                c,
+                cluster.broker_addr,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": f"{topic}_cg", "topic": topic, "queueId": m["queue_id"]},
+            )
             assert r.code == ResponseCode.SUCCESS and int(r.ext_fields["offset"]) > m["queue_offset"], r
-    out = cluster.run("push", "--topic", topic, "--group", f"{topic}_cg", "--expression", EXPRESSION,
-                      "--expect", "0", "--idle", "1.5")
+    out = cluster.run(
+        "push", "--topic", topic, "--group", f"{topic}_cg", "--expression", EXPRESSION, "--expect", "0", "--idle", "1.5"
+    )
     assert [e for e in out if e["event"] == "received"] == []
 
     # pull consumer: every queue from offset 0, filtered

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import java_scenarios as sc
 import pytest
 from java_compat import java_classpath
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting import RemotingCommand
@@ -29,8 +30,9 @@ def wait_for_route(namesrv: str, topic: str = "TBW102", timeout: float = 10.0) -
     deadline = time.monotonic() + timeout
     with BlockingRemotingClient() as client:
         while True:
-            resp = client.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                                        {"topic": topic}))
+            resp = client.invoke_sync(
+                namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            )
             if resp.code == ResponseCode.SUCCESS:
                 return
             if time.monotonic() > deadline:
@@ -45,9 +47,16 @@ def rmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     root = tmp_path_factory.mktemp("rmq-cluster")
     ns = NameServer(listen_port=0).start()
     try:
-        cfg = BrokerConfig(broker_ip1="127.0.0.1", listen_port=0, namesrv_addr=ns.address, broker_name="broker-a",
-                           store_path_root_dir=str(root / "broker"), enable_property_filter=True,
-                           mapped_file_size_commit_log=16 * 1024 * 1024, mapped_file_size_consume_queue=6000 * 20)
+        cfg = BrokerConfig(
+            broker_ip1="127.0.0.1",
+            listen_port=0,
+            namesrv_addr=ns.address,
+            broker_name="broker-a",
+            store_path_root_dir=str(root / "broker"),
+            enable_property_filter=True,
+            mapped_file_size_commit_log=16 * 1024 * 1024,
+            mapped_file_size_consume_queue=6000 * 20,
+        )
         broker = Broker(cfg).start()
         try:
             wait_for_route(ns.address)

@@ -35,7 +35,7 @@ def test_sync_flush_writers_on_threads_get_distinct_contiguous_offsets(backend):
         t.join(60)
     assert not errors
     offsets = set()
-    for q, out in results.items():
+    for out in results.values():
         assert [r.status for r in out] == [PutMessageStatus.PUT_OK] * PER_THREAD
         assert [r.queue_offset for r in out] == list(range(PER_THREAD))
         offsets.update(r.commitlog_offset for r in out)

@@ -12,6 +12,7 @@ import os
 
 import pytest
 from apache_rocketmq import ApacheRocketMQ
+
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -54,8 +55,9 @@ pytestmark = pytest.mark.apache_broker
 CLIENT_ID = "127.0.0.1@interop"
 
 
-def _ok(client: BlockingRemotingClient, addr: str, code: int, ext: dict | None = None,
-        body: bytes | None = None) -> RemotingCommand:
+def _ok(
+    client: BlockingRemotingClient, addr: str, code: int, ext: dict | None = None, body: bytes | None = None
+) -> RemotingCommand:
     resp = client.invoke_sync(addr, RemotingCommand.request(code, ext, body), 15.0)
     assert resp.code == ResponseCode.SUCCESS, (code, resp.code, resp.remark)
     return resp
@@ -82,8 +84,12 @@ def test_config_files_and_bodies_with_apache_broker(tmp_path):
         addr = server.broker_addr
         with BlockingRemotingClient() as client:
             # Apache loaded our files
-            r = _ok(client, addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                    encode_header(QueryConsumerOffsetRequestHeader("ours_g", "OursT", 1)))
+            r = _ok(
+                client,
+                addr,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                encode_header(QueryConsumerOffsetRequestHeader("ours_g", "OursT", 1)),
+            )
             assert r.ext_fields["offset"] == "43"
             r = _ok(client, addr, RequestCode.GET_ALL_TOPIC_CONFIG)
             wrapper = fastjson.loads(r.body, int_keys=False)
@@ -95,31 +101,73 @@ def test_config_files_and_bodies_with_apache_broker(tmp_path):
             assert (g["consumeEnable"], g["retryMaxTimes"]) == (False, 2)
 
             # Apache writes: a topic, a group, offsets; accepts our heartbeat and lock bodies
-            _ok(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(CreateTopicRequestHeader(
-                topic="InteropT", defaultTopic="TBW102", readQueueNums=3, writeQueueNums=5, perm=6,
-                topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)))
-            body = json.dumps(SubscriptionGroupConfig("interop_g", consume_broadcast_enable=False,
-                                                      retry_max_times=3).to_json_dict()).encode()
+            _ok(
+                client,
+                addr,
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                encode_header(
+                    CreateTopicRequestHeader(
+                        topic="InteropT",
+                        defaultTopic="TBW102",
+                        readQueueNums=3,
+                        writeQueueNums=5,
+                        perm=6,
+                        topicFilterType="SINGLE_TAG",
+                        topicSysFlag=0,
+                        order=False,
+                    )
+                ),
+            )
+            body = json.dumps(
+                SubscriptionGroupConfig("interop_g", consume_broadcast_enable=False, retry_max_times=3).to_json_dict()
+            ).encode()
             _ok(client, addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
             for q, off in ((0, 5280), (1, 5312), (2, 7)):
-                _ok(client, addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                    encode_header(UpdateConsumerOffsetRequestHeader("interop_g", "InteropT", q, off)))
+                _ok(
+                    client,
+                    addr,
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    encode_header(UpdateConsumerOffsetRequestHeader("interop_g", "InteropT", q, off)),
+                )
             sql = build_subscription_data("InteropT", MessageSelector.by_sql("a > 5"))
             tag = build_subscription_data("InteropT", "TagA || TagB")
-            hb = HeartbeatData(CLIENT_ID, [ProducerData("interop_pg")], [
-                ConsumerData("interop_sql", ConsumeType.CONSUME_PASSIVELY, MessageModel.CLUSTERING,
-                             ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, [sql]),
-                ConsumerData("interop_tag", ConsumeType.CONSUME_ACTIVELY, MessageModel.BROADCASTING,
-                             ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, [tag])])
+            hb = HeartbeatData(
+                CLIENT_ID,
+                [ProducerData("interop_pg")],
+                [
+                    ConsumerData(
+                        "interop_sql",
+                        ConsumeType.CONSUME_PASSIVELY,
+                        MessageModel.CLUSTERING,
+                        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                        [sql],
+                    ),
+                    ConsumerData(
+                        "interop_tag",
+                        ConsumeType.CONSUME_ACTIVELY,
+                        MessageModel.BROADCASTING,
+                        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                        [tag],
+                    ),
+                ],
+            )
             _ok(client, addr, RequestCode.HEART_BEAT, body=hb.encode())
             r = _ok(client, addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "interop_sql"})
             assert GetConsumerListByGroupResponseBody.decode(r.body).consumer_id_list == [CLIENT_ID]
             mqs = {MessageQueue("InteropT", "broker-a", 0), MessageQueue("InteropT", "broker-a", 1)}
-            r = _ok(client, addr, RequestCode.LOCK_BATCH_MQ,
-                    body=LockBatchRequestBody("interop_sql", CLIENT_ID, mqs).encode())
+            r = _ok(
+                client,
+                addr,
+                RequestCode.LOCK_BATCH_MQ,
+                body=LockBatchRequestBody("interop_sql", CLIENT_ID, mqs).encode(),
+            )
             assert LockBatchResponseBody.decode(r.body).lock_ok_mq_set == mqs
-            r = _ok(client, addr, RequestCode.LOCK_BATCH_MQ,
-                    body=LockBatchRequestBody("interop_sql", "someone@else", mqs).encode())
+            r = _ok(
+                client,
+                addr,
+                RequestCode.LOCK_BATCH_MQ,
+                body=LockBatchRequestBody("interop_sql", "someone@else", mqs).encode(),
+            )
             assert LockBatchResponseBody.decode(r.body).lock_ok_mq_set == set()
     finally:
         server.stop()

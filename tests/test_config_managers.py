@@ -9,6 +9,7 @@ import os
 import threading
 
 import pytest
+
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.config_manager import ConfigLoadError
 from rmq_core.broker.consumer_filter_manager import (
@@ -235,6 +236,7 @@ APACHE_CONSUMER_FILTER = """{
 
 # ------------------------------------------------------------------------------------------- ConfigManager ----
 
+
 def test_persist_keeps_previous_version_as_bak_and_leaves_no_tmp(tmp_path):
     mgr = ConsumerOffsetManager(str(tmp_path / "config"))
     mgr.commit_offset("h", "g", "T", 0, 1)
@@ -271,7 +273,7 @@ def test_persist_from_two_threads_never_leaves_a_torn_file(tmp_path):
         try:
             for _ in range(20):
                 assert mgr.persist()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=writer) for _ in range(2)]
@@ -329,7 +331,7 @@ def test_corrupt_file_recovers_from_bak_and_is_kept_aside(tmp_path):
 def test_corrupt_file_without_bak_raises_naming_the_file(tmp_path):
     mgr = ConsumerOffsetManager(str(tmp_path))
     _write(mgr.config_file_path, "this is not json")
-    with pytest.raises(ConfigLoadError, match="consumerOffset.json"):
+    with pytest.raises(ConfigLoadError, match=r"consumerOffset\.json"):
         mgr.load()
     assert mgr.offset_table == {}
     assert _read(mgr.config_file_path) == "this is not json"  # nothing deleted
@@ -358,7 +360,7 @@ def test_failed_decode_leaves_state_untouched(tmp_path):
     with pytest.raises(ValueError):
         mgr.decode('{"offsetTable":{"T@g":{0:"five"}}}')
     with pytest.raises(ValueError):
-        mgr.decode('[1,2]')
+        mgr.decode("[1,2]")
     assert mgr.offset_table == {"T@g": {0: 5}}
 
 
@@ -372,6 +374,7 @@ def test_persist_failure_is_reported_and_keeps_state(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ ConsumerOffsetManager ----
+
 
 def test_offsets_commit_query_and_groups(tmp_path):
     mgr = ConsumerOffsetManager(str(tmp_path))
@@ -401,8 +404,10 @@ def test_offsets_written_as_rocketmq_49_writes_them(tmp_path):
     mgr.persist()
     text = _read(mgr.config_file_path)
     # fastjson PrettyFormat, byte for byte: tabs, and no line breaks inside an Integer-keyed map
-    assert text == ('{\n\t"offsetTable":{\n\t\t"TopicTest@group_a":{0:5280,1:5312\n\t\t},'
-                    '\n\t\t"%RETRY%group_a@group_a":{0:3\n\t\t}\n\t}\n}')
+    assert text == (
+        '{\n\t"offsetTable":{\n\t\t"TopicTest@group_a":{0:5280,1:5312\n\t\t},'
+        '\n\t\t"%RETRY%group_a@group_a":{0:3\n\t\t}\n\t}\n}'
+    )
     assert mgr.encode(False) == '{"offsetTable":{"TopicTest@group_a":{0:5280,1:5312},"%RETRY%group_a@group_a":{0:3}}}'
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)  # not standard JSON: the queue ids are bare integers, as in RocketMQ
@@ -445,6 +450,7 @@ def test_offsets_standard_json_quoted_keys_are_accepted(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- TopicConfigManager ----
+
 
 def test_system_topics_as_apache_creates_them(tmp_path):
     mgr = TopicConfigManager(_bc(broker_cluster_name="C1", default_topic_queue_nums=8), str(tmp_path))
@@ -549,8 +555,15 @@ def test_topics_round_trip_and_serialize_wrapper(tmp_path):
     assert set(wrapper) == {"topicConfigTable", "dataVersion"}
     assert set(wrapper["dataVersion"]) == {"timestamp", "counter"}
     assert wrapper["topicConfigTable"]["T1"] == {
-        "attributes": {"+message.type": "NORMAL"}, "order": False, "perm": 4, "readQueueNums": 3,
-        "topicFilterType": "SINGLE_TAG", "topicName": "T1", "topicSysFlag": 2, "writeQueueNums": 5}
+        "attributes": {"+message.type": "NORMAL"},
+        "order": False,
+        "perm": 4,
+        "readQueueNums": 3,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": "T1",
+        "topicSysFlag": 2,
+        "writeQueueNums": 5,
+    }
     text = _read(mgr.config_file_path)
     assert json.loads(text) == wrapper  # topics.json is standard JSON (string keys only)
     again = TopicConfigManager(_bc(), str(tmp_path))
@@ -587,18 +600,26 @@ def test_load_apache_5_topics_file_keeps_attributes(tmp_path):
 def test_topics_file_with_wrong_types_is_corrupt(tmp_path):
     mgr = TopicConfigManager(_bc(), str(tmp_path))
     _write(mgr.config_file_path, '{"topicConfigTable":{"T":{"topicName":"T","readQueueNums":"many"}}}')
-    with pytest.raises(ConfigLoadError, match="topics.json"):
+    with pytest.raises(ConfigLoadError, match=r"topics\.json"):
         mgr.load()
     assert "T" not in mgr.topic_config_table
 
 
 # ------------------------------------------------------------------------------- SubscriptionGroupManager ----
 
+
 def test_system_groups_present(tmp_path):
     mgr = SubscriptionGroupManager(_bc(), str(tmp_path))
-    assert set(SYSTEM_GROUPS) == {"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER",
-                                  "CID_RMQ_SYS_TRANS"}
+    assert set(SYSTEM_GROUPS) == {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PULL",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_RMQ_SYS_TRANS",
+    }
     assert set(SYSTEM_GROUPS) <= set(mgr.subscription_group_table)
 
 
@@ -629,8 +650,9 @@ def test_group_no_auto_create(tmp_path):
 
 def test_groups_round_trip(tmp_path):
     mgr = SubscriptionGroupManager(_bc(), str(tmp_path))
-    mgr.update_subscription_group_config(SubscriptionGroupConfig("g", consume_enable=False, retry_queue_nums=3,
-                                                                 consume_message_orderly=True))
+    mgr.update_subscription_group_config(
+        SubscriptionGroupConfig("g", consume_enable=False, retry_queue_nums=3, consume_message_orderly=True)
+    )
     mgr.disable_consume("TOOLS_CONSUMER")
     mgr.persist()
     doc = json.loads(_read(mgr.config_file_path))
@@ -650,13 +672,16 @@ def test_load_apache_49_subscription_group_file(tmp_path):
     assert (slow.consume_enable, slow.consume_broadcast_enable, slow.consume_message_orderly) == (False, False, True)
     assert (slow.retry_max_times, slow.retry_queue_nums, slow.notify_consumer_ids_changed_enable) == (3, 2, False)
     assert mgr.subscription_group_table["please_rename_unique_group_name_4"] == SubscriptionGroupConfig(
-        "please_rename_unique_group_name_4")
+        "please_rename_unique_group_name_4"
+    )
     assert "TOOLS_CONSUMER" in mgr.subscription_group_table
     assert mgr.data_version.counter == 2
     # written back in the same layout
     mgr.persist()
-    assert json.loads(_read(mgr.config_file_path))["subscriptionGroupTable"]["slow_group"] == json.loads(
-        APACHE_49_SUBSCRIPTION_GROUP)["subscriptionGroupTable"]["slow_group"]
+    assert (
+        json.loads(_read(mgr.config_file_path))["subscriptionGroupTable"]["slow_group"]
+        == json.loads(APACHE_49_SUBSCRIPTION_GROUP)["subscriptionGroupTable"]["slow_group"]
+    )
 
 
 def test_load_apache_5_subscription_group_file(tmp_path):
@@ -668,6 +693,7 @@ def test_load_apache_5_subscription_group_file(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- ConsumerFilterManager ----
+
 
 def test_filter_register_versions(tmp_path):
     mgr = ConsumerFilterManager(str(tmp_path))

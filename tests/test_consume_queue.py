@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import struct
 
+import spec_parser as sp
 from helpers import CLOCK_START, CQ_UNITS, Clock, cq_dir, put_ok
 
-import spec_parser as sp
 from rmq_core.message import Message
 
 TOPIC = "CQTopic"
@@ -74,7 +74,7 @@ def test_offset_in_queue_by_time(backend):
 def test_offset_in_queue_by_time_across_cq_files(backend):
     clock = Clock(step=3)
     store = backend.open(clock=clock)
-    for i in range(CQ_UNITS * 2 + 50):
+    for _i in range(CQ_UNITS * 2 + 50):
         put_ok(store, Message(TOPIC, b"x"), 0)
     for target in (0, 99, 100, 101, 199, 200, 249):
         assert store.get_offset_in_queue_by_time(TOPIC, 0, CLOCK_START + 3 * target) == target
@@ -85,7 +85,7 @@ def test_earliest_message_time(backend):
     store = backend.open(clock=Clock(start=CLOCK_START + 5, step=100))
     assert store.get_earliest_message_time(TOPIC, 0) == -1
     put_ok(store, Message("Other", b"o"), 0)  # store ts CLOCK_START+5
-    for i in range(3):
+    for _i in range(3):
         put_ok(store, Message(TOPIC, b"x"), 0)  # +105, +205, +305
     assert store.get_earliest_message_time(TOPIC, 0) == CLOCK_START + 105
     assert store.get_earliest_message_time("Other", 0) == CLOCK_START + 5
@@ -147,7 +147,7 @@ def test_scan_consume_queue_skips_missing_files(backend):
 
 def test_consume_queue_units_raw(backend):
     store = backend.open()
-    for i in range(120):
+    for _i in range(120):
         put_ok(store, Message(TOPIC, b"u", tags="T"), 4)
     store.flush()
     engine = store._engine

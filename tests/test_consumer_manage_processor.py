@@ -27,8 +27,10 @@ TOPIC = "CmpTopic"
 
 def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
     """Run ``fn`` on the broker's event loop (where its managers live) and return its result."""
+
     async def run() -> Any:
         return fn()
+
     return asyncio.run_coroutine_threadsafe(run(), broker.controller.loop).result(5)
 
 
@@ -37,8 +39,9 @@ def put(broker: Broker, n: int, queue_id: int = 0, size: int = 16) -> list[Any]:
     return on_loop(broker, lambda: [store.put_message(Message(TOPIC, b"m" * size), queue_id) for _ in range(n)])
 
 
-def query(client: BlockingRemotingClient, broker: Broker, queue_id: int = 0, group: str = GROUP,
-          **extra: Any) -> RemotingCommand:
+def query(
+    client: BlockingRemotingClient, broker: Broker, queue_id: int = 0, group: str = GROUP, **extra: Any
+) -> RemotingCommand:
     ext = {"consumerGroup": group, "topic": TOPIC, "queueId": queue_id, **extra}
     return client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext))
 
@@ -49,8 +52,9 @@ def update_oneway(client: BlockingRemotingClient, broker: Broker, offset: int, q
 
 
 def heartbeat(client: BlockingRemotingClient, broker: Broker, client_id: str) -> RemotingCommand:
-    hb = HeartbeatData(client_id, consumer_data_set=[
-        ConsumerData(GROUP, subscription_data_set=[build_subscription_data(TOPIC, "*")])])
+    hb = HeartbeatData(
+        client_id, consumer_data_set=[ConsumerData(GROUP, subscription_data_set=[build_subscription_data(TOPIC, "*")])]
+    )
     return client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=hb.encode()))
 
 
@@ -86,8 +90,11 @@ def test_query_set_zero_if_not_found_false_is_not_found(broker, client):
 
 def test_query_with_cold_first_message_is_not_found(tmp_path, client):
     cfg = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "store"))
-    small = StoreConfig(access_message_in_memory_max_ratio=0, mapped_file_size_commit_log=1 << 20,
-                        mapped_file_size_consume_queue=20 * 1000)
+    small = StoreConfig(
+        access_message_in_memory_max_ratio=0,
+        mapped_file_size_commit_log=1 << 20,
+        mapped_file_size_consume_queue=20 * 1000,
+    )
     with Broker(cfg, small) as b:
         r = query(client, b)
         assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"  # no unit 0: not on disk

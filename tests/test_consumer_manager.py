@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.broker.client.consumer_manager import (
     ConsumerGroupEvent,
@@ -20,7 +21,11 @@ from rmq_core.filter.subscription_data import SubscriptionData, build_subscripti
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from rmq_core.remoting.transport import Connection
 
-PUSH, CLUSTERING, LAST = ConsumeType.CONSUME_PASSIVELY, MessageModel.CLUSTERING, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+PUSH, CLUSTERING, LAST = (
+    ConsumeType.CONSUME_PASSIVELY,
+    MessageModel.CLUSTERING,
+    ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+)
 
 
 class Net:
@@ -115,6 +120,7 @@ def info(conn: Connection, client_id: str, ts: int = 1_000) -> ClientChannelInfo
 
 # ------------------------------------------------------------------------------------------- ConsumerManager ----
 
+
 def test_first_registration_emits_change_then_register(net):
     (c1,) = net.connect(1)
     ev = Events()
@@ -192,8 +198,9 @@ def test_heartbeat_updates_consume_type_and_model(net):
     (c1,) = net.connect(1)
     mgr = ConsumerManager()
     mgr.register_consumer("g", info(c1, "cid-1"), PUSH, CLUSTERING, LAST, [sub("T")], True)
-    mgr.register_consumer("g", info(c1, "cid-1"), "CONSUME_ACTIVELY", "BROADCASTING", "CONSUME_FROM_FIRST_OFFSET",
-                          [sub("T")], True)
+    mgr.register_consumer(
+        "g", info(c1, "cid-1"), "CONSUME_ACTIVELY", "BROADCASTING", "CONSUME_FROM_FIRST_OFFSET", [sub("T")], True
+    )
     g = mgr.get_consumer_group_info("g")
     assert g.consume_type is ConsumeType.CONSUME_ACTIVELY
     assert g.message_model is MessageModel.BROADCASTING
@@ -298,6 +305,7 @@ def test_listener_failure_does_not_corrupt_the_table(net):
 
 
 # ------------------------------------------------------------------------------------------- ProducerManager ----
+
 
 def test_producer_register_find_unregister(net):
     c1, c2 = net.connect(2)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import zlib
 
 import pytest
+from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_until
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_offset_msg_id
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
-from send_helpers import SMALL_FILES, invoke, max_offset, on_loop, send_back_request, send_request, stored, wait_until
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
@@ -42,8 +42,9 @@ def _send(client, broker, topic="OrigTopic", body=b"payload", **kw) -> int:
 def test_retry_through_the_delay_levels_with_reconsume_times_growing(broker, client):
     phy = _send(client, broker)
     [orig] = stored(broker, "OrigTopic")
-    resp = invoke(client, broker, send_back_request(phy, "G1", delay_level=1, origin_msg_id="UNIQ0001",
-                                                    origin_topic="OrigTopic"))
+    resp = invoke(
+        client, broker, send_back_request(phy, "G1", delay_level=1, origin_msg_id="UNIQ0001", origin_topic="OrigTopic")
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.remark is None
     [sched] = stored(broker, SCHEDULE, 0)  # level 1 → queue 0
@@ -54,7 +55,12 @@ def test_retry_through_the_delay_levels_with_reconsume_times_growing(broker, cli
 
     [r1] = wait_until(lambda: stored(broker, "%RETRY%G1"))
     assert (r1.body, r1.flag, r1.born_timestamp, r1.born_host, r1.reconsume_times) == (
-        b"payload", 9, 4242, orig.born_host, 1)
+        b"payload",
+        9,
+        4242,
+        orig.born_host,
+        1,
+    )
     assert r1.properties["RETRY_TOPIC"] == "OrigTopic"
     assert r1.properties["ORIGIN_MESSAGE_ID"] == orig.msg_id  # the original's offset msg id
     assert r1.properties["UNIQ_KEY"] == "UNIQ0001"
@@ -88,8 +94,7 @@ def test_dlq_after_max_reconsume_times(broker, client):
     assert resp.code == ResponseCode.SUCCESS
     [sched] = stored(broker, SCHEDULE, 0)
     # reconsume_times of the scheduled copy is 1 ≥ max 1 → straight to the DLQ, no delay
-    resp = invoke(client, broker, send_back_request(sched.commitlog_offset, "G2", delay_level=1,
-                                                    max_reconsume_times=1))
+    resp = invoke(client, broker, send_back_request(sched.commitlog_offset, "G2", delay_level=1, max_reconsume_times=1))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     [d] = stored(broker, "%DLQ%G2")
     assert (d.body, d.reconsume_times, d.queue_id) == (b"payload", 2, 0)
@@ -112,8 +117,12 @@ def test_header_max_reconsume_times_ignored_before_v3_4_9(broker, client):
 
 
 def test_group_retry_max_times_applies_without_header(broker, client):
-    on_loop(broker, lambda: broker.controller.subscription_group_manager.update_subscription_group_config(
-        SubscriptionGroupConfig("G4", retry_max_times=0)))
+    on_loop(
+        broker,
+        lambda: broker.controller.subscription_group_manager.update_subscription_group_config(
+            SubscriptionGroupConfig("G4", retry_max_times=0)
+        ),
+    )
     phy = _send(client, broker)
     assert invoke(client, broker, send_back_request(phy, "G4", delay_level=1)).code == ResponseCode.SUCCESS
     assert len(stored(broker, "%DLQ%G4")) == 1
@@ -129,7 +138,7 @@ def test_negative_delay_level_goes_to_dlq(broker, client):
     assert max_offset(broker, SCHEDULE, 0) == 0
 
 
-@pytest.mark.parametrize("offset", [10 ** 12, 5, -1])
+@pytest.mark.parametrize("offset", [10**12, 5, -1])
 def test_bad_offset(broker, client, offset):
     _send(client, broker)
     resp = invoke(client, broker, send_back_request(offset, "G6", delay_level=1))
@@ -148,8 +157,12 @@ def test_unknown_group_when_auto_create_is_off(tmp_path, client):
 
 
 def test_retry_queue_nums_zero_succeeds_doing_nothing(broker, client):
-    on_loop(broker, lambda: broker.controller.subscription_group_manager.update_subscription_group_config(
-        SubscriptionGroupConfig("G7", retry_queue_nums=0)))
+    on_loop(
+        broker,
+        lambda: broker.controller.subscription_group_manager.update_subscription_group_config(
+            SubscriptionGroupConfig("G7", retry_queue_nums=0)
+        ),
+    )
     phy = _send(client, broker)
     resp = invoke(client, broker, send_back_request(phy, "G7", delay_level=-1))
     assert resp.code == ResponseCode.SUCCESS

@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 import pytest
+import spec_parser as sp
 from helpers import CL_SIZE, cq_dir, drain_queue, put_ok, small_config, subprocess_env
 
-import spec_parser as sp
 from rmq_core.message import Message, decode_messages
 
 pytestmark = pytest.mark.slow
@@ -101,7 +101,13 @@ def verify(store, acks, scale: int) -> None:
     for i, qid, qoff, clo, size in acks:
         m = store.look_message_by_offset(clo)
         assert m is not None, f"acknowledged message {i} at {clo} lost"
-        assert (m.topic, m.queue_id, m.queue_offset, m.body, m.store_size) == (TOPIC, qid, qoff, body_of(i, scale), size)
+        assert (m.topic, m.queue_id, m.queue_offset, m.body, m.store_size) == (
+            TOPIC,
+            qid,
+            qoff,
+            body_of(i, scale),
+            size,
+        )
         assert m.keys == f"k{i}" and m.tags == f"t{i % 3}"
         by_queue[qid].append((qoff, clo, i))
     for q, expected in by_queue.items():

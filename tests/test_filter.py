@@ -6,8 +6,8 @@ Java's String.hashCode (UTF-16 code units, int32 wrap).
 from __future__ import annotations
 
 import pytest
-
 import spec_parser as sp
+
 from rmq_core import _backend
 from rmq_core.filter import ExpressionType, MessageSelector, SubscriptionData, build_subscription_data
 from rmq_core.message import tags_hash

@@ -10,10 +10,20 @@ import struct
 import zlib
 
 import pytest
-from helpers import CL_SIZE, CLOCK_START, CQ_SIZE, STORE_HOST, UniqIds, cl_dir, cq_dir, cq_file_bytes, put_ok
-from helpers import small_config
-
 import spec_parser as sp
+from helpers import (
+    CL_SIZE,
+    CLOCK_START,
+    CQ_SIZE,
+    STORE_HOST,
+    UniqIds,
+    cl_dir,
+    cq_dir,
+    cq_file_bytes,
+    put_ok,
+    small_config,
+)
+
 from rmq_core.errors import CorruptRecordError
 from rmq_core.message import COMPRESSED_FLAG, Message, decode_messages
 
@@ -60,9 +70,7 @@ def test_record_bytes_field_by_field(backend):
     store = backend.open()
     msg = Message(TOPIC, b"Hello RocketMQ", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}, flag=7)
     r = put_ok(store, msg, 3, born_host=BORN_HOST, born_timestamp=BORN_TS, reconsume_times=2)
-    expected_props = (
-        b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02color\x01red\x02UNIQ_KEY\x01" + _first_uniq().encode() + b"\x02"
-    )
+    expected_props = b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02color\x01red\x02UNIQ_KEY\x01" + _first_uniq().encode() + b"\x02"
     expected_len = 91 + len(b"Hello RocketMQ") + len(TOPIC) + len(expected_props)
     assert (r.commitlog_offset, r.queue_offset, r.wrote_bytes) == (0, 0, expected_len)
     assert r.msg_id == sp.offset_msg_id(STORE_HOST, 0)
@@ -223,7 +231,7 @@ def test_store_writes_ipv6_store_host(backend):
     store = backend.open(config=small_config(store_host=("2001:db8::2", 10911)))
     r = put_ok(store, Message(TOPIC, b"b"), 0)
     store.flush()
-    (off, rec), = sp.read_commitlog(store.root_dir)[0]  # fmt: skip
+    (_off, rec), = sp.read_commitlog(store.root_dir)[0]  # fmt: skip
     assert rec.sys_flag & 0x20 and not rec.sys_flag & 0x10
     assert rec.store_host == ("2001:db8::2", 10911)
     assert r.msg_id == sp.offset_msg_id(("2001:db8::2", 10911), 0)
@@ -236,7 +244,7 @@ def test_compressed_body_stored_as_is(backend):
     store = backend.open()
     put_ok(store, Message(TOPIC, stored), 0, sys_flag=COMPRESSED_FLAG)
     store.flush()
-    (off, rec), = sp.read_commitlog(store.root_dir)[0]  # fmt: skip
+    (_off, rec), = sp.read_commitlog(store.root_dir)[0]  # fmt: skip
     assert rec.sys_flag == COMPRESSED_FLAG
     assert rec.body == stored and rec.body_crc == sp.masked_crc32(stored)
     assert backend.impl.decode_messages(rec.raw)[0].body == stored  # the engine returns the stored body
@@ -247,9 +255,9 @@ def test_compressed_body_stored_as_is(backend):
 def test_file_names_and_sizes(backend):
     store = backend.open()
     body = b"z" * 10_000
-    for i in range(14):  # > 2 CommitLog files of 64 KiB
+    for _i in range(14):  # > 2 CommitLog files of 64 KiB
         put_ok(store, Message(TOPIC, body), 0)
-    for i in range(230):  # 3 ConsumeQueue files of 100 units
+    for _i in range(230):  # 3 ConsumeQueue files of 100 units
         put_ok(store, Message("small", b"s"), 5)
     store.flush()
     root = store.root_dir

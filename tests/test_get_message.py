@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 import pytest
+import spec_parser as sp
 from helpers import CL_SIZE, cq_dir, put_ok, read_raw, small_config
 
-import spec_parser as sp
 from rmq_core.filter import MessageSelector
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus as S
@@ -55,7 +55,9 @@ def test_found_body_is_the_records_byte_for_byte(backend):
     check(g, S.FOUND, 10, 0, 10, 10)
     assert g.body == raw_of(store, rs)
     assert g.buffer_total_size == len(g.body) == sum(r.wrote_bytes for r in rs)
-    assert [r.raw for r in sp.parse_records(g.body)] == [read_raw(store.root_dir, r.commitlog_offset, r.wrote_bytes) for r in rs]
+    assert [r.raw for r in sp.parse_records(g.body)] == [
+        read_raw(store.root_dir, r.commitlog_offset, r.wrote_bytes) for r in rs
+    ]
     assert [m.body for m in g.decode()] == [f"msg-{i}".encode() for i in range(10)]
     g = store.get_message("g", T, 0, 3, 4)
     check(g, S.FOUND, 7, 0, 10, 4)
@@ -252,7 +254,9 @@ def test_batch_full_by_bytes_in_memory(backend, limit, expected):
 
 
 def test_batch_full_by_count_in_memory_config(backend):
-    store = backend.open(config=small_config(max_transfer_count_on_message_in_memory=5, max_transfer_count_on_message_in_disk=1))
+    store = backend.open(
+        config=small_config(max_transfer_count_on_message_in_memory=5, max_transfer_count_on_message_in_disk=1)
+    )
     fill(store, 12)
     check(store.get_message("g", T, 0, 0, 32), S.FOUND, 5, 0, 12, 5)
 
@@ -302,7 +306,9 @@ def test_batch_full_on_disk_configured_limits(backend):
 def test_in_disk_is_decided_per_unit(backend):
     # 20 records of 1000 bytes; memory = 25,000 * 40 / 100 = 10,000: units 0..9 are on disk, 10..19 in memory
     cfg = small_config(
-        total_physical_memory=25_000, max_transfer_count_on_message_in_disk=3, max_transfer_count_on_message_in_memory=32
+        total_physical_memory=25_000,
+        max_transfer_count_on_message_in_disk=3,
+        max_transfer_count_on_message_in_memory=32,
     )
     store = backend.open(config=cfg)
     rs = fill(store, 20, body=lambda i: sized(1000))
@@ -403,7 +409,9 @@ def test_property_filter_hook(backend):
     g = store.get_message("g", T, 0, 0, 32, None, property_filter=lambda p: seen.append(p) or False)
     check(g, S.NO_MATCHED_MESSAGE, 20, 0, 20, 0)  # misses are skipped and counted
     assert len(seen) == 20
-    g = store.get_message("g", T, 0, 0, 32, MessageSelector.by_sql("n > 15"), property_filter=lambda p: int(p["n"]) > 15)
+    g = store.get_message(
+        "g", T, 0, 0, 32, MessageSelector.by_sql("n > 15"), property_filter=lambda p: int(p["n"]) > 15
+    )
     check(g, S.FOUND, 20, 0, 20, 4)
     assert g.body == raw_of(store, rs[16:])
     g = store.get_message("g", T, 0, 0, 32, MessageSelector.by_sql("n > 15"))  # SQL92 evaluated on properties

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import tags_hash
 from rmq_core.remoting.body.heartbeat import (
@@ -81,8 +82,15 @@ def test_negative_hash_codes_survive():
     tag = "negative-hash-tag-zzzzzzzzzz"
     code = tags_hash(tag)
     assert code < 0
-    d = {"topic": "T", "subString": tag, "tagsSet": [tag], "codeSet": [code], "subVersion": 1,
-         "expressionType": "TAG", "classFilterMode": False}
+    d = {
+        "topic": "T",
+        "subString": tag,
+        "tagsSet": [tag],
+        "codeSet": [code],
+        "subVersion": 1,
+        "expressionType": "TAG",
+        "classFilterMode": False,
+    }
     s = SubscriptionData.from_json_dict(d)
     assert s.code_set == {code}
     assert s.to_json_dict() == d
@@ -91,8 +99,19 @@ def test_negative_hash_codes_survive():
 
 
 def test_pull_consumer_and_enum_ordinals():
-    body = {"clientID": "c", "consumerDataSet": [{"groupName": "g", "consumeType": 0, "messageModel": 0,
-                                                  "consumeFromWhere": 5, "subscriptionDataSet": [], "unitMode": True}]}
+    body = {
+        "clientID": "c",
+        "consumerDataSet": [
+            {
+                "groupName": "g",
+                "consumeType": 0,
+                "messageModel": 0,
+                "consumeFromWhere": 5,
+                "subscriptionDataSet": [],
+                "unitMode": True,
+            }
+        ],
+    }
     (cd,) = HeartbeatData.decode(json.dumps(body)).consumer_data_set
     assert cd.consume_type is ConsumeType.CONSUME_ACTIVELY
     assert cd.message_model is MessageModel.BROADCASTING
@@ -103,8 +122,9 @@ def test_pull_consumer_and_enum_ordinals():
 def test_tolerates_missing_optional_parts():
     hb = HeartbeatData.decode(b'{"clientID":"c"}')
     assert hb.producer_data_set == [] and hb.consumer_data_set == []
-    sub = SubscriptionData.from_json_dict({"topic": "T", "subString": "*", "tagsSet": None, "codeSet": None,
-                                           "expressionType": None})
+    sub = SubscriptionData.from_json_dict(
+        {"topic": "T", "subString": "*", "tagsSet": None, "codeSet": None, "expressionType": None}
+    )
     assert sub.expression_type == "TAG" and sub.tags_set == set() and sub.code_set == set()
     hb = HeartbeatData.decode('{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":null}]}')
     assert hb.consumer_data_set[0].subscription_data_set == []
@@ -114,9 +134,20 @@ def test_tolerates_missing_optional_parts():
 def test_round_trip():
     s = build_subscription_data("T", "A || B")
     s.sub_version = 42
-    hb = HeartbeatData("1.2.3.4@x", [ProducerData("pg")],
-                       [ConsumerData("g", ConsumeType.CONSUME_PASSIVELY, MessageModel.CLUSTERING,
-                                     ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, [s], False)])
+    hb = HeartbeatData(
+        "1.2.3.4@x",
+        [ProducerData("pg")],
+        [
+            ConsumerData(
+                "g",
+                ConsumeType.CONSUME_PASSIVELY,
+                MessageModel.CLUSTERING,
+                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                [s],
+                False,
+            )
+        ],
+    )
     raw = hb.encode()
     d = json.loads(raw)
     assert list(d) == ["clientID", "consumerDataSet", "producerDataSet"]  # fastjson's order; no 5.x fields unset
@@ -127,22 +158,29 @@ def test_round_trip():
     assert HeartbeatData.decode(hb5.encode()) == hb5
 
 
-@pytest.mark.parametrize("bad, match", [
-    (b"\xff\xfe", "not JSON"),
-    (b"{not json", "not JSON"),
-    (b"[]", "JSON object"),
-    (b'{"producerDataSet":[]}', "clientID"),
-    (b'{"clientID":"c","consumerDataSet":{}}', "consumerDataSet must be an array"),
-    (b'{"clientID":"c","consumerDataSet":[{"consumeType":"CONSUME_PASSIVELY"}]}', "groupName"),
-    (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","messageModel":"SOMETIMES"}]}', "messageModel"),
-    (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","consumeType":9}]}', "consumeType"),
-    (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"subString":"*"}]}]}', "topic"),
-    (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","codeSet":["x"]}]}]}',
-     "invalid literal"),
-    (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","codeSet":[null]}]}]}',
-     "malformed"),
-    (b'{"clientID":"c","producerDataSet":[{"name":"x"}]}', "groupName"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b"{not json", "not JSON"),
+        (b"[]", "JSON object"),
+        (b'{"producerDataSet":[]}', "clientID"),
+        (b'{"clientID":"c","consumerDataSet":{}}', "consumerDataSet must be an array"),
+        (b'{"clientID":"c","consumerDataSet":[{"consumeType":"CONSUME_PASSIVELY"}]}', "groupName"),
+        (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","messageModel":"SOMETIMES"}]}', "messageModel"),
+        (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","consumeType":9}]}', "consumeType"),
+        (b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"subString":"*"}]}]}', "topic"),
+        (
+            b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","codeSet":["x"]}]}]}',
+            "invalid literal",
+        ),
+        (
+            b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","codeSet":[null]}]}]}',
+            "malformed",
+        ),
+        (b'{"clientID":"c","producerDataSet":[{"name":"x"}]}', "groupName"),
+    ],
+)
 def test_malformed_heartbeat_raises_value_error(bad, match):
     with pytest.raises(ValueError, match=match):
         HeartbeatData.decode(bad)
@@ -152,7 +190,9 @@ def test_consumer_list_body():
     body = GetConsumerListByGroupResponseBody(["c1", "c2"])
     assert json.loads(body.encode()) == {"consumerIdList": ["c1", "c2"]}
     assert GetConsumerListByGroupResponseBody.decode(b'{"consumerIdList":["a@1","b@2"]}').consumer_id_list == [
-        "a@1", "b@2"]
+        "a@1",
+        "b@2",
+    ]
     assert GetConsumerListByGroupResponseBody.decode(b"{}").consumer_id_list == []
     with pytest.raises(ValueError):
         GetConsumerListByGroupResponseBody.decode(b'{"consumerIdList":"c1"}')

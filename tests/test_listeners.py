@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
+import spec_parser as sp
 from helpers import put_ok, small_config
 
-import spec_parser as sp
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus, PutMessageStatus
 

@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rmq_core.message import Message
 from rmq_core.message_encoding import (
     BATCH_BLOCK_OVERHEAD,
@@ -29,15 +30,23 @@ def test_properties_to_string_layout_in_dict_order():
 
 
 def test_properties_to_string_skips_none_and_handles_empty():
-    assert properties_to_string({"A": None, "B": "1"}) == "B\x01" "1\x02"
+    assert properties_to_string({"A": None, "B": "1"}) == "B\x011\x02"
     assert properties_to_string({}) == ""
     assert properties_to_string(None) == ""
     assert properties_to_string({"A": None}, trailing_separator=False) == ""
 
 
-@pytest.mark.parametrize("bad", [
-    {"": "v"}, {"a\x01b": "v"}, {"a\x02b": "v"}, {"k": ""}, {"k": "x\x02y"}, {"k": 5},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"": "v"},
+        {"a\x01b": "v"},
+        {"a\x02b": "v"},
+        {"k": ""},
+        {"k": "x\x02y"},
+        {"k": 5},
+    ],
+)
 def test_properties_to_string_refuses_what_cannot_be_read_back(bad):
     with pytest.raises(ValueError):
         properties_to_string(bad)
@@ -49,17 +58,20 @@ def test_string_to_properties_reads_java_strings_with_and_without_trailing_separ
     assert string_to_properties("") == {} and string_to_properties(None) == {}
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("a\x01", {}),                       # segment shorter than 3 chars
-    ("ab\x01\x02c\x01d", {"c": "d"}),    # separator is the last char: dropped
-    ("\x01ab\x02c\x01d", {"c": "d"}),    # separator first: dropped
-    ("abc\x02c\x01d", {"c": "d"}),       # no separator at all
-    ("k\x01v1\x02k\x01v2", {"k": "v2"}),  # later duplicate wins
-    ("k\x01a\x01b", {"k": "a\x01b"}),    # split at the first \x01 only
-    ("\x02\x02k\x01v\x02\x02", {"k": "v"}),
-    ("k\x01v\x01", {"k": "v\x01"}),
-    ("名字\x01值\x02", {"名字": "值"}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a\x01", {}),  # segment shorter than 3 chars
+        ("ab\x01\x02c\x01d", {"c": "d"}),  # separator is the last char: dropped
+        ("\x01ab\x02c\x01d", {"c": "d"}),  # separator first: dropped
+        ("abc\x02c\x01d", {"c": "d"}),  # no separator at all
+        ("k\x01v1\x02k\x01v2", {"k": "v2"}),  # later duplicate wins
+        ("k\x01a\x01b", {"k": "a\x01b"}),  # split at the first \x01 only
+        ("\x02\x02k\x01v\x02\x02", {"k": "v"}),
+        ("k\x01v\x01", {"k": "v\x01"}),
+        ("名字\x01值\x02", {"名字": "值"}),
+    ],
+)
 def test_string_to_properties_edge_cases_as_java(text, expected):
     assert string_to_properties(text) == expected
 
@@ -76,11 +88,11 @@ def test_property_string_round_trip(props, trailing):
 
 
 def test_append_properties_as_the_4_9_batch_encoder():
-    assert append_properties("A\x01" "1", "CLUSTER\x01c\x02") == "A\x01" "1\x02CLUSTER\x01c\x02"
-    assert append_properties("A\x01" "1\x02", "CLUSTER\x01c") == "A\x01" "1\x02CLUSTER\x01c"
+    assert append_properties("A\x011", "CLUSTER\x01c\x02") == "A\x011\x02CLUSTER\x01c\x02"
+    assert append_properties("A\x011\x02", "CLUSTER\x01c") == "A\x011\x02CLUSTER\x01c"
     assert append_properties("", "CLUSTER\x01c") == "CLUSTER\x01c"
-    assert append_properties("A\x01" "1", "") == "A\x01" "1"
-    merged = string_to_properties(append_properties("A\x01" "1\x02K\x01x", "K\x01y\x02C\x01z"))
+    assert append_properties("A\x011", "") == "A\x011"
+    merged = string_to_properties(append_properties("A\x011\x02K\x01x", "K\x01y\x02C\x01z"))
     assert merged == {"A": "1", "K": "y", "C": "z"}
 
 
@@ -130,7 +142,7 @@ def test_encode_refuses_oversized_properties():
 def test_truncated_batch_is_refused(cut):
     body = encode_batch(_msgs())
     bad = body[:cut]
-    with pytest.raises(BatchDecodeError, match="truncated|runs past|run past"):
+    with pytest.raises(BatchDecodeError, match=r"truncated|runs past|run past"):
         decode_batch(bad)
 
 

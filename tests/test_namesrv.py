@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from rmq_core.broker.broker_outer_api import BrokerOuterAPI
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.topic_config import TopicConfig
@@ -61,21 +62,41 @@ def run(coro):
 
 
 def wrapper(topics: dict[str, tuple[int, int, int]], counter: int = 1, timestamp: int = T0) -> dict[str, Any]:
-    return {"topicConfigTable": {t: TopicConfig(t, r, w, p) for t, (r, w, p) in topics.items()},
-            "dataVersion": {"timestamp": timestamp, "counter": counter}}
+    return {
+        "topicConfigTable": {t: TopicConfig(t, r, w, p) for t, (r, w, p) in topics.items()},
+        "dataVersion": {"timestamp": timestamp, "counter": counter},
+    }
 
 
-async def register(client: RemotingClient, ns: NameServer, name: str, addr: str, broker_id: int,
-                   topics: dict[str, tuple[int, int, int]], counter: int = 1, **kw: Any):
+async def register(
+    client: RemotingClient,
+    ns: NameServer,
+    name: str,
+    addr: str,
+    broker_id: int,
+    topics: dict[str, tuple[int, int, int]],
+    counter: int = 1,
+    **kw: Any,
+):
     results = await BrokerOuterAPI(client).register_broker_all(
-        [ns.address], CLUSTER, addr, name, broker_id, addr.replace("10911", "10912"), wrapper(topics, counter),
-        [], 3.0, **kw)
+        [ns.address],
+        CLUSTER,
+        addr,
+        name,
+        broker_id,
+        addr.replace("10911", "10912"),
+        wrapper(topics, counter),
+        [],
+        3.0,
+        **kw,
+    )
     assert len(results) == 1
     return results[0]
 
 
-async def route(client: RemotingClient, ns: NameServer, topic: str, version: int | None = None,
-                accept_standard: bool | None = None) -> RemotingCommand:
+async def route(
+    client: RemotingClient, ns: NameServer, topic: str, version: int | None = None, accept_standard: bool | None = None
+) -> RemotingCommand:
     ext: dict[str, Any] = {"topic": topic}
     if accept_standard is not None:
         ext["acceptStandardJsonOnly"] = "true" if accept_standard else "false"
@@ -96,9 +117,14 @@ async def eventually(pred: Callable[[], bool], timeout: float = 3.0) -> None:
 def snapshot(ns: NameServer) -> Any:
     def take() -> Any:
         rim = ns.route_info_manager
-        return (copy.deepcopy(rim.topic_queue_table), copy.deepcopy(rim.broker_addr_table),
-                copy.deepcopy(rim.cluster_addr_table), copy.deepcopy(rim.filter_server_table),
-                {a: (li.last_update_timestamp, dict(li.data_version)) for a, li in rim.broker_live_table.items()})
+        return (
+            copy.deepcopy(rim.topic_queue_table),
+            copy.deepcopy(rim.broker_addr_table),
+            copy.deepcopy(rim.cluster_addr_table),
+            copy.deepcopy(rim.filter_server_table),
+            {a: (li.last_update_timestamp, dict(li.data_version)) for a, li in rim.broker_live_table.items()},
+        )
+
     return ns.call(take)
 
 
@@ -130,9 +156,13 @@ def test_masters_and_slave_register_and_routes_hold_every_broker(ns):
             json.loads(resp.body)  # version 409 ≥ 401: standard JSON
             rd = TopicRouteData.decode(resp.body)
             assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in rd.queue_datas] == [
-                ("broker-a", 8, 8, RW), ("broker-b", 4, 2, RW)]
+                ("broker-a", 8, 8, RW),
+                ("broker-b", 4, 2, RW),
+            ]
             assert {bd.broker_name: bd.broker_addrs for bd in rd.broker_datas} == {
-                "broker-a": {0: A, 1: A_SLAVE}, "broker-b": {0: B}}
+                "broker-a": {0: A, 1: A_SLAVE},
+                "broker-b": {0: B},
+            }
             assert all(bd.cluster == CLUSTER for bd in rd.broker_datas)
             assert len(rd.publish_message_queues("T1")) == 8 + 2
 
@@ -161,7 +191,9 @@ def test_route_json_form_follows_client_version(ns):
             assert json.loads(new.body)["brokerDatas"][0]["brokerAddrs"] == {"0": A}
             asked = await route(c, ns, "T", version=399, accept_standard=True)
             assert json.loads(asked.body)["brokerDatas"][0]["brokerAddrs"] == {"0": A}
-            assert TopicRouteData.decode(old.body) == TopicRouteData.decode(new.body) == TopicRouteData.decode(asked.body)
+            assert (
+                TopicRouteData.decode(old.body) == TopicRouteData.decode(new.body) == TopicRouteData.decode(asked.body)
+            )
         finally:
             await cb.close()
             await c.close()
@@ -189,8 +221,9 @@ def test_cluster_info_and_all_topic_list(ns):
         try:
             await register(ca, ns, "broker-a", A, 0, {"T1": (4, 4, RW)})
             await register(cs, ns, "broker-a", A_SLAVE, 1, {"T1": (4, 4, RW)})
-            await BrokerOuterAPI(cb).register_broker_all([ns.address], "OtherCluster", B, "broker-b", 0, "h:1",
-                                                         wrapper({"T2": (1, 1, RW)}), [], 3.0)
+            await BrokerOuterAPI(cb).register_broker_all(
+                [ns.address], "OtherCluster", B, "broker-b", 0, "h:1", wrapper({"T2": (1, 1, RW)}), [], 3.0
+            )
             resp = await c.invoke(ns.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
             assert resp.code == ResponseCode.SUCCESS
             assert b"{0:" in resp.body  # as Java's name server writes it
@@ -286,8 +319,9 @@ def test_register_with_every_name_server_tolerating_a_dead_one(clock):
         try:
             api = BrokerOuterAPI(cb)
             addrs = [ns1.address, dead_address(), ns2.address]
-            results = await api.register_broker_all(addrs, CLUSTER, A, "broker-a", 0, "h:1",
-                                                    wrapper({"T": (2, 2, RW)}), [], 2.0)
+            results = await api.register_broker_all(
+                addrs, CLUSTER, A, "broker-a", 0, "h:1", wrapper({"T": (2, 2, RW)}), [], 2.0
+            )
             assert sorted(r.namesrv_addr for r in results) == sorted([ns1.address, ns2.address])
             assert has_topic(ns1, "T") and has_topic(ns2, "T")
             done = await api.unregister_broker_all(addrs, CLUSTER, A, "broker-a", 0, 2.0)
@@ -314,8 +348,9 @@ def test_broker_expires_120s_after_its_last_registration(ns, clock):
             rd = TopicRouteData.decode((await route(c, ns, "T")).body)
             assert [bd.broker_name for bd in rd.broker_datas] == ["broker-b"]
             assert [q.broker_name for q in rd.queue_datas] == ["broker-b"]
-            info = ClusterInfo.decode((await c.invoke(
-                ns.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))).body)
+            info = ClusterInfo.decode(
+                (await c.invoke(ns.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))).body
+            )
             assert set(info.broker_addr_table) == {"broker-b"} and info.cluster_addr_table == {CLUSTER: {"broker-b"}}
             assert ns.scan_not_active_broker(T0 + 180_001) == 1
             assert (await route(c, ns, "T")).code == ResponseCode.TOPIC_NOT_EXIST
@@ -359,8 +394,9 @@ def test_heartbeat_timeout_sent_by_the_broker_replaces_120s(ns, clock):
             clock.now = T0 + 20_000
             api = BrokerOuterAPI(cb)
             for _ in range(100):  # a round racing the close may fail (logged); the broker's next round succeeds
-                if await api.register_broker_all([ns.address], CLUSTER, A, "broker-a", 0, "h:1",
-                                                 wrapper({"T": (4, 4, RW)}), [], 1.0):
+                if await api.register_broker_all(
+                    [ns.address], CLUSTER, A, "broker-a", 0, "h:1", wrapper({"T": (4, 4, RW)}), [], 1.0
+                ):
                     break
                 await asyncio.sleep(0.01)
             assert has_topic(ns, "T")
@@ -395,8 +431,9 @@ def test_closing_a_brokers_connection_removes_its_routes(ns):
             await register(cb, ns, "broker-b", B, 0, {"Shared": (2, 2, RW)})
 
             await cs.close()  # the slave goes: broker-a keeps its master and its routes
-            await eventually(lambda: ns.call(
-                lambda: ns.route_info_manager.broker_addr_table["broker-a"].broker_addrs) == {0: A})
+            await eventually(
+                lambda: ns.call(lambda: ns.route_info_manager.broker_addr_table["broker-a"].broker_addrs) == {0: A}
+            )
             assert has_topic(ns, "TA")
 
             await ca.close()  # the master goes: broker-a's name, topics and queue data go
@@ -419,9 +456,15 @@ def test_closing_a_brokers_connection_removes_its_routes(ns):
 
 # --- bad registrations -----------------------------------------------------------------------------------------
 def _register_request(body: bytes | None, crc: int | None = None, **overrides: Any) -> RemotingCommand:
-    header = RegisterBrokerRequestHeader(brokerName="broker-x", brokerAddr="10.9.9.9:10911", clusterName=CLUSTER,
-                                         haServerAddr="10.9.9.9:10912", brokerId=0, compressed=False,
-                                         bodyCrc32=(zlib.crc32(body) & 0x7FFFFFFF) if crc is None and body else crc)
+    header = RegisterBrokerRequestHeader(
+        brokerName="broker-x",
+        brokerAddr="10.9.9.9:10911",
+        clusterName=CLUSTER,
+        haServerAddr="10.9.9.9:10912",
+        brokerId=0,
+        compressed=False,
+        bodyCrc32=(zlib.crc32(body) & 0x7FFFFFFF) if crc is None and body else crc,
+    )
     ext = encode_header(header)
     for k, v in overrides.items():
         if v is None:
@@ -434,15 +477,20 @@ def _register_request(body: bytes | None, crc: int | None = None, **overrides: A
 GOOD_BODY = RegisterBrokerBody.from_wrapper(wrapper({"X": (2, 2, RW)})).encode()
 
 
-@pytest.mark.parametrize("request_factory,remark_part", [
-    (lambda: _register_request(b"{not json"), "Failed to decode RegisterBrokerBody"),
-    (lambda: _register_request(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"X":{"perm":"rw"}}}}'),
-     "perm"),
-    (lambda: _register_request(GOOD_BODY, crc=(zlib.crc32(GOOD_BODY) & 0x7FFFFFFF) ^ 1), "crc32 not match"),
-    (lambda: _register_request(GOOD_BODY, brokerName=None), "the custom field <brokerName> is null"),
-    (lambda: _register_request(GOOD_BODY, brokerId="zero"), "brokerId"),
-    (lambda: _register_request(GOOD_BODY, compressed="true"), "Failed to decode RegisterBrokerBody"),
-])
+@pytest.mark.parametrize(
+    "request_factory,remark_part",
+    [
+        (lambda: _register_request(b"{not json"), "Failed to decode RegisterBrokerBody"),
+        (
+            lambda: _register_request(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"X":{"perm":"rw"}}}}'),
+            "perm",
+        ),
+        (lambda: _register_request(GOOD_BODY, crc=(zlib.crc32(GOOD_BODY) & 0x7FFFFFFF) ^ 1), "crc32 not match"),
+        (lambda: _register_request(GOOD_BODY, brokerName=None), "the custom field <brokerName> is null"),
+        (lambda: _register_request(GOOD_BODY, brokerId="zero"), "brokerId"),
+        (lambda: _register_request(GOOD_BODY, compressed="true"), "Failed to decode RegisterBrokerBody"),
+    ],
+)
 def test_bad_registration_answers_error_and_changes_nothing(ns, request_factory, remark_part):
     async def main():
         cb, c = RemotingClient(), RemotingClient()
@@ -483,8 +531,12 @@ def test_missing_header_fields_on_other_requests(ns):
         try:
             resp = await c.invoke(ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {}))
             assert resp.code == ResponseCode.SYSTEM_ERROR and "<topic>" in resp.remark
-            resp = await c.invoke(ns.address, RemotingCommand.request(
-                RequestCode.UNREGISTER_BROKER, {"brokerName": "b", "brokerAddr": "h:1", "clusterName": CLUSTER}))
+            resp = await c.invoke(
+                ns.address,
+                RemotingCommand.request(
+                    RequestCode.UNREGISTER_BROKER, {"brokerName": "b", "brokerAddr": "h:1", "clusterName": CLUSTER}
+                ),
+            )
             assert resp.code == ResponseCode.SYSTEM_ERROR and "<brokerId>" in resp.remark
         finally:
             await c.close()

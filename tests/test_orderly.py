@@ -9,13 +9,19 @@ from typing import Any
 
 from client_helpers_e2e import OrderlyRecorder, cluster, wait_until
 from client_helpers_rebalance import broker_lock_owner, put
+
 from rmq_core.client.consumer.listener import ConsumeFromWhere, ConsumeOrderlyStatus
 from rmq_core.client.consumer.push_consumer import PushConsumer
 from rmq_core.message import MessageQueue
 
 TOPIC = "OrderlyTopic"
-CLIENT = {"rebalance_interval_ms": 1000, "heartbeat_broker_interval": 1000, "persist_consumer_offset_interval": 300,
-          "poll_name_server_interval": 1000, "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET}
+CLIENT = {
+    "rebalance_interval_ms": 1000,
+    "heartbeat_broker_interval": 1000,
+    "persist_consumer_offset_interval": 300,
+    "poll_name_server_interval": 1000,
+    "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+}
 
 
 def orderly_consumer(ns: str, group: str, name: str, listener: Any, **kw: Any) -> PushConsumer:
@@ -35,8 +41,10 @@ def test_per_queue_order_two_consumers_and_broker_locks(tmp_path):
 
     with cluster(tmp_path) as cl:
         cl.create_topic(TOPIC, queues, order=True)
-        cs = [orderly_consumer(cl.namesrv_addr, group, n, rec.listener(n), consume_message_batch_max_size=4)
-              for n in ("o1", "o2")]
+        cs = [
+            orderly_consumer(cl.namesrv_addr, group, n, rec.listener(n), consume_message_batch_max_size=4)
+            for n in ("o1", "o2")
+        ]
         started: list[PushConsumer] = []
         try:
             for c in cs:

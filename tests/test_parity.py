@@ -10,11 +10,11 @@ import os
 import tempfile
 
 import pytest
+import spec_parser as sp
 from helpers import Clock, UniqIds, small_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import spec_parser as sp
 from rmq_core import _backend
 from rmq_core.errors import StoreError
 from rmq_core.message import Message
@@ -39,7 +39,9 @@ put_args = st.tuples(
     st.sampled_from(TAGS),
     st.one_of(st.none(), st.lists(SAFE_TEXT, min_size=1, max_size=3)),
     st.one_of(
-        st.just(b""), st.binary(max_size=64), st.text(max_size=40).map(str.encode),
+        st.just(b""),
+        st.binary(max_size=64),
+        st.text(max_size=40).map(str.encode),
         st.binary(min_size=3000, max_size=9000),
     ),
     st.dictionaries(SAFE_TEXT.filter(lambda k: k not in ("TAGS", "KEYS", "UNIQ_KEY")), SAFE_TEXT, max_size=3),
@@ -50,9 +52,13 @@ ops = st.lists(
         st.tuples(st.just("put"), put_args, st.sampled_from([0, 0x8])),
         st.tuples(st.just("batch"), st.lists(put_args, min_size=1, max_size=5)),
         st.tuples(
-            st.just("get"), st.sampled_from(TOPICS + ["Absent"]), st.integers(0, 4), st.integers(0, 300),
-            st.integers(1, 40), st.sampled_from(FILTERS),
-        ),  # fmt: skip
+            st.just("get"),
+            st.sampled_from(TOPICS + ["Absent"]),
+            st.integers(0, 4),
+            st.integers(0, 300),
+            st.integers(1, 40),
+            st.sampled_from(FILTERS),
+        ),
         st.tuples(st.just("time"), st.sampled_from(TOPICS), st.integers(0, 3), st.integers(-5, 400)),
         st.tuples(st.just("look"), st.integers(0, 10_000)),
         st.tuples(st.just("reopen")),
@@ -97,13 +103,27 @@ class Twin:
         if kind == "get":
             _, topic, qid, off, n, flt = op
             g = s.get_message("g", topic, qid, off, n, flt)
-            return ("get", g.status, g.next_begin_offset, g.min_offset, g.max_offset, g.message_count,
-                    g.buffer_total_size, g.suggest_pulling_from_slave, g.body, g.max_phy_offset_pulling)  # fmt: skip
+            return (
+                "get",
+                g.status,
+                g.next_begin_offset,
+                g.min_offset,
+                g.max_offset,
+                g.message_count,
+                g.buffer_total_size,
+                g.suggest_pulling_from_slave,
+                g.body,
+                g.max_phy_offset_pulling,
+            )
         if kind == "time":
             _, topic, qid, delta = op
-            return ("time", s.get_offset_in_queue_by_time(topic, qid, self.clock.now - 5 * delta),
-                    s.get_earliest_message_time(topic, qid), s.get_min_offset_in_queue(topic, qid),
-                    s.get_max_offset_in_queue(topic, qid))  # fmt: skip
+            return (
+                "time",
+                s.get_offset_in_queue_by_time(topic, qid, self.clock.now - 5 * delta),
+                s.get_earliest_message_time(topic, qid),
+                s.get_min_offset_in_queue(topic, qid),
+                s.get_max_offset_in_queue(topic, qid),
+            )
         if kind == "look":
             if not self.offsets:
                 return ("look", None)
@@ -227,7 +247,10 @@ def test_tags_hash_parity(s):
 
 
 @SETTINGS
-@given(st.binary(max_size=200) | st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"bc", b"\xff", "é".encode()])).map(b"".join))
+@given(
+    st.binary(max_size=200)
+    | st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"bc", b"\xff", "é".encode()])).map(b"".join)
+)
 def test_decode_properties_parity(raw):
     a = _backend.load("rust").decode_properties(raw)
     b = _backend.load("python").decode_properties(raw)
@@ -246,10 +269,13 @@ def test_encode_properties_parity(props):
 @given(
     st.lists(
         st.tuples(
-            st.text(alphabet="abcXYZ_%|-0", min_size=1, max_size=200), st.binary(max_size=100),
-            st.dictionaries(SAFE_TEXT, SAFE_TEXT, max_size=3), st.sampled_from([("1.2.3.4", 5), ("::1", 9)]),
-            st.sampled_from([("10.0.0.1", 10911), ("2001:db8::5", 10911)]), st.integers(0, 2**40),
-        ),  # fmt: skip
+            st.text(alphabet="abcXYZ_%|-0", min_size=1, max_size=200),
+            st.binary(max_size=100),
+            st.dictionaries(SAFE_TEXT, SAFE_TEXT, max_size=3),
+            st.sampled_from([("1.2.3.4", 5), ("::1", 9)]),
+            st.sampled_from([("10.0.0.1", 10911), ("2001:db8::5", 10911)]),
+            st.integers(0, 2**40),
+        ),
         max_size=5,
     )
 )
@@ -257,8 +283,17 @@ def test_decode_messages_parity(records):
     buf = b""
     for topic, body, props, born, store_host, phys in records:
         version = 2 if len(topic.encode()) > 127 else 1
-        buf += sp.build_record(topic=topic, body=body, properties=props, born_host=born, store_host=store_host,
-                               physical_offset=phys, version=version, born_timestamp=phys, store_timestamp=phys + 1)  # fmt: skip
+        buf += sp.build_record(
+            topic=topic,
+            body=body,
+            properties=props,
+            born_host=born,
+            store_host=store_host,
+            physical_offset=phys,
+            version=version,
+            born_timestamp=phys,
+            store_timestamp=phys + 1,
+        )
     a = [m.to_dict() for m in _backend.load("rust").decode_messages(buf)]
     b = [m.to_dict() for m in _backend.load("python").decode_messages(buf)]
     assert a == b

@@ -21,8 +21,17 @@ pytestmark = pytest.mark.slow
 
 
 def run_pipeline(tmp_path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"),
-           "--commit-log-file-mb", "16", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmq_core.cli",
+        "pipeline",
+        "--dir",
+        str(tmp_path / "store"),
+        "--commit-log-file-mb",
+        "16",
+        *args,
+    ]
     return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path))
 
 
@@ -48,8 +57,9 @@ def test_pipeline_without_spark_consumes_every_message_once(tmp_path) -> None:
     assert "[ok] both consumers consumed" in out
     assert "[skipped] Spark queries: --no-spark" in out
     assert "ok: every check agrees" in out
-    split = re.search(r"split +consumer-1=([\d,]+) \(queues \[([\d, ]+)\]\), consumer-2=([\d,]+) \(queues \[([\d, ]+)\]\)",
-                      out)
+    split = re.search(
+        r"split +consumer-1=([\d,]+) \(queues \[([\d, ]+)\]\), consumer-2=([\d,]+) \(queues \[([\d, ]+)\]\)", out
+    )
     assert split, out
     c1, q1, c2, q2 = split.groups()
     assert int(c1.replace(",", "")) + int(c2.replace(",", "")) == 3000
@@ -64,8 +74,18 @@ def test_pipeline_without_spark_consumes_every_message_once(tmp_path) -> None:
 def test_pipeline_without_java_warns_and_skips_spark(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = os.path.dirname(sys.executable)  # this interpreter's bin directory: no java on the PATH
-    cmd = [sys.executable, "-m", "rmq_core.cli", "pipeline", "--dir", str(tmp_path / "store"), "--commit-log-file-mb",
-           "16", "--messages", "1000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmq_core.cli",
+        "pipeline",
+        "--dir",
+        str(tmp_path / "store"),
+        "--commit-log-file-mb",
+        "16",
+        "--messages",
+        "1000",
+    ]
     r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning: skipping the Spark queries: Java is missing" in r.stderr
@@ -91,9 +111,27 @@ def test_pipeline_against_an_existing_cluster(tmp_path) -> None:
     creates its topic on the cluster's master and consumes every message once."""
     conf = tmp_path / "broker.conf"
     conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=60000\n")
-    serve = subprocess.Popen([sys.executable, "-m", "rmq_core.cli", "serve", "--namesrv-port", "0", "--port", "0",
-                              "--dir", str(tmp_path / "cluster"), "--name", "ext-broker", "-c", str(conf)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rmq_core.cli",
+            "serve",
+            "--namesrv-port",
+            "0",
+            "--port",
+            "0",
+            "--dir",
+            str(tmp_path / "cluster"),
+            "--name",
+            "ext-broker",
+            "-c",
+            str(conf),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert serve.stdout is not None
         line = serve.stdout.readline()

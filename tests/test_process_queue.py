@@ -8,8 +8,11 @@ import random
 import pytest
 
 from rmq_core.client.consumer.process_queue import OffsetMap, ProcessQueue
-from rmq_core.client.consumer.store.local_file_offset_store import (LocalFileOffsetStore, decode_offset_table,
-                                                                   encode_offset_table)
+from rmq_core.client.consumer.store.local_file_offset_store import (
+    LocalFileOffsetStore,
+    decode_offset_table,
+    encode_offset_table,
+)
 from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.message import MessageExt, MessageQueue
 
@@ -101,10 +104,14 @@ def test_clean_expired_msg_sends_back_messages_consumed_too_long() -> None:
     now = 100 * 60_000
     pq = ProcessQueue(now_ms=lambda: now)
     started_long_ago = str(now - 16 * 60_000)
-    pq.put_message([msg(0, props={"CONSUME_START_TIME": started_long_ago}),
-                    msg(1, props={"CONSUME_START_TIME": started_long_ago}),
-                    msg(2, props={"CONSUME_START_TIME": str(now - 60_000)}),
-                    msg(3, props={"CONSUME_START_TIME": started_long_ago})])
+    pq.put_message(
+        [
+            msg(0, props={"CONSUME_START_TIME": started_long_ago}),
+            msg(1, props={"CONSUME_START_TIME": started_long_ago}),
+            msg(2, props={"CONSUME_START_TIME": str(now - 60_000)}),
+            msg(3, props={"CONSUME_START_TIME": started_long_ago}),
+        ]
+    )
     failing = _SendBackRecorder(fail=True)
     assert pq.clean_expired_msg(failing, now_ms=now) == 0
     assert pq.msg_count == 4  # nothing lost when the send-back fails
@@ -148,8 +155,10 @@ def test_local_file_offset_store_layout_bak_and_reload(tmp_path) -> None:
     store.persist_all({mq0, mq1})
     path = tmp_path / "127.0.0.1@test" / "G" / "offsets.json"
     text = path.read_text()
-    assert text == ('{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:5,'
-                    '{"brokerName":"broker-a","queueId":1,"topic":"T"}:9}}')
+    assert text == (
+        '{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:5,'
+        '{"brokerName":"broker-a","queueId":1,"topic":"T"}:9}}'
+    )
     store.update_offset(mq0, 7, True)
     store.persist_all({mq0, mq1})
     assert (path.parent / "offsets.json.bak").read_text() == text
@@ -164,13 +173,14 @@ def test_local_file_offset_store_layout_bak_and_reload(tmp_path) -> None:
 
 
 def test_local_file_offset_store_reads_fastjson_pretty_output_and_rejects_garbage(tmp_path) -> None:
-    pretty = ('{\n\t"offsetTable":{{\n\t\t\t"brokerName":"broker-a",\n\t\t\t"queueId":3,\n\t\t\t"topic":"T"\n'
-              '\t\t}:12\n\t}\n}')
+    pretty = (
+        '{\n\t"offsetTable":{{\n\t\t\t"brokerName":"broker-a",\n\t\t\t"queueId":3,\n\t\t\t"topic":"T"\n\t\t}:12\n\t}\n}'
+    )
     assert decode_offset_table(pretty) == {MessageQueue("T", "broker-a", 3): 12}
     assert decode_offset_table(encode_offset_table({})) == {}
     path = tmp_path / "127.0.0.1@test" / "G" / "offsets.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"offsetTable":{"T":1}}')
-    with pytest.raises(ValueError, match="offsets.json"):
+    with pytest.raises(ValueError, match=r"offsets\.json"):
         LocalFileOffsetStore(_Instance(), "G", tmp_path).load()
     assert path.read_text() == '{"offsetTable":{"T":1}}'  # nothing overwritten

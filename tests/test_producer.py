@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from client_helpers_core import SilentServer, cluster, fake_broker_registration, wait_until
+from send_helpers import max_offset, on_loop, stored
+
 from rmq_core.broker import Broker
 from rmq_core.client import MQClientException, Producer, SelectMessageQueueByHash, SendStatus
 from rmq_core.client.exceptions import ClientErrorCode, RemotingTimeoutError, RemotingTooMuchRequestError
 from rmq_core.client.producer.message_queue_selector import java_hash_code
+from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
@@ -26,8 +28,6 @@ from rmq_core.message import (
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.common.topic_config import TopicConfig
-from send_helpers import max_offset, on_loop, stored
 
 
 @pytest.fixture
@@ -70,11 +70,16 @@ def test_sync_send_to_auto_created_topic_stores_everything(one) -> None:  # type
 def test_send_with_selector_orders_by_hash(one) -> None:  # type: ignore[no-untyped-def]
     _ns, broker, p = one
     p.send(Message("OrderTopic", b"prime"))  # topic exists with 4 queues
-    wait_until(lambda: p.topic_publish_info_table.get("OrderTopic") is not None
-               and p.topic_publish_info_table["OrderTopic"].ok())
+    wait_until(
+        lambda: (
+            p.topic_publish_info_table.get("OrderTopic") is not None and p.topic_publish_info_table["OrderTopic"].ok()
+        )
+    )
     selector = SelectMessageQueueByHash()
-    results = {key: [p.send(Message("OrderTopic", f"{key}-{i}".encode()), selector, key) for i in range(5)]
-               for key in ("order-1", "order-2", "user-42")}
+    results = {
+        key: [p.send(Message("OrderTopic", f"{key}-{i}".encode()), selector, key) for i in range(5)]
+        for key in ("order-1", "order-2", "user-42")
+    }
     for key, rs in results.items():
         queue_ids = {r.message_queue.queue_id for r in rs}
         assert queue_ids == {abs(java_hash_code(key)) % 4}, key  # as a Java producer picks it
@@ -175,17 +180,24 @@ def test_retry_on_another_broker_when_one_is_down(tmp_path: Path) -> None:
                 tcm = broker.controller.topic_config_manager
                 on_loop(broker, lambda tcm=tcm: tcm.update_topic_config(TopicConfig("TwoTopic", 4, 4, 6)))
                 broker.controller.register_broker_all()
-            wait_until(lambda: p.instance.run_sync(  # type: ignore[union-attr]
-                p.instance.update_topic_route_info_from_name_server("TwoTopic"), 5)
-                and {mq.broker_name for mq in p.topic_publish_info_table["TwoTopic"].message_queue_list}
-                == {"broker-a", "broker-b"})
+            wait_until(
+                lambda: (
+                    p.instance.run_sync(  # type: ignore[union-attr]
+                        p.instance.update_topic_route_info_from_name_server("TwoTopic"), 5
+                    )
+                    and {mq.broker_name for mq in p.topic_publish_info_table["TwoTopic"].message_queue_list}
+                    == {"broker-a", "broker-b"}
+                )
+            )
             a.shutdown()
             results = [p.send(Message("TwoTopic", f"m{i}".encode())) for i in range(8)]
             assert {r.message_queue.broker_name for r in results} == {"broker-b"}
             assert all(r.send_status == SendStatus.SEND_OK for r in results)
             # the route still lists broker-a: half of the first attempts went there and were retried
             assert {mq.broker_name for mq in p.topic_publish_info_table["TwoTopic"].message_queue_list} == {
-                "broker-a", "broker-b"}
+                "broker-a",
+                "broker-b",
+            }
             assert sum(max_offset(b, "TwoTopic", q) for q in range(4)) == 8
             # without retries a send aimed at the dead broker fails with the connect error code
             p.retry_times_when_send_failed = 0
@@ -224,7 +236,7 @@ def test_bad_messages_are_refused_and_nothing_stored(one) -> None:  # type: igno
 
 
 def test_no_route_and_state_errors(tmp_path: Path) -> None:
-    with cluster(tmp_path, auto_create_topic_enable=False) as (ns, [broker]):
+    with cluster(tmp_path, auto_create_topic_enable=False) as (ns, [_broker]):
         p = Producer("NoRouteProducer", namesrv_addr=ns.address)
         with pytest.raises(MQClientException, match="state not OK"):
             p.send(Message("T", b"x"))
@@ -234,8 +246,9 @@ def test_no_route_and_state_errors(tmp_path: Path) -> None:
                 p.send(Message("NoRouteTopic", b"x"))
             assert ei.value.response_code == ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION
             with pytest.raises(MQClientException, match="has been created before"):
-                Producer("NoRouteProducer", namesrv_addr=ns.address, instance_name=p.client_config.instance_name
-                         ).start()
+                Producer(
+                    "NoRouteProducer", namesrv_addr=ns.address, instance_name=p.client_config.instance_name
+                ).start()
         finally:
             p.shutdown()
         with pytest.raises(MQClientException, match="state not OK"):
@@ -245,8 +258,11 @@ def test_no_route_and_state_errors(tmp_path: Path) -> None:
 
 
 def test_send_timeout_against_a_broker_that_never_answers(tmp_path: Path) -> None:
-    with cluster(tmp_path, 0) as (ns, _), SilentServer() as silent, \
-            fake_broker_registration(ns, "silent-broker", silent.address, ["SilentTopic"]):
+    with (
+        cluster(tmp_path, 0) as (ns, _),
+        SilentServer() as silent,
+        fake_broker_registration(ns, "silent-broker", silent.address, ["SilentTopic"]),
+    ):
         # a short RPC timeout: shutdown's UNREGISTER_CLIENT to the silent broker waits that long too
         p = Producer("TimeoutProducer", namesrv_addr=ns.address, mq_client_api_timeout=300)
         p.start()
@@ -270,7 +286,6 @@ def test_send_timeout_against_a_broker_that_never_answers(tmp_path: Path) -> Non
         assert isinstance(fut, concurrent.futures.Future)
 
 
-
 def _two_broker_topic(p: Producer, brokers: list[Broker], topic: str) -> None:
     """``topic`` with 4 queues on every broker, and ``p``'s route listing all of them."""
     inst = p.instance
@@ -281,8 +296,12 @@ def _two_broker_topic(p: Producer, brokers: list[Broker], topic: str) -> None:
         on_loop(broker, lambda tcm=tcm: tcm.update_topic_config(TopicConfig(topic, 4, 4, 6)))
         broker.controller.register_broker_all()
     names = {b.controller.broker_config.broker_name for b in brokers}
-    wait_until(lambda: inst.run_sync(inst.update_topic_route_info_from_name_server(topic), 5)
-               and {mq.broker_name for mq in p.topic_publish_info_table[topic].message_queue_list} == names)
+    wait_until(
+        lambda: (
+            inst.run_sync(inst.update_topic_route_info_from_name_server(topic), 5)
+            and {mq.broker_name for mq in p.topic_publish_info_table[topic].message_queue_list} == names
+        )
+    )
 
 
 @pytest.mark.parametrize("fault_enable", [True, False], ids=["latency-fault", "round-robin"])
@@ -343,7 +362,15 @@ def test_fault_strategy_pauses_by_latency_and_expires() -> None:
     now = [1_000_000]
     s = MQFaultStrategy(True, now_ms=lambda: now[0])
     assert [s.compute_not_available_duration(ms) for ms in (0, 549, 550, 1000, 2999, 3000, 15000, 30000)] == [
-        0, 0, 30_000, 60_000, 120_000, 180_000, 600_000, 600_000]
+        0,
+        0,
+        30_000,
+        60_000,
+        120_000,
+        180_000,
+        600_000,
+        600_000,
+    ]
     lft = s.latency_fault_tolerance
     s.update_fault_item("broker-a", 700, False)
     s.update_fault_item("broker-b", 20, True)  # isolation: 600 s

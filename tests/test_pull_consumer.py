@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
-
 from client_helpers_e2e import cluster
 from client_helpers_rebalance import put
+
 from rmq_core.client.consumer.pull_consumer import PullConsumer
 from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.exceptions import MQClientException
@@ -65,6 +65,7 @@ def test_sql92_selector(tmp_path):
     with cluster(tmp_path, enable_property_filter=True) as c:
         c.create_topic(TOPIC, queues=1)
         from rmq_core.message import Message
+
         for i in range(4):
             r = c.broker.message_store.put_message(Message(TOPIC, f"s{i}".encode(), properties={"a": str(i)}), 0)
             assert r.ok
@@ -112,7 +113,7 @@ def test_consume_offsets_update_fetch_persist(tmp_path):
     with cluster(tmp_path) as c:
         c.create_topic(TOPIC, queues=2)
         mq = MessageQueue(TOPIC, "broker-0", 1)
-        for i in range(3):
+        for _i in range(3):
             put(c.broker, TOPIC, 1, b"x")
         pc = PullConsumer("pull_cg_off", namesrv_addr=c.namesrv_addr)
         pc.start()

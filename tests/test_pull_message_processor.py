@@ -24,6 +24,7 @@ from pull_helpers import (
     subscription_json,
     update_group,
 )
+
 from rmq_core.broker.stats.broker_stats_manager import ConsumeMessageContext, StatsType
 from rmq_core.common import sys_flag
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
@@ -97,8 +98,9 @@ def test_topic_not_readable_is_no_permission(broker, client):
 def test_queue_id_out_of_range_is_system_error(broker, client, queue_id):
     r = pull(client, broker.address, queue_id=queue_id)
     assert r.code == ResponseCode.SYSTEM_ERROR
-    assert r.remark.startswith(f"queueId[{queue_id}] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] "
-                               "consumer:[/127.0.0.1:")
+    assert r.remark.startswith(
+        f"queueId[{queue_id}] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] consumer:[/127.0.0.1:"
+    )
 
 
 def test_missing_required_header_field_is_system_error(broker, client):
@@ -212,8 +214,7 @@ def test_found_is_success_with_the_store_records_byte_for_byte(broker, client):
     assert r.code == ResponseCode.SUCCESS and r.remark == "FOUND"
     assert r.body == expected.body
     assert [m.body for m in decode_messages(r.body)] == [b"m1", b"m2", b"m3"]
-    assert r.ext_fields == {"suggestWhichBrokerId": "0", "nextBeginOffset": "4", "minOffset": "0",
-                            "maxOffset": "5"}
+    assert r.ext_fields == {"suggestWhichBrokerId": "0", "nextBeginOffset": "4", "minOffset": "0", "maxOffset": "5"}
 
 
 def test_tag_subscription_in_request_filters_on_the_consume_queue(broker, client):
@@ -256,8 +257,12 @@ def test_empty_queue_at_nonzero_offset_is_offset_moved_with_an_event(broker, cli
     [event] = offset_moved_events(broker)
     assert event.topic == "OFFSET_MOVED_EVENT" and event.queue_id == 0
     assert event.tags == GROUP and event.keys == GROUP and event.properties["DELAY"] == "0"
-    assert json.loads(event.body) == {"consumerGroup": GROUP, "messageQueue": {
-        "brokerName": "broker-a", "queueId": 2, "topic": TOPIC}, "offsetNew": 0, "offsetRequest": 7}
+    assert json.loads(event.body) == {
+        "consumerGroup": GROUP,
+        "messageQueue": {"brokerName": "broker-a", "queueId": 2, "topic": TOPIC},
+        "offsetNew": 0,
+        "offsetRequest": 7,
+    }
     # fastjson's field order
     assert event.body.startswith(b'{"consumerGroup":"pull_group","messageQueue":{"brokerName":"broker-a"')
 
@@ -348,8 +353,7 @@ def test_offset_found_null_is_pull_not_found_with_the_next_file_as_next_begin_of
 def _retry_setup(client, b):
     retry = f"%RETRY%{GROUP}"
     add_topic(b, retry, queues=1)
-    heartbeat(client, b.address, subscriptions=[subscription_json(TOPIC, "a > 5", "SQL92"),
-                                                subscription_json(retry)])
+    heartbeat(client, b.address, subscriptions=[subscription_json(TOPIC, "a > 5", "SQL92"), subscription_json(retry)])
     for a in (1, 7):
         put(b, retry, body=b"a=%d" % a, properties={"a": str(a), "RETRY_TOPIC": TOPIC})
     return retry
@@ -398,8 +402,11 @@ def test_slave_without_slave_read_answers_by_status_and_suggests_master(tmp_path
 def test_offset_moved_on_slave_is_retry_immediately_with_group_broker_id(tmp_path, client):
     with running_broker(tmp_path, broker_role="SLAVE") as b:
         add_topic(b)
-        on_loop(b, b.controller.subscription_group_manager.update_subscription_group_config,
-                SubscriptionGroupConfig(GROUP, broker_id=2))
+        on_loop(
+            b,
+            b.controller.subscription_group_manager.update_subscription_group_config,
+            SubscriptionGroupConfig(GROUP, broker_id=2),
+        )
         put(b)
         r = pull(client, b.address, offset=10)
         events = offset_moved_events(b)

@@ -28,6 +28,7 @@ from pull_helpers import (
     update_offset,
     wait_until,
 )
+
 from rmq_core.broker.stats.broker_stats_manager import ConsumeMessageContext
 from rmq_core.message import Message, decode_messages
 from rmq_core.message_encoding import properties_to_string
@@ -93,11 +94,22 @@ def test_non_matching_arrival_does_not_wake_and_the_pull_expires(broker, client)
 def test_send_over_the_wire_wakes_the_parked_pull(broker, client):
     """SEND_MESSAGE_V2 stores on the broker loop itself: the arrival is notified on the loop, the wake-up deferred."""
     fut = park(client, broker, subscription="TagA")
-    header = SendMessageRequestHeader(producerGroup="p", topic=TOPIC, defaultTopic="TBW102", defaultTopicQueueNums=4,
-                                      queueId=0, sysFlag=0, bornTimestamp=int(time.time() * 1000), flag=0,
-                                      properties=properties_to_string({"TAGS": "TagA"}), reconsumeTimes=0)
-    sent = client.invoke_sync(broker.address, RemotingCommand.request(
-        RequestCode.SEND_MESSAGE_V2, encode_header(header, short_names=True), body=b"sent"))
+    header = SendMessageRequestHeader(
+        producerGroup="p",
+        topic=TOPIC,
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=4,
+        queueId=0,
+        sysFlag=0,
+        bornTimestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties_to_string({"TAGS": "TagA"}),
+        reconsumeTimes=0,
+    )
+    sent = client.invoke_sync(
+        broker.address,
+        RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(header, short_names=True), body=b"sent"),
+    )
     assert sent.code == ResponseCode.SUCCESS, sent.remark
     r = fut.result(6)
     assert r.code == ResponseCode.SUCCESS and bodies(r) == [b"sent"]

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-
 from client_helpers_push import FAST, push_cluster, wait_until
+
 from rmq_core.client.consumer import push_consumer as push_consumer_module
 from rmq_core.client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageModel
 from rmq_core.client.consumer.push_consumer import PushConsumer
@@ -75,8 +75,9 @@ def test_tag_subscription_over_several_queues_with_client_side_refilter(tmp_path
             # committed only once a later pull answers NO_NEW_MSG (after the 15 s long poll), as in RocketMQ
             want = [1 + max(m.queue_offset for m in rec.msgs if m.queue_id == q) for q in range(4)]
             assert want == [10, 9, 8, 10]
-            wait_until(lambda: persisted(pc, c, "GTag", "TagT", 4) == want,
-                       "offsets committed past every delivered message")
+            wait_until(
+                lambda: persisted(pc, c, "GTag", "TagT", 4) == want, "offsets committed past every delivered message"
+            )
         finally:
             pc.shutdown()
         assert {m.tags for m in rec.msgs} == {"Aa"}
@@ -109,8 +110,12 @@ def test_committed_offset_never_passes_an_unfinished_message(tmp_path) -> None:
             pq = next(iter(pc.impl.rebalance_impl.process_queue_table.values()))
             assert pq.msg_count == 1
             time.sleep(0.2)
-            assert pc.impl.offset_store.read_offset(MessageQueue("BlockT", "broker-a", 0),
-                                                    push_consumer_module.ReadOffsetType.READ_FROM_MEMORY) == 3
+            assert (
+                pc.impl.offset_store.read_offset(
+                    MessageQueue("BlockT", "broker-a", 0), push_consumer_module.ReadOffsetType.READ_FROM_MEMORY
+                )
+                == 3
+            )
             assert persisted(pc, c, "GBlock", "BlockT", 1) == [3]
             release.set()
             wait_until(lambda: persisted(pc, c, "GBlock", "BlockT", 1) == [10], "the offset to move to the end")
@@ -148,7 +153,7 @@ def test_reconsume_later_retries_with_growing_times_then_dlq(tmp_path) -> None:
 def test_flow_control_bounds_the_cache_with_a_slow_listener(tmp_path) -> None:
     with push_cluster(tmp_path) as c:
         c.create_topic("FlowT", 1)
-        for i in range(200):
+        for _i in range(200):
             c.send("FlowT", b"x" * 100, 0)
         seen_max = [0]
         count = [0]
@@ -162,8 +167,16 @@ def test_flow_control_bounds_the_cache_with_a_slow_listener(tmp_path) -> None:
             time.sleep(0.002)
             return OK
 
-        pc = consumer(c, "GFlow", listener, "FlowT", pull_threshold_for_queue=20, pull_batch_size=8,
-                      consume_thread_min=1, consume_thread_max=1)
+        pc = consumer(
+            c,
+            "GFlow",
+            listener,
+            "FlowT",
+            pull_threshold_for_queue=20,
+            pull_batch_size=8,
+            consume_thread_min=1,
+            consume_thread_max=1,
+        )
         pc.start()
         try:
             wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "a process queue")
@@ -182,8 +195,9 @@ def test_offset_illegal_drops_the_queue_and_fixes_the_offset(tmp_path, monkeypat
         for i in range(5):
             c.send("IllT", b"%d" % i, 0)
         h = UpdateConsumerOffsetRequestHeader(consumerGroup="GIll", topic="IllT", queueId=0, commitOffset=1000)
-        r = c.client.invoke_sync(c.broker.address, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
-                                                                           encode_header(h)), timeout=5.0)
+        r = c.client.invoke_sync(
+            c.broker.address, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(h)), timeout=5.0
+        )
         assert r.code == ResponseCode.SUCCESS
         assert c.committed_offset("GIll", "IllT", 0) == 1000
         rec = Recorder()
@@ -229,8 +243,18 @@ def test_broadcasting_every_consumer_gets_every_message_with_local_offsets(tmp_p
     with push_cluster(tmp_path) as c:
         c.create_topic("BcT", 2)
         recs = [Recorder(), Recorder()]
-        pcs = [consumer(c, "GBc", recs[i], "BcT", message_model=MessageModel.BROADCASTING, instance_name=f"bc{i}",
-                        offset_store_dir=str(tmp_path / "offsets")) for i in range(2)]
+        pcs = [
+            consumer(
+                c,
+                "GBc",
+                recs[i],
+                "BcT",
+                message_model=MessageModel.BROADCASTING,
+                instance_name=f"bc{i}",
+                offset_store_dir=str(tmp_path / "offsets"),
+            )
+            for i in range(2)
+        ]
         for i in range(10):
             c.send("BcT", b"%d" % i, i % 2)
         for pc in pcs:
@@ -260,8 +284,10 @@ def test_sql92_subscription(tmp_path) -> None:
         pc.start()
         try:
             wait_until(lambda: len(rec.msgs) >= 5, "the five matching messages")
-            wait_until(lambda: [c.committed_offset("GSql", "SqlT", q) for q in range(2)] == [10, 10],
-                       "offsets at the end (NO_MATCHED_MSG corrections)")
+            wait_until(
+                lambda: [c.committed_offset("GSql", "SqlT", q) for q in range(2)] == [10, 10],
+                "offsets at the end (NO_MATCHED_MSG corrections)",
+            )
         finally:
             pc.shutdown()
         assert sorted(int(m.properties["n"]) for m in rec.msgs) == [15, 16, 17, 18, 19]
@@ -333,8 +359,12 @@ def test_send_back_and_resend_both_failing_reconsume_locally_after_5s(tmp_path) 
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark="refused (test)")
 
         server = c.broker.controller.remoting_server  # the seam: the remoting server's processor table
-        for code in (RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-                     RequestCode.SEND_BATCH_MESSAGE):
+        for code in (
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            RequestCode.SEND_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
+        ):
             server.register(int(code), refuse)
         calls: list[tuple[float, MessageExt, int]] = []  # reconsume times as delivered (the object is reused)
         lock = threading.Lock()
@@ -355,7 +385,8 @@ def test_send_back_and_resend_both_failing_reconsume_locally_after_5s(tmp_path) 
         finally:
             pc.shutdown()
         assert RequestCode.CONSUMER_SEND_MSG_BACK in refused and (
-            RequestCode.SEND_MESSAGE_V2 in refused or RequestCode.SEND_MESSAGE in refused), refused
+            RequestCode.SEND_MESSAGE_V2 in refused or RequestCode.SEND_MESSAGE in refused
+        ), refused
         (t1, first, times1), (t2, second, times2) = calls[0], calls[1]
         assert (first.body, second.body) == (b"keep-me", b"keep-me")
         assert (times1, times2) == (0, 1)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from rmq_core.broker import Broker
 from rmq_core.message import Message, decode_messages
 from rmq_core.remoting.codes import RequestCode, ResponseCode
@@ -20,12 +21,14 @@ TOPIC = "ViewTopic"
 def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
     async def run() -> Any:
         return fn()
+
     return asyncio.run_coroutine_threadsafe(run(), broker.controller.loop).result(5)
 
 
 def view(client: BlockingRemotingClient, broker: Broker, offset: int) -> RemotingCommand:
-    return client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
-                                                                      {"offset": offset}))
+    return client.invoke_sync(
+        broker.address, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+    )
 
 
 def test_view_message_by_id_returns_the_exact_record(broker, client):
@@ -45,8 +48,12 @@ def test_view_message_by_id_returns_the_exact_record(broker, client):
 def test_view_message_where_no_record_starts(broker, client, where):
     store = broker.message_store
     res = on_loop(broker, lambda: store.put_message(Message(TOPIC, b"only"), 0))
-    offset = {"inside a record": res.commitlog_offset + 4, "at the end": res.commitlog_offset + res.wrote_bytes,
-              "far past the end": 1 << 40, "negative": -1}[where]
+    offset = {
+        "inside a record": res.commitlog_offset + 4,
+        "at the end": res.commitlog_offset + res.wrote_bytes,
+        "far past the end": 1 << 40,
+        "negative": -1,
+    }[where]
     r = view(client, broker, offset)
     assert r.code == ResponseCode.SYSTEM_ERROR
     assert r.remark == f"can not find message by the offset, {offset}"

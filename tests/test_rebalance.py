@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-
 from client_helpers_e2e import cluster, wait_until
 from client_helpers_rebalance import consumer_ids, on_broker_loop, put
+
 from rmq_core.client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rmq_core.client.consumer.push_consumer import PushConsumer
 from rmq_core.client.consumer.rebalance_service import RebalanceService
@@ -21,8 +21,12 @@ from rmq_core.message import MessageQueue
 TOPIC = "RebalanceTopic8"
 GROUP = "rebalance_cg"
 # the periodic rebalance is slow here (5 s): joins and leaves must be picked up through the broker's notification
-CLIENT = {"rebalance_interval_ms": 5000, "heartbeat_broker_interval": 1000, "persist_consumer_offset_interval": 500,
-          "poll_name_server_interval": 1000}
+CLIENT = {
+    "rebalance_interval_ms": 5000,
+    "heartbeat_broker_interval": 1000,
+    "persist_consumer_offset_interval": 500,
+    "poll_name_server_interval": 1000,
+}
 
 
 def ok(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus:
@@ -68,15 +72,21 @@ def test_join_and_leave_redistribute_queues(tmp_path):
             t0 = time.monotonic()
             c.start()
             started.append(c)
-            wait_until(lambda: shares([a, b, c]) == [2, 3, 3] and partition_ok([a, b, c], all_mqs),
-                       "a, b and c at 3/3/2 queues", timeout=4)
+            wait_until(
+                lambda: shares([a, b, c]) == [2, 3, 3] and partition_ok([a, b, c], all_mqs),
+                "a, b and c at 3/3/2 queues",
+                timeout=4,
+            )
             assert time.monotonic() - t0 < 4.5  # well inside the 5 s periodic rebalance: the notification did it
             assert len(consumer_ids(cl.broker, GROUP)) == 3
 
             c.shutdown()
             started.remove(c)
-            wait_until(lambda: shares([a, b]) == [4, 4] and partition_ok([a, b], all_mqs),
-                       "a and b take c's queues over", timeout=4)
+            wait_until(
+                lambda: shares([a, b]) == [4, 4] and partition_ok([a, b], all_mqs),
+                "a and b take c's queues over",
+                timeout=4,
+            )
             assert not owned(c)  # c dropped its process queues
         finally:
             for x in started:
@@ -86,6 +96,7 @@ def test_join_and_leave_redistribute_queues(tmp_path):
 def _hot_head_off(cl: Any) -> None:
     """Make the broker treat every stored message as "on disk", so QUERY_CONSUMER_OFFSET answers QUERY_NOT_FOUND
     for a group without an offset (4.9 answers 0 while a queue's head is hot), and consume_from_where decides."""
+
     def set_ratio() -> None:
         cl.broker.controller.message_store_config.access_message_in_memory_max_ratio = 0
 
@@ -93,8 +104,9 @@ def _hot_head_off(cl: Any) -> None:
 
 
 def _start_offset(cl: Any, cfw: ConsumeFromWhere, group: str, **kw: Any) -> int:
-    c = PushConsumer(group, namesrv_addr=cl.namesrv_addr, instance_name=group, consume_from_where=cfw,
-                     **{**CLIENT, **kw})
+    c = PushConsumer(
+        group, namesrv_addr=cl.namesrv_addr, instance_name=group, consume_from_where=cfw, **{**CLIENT, **kw}
+    )
     c.subscribe(TOPIC, "*")
     c.register_message_listener(ok)
     c.start()
@@ -120,6 +132,7 @@ def test_consume_from_where_for_a_new_group(tmp_path):
         assert _start_offset(cl, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "cfw_first") == 0
         assert _start_offset(cl, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, "cfw_last") == 5
         assert _start_offset(cl, ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, "cfw_ts", consume_timestamp=middle) == 3
+
         # a stored offset wins over consume_from_where
         def commit() -> None:
             cl.broker.controller.consumer_offset_manager.commit_offset("127.0.0.1", "cfw_stored", TOPIC, 0, 4)

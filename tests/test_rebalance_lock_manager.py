@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from rmq_core.broker.client.rebalance_lock_manager import (
     REBALANCE_LOCK_MAX_LIVE_TIME_MS,
     RebalanceLockManager,
@@ -77,7 +78,7 @@ def test_unlock_only_by_the_holder():
     m.unlock_batch("g", {Q0}, "c1")
     assert m.try_lock_batch("g", {Q0, Q1}, "c2", now_ms=2) == {Q0}
     m.unlock_batch("nogroup", {Q0}, "c1")  # unknown group: nothing happens
-    m.unlock_batch("g", {Q2}, "c1")       # unlocked queue: nothing happens
+    m.unlock_batch("g", {Q2}, "c1")  # unlocked queue: nothing happens
     assert m.mq_lock_table["g"][Q1].client_id == "c1"
 
 
@@ -98,9 +99,12 @@ def test_try_lock_single():
 
 # ------------------------------------------------------------------------------------------------ bodies ----
 
+
 def test_lock_request_body_as_java_sends_it():
-    java = ('{"clientId":"10.0.0.1@4242#123","consumerGroup":"og","mqSet":[{"brokerName":"broker-a","queueId":0,'
-            '"topic":"T"},{"brokerName":"broker-a","queueId":1,"topic":"T"}]}')  # 4.9: no onlyThisBroker
+    java = (
+        '{"clientId":"10.0.0.1@4242#123","consumerGroup":"og","mqSet":[{"brokerName":"broker-a","queueId":0,'
+        '"topic":"T"},{"brokerName":"broker-a","queueId":1,"topic":"T"}]}'
+    )  # 4.9: no onlyThisBroker
     body = LockBatchRequestBody.decode(java.encode())
     assert body.consumer_group == "og" and body.client_id == "10.0.0.1@4242#123"
     assert body.mq_set == {Q0, Q1} and body.only_this_broker is False
@@ -114,21 +118,34 @@ def test_lock_request_body_as_java_sends_it():
 def test_lock_bodies_round_trip():
     req = LockBatchRequestBody("og", "cid", {Q2, Q0}, True)
     d = json.loads(req.encode())
-    assert d == {"clientId": "cid", "consumerGroup": "og", "onlyThisBroker": True,
-                 "mqSet": [{"brokerName": "broker-a", "queueId": 0, "topic": "T"},
-                           {"brokerName": "broker-a", "queueId": 2, "topic": "T"}]}
+    assert d == {
+        "clientId": "cid",
+        "consumerGroup": "og",
+        "onlyThisBroker": True,
+        "mqSet": [
+            {"brokerName": "broker-a", "queueId": 0, "topic": "T"},
+            {"brokerName": "broker-a", "queueId": 2, "topic": "T"},
+        ],
+    }
     assert LockBatchRequestBody.decode(req.encode()) == req
     resp = LockBatchResponseBody({Q1})
     assert json.loads(resp.encode()) == {"lockOKMQSet": [{"brokerName": "broker-a", "queueId": 1, "topic": "T"}]}
     assert LockBatchResponseBody.decode(resp.encode()).lock_ok_mq_set == {Q1}
-    assert LockBatchResponseBody.decode(b'{}').lock_ok_mq_set == set()
+    assert LockBatchResponseBody.decode(b"{}").lock_ok_mq_set == set()
 
 
-@pytest.mark.parametrize("bad", [
-    b"not json", b"[]", b'{"mqSet": {}}', b'{"mqSet": [{"topic": "T", "brokerName": "b"}]}',
-    b'{"mqSet": [{"topic": "T", "brokerName": "b", "queueId": "x"}]}', b'{"consumerGroup": 5}',
-    b'{"mqSet": [7]}',
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"not json",
+        b"[]",
+        b'{"mqSet": {}}',
+        b'{"mqSet": [{"topic": "T", "brokerName": "b"}]}',
+        b'{"mqSet": [{"topic": "T", "brokerName": "b", "queueId": "x"}]}',
+        b'{"consumerGroup": 5}',
+        b'{"mqSet": [7]}',
+    ],
+)
 def test_bad_lock_bodies_raise_value_error(bad):
     with pytest.raises(ValueError):
         LockBatchRequestBody.decode(bad)

@@ -14,9 +14,9 @@ import shutil
 import struct
 
 import pytest
+import spec_parser as sp
 from helpers import CL_SIZE, CLOCK_START, Clock, cl_dir, cq_dir, drain_queue, put_ok, small_config
 
-import spec_parser as sp
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus as S
 

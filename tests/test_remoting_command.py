@@ -25,8 +25,16 @@ def test_json_frame_layout():
 
 
 def test_rocketmq_binary_header_round_trip_and_layout():
-    cmd = RemotingCommand(code=310, language="JAVA", version=413, opaque=7, flag=0, remark="r",
-                          ext_fields={"a": "1", "b": "xyz"}, body=b"\x00\x01")
+    cmd = RemotingCommand(
+        code=310,
+        language="JAVA",
+        version=413,
+        opaque=7,
+        flag=0,
+        remark="r",
+        ext_fields={"a": "1", "b": "xyz"},
+        body=b"\x00\x01",
+    )
     frame = cmd.encode(SERIALIZE_ROCKETMQ)
     mark = struct.unpack_from(">i", frame, 4)[0]
     assert mark >> 24 == 1
@@ -45,8 +53,17 @@ def test_response_flags_and_oneway():
 
 
 def test_decodes_java_style_json_with_numbers_in_ext_fields():
-    header = json.dumps({"code": 0, "language": "JAVA", "version": 409, "opaque": 5, "flag": 1,
-                         "extFields": {"queueId": 2, "ok": True}, "serializeTypeCurrentRPC": "JSON"}).encode()
+    header = json.dumps(
+        {
+            "code": 0,
+            "language": "JAVA",
+            "version": 409,
+            "opaque": 5,
+            "flag": 1,
+            "extFields": {"queueId": 2, "ok": True},
+            "serializeTypeCurrentRPC": "JSON",
+        }
+    ).encode()
     frame = struct.pack(">i", len(header)) + header
     cmd = RemotingCommand.decode_frame(frame)
     assert cmd.ext_fields == {"queueId": "2", "ok": "true"} and cmd.body is None and cmd.is_response
@@ -77,8 +94,10 @@ def test_oversized_frame_refused():
 def test_json_headers_orjson_refuses_still_decode_as_the_stdlib_does():
     """Headers are read with orjson; what it refuses and Java's fastjson writes or accepts (an integer over 64 bits,
     an escaped lone surrogate, NaN) falls back to the stdlib parser instead of closing the connection."""
-    header = (b'{"code":0,"opaque":5,"flag":1,"remark":"\\ud800x","extFields":{"big":123456789012345678901234567890,'
-              b'"nan":NaN,"s":"v\\u0001\xc3\xa9"}}')
+    header = (
+        b'{"code":0,"opaque":5,"flag":1,"remark":"\\ud800x","extFields":{"big":123456789012345678901234567890,'
+        b'"nan":NaN,"s":"v\\u0001\xc3\xa9"}}'
+    )
     cmd = RemotingCommand.decode_frame(struct.pack(">i", len(header)) + header)
     assert cmd.remark == "\ud800x"
     assert cmd.ext_fields == {"big": "123456789012345678901234567890", "nan": "nan", "s": "v\x01é"}
@@ -87,10 +106,25 @@ def test_json_headers_orjson_refuses_still_decode_as_the_stdlib_does():
 def test_json_header_bytes_are_the_stdlib_encoding():
     """orjson writes the frame header; its bytes must be what the stdlib's compact, non-ASCII-escaping dump writes
     (the frame-capture tests compare bytes), and what orjson refuses (a >64-bit opaque) still encodes."""
-    cmd = RemotingCommand(code=10, language="JAVA", version=409, opaque=7, flag=0, remark='q"\\\n\x01é€😀',
-                          ext_fields={"k\x7f": "v\t", "é": "😀"})
-    doc = {"code": 10, "language": "JAVA", "version": 409, "opaque": 7, "flag": 0, "serializeTypeCurrentRPC": "JSON",
-           "remark": cmd.remark, "extFields": cmd.ext_fields}
+    cmd = RemotingCommand(
+        code=10,
+        language="JAVA",
+        version=409,
+        opaque=7,
+        flag=0,
+        remark='q"\\\n\x01é€😀',
+        ext_fields={"k\x7f": "v\t", "é": "😀"},
+    )
+    doc = {
+        "code": 10,
+        "language": "JAVA",
+        "version": 409,
+        "opaque": 7,
+        "flag": 0,
+        "serializeTypeCurrentRPC": "JSON",
+        "remark": cmd.remark,
+        "extFields": cmd.ext_fields,
+    }
     assert cmd.encode_header_json() == json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     cmd.opaque = 1 << 70
     assert json.loads(cmd.encode_header_json())["opaque"] == 1 << 70

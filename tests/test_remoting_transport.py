@@ -46,8 +46,10 @@ def test_request_response_matched_by_opaque_concurrently():
         server = await _server([])
         client = RemotingClient()
         try:
-            reqs = [RemotingCommand.request(ECHO, {"i": i, "slow": "1" if i % 2 else None}, body=b"%d" % i)
-                    for i in range(50)]
+            reqs = [
+                RemotingCommand.request(ECHO, {"i": i, "slow": "1" if i % 2 else None}, body=b"%d" % i)
+                for i in range(50)
+            ]
             resps = await asyncio.gather(*(client.invoke(server.address, r) for r in reqs))
             for req, resp in zip(reqs, resps):
                 assert resp.is_response and resp.opaque == req.opaque

@@ -10,6 +10,7 @@ import struct
 import zlib
 
 import pytest
+
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import MessageQueue
@@ -30,23 +31,28 @@ RW = PERM_READ | PERM_WRITE
 def _route() -> TopicRouteData:
     return TopicRouteData(
         queue_datas=[QueueData("broker-b", 4, 4, RW, 0), QueueData("broker-a", 8, 8, RW, 0)],
-        broker_datas=[BrokerData("DefaultCluster", "broker-a", {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}),
-                      BrokerData("DefaultCluster", "broker-b", {0: "10.0.0.3:10911"}, zone_name="z1")],
+        broker_datas=[
+            BrokerData("DefaultCluster", "broker-a", {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}),
+            BrokerData("DefaultCluster", "broker-b", {0: "10.0.0.3:10911"}, zone_name="z1"),
+        ],
         filter_server_table={"10.0.0.1:10911": ["10.0.0.1:20000"]},
     )
 
 
 # --- JSON forms ------------------------------------------------------------------------------------------------
 def test_route_fastjson_form_matches_java_output_and_round_trips():
-    route = TopicRouteData(queue_datas=[QueueData("broker-a", 4, 4, RW, 0)],
-                           broker_datas=[BrokerData("DefaultCluster", "broker-a",
-                                                    {1: "192.168.1.3:10911", 0: "192.168.1.2:10911"})])
+    route = TopicRouteData(
+        queue_datas=[QueueData("broker-a", 4, 4, RW, 0)],
+        broker_datas=[BrokerData("DefaultCluster", "broker-a", {1: "192.168.1.3:10911", 0: "192.168.1.2:10911"})],
+    )
     body = route.encode(standard_json=False)
     # fastjson: fields sorted, Long map keys bare, null orderTopicConf omitted
-    assert body == (b'{"brokerDatas":[{"brokerAddrs":{0:"192.168.1.2:10911",1:"192.168.1.3:10911"},'
-                    b'"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],'
-                    b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,'
-                    b'"topicSysFlag":0,"writeQueueNums":4}]}')
+    assert body == (
+        b'{"brokerDatas":[{"brokerAddrs":{0:"192.168.1.2:10911",1:"192.168.1.3:10911"},'
+        b'"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],'
+        b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,'
+        b'"topicSysFlag":0,"writeQueueNums":4}]}'
+    )
     with pytest.raises(json.JSONDecodeError):
         json.loads(body)
     assert TopicRouteData.decode(body) == route
@@ -65,8 +71,11 @@ def test_route_standard_form_is_plain_json_and_round_trips():
 
 
 def test_standard_form_escapes_non_ascii_and_fastjson_form_keeps_utf8():
-    route = TopicRouteData(queue_datas=[QueueData("brökér", 1, 1, RW)],
-                           broker_datas=[BrokerData("c", "brökér", {0: "h:1"})], order_topic_conf="brökér:1")
+    route = TopicRouteData(
+        queue_datas=[QueueData("brökér", 1, 1, RW)],
+        broker_datas=[BrokerData("c", "brökér", {0: "h:1"})],
+        order_topic_conf="brökér:1",
+    )
     std = route.encode(standard_json=True)
     assert std.isascii() and b"\\u00f6" in std
     fj = route.encode(standard_json=False)
@@ -75,9 +84,11 @@ def test_standard_form_escapes_non_ascii_and_fastjson_form_keeps_utf8():
 
 
 def test_decode_accepts_java_field_order_extra_fields_and_missing_optionals():
-    java = ('{"orderTopicConf":"broker-a:2","queueDatas":[{"brokerName":"broker-a","readQueueNums":2,'
-            '"writeQueueNums":2,"perm":6,"topicSynFlag":0}],"brokerDatas":[{"cluster":"c","brokerName":"broker-a",'
-            '"brokerAddrs":{0:"h:1"}}],"filterServerTable":{},"topicQueueMappingByBroker":{"broker-a":{"bname":"x"}}}')
+    java = (
+        '{"orderTopicConf":"broker-a:2","queueDatas":[{"brokerName":"broker-a","readQueueNums":2,'
+        '"writeQueueNums":2,"perm":6,"topicSynFlag":0}],"brokerDatas":[{"cluster":"c","brokerName":"broker-a",'
+        '"brokerAddrs":{0:"h:1"}}],"filterServerTable":{},"topicQueueMappingByBroker":{"broker-a":{"bname":"x"}}}'
+    )
     route = TopicRouteData.decode(java.encode())
     assert route.order_topic_conf == "broker-a:2"
     assert route.queue_datas == [QueueData("broker-a", 2, 2, 6, 0)]
@@ -87,8 +98,10 @@ def test_decode_accepts_java_field_order_extra_fields_and_missing_optionals():
 
 
 def test_cluster_info_and_topic_list_round_trip():
-    info = ClusterInfo(broker_addr_table={"broker-a": BrokerData("c1", "broker-a", {0: "h:1", 2: "h:3"})},
-                       cluster_addr_table={"c1": {"broker-a"}})
+    info = ClusterInfo(
+        broker_addr_table={"broker-a": BrokerData("c1", "broker-a", {0: "h:1", 2: "h:3"})},
+        cluster_addr_table={"c1": {"broker-a"}},
+    )
     fj = info.encode(standard_json=False)
     assert b'"brokerAddrs":{0:"h:1",2:"h:3"}' in fj and b'"clusterAddrTable":{"c1":["broker-a"]}' in fj
     assert ClusterInfo.decode(fj) == ClusterInfo.decode(info.encode()) == info
@@ -105,11 +118,15 @@ def test_cluster_info_and_topic_list_round_trip():
 # --- RegisterBrokerBody ----------------------------------------------------------------------------------------
 def _register_body() -> RegisterBrokerBody:
     return RegisterBrokerBody(
-        topic_config_table={"TopicA": TopicConfig("TopicA", 8, 8, RW),
-                            "TopicB": TopicConfig("TopicB", 4, 2, PERM_READ, topic_sys_flag=1, order=True,
-                                                  attributes={"+message.type": "NORMAL"})},
+        topic_config_table={
+            "TopicA": TopicConfig("TopicA", 8, 8, RW),
+            "TopicB": TopicConfig(
+                "TopicB", 4, 2, PERM_READ, topic_sys_flag=1, order=True, attributes={"+message.type": "NORMAL"}
+            ),
+        },
         data_version={"counter": 3, "timestamp": 1_700_000_000_123},
-        filter_server_list=["10.0.0.1:20000"])
+        filter_server_list=["10.0.0.1:20000"],
+    )
 
 
 def test_register_broker_body_json_round_trip_and_shape():
@@ -119,9 +136,15 @@ def test_register_broker_body_json_round_trip_and_shape():
     assert doc["filterServerList"] == ["10.0.0.1:20000"]
     w = doc["topicConfigSerializeWrapper"]
     assert w["dataVersion"] == {"counter": 3, "timestamp": 1_700_000_000_123}
-    assert w["topicConfigTable"]["TopicA"] == {"topicName": "TopicA", "readQueueNums": 8, "writeQueueNums": 8,
-                                               "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
-                                               "order": False}
+    assert w["topicConfigTable"]["TopicA"] == {
+        "topicName": "TopicA",
+        "readQueueNums": 8,
+        "writeQueueNums": 8,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
     assert RegisterBrokerBody.decode(raw) == body
     assert RegisterBrokerBody.decode(body.encode(standard_json=True)) == body
 
@@ -129,16 +152,24 @@ def test_register_broker_body_json_round_trip_and_shape():
 def test_register_broker_body_from_wrapper_accepts_objects_or_json_dicts():
     tc = TopicConfig("T", 2, 2, RW)
     a = RegisterBrokerBody.from_wrapper({"topicConfigTable": {"T": tc}, "dataVersion": {"timestamp": 5, "counter": 1}})
-    b = RegisterBrokerBody.from_wrapper({"topicConfigTable": {"T": tc.to_json_dict()},
-                                         "dataVersion": {"timestamp": 5, "counter": 1}})
+    b = RegisterBrokerBody.from_wrapper(
+        {"topicConfigTable": {"T": tc.to_json_dict()}, "dataVersion": {"timestamp": 5, "counter": 1}}
+    )
     assert a == b and a.topic_config_table == {"T": tc} and a.filter_server_list == []
 
 
 def test_register_broker_body_keeps_5x_wrapper_fields():
-    raw = json.dumps({"topicConfigSerializeWrapper": {
-        "topicConfigTable": {}, "dataVersion": {"stateVersion": 2, "timestamp": 9, "counter": 4},
-        "topicQueueMappingInfoMap": {}, "mappingDataVersion": {"timestamp": 1, "counter": 0}},
-        "filterServerList": []}).encode()
+    raw = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": {},
+                "dataVersion": {"stateVersion": 2, "timestamp": 9, "counter": 4},
+                "topicQueueMappingInfoMap": {},
+                "mappingDataVersion": {"timestamp": 1, "counter": 0},
+            },
+            "filterServerList": [],
+        }
+    ).encode()
     body = RegisterBrokerBody.decode(raw)
     assert body.data_version == {"counter": 4, "timestamp": 9, "stateVersion": 2}
     assert RegisterBrokerBody.decode(body.encode()) == body
@@ -153,62 +184,83 @@ def test_compressed_register_body_round_trip():
     assert back.data_version == body.data_version and back.filter_server_list == body.filter_server_list
     assert back.topic_config_table["TopicA"] == body.topic_config_table["TopicA"]
     b = back.topic_config_table["TopicB"]
-    assert (b.read_queue_nums, b.write_queue_nums, b.perm, b.attributes) == (4, 2, PERM_READ, {"+message.type": "NORMAL"})
+    assert (b.read_queue_nums, b.write_queue_nums, b.perm, b.attributes) == (
+        4,
+        2,
+        PERM_READ,
+        {"+message.type": "NORMAL"},
+    )
     assert (b.topic_sys_flag, b.order) == (0, False)
     assert back.extra_wrapper_fields == {}
 
 
 def test_compressed_register_body_carries_5x_mapping_infos():
-    body = RegisterBrokerBody(topic_config_table={"S": TopicConfig("S", 1, 1)},
-                              extra_wrapper_fields={"topicQueueMappingInfoMap": {"S": {"topic": "S", "bname": "b"}}})
+    body = RegisterBrokerBody(
+        topic_config_table={"S": TopicConfig("S", 1, 1)},
+        extra_wrapper_fields={"topicQueueMappingInfoMap": {"S": {"topic": "S", "bname": "b"}}},
+    )
     back = RegisterBrokerBody.decode(body.encode(compressed=True), compressed=True)
     assert back.extra_wrapper_fields == {"topicQueueMappingInfoMap": {"S": {"topic": "S", "bname": "b"}}}
 
 
 def test_compressed_register_body_as_a_4_9_broker_writes_it():
     """DataVersion JSON, count, 'name read write perm type' strings, filter list JSON; no 5.x trailer."""
+
     def chunk(b: bytes) -> bytes:
         return struct.pack(">i", len(b)) + b
 
-    raw = (chunk(b'{"counter":7,"timestamp":1700000000000}') + struct.pack(">i", 2)
-           + chunk(b"TopicA 8 8 6 SINGLE_TAG") + chunk(b"TopicB 2 4 4 MULTI_TAG") + chunk(b'["h:20000"]'))
+    raw = (
+        chunk(b'{"counter":7,"timestamp":1700000000000}')
+        + struct.pack(">i", 2)
+        + chunk(b"TopicA 8 8 6 SINGLE_TAG")
+        + chunk(b"TopicB 2 4 4 MULTI_TAG")
+        + chunk(b'["h:20000"]')
+    )
     java_deflater = zlib.compressobj(9)  # java.util.zip.Deflater(BEST_COMPRESSION): zlib-wrapped
     packed = java_deflater.compress(raw) + java_deflater.flush()
     body = RegisterBrokerBody.decode(packed, compressed=True)
     assert body.data_version == {"counter": 7, "timestamp": 1_700_000_000_000}
-    assert body.topic_config_table == {"TopicA": TopicConfig("TopicA", 8, 8, 6),
-                                       "TopicB": TopicConfig("TopicB", 2, 4, 4, topic_filter_type="MULTI_TAG")}
+    assert body.topic_config_table == {
+        "TopicA": TopicConfig("TopicA", 8, 8, 6),
+        "TopicB": TopicConfig("TopicB", 2, 4, 4, topic_filter_type="MULTI_TAG"),
+    }
     assert body.filter_server_list == ["h:20000"]
 
 
-@pytest.mark.parametrize("data", [
-    b"not zlib at all",
-    zlib.compress(b"\x00\x00\x00\x10{}"),                                  # chunk overruns the data
-    zlib.compress(struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1)),   # ends inside a length field
-    zlib.compress(struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1) + struct.pack(">i", 5) + b"A 1 2"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not zlib at all",
+        zlib.compress(b"\x00\x00\x00\x10{}"),  # chunk overruns the data
+        zlib.compress(struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1)),  # ends inside a length field
+        zlib.compress(struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1) + struct.pack(">i", 5) + b"A 1 2"),
+    ],
+)
 def test_bad_compressed_register_body_raises(data):
     with pytest.raises(BodyDecodeError):
         RegisterBrokerBody.decode(data, compressed=True)
 
 
-@pytest.mark.parametrize("cls,data", [
-    (TopicRouteData, b"{not json"),
-    (TopicRouteData, b"[1,2]"),
-    (TopicRouteData, b'{"queueDatas":{"a":1}}'),
-    (TopicRouteData, b'{"queueDatas":[{"brokerName":"a","readQueueNums":"x"}]}'),
-    (TopicRouteData, b'{"queueDatas":[{"readQueueNums":1}]}'),
-    (TopicRouteData, b'{"brokerDatas":[{"brokerName":"a","brokerAddrs":{"master":"h:1"}}]}'),
-    (TopicRouteData, b'{"brokerDatas":[{"brokerName":"a","brokerAddrs":{0:5}}]}'),
-    (BrokerData, b'{"brokerName":"a","brokerAddrs":[]}'),
-    (ClusterInfo, b'{"clusterAddrTable":{"c":"broker-a"}}'),
-    (TopicList, b'{"topicList":"a"}'),
-    (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"readQueueNums":"many"}}}}'),
-    (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"topicConfigTable":[]}}'),
-    (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":"x"}}}'),
-    (RegisterBrokerBody, b'{"filterServerList":[1]}'),
-    (RegisterBrokerBody, b"\xff\xfe"),
-])
+@pytest.mark.parametrize(
+    "cls,data",
+    [
+        (TopicRouteData, b"{not json"),
+        (TopicRouteData, b"[1,2]"),
+        (TopicRouteData, b'{"queueDatas":{"a":1}}'),
+        (TopicRouteData, b'{"queueDatas":[{"brokerName":"a","readQueueNums":"x"}]}'),
+        (TopicRouteData, b'{"queueDatas":[{"readQueueNums":1}]}'),
+        (TopicRouteData, b'{"brokerDatas":[{"brokerName":"a","brokerAddrs":{"master":"h:1"}}]}'),
+        (TopicRouteData, b'{"brokerDatas":[{"brokerName":"a","brokerAddrs":{0:5}}]}'),
+        (BrokerData, b'{"brokerName":"a","brokerAddrs":[]}'),
+        (ClusterInfo, b'{"clusterAddrTable":{"c":"broker-a"}}'),
+        (TopicList, b'{"topicList":"a"}'),
+        (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"readQueueNums":"many"}}}}'),
+        (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"topicConfigTable":[]}}'),
+        (RegisterBrokerBody, b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":"x"}}}'),
+        (RegisterBrokerBody, b'{"filterServerList":[1]}'),
+        (RegisterBrokerBody, b"\xff\xfe"),
+    ],
+)
 def test_bad_bodies_raise_body_decode_error(cls, data):
     with pytest.raises(BodyDecodeError):
         cls.decode(data)
@@ -232,34 +284,58 @@ def test_select_broker_addr_prefers_master():
 
 def test_publish_queues_writable_with_master_sorted_by_broker_name():
     route = TopicRouteData(
-        queue_datas=[QueueData("broker-c", 2, 3, RW), QueueData("broker-a", 8, 2, RW),
-                     QueueData("broker-r", 4, 4, PERM_READ),          # not writable
-                     QueueData("broker-s", 4, 4, RW),                 # only a slave registered
-                     QueueData("broker-x", 4, 4, RW)],                # no broker data at all
-        broker_datas=[BrokerData("c", "broker-a", {0: "a:1"}), BrokerData("c", "broker-c", {0: "c:1"}),
-                      BrokerData("c", "broker-r", {0: "r:1"}), BrokerData("c", "broker-s", {1: "s:1"})])
+        queue_datas=[
+            QueueData("broker-c", 2, 3, RW),
+            QueueData("broker-a", 8, 2, RW),
+            QueueData("broker-r", 4, 4, PERM_READ),  # not writable
+            QueueData("broker-s", 4, 4, RW),  # only a slave registered
+            QueueData("broker-x", 4, 4, RW),
+        ],  # no broker data at all
+        broker_datas=[
+            BrokerData("c", "broker-a", {0: "a:1"}),
+            BrokerData("c", "broker-c", {0: "c:1"}),
+            BrokerData("c", "broker-r", {0: "r:1"}),
+            BrokerData("c", "broker-s", {1: "s:1"}),
+        ],
+    )
     assert route.publish_message_queues("T") == [
-        MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1),
-        MessageQueue("T", "broker-c", 0), MessageQueue("T", "broker-c", 1), MessageQueue("T", "broker-c", 2)]
+        MessageQueue("T", "broker-a", 0),
+        MessageQueue("T", "broker-a", 1),
+        MessageQueue("T", "broker-c", 0),
+        MessageQueue("T", "broker-c", 1),
+        MessageQueue("T", "broker-c", 2),
+    ]
     assert not route.is_order_topic()
 
 
 def test_publish_queues_from_order_topic_conf():
-    route = TopicRouteData(order_topic_conf="broker-b:2;broker-a:1",
-                           queue_datas=[QueueData("broker-a", 8, 8, RW)],
-                           broker_datas=[BrokerData("c", "broker-a", {0: "a:1"})])
+    route = TopicRouteData(
+        order_topic_conf="broker-b:2;broker-a:1",
+        queue_datas=[QueueData("broker-a", 8, 8, RW)],
+        broker_datas=[BrokerData("c", "broker-a", {0: "a:1"})],
+    )
     assert route.is_order_topic()
-    assert route.publish_message_queues("T") == [MessageQueue("T", "broker-b", 0), MessageQueue("T", "broker-b", 1),
-                                                  MessageQueue("T", "broker-a", 0)]
+    assert route.publish_message_queues("T") == [
+        MessageQueue("T", "broker-b", 0),
+        MessageQueue("T", "broker-b", 1),
+        MessageQueue("T", "broker-a", 0),
+    ]
 
 
 def test_subscribe_queues_readable_read_queue_nums():
     route = TopicRouteData(
-        queue_datas=[QueueData("broker-a", 2, 8, RW), QueueData("broker-w", 4, 4, PERM_WRITE),
-                     QueueData("broker-s", 1, 1, PERM_READ)],
-        broker_datas=[BrokerData("c", "broker-a", {0: "a:1"}), BrokerData("c", "broker-s", {1: "s:1"})])
+        queue_datas=[
+            QueueData("broker-a", 2, 8, RW),
+            QueueData("broker-w", 4, 4, PERM_WRITE),
+            QueueData("broker-s", 1, 1, PERM_READ),
+        ],
+        broker_datas=[BrokerData("c", "broker-a", {0: "a:1"}), BrokerData("c", "broker-s", {1: "s:1"})],
+    )
     assert route.subscribe_message_queues("T") == {
-        MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1), MessageQueue("T", "broker-s", 0)}
+        MessageQueue("T", "broker-a", 0),
+        MessageQueue("T", "broker-a", 1),
+        MessageQueue("T", "broker-s", 0),
+    }
     assert route.find_broker_addr("broker-a") == "a:1"
     assert route.find_broker_addr("broker-s") is None and route.find_broker_addr("broker-s", 1) == "s:1"
     assert route.find_queue_data("broker-w") == QueueData("broker-w", 4, 4, PERM_WRITE)

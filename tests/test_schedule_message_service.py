@@ -8,13 +8,13 @@ import os
 import time
 
 import pytest
+from send_helpers import SMALL_FILES, invoke, max_offset, send_request, stored, wait_until
 
 from rmq_core.broker import Broker, BrokerConfig, BrokerController
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService, parse_delay_levels
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.codes import ResponseCode
-from send_helpers import SMALL_FILES, invoke, max_offset, send_request, stored, wait_until
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
@@ -30,11 +30,15 @@ def root(tmp_path) -> str:
     return str(tmp_path / "store")
 
 
-def _send_delayed(client, broker, body: bytes, level: int, topic: str = "DelayTopic", queue_id: int = 0,
-                  **props: str) -> None:
+def _send_delayed(
+    client, broker, body: bytes, level: int, topic: str = "DelayTopic", queue_id: int = 0, **props: str
+) -> None:
     p = properties_to_string({"TAGS": "TagD", "DELAY": str(level), **props})
-    resp = invoke(client, broker, send_request(topic, body, queue_id=queue_id, properties=p, born_timestamp=777,
-                                               reconsume_times=2, flag=5))
+    resp = invoke(
+        client,
+        broker,
+        send_request(topic, body, queue_id=queue_id, properties=p, born_timestamp=777, reconsume_times=2, flag=5),
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
@@ -82,7 +86,12 @@ def test_level_one_message_arrives_after_one_second_and_not_before(root, client)
         [m] = wait_until(lambda: stored(b, "DelayTopic", 1), timeout=10)
         assert m.store_timestamp >= sched.store_timestamp + 1000  # not before its level's delay
         assert (m.body, m.flag, m.born_timestamp, m.born_host, m.reconsume_times) == (
-            b"one-second", 5, 777, sched.born_host, 2)
+            b"one-second",
+            5,
+            777,
+            sched.born_host,
+            2,
+        )
         assert m.properties["UNIQ_KEY"] == "UNIQ-DELAY-1"
         assert (m.tags, m.keys, m.queue_id) == ("TagD", "k", 1)
         assert "DELAY" not in m.properties

@@ -8,6 +8,7 @@ import time
 import zlib
 
 import pytest
+from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, on_loop, send_request, stored
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.perm_name import PERM_READ
@@ -16,7 +17,6 @@ from rmq_core.message import Message, decode_offset_msg_id
 from rmq_core.message_encoding import encode_batch, encode_message, properties_to_string
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, on_loop, send_request, stored
 
 V1, V2, BATCH = RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE
 
@@ -46,8 +46,9 @@ def _create_topic(broker: Broker, cfg: TopicConfig) -> None:
 def test_v1_send_stores_the_message_and_answers_offset_msg_id(broker, client):
     props = properties_to_string({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "C0A80001ABCD0000000000000001"})
     born = 1_700_000_000_123
-    resp = invoke(client, broker, send_request("TopicV1", b"hello", code=V1, properties=props, flag=7,
-                                               born_timestamp=born))
+    resp = invoke(
+        client, broker, send_request("TopicV1", b"hello", code=V1, properties=props, flag=7, born_timestamp=born)
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.remark is None
     _assert_ext(resp)
@@ -66,8 +67,13 @@ def test_v1_send_stores_the_message_and_answers_offset_msg_id(broker, client):
 
 def test_v2_short_names_and_header_fields_are_stored(broker, client):
     props = properties_to_string({"TAGS": "T", "WAIT": "true", "userKey": "v"})
-    resp = invoke(client, broker, send_request("TopicV2", b"body-v2", queue_id=2, properties=props, flag=3,
-                                               born_timestamp=1234, reconsume_times=5))
+    resp = invoke(
+        client,
+        broker,
+        send_request(
+            "TopicV2", b"body-v2", queue_id=2, properties=props, flag=3, born_timestamp=1234, reconsume_times=5
+        ),
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.ext_fields["queueId"] == "2"
     [m] = stored(broker, "TopicV2", 2)
@@ -120,11 +126,14 @@ def test_topic_not_auto_created_when_disabled(tmp_path, client):
         assert invoke(client, b, send_request("Made", b"x", queue_id=1)).code == ResponseCode.SUCCESS
 
 
-@pytest.mark.parametrize("topic, needle", [
-    ("bad topic!", "illegal characters"),
-    ("T" * 128, "longer than topic max length"),
-    ("", "blank"),
-])
+@pytest.mark.parametrize(
+    "topic, needle",
+    [
+        ("bad topic!", "illegal characters"),
+        ("T" * 128, "longer than topic max length"),
+        ("", "blank"),
+    ],
+)
 def test_illegal_topic_is_system_error(broker, client, topic, needle):
     resp = invoke(client, broker, send_request(topic, b"x"))
     assert resp.code == ResponseCode.SYSTEM_ERROR
@@ -195,12 +204,23 @@ def test_region_and_trace_switch_come_from_the_config(tmp_path, client):
 
 
 def test_retry_topic_past_max_reconsume_goes_to_dlq(broker, client):
-    resp = invoke(client, broker, send_request("%RETRY%G1", b"r1", queue_id=0, reconsume_times=1,
-                                               max_reconsume_times=3))
+    resp = invoke(
+        client, broker, send_request("%RETRY%G1", b"r1", queue_id=0, reconsume_times=1, max_reconsume_times=3)
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert [m.body for m in stored(broker, "%RETRY%G1")] == [b"r1"]
-    resp = invoke(client, broker, send_request("%RETRY%G1", b"r2", queue_id=0, reconsume_times=3,
-                                               max_reconsume_times=3, properties=properties_to_string({"DELAY": "2"})))
+    resp = invoke(
+        client,
+        broker,
+        send_request(
+            "%RETRY%G1",
+            b"r2",
+            queue_id=0,
+            reconsume_times=3,
+            max_reconsume_times=3,
+            properties=properties_to_string({"DELAY": "2"}),
+        ),
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     [m] = stored(broker, "%DLQ%G1")
     assert (m.body, m.reconsume_times) == (b"r2", 3)
@@ -236,11 +256,21 @@ def test_compressed_body_is_stored_as_sent(broker, client):
 
 # --- batches -------------------------------------------------------------------------------------------------
 def test_batch_consecutive_offsets_and_offset_msg_ids(broker, client):
-    msgs = [Message("TopicB", b"m%d" % i, tags="T%d" % i, properties={"UNIQ_KEY": "U%d" % i}, flag=i)
-            for i in range(3)]
+    msgs = [Message("TopicB", b"m%d" % i, tags="T%d" % i, properties={"UNIQ_KEY": "U%d" % i}, flag=i) for i in range(3)]
     batch_props = properties_to_string({"WAIT": "true"})
-    resp = invoke(client, broker, send_request("TopicB", encode_batch(msgs, trailing_separator=False), code=BATCH,
-                                               queue_id=1, properties=batch_props, batch=True, born_timestamp=555))
+    resp = invoke(
+        client,
+        broker,
+        send_request(
+            "TopicB",
+            encode_batch(msgs, trailing_separator=False),
+            code=BATCH,
+            queue_id=1,
+            properties=batch_props,
+            batch=True,
+            born_timestamp=555,
+        ),
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     _assert_ext(resp)
     assert (resp.ext_fields["queueId"], resp.ext_fields["queueOffset"]) == ("1", "0")
@@ -279,8 +309,11 @@ def test_batch_refuses_retry_topics_long_topics_and_delay(broker, client):
     resp = invoke(client, broker, send_request(long_topic, body, code=BATCH, batch=True))
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL
     assert "message topic length too long" in resp.remark
-    resp = invoke(client, broker, send_request("TopicBD", body, code=BATCH, batch=True,
-                                               properties=properties_to_string({"DELAY": "1"})))
+    resp = invoke(
+        client,
+        broker,
+        send_request("TopicBD", body, code=BATCH, batch=True, properties=properties_to_string({"DELAY": "1"})),
+    )
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL
     assert max_offset(broker, "TopicBD") == 0
 
@@ -297,7 +330,8 @@ def test_sync_flush_sends(tmp_path, client):
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert resp.ext_fields["queueOffset"] == "20"
         assert sorted(m.body for m in stored(b, "TopicSync")) == sorted(
-            [b"s%d" % i for i in range(20)] + [b"b%d" % i for i in range(3)])
+            [b"s%d" % i for i in range(20)] + [b"b%d" % i for i in range(3)]
+        )
 
 
 def test_born_timestamp_defaults_are_not_invented(broker, client):

@@ -58,8 +58,7 @@ def test_path_starting_and_ending_offsets(spark, tmp_path):  # noqa: F811
         end = json.dumps({TOPIC: {"local": {"0": 10, "1": 3, "3": -1}}})
         rows = read(spark, path=p, topic=TOPIC, startingOffsets=start, endingOffsets=end).collect()
         got = sorted(rows_by_key(rows))
-        want = ([(0, o) for o in range(5, 10)] + [(1, o) for o in range(0, 3)] + [(2, 19)]
-                + [(3, o) for o in range(0, 20)])
+        want = [(0, o) for o in range(5, 10)] + [(1, o) for o in range(3)] + [(2, 19)] + [(3, o) for o in range(20)]
         assert got == want
         assert read(spark, path=p, topic=TOPIC, startingOffsets="earliest", endingOffsets="latest").count() == 80
         with pytest.raises(Exception, match="do not exist"):
@@ -81,7 +80,9 @@ def test_fail_on_data_loss_true_raises_naming_the_queue(spark, tmp_path):  # noq
         mn = store.get_min_offset_in_queue(TOPIC, 0)
         assert mn > 0
         start = json.dumps({TOPIC: {"local": {"0": 0}}})
-        with pytest.raises(Exception, match=rf"data loss: topic '{TOPIC}' broker 'local' queue 0: offset 0 .*min offset is {mn}"):
+        with pytest.raises(
+            Exception, match=rf"data loss: topic '{TOPIC}' broker 'local' queue 0: offset 0 .*min offset is {mn}"
+        ):
             read(spark, path=str(tmp_path / "s"), topic=TOPIC, startingOffsets=start).collect()
 
 
@@ -90,8 +91,9 @@ def test_fail_on_data_loss_false_skips_to_min(spark, tmp_path):  # noqa: F811
         mn = store.get_min_offset_in_queue(TOPIC, 0)
         mx = store.get_max_offset_in_queue(TOPIC, 0)
         start = json.dumps({TOPIC: {"local": {"0": 0}}})
-        rows = read(spark, path=str(tmp_path / "s"), topic=TOPIC, startingOffsets=start,
-                    failOnDataLoss="false").collect()
+        rows = read(
+            spark, path=str(tmp_path / "s"), topic=TOPIC, startingOffsets=start, failOnDataLoss="false"
+        ).collect()
         assert sorted(r["queue_offset"] for r in rows) == list(range(mn, mx))
 
 
@@ -100,8 +102,15 @@ def _run_stream(spark, p, ckpt, out, **opts):  # noqa: F811
     reader = spark.readStream.format("rocketmq").option("path", p).option("topic", TOPIC)
     for k, v in opts.items():
         reader = reader.option(k, v)
-    q = (reader.load().select("queue_id", "queue_offset", "body").writeStream.format("parquet")
-         .option("checkpointLocation", ckpt).option("path", out).trigger(processingTime="100 milliseconds").start())
+    q = (
+        reader.load()
+        .select("queue_id", "queue_offset", "body")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", ckpt)
+        .option("path", out)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
     try:
         q.processAllAvailable()
     finally:
@@ -129,10 +138,17 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(spark, tmp_path):  # no
     with MessageStore(p, small_store_config()) as store:
         fill_store(store, 100)  # backlog 25 per queue
         sizes: list[int] = []
-        q = (spark.readStream.format("rocketmq").option("path", p).option("topic", TOPIC)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load()
-             .writeStream.foreachBatch(lambda df, _id: sizes.append(df.count()))
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+        q = (
+            spark.readStream.format("rocketmq")
+            .option("path", p)
+            .option("topic", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "30")
+            .load()
+            .writeStream.foreachBatch(lambda df, _id: sizes.append(df.count()))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start()
+        )
         try:
             q.processAllAvailable()
         finally:
@@ -151,18 +167,27 @@ def test_trigger_available_now_reads_the_backlog_in_bounded_batches_and_ends(spa
         fill_store(store, 100)  # 25 per queue, queues 0..3
         batches: list[list[tuple[int, int]]] = []
 
-        def each(df, batch_id):  # noqa: ANN001 - Spark's foreachBatch signature
-            batches.append([(r["queue_id"], r["queue_offset"]) for r in df.select("queue_id", "queue_offset")
-                            .collect()])
+        def each(df, batch_id):
+            batches.append(
+                [(r["queue_id"], r["queue_offset"]) for r in df.select("queue_id", "queue_offset").collect()]
+            )
             if len(batches) == 1:  # written after the query's target was taken: not this run's
                 fill_store(store, 8, start=100)
                 store.put_messages([(message(500 + i), 6) for i in range(3)])
 
         def run() -> None:
-            q = (spark.readStream.format("rocketmq").option("path", p).option("topic", TOPIC)
-                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load()
-                 .writeStream.foreachBatch(each).option("checkpointLocation", ckpt)
-                 .trigger(availableNow=True).start())
+            q = (
+                spark.readStream.format("rocketmq")
+                .option("path", p)
+                .option("topic", TOPIC)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", "30")
+                .load()
+                .writeStream.foreachBatch(each)
+                .option("checkpointLocation", ckpt)
+                .trigger(availableNow=True)
+                .start()
+            )
             try:
                 assert q.awaitTermination(120), "an AvailableNow query did not end by itself"
                 assert q.exception() is None
@@ -178,8 +203,9 @@ def test_trigger_available_now_reads_the_backlog_in_bounded_batches_and_ends(spa
         batches.clear()
         run()
         second = [k for b in batches for k in b]
-        assert sorted(second) == sorted([(i % 4, 25 + (i - 100) // 4) for i in range(100, 108)] +
-                                        [(6, 0), (6, 1), (6, 2)])
+        assert sorted(second) == sorted(
+            [(i % 4, 25 + (i - 100) // 4) for i in range(100, 108)] + [(6, 0), (6, 1), (6, 2)]
+        )
 
 
 # --- namesrv ------------------------------------------------------------------------------------------------------
@@ -221,9 +247,17 @@ def test_namesrv_batch_equals_pull_consumer_filters_and_consumer_group_commit(sp
         assert sorted(int(r["properties"]["n"]) for r in rows) == [1, 3, 5, 7, 9]
 
         # streaming with a consumerGroup: the broker shows the committed offsets
-        q = (spark.readStream.format("rocketmq").option("namesrv", ns.address).option("topic", TOPIC)
-             .option("startingOffsets", "earliest").option("consumerGroup", "spark_cg").load()
-             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ckpt")).start())
+        q = (
+            spark.readStream.format("rocketmq")
+            .option("namesrv", ns.address)
+            .option("topic", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("consumerGroup", "spark_cg")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start()
+        )
         try:
             q.processAllAvailable()
             before = {mq: 0 for mq in range(4)}
@@ -273,11 +307,17 @@ def test_namesrv_data_loss_both_ways(spark, tmp_path):  # noqa: F811
             producer.shutdown()
         assert b.message_store.delete_commit_log_files_before(8192) == 2
         b.message_store.correct_min_offsets()
-        mn, mx = b.message_store.get_min_offset_in_queue("LossT", 0), b.message_store.get_max_offset_in_queue("LossT", 0)
+        mn, mx = (
+            b.message_store.get_min_offset_in_queue("LossT", 0),
+            b.message_store.get_max_offset_in_queue("LossT", 0),
+        )
         assert 0 < mn < mx == 40
         start = json.dumps({"LossT": {"broker-a": {"0": 0}}})
-        with pytest.raises(Exception, match=rf"data loss: topic 'LossT' broker 'broker-a' queue 0: offset 0 .*min "
-                                            rf"offset is {mn}"):
+        with pytest.raises(
+            Exception,
+            match=rf"data loss: topic 'LossT' broker 'broker-a' queue 0: offset 0 .*min "
+            rf"offset is {mn}",
+        ):
             read(spark, namesrv=ns.address, topic="LossT", startingOffsets=start).collect()
         rows = read(spark, namesrv=ns.address, topic="LossT", startingOffsets=start, failOnDataLoss="false").collect()
         assert sorted(r["queue_offset"] for r in rows) == list(range(mn, mx))

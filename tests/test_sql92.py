@@ -81,7 +81,22 @@ def test_conversion_failure_is_no_match(expr):
 
 @pytest.mark.parametrize(
     "expr",
-    ["", "   ", "a >", "a IN (1)", "'x' IN ('x')", "a BETWEEN 5 AND 1", "a = ?", "(a = 1", "a = 1)", "a NOT 5", "IS NULL", "a", "NOT a > 50", "a AND b = 'x'"],
+    [
+        "",
+        "   ",
+        "a >",
+        "a IN (1)",
+        "'x' IN ('x')",
+        "a BETWEEN 5 AND 1",
+        "a = ?",
+        "(a = 1",
+        "a = 1)",
+        "a NOT 5",
+        "IS NULL",
+        "a",
+        "NOT a > 50",
+        "a AND b = 'x'",
+    ],
 )
 def test_parse_errors(expr):
     with pytest.raises(FilterParseError):

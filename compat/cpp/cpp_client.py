@@ -46,8 +46,12 @@ def emit(**fields: Any) -> None:
 
 def expected(i: int) -> dict[str, Any]:
     """What message ``i`` of ``produce`` carries."""
-    return {"tag": TAGS[i % len(TAGS)], "keys": f"key-{i} alt-{i}", "body": f"body-{i}-ünï",
-            "properties": {"idx": str(i), "origin": "cpp"}}
+    return {
+        "tag": TAGS[i % len(TAGS)],
+        "keys": f"key-{i} alt-{i}",
+        "body": f"body-{i}-ünï",
+        "properties": {"idx": str(i), "origin": "cpp"},
+    }
 
 
 def _text(value: bytes | str | None) -> str | None:
@@ -63,11 +67,21 @@ def describe(msg: Any) -> dict[str, Any]:
         v = _text(msg.get_property(name))
         if v:
             props[name] = v
-    return {"topic": msg.topic, "tags": _text(msg.tags), "keys": _text(msg.keys), "body": _text(msg.body),
-            "id": msg.id, "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
-            "reconsume_times": msg.reconsume_times, "store_size": msg.store_size,
-            "born_timestamp": msg.born_timestamp, "store_timestamp": msg.store_timestamp,
-            "commit_log_offset": msg.commit_log_offset, "properties": props}
+    return {
+        "topic": msg.topic,
+        "tags": _text(msg.tags),
+        "keys": _text(msg.keys),
+        "body": _text(msg.body),
+        "id": msg.id,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "reconsume_times": msg.reconsume_times,
+        "store_size": msg.store_size,
+        "born_timestamp": msg.born_timestamp,
+        "store_timestamp": msg.store_timestamp,
+        "commit_log_offset": msg.commit_log_offset,
+        "properties": props,
+    }
 
 
 # apache/rocketmq-client-cpp#455 (open): while the client's heartbeat thread is still connecting to a broker, a
@@ -111,8 +125,15 @@ def produce(args: argparse.Namespace) -> int:
                 failures += 1
                 emit(event="error", where=f"send {i}", error=f"{type(e).__name__}: {e}")
                 continue
-            emit(event="sent", i=i, tag=exp["tag"], key=exp["keys"], status=res.status.name, msg_id=res.msg_id,
-                 offset=res.offset)
+            emit(
+                event="sent",
+                i=i,
+                tag=exp["tag"],
+                key=exp["keys"],
+                status=res.status.name,
+                msg_id=res.msg_id,
+                offset=res.offset,
+            )
     finally:
         producer.shutdown()
     emit(event="done", sent=args.count - failures, failed=failures)
@@ -182,8 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--count", type=int, default=9)
             p.add_argument("--start", type=int, default=0)
             p.add_argument("--send-timeout-ms", type=int, default=3000)
-            p.add_argument("--connect-race-retries", type=int, default=1,
-                           help="retries of a send that failed with the C++ client's connect race (#455)")
+            p.add_argument(
+                "--connect-race-retries",
+                type=int,
+                default=1,
+                help="retries of a send that failed with the C++ client's connect race (#455)",
+            )
         else:
             p.add_argument("--expression", default="*")
         if name == "push":

@@ -63,10 +63,16 @@ def main() -> int:
         if args.target == "apache":
             server.start_broker(namesrv_addr=ns_route.address)
         else:
-            cfg = BrokerConfig(broker_ip1="127.0.0.1", listen_port=br_port, namesrv_addr=ns_route.address,
-                               broker_name="broker-a", store_path_root_dir=os.path.join(workdir, "broker"),
-                               enable_property_filter=True, mapped_file_size_commit_log=16 * 1024 * 1024,
-                               mapped_file_size_consume_queue=6000 * 20)
+            cfg = BrokerConfig(
+                broker_ip1="127.0.0.1",
+                listen_port=br_port,
+                namesrv_addr=ns_route.address,
+                broker_name="broker-a",
+                store_path_root_dir=os.path.join(workdir, "broker"),
+                enable_property_filter=True,
+                mapped_file_size_commit_log=16 * 1024 * 1024,
+                mapped_file_size_consume_queue=6000 * 20,
+            )
             broker = Broker(cfg).start()
             stop.insert(0, broker.shutdown)
             time.sleep(1.0)  # its first registration is asynchronous
@@ -81,17 +87,86 @@ def main() -> int:
                 print(main, " ".join(a), "-> FAILED:", str(e).splitlines()[1][:300])
 
         run("Produce", "--namesrv", ns, "--topic", "WireT", "--count", "6")
-        run("PushConsume", "--namesrv", ns, "--group", "G_wire", "--topic", "WireT", "--sub", "TagA || TagC",
-            "--expect", "4", "--timeout-ms", "20000")
-        run("PushConsume", "--namesrv", ns, "--group", "G_sql", "--topic", "WireT", "--selector", "SQL92",
-            "--sub", "compatProp IN ('v-1', 'v-4')", "--expect", "2", "--timeout-ms", "20000")
-        run("PushConsume", "--namesrv", ns, "--group", "G_retry", "--topic", "WireT", "--sub", "TagB",
-            "--reconsume-once", "true", "--expect", "4", "--timeout-ms", "30000")
-        run("PushConsume", "--namesrv", ns, "--group", "G_order", "--topic", "WireT", "--orderly", "true",
-            "--expect", "6", "--timeout-ms", "30000")
+        run(
+            "PushConsume",
+            "--namesrv",
+            ns,
+            "--group",
+            "G_wire",
+            "--topic",
+            "WireT",
+            "--sub",
+            "TagA || TagC",
+            "--expect",
+            "4",
+            "--timeout-ms",
+            "20000",
+        )
+        run(
+            "PushConsume",
+            "--namesrv",
+            ns,
+            "--group",
+            "G_sql",
+            "--topic",
+            "WireT",
+            "--selector",
+            "SQL92",
+            "--sub",
+            "compatProp IN ('v-1', 'v-4')",
+            "--expect",
+            "2",
+            "--timeout-ms",
+            "20000",
+        )
+        run(
+            "PushConsume",
+            "--namesrv",
+            ns,
+            "--group",
+            "G_retry",
+            "--topic",
+            "WireT",
+            "--sub",
+            "TagB",
+            "--reconsume-once",
+            "true",
+            "--expect",
+            "4",
+            "--timeout-ms",
+            "30000",
+        )
+        run(
+            "PushConsume",
+            "--namesrv",
+            ns,
+            "--group",
+            "G_order",
+            "--topic",
+            "WireT",
+            "--orderly",
+            "true",
+            "--expect",
+            "6",
+            "--timeout-ms",
+            "30000",
+        )
         run("QueryOffset", "--namesrv", ns, "--group", "G_wire", "--topic", "WireT")
-        run("PullConsume", "--namesrv", ns, "--group", "G_lite", "--topic", "WireT", "--sub", "TagA",
-            "--expect", "2", "--timeout-ms", "20000")
+        run(
+            "PullConsume",
+            "--namesrv",
+            ns,
+            "--group",
+            "G_lite",
+            "--topic",
+            "WireT",
+            "--sub",
+            "TagA",
+            "--expect",
+            "2",
+            "--timeout-ms",
+            "20000",
+        )
     finally:
         for fn in stop:
             fn()

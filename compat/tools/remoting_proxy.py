@@ -42,8 +42,22 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 SERIALIZE_NAMES = {0: "JSON", 1: "ROCKETMQ"}
-LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
-             "RUST", "NODE_JS"]
+LANGUAGES = [
+    "JAVA",
+    "CPP",
+    "DOTNET",
+    "PYTHON",
+    "DELPHI",
+    "ERLANG",
+    "RUBY",
+    "OTHER",
+    "HTTP",
+    "GO",
+    "PHP",
+    "OMS",
+    "RUST",
+    "NODE_JS",
+]
 MAX_FRAME = 16 * 1024 * 1024
 
 
@@ -61,7 +75,7 @@ def decode_header(serialize_type: int, header: bytes) -> dict[str, Any]:
         pos = 13
         (rl,) = struct.unpack_from(">i", header, pos)
         pos += 4
-        remark = header[pos:pos + rl].decode("utf-8", errors="replace") if rl > 0 else None
+        remark = header[pos : pos + rl].decode("utf-8", errors="replace") if rl > 0 else None
         pos += max(rl, 0)
         (el,) = struct.unpack_from(">i", header, pos)
         pos += 4
@@ -70,14 +84,21 @@ def decode_header(serialize_type: int, header: bytes) -> dict[str, Any]:
         while pos < end:
             (kl,) = struct.unpack_from(">h", header, pos)
             pos += 2
-            key = header[pos:pos + kl].decode("utf-8", errors="replace")
+            key = header[pos : pos + kl].decode("utf-8", errors="replace")
             pos += kl
             (vl,) = struct.unpack_from(">i", header, pos)
             pos += 4
-            ext[key] = header[pos:pos + vl].decode("utf-8", errors="replace")
+            ext[key] = header[pos : pos + vl].decode("utf-8", errors="replace")
             pos += vl
-        return {"code": code, "language": LANGUAGES[lang] if lang < len(LANGUAGES) else lang, "version": version,
-                "opaque": opaque, "flag": flag, "remark": remark, "extFields": ext}
+        return {
+            "code": code,
+            "language": LANGUAGES[lang] if lang < len(LANGUAGES) else lang,
+            "version": version,
+            "opaque": opaque,
+            "flag": flag,
+            "remark": remark,
+            "extFields": ext,
+        }
     raise ValueError(f"unknown serialize type {serialize_type}")
 
 
@@ -94,6 +115,7 @@ def describe_body(body: bytes, max_hex_bytes: int | None = None) -> dict[str, An
 @dataclass
 class Route:
     """One listening address forwarding to one upstream."""
+
     listen_host: str
     listen_port: int
     upstream_host: str
@@ -155,7 +177,7 @@ class RemotingProxy:
                 loop.run_until_complete(self._shutdown())
                 loop.close()
 
-        self._log = open(self.log_path, "a", encoding="utf-8")
+        self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115  (closed by stop())
         self._thread = threading.Thread(target=run, name="remoting-proxy", daemon=True)
         self._thread.start()
         started.wait()
@@ -187,7 +209,8 @@ class RemotingProxy:
     async def _listen(self) -> None:
         for route in self.routes:
             route.server = await asyncio.start_server(
-                functools.partial(self._on_client, route), route.listen_host, route.listen_port)
+                functools.partial(self._on_client, route), route.listen_host, route.listen_port
+            )
             route.listen_port = route.server.sockets[0].getsockname()[1]
 
     async def _shutdown(self) -> None:
@@ -219,13 +242,26 @@ class RemotingProxy:
             self._writers.discard(c_writer)
             return
         self._writers.add(u_writer)
-        self._write({"route": route.name, "conn": conn, "event": "open",
-                     "client": "%s:%s" % c_writer.get_extra_info("peername")[:2]})
+        self._write(
+            {
+                "route": route.name,
+                "conn": conn,
+                "event": "open",
+                "client": "%s:%s" % c_writer.get_extra_info("peername")[:2],
+            }
+        )
         self._spawn(self._pump(route, conn, "c2s", c_reader, u_writer, c_writer))
         self._spawn(self._pump(route, conn, "s2c", u_reader, c_writer, u_writer))
 
-    async def _pump(self, route: Route, conn: int, direction: str, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter, other: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self,
+        route: Route,
+        conn: int,
+        direction: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        other: asyncio.StreamWriter,
+    ) -> None:
         try:
             while True:
                 try:
@@ -234,8 +270,14 @@ class RemotingProxy:
                     break
                 (length,) = struct.unpack(">i", head)
                 if length < 4 or length > MAX_FRAME:
-                    self._write({"route": route.name, "conn": conn, "dir": direction,
-                                 "error": f"frame length {length}; forwarding the rest raw"})
+                    self._write(
+                        {
+                            "route": route.name,
+                            "conn": conn,
+                            "dir": direction,
+                            "error": f"frame length {length}; forwarding the rest raw",
+                        }
+                    )
                     writer.write(head)
                     while chunk := await reader.read(65536):
                         writer.write(chunk)
@@ -255,9 +297,14 @@ class RemotingProxy:
     def _observe(self, route: Route, conn: int, direction: str, frame: bytes) -> bytes:
         (mark,) = struct.unpack_from(">i", frame, 0)
         stype, hlen = (mark >> 24) & 0xFF, mark & 0xFFFFFF
-        rec: dict[str, Any] = {"route": route.name, "conn": conn, "dir": direction,
-                               "serialize": SERIALIZE_NAMES.get(stype, stype), "mark_hex": f"{mark & 0xFFFFFFFF:08x}"}
-        header, body = frame[4:4 + hlen], frame[4 + hlen:]
+        rec: dict[str, Any] = {
+            "route": route.name,
+            "conn": conn,
+            "dir": direction,
+            "serialize": SERIALIZE_NAMES.get(stype, stype),
+            "mark_hex": f"{mark & 0xFFFFFFFF:08x}",
+        }
+        header, body = frame[4 : 4 + hlen], frame[4 + hlen :]
         try:
             rec["header"] = decode_header(stype, header)
         except (ValueError, struct.error, IndexError) as e:
@@ -270,7 +317,7 @@ class RemotingProxy:
                 new_body = new_body.replace(r.upstream.encode(), r.address.encode())
             if new_body != body:
                 rec["rewritten"] = True
-                frame = frame[:4 + hlen] + new_body
+                frame = frame[: 4 + hlen] + new_body
         self._write(rec)
         return frame
 
@@ -285,8 +332,13 @@ class RemotingProxy:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log", required=True, help="JSON-lines output file (appended)")
-    ap.add_argument("--route", action="append", required=True, metavar="LISTEN=UPSTREAM",
-                    help="host:port to listen on = host:port to forward to (repeatable)")
+    ap.add_argument(
+        "--route",
+        action="append",
+        required=True,
+        metavar="LISTEN=UPSTREAM",
+        help="host:port to listen on = host:port to forward to (repeatable)",
+    )
     ap.add_argument("--no-rewrite", action="store_true", help="do not rewrite upstream addresses in bodies")
     ap.add_argument("--max-hex-bytes", type=int, default=None, help="log at most this many bytes of binary bodies")
     args = ap.parse_args(argv)

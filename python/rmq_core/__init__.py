@@ -8,4 +8,4 @@ from rmq_core._backend import backend
 from rmq_core.message import Message, MessageExt, MessageQueue, decode_messages, tags_hash
 
 __version__ = "0.1.0"
-__all__ = ["Message", "MessageExt", "MessageQueue", "backend", "decode_messages", "tags_hash", "__version__"]
+__all__ = ["Message", "MessageExt", "MessageQueue", "__version__", "backend", "decode_messages", "tags_hash"]

@@ -31,6 +31,7 @@ def decode_columns(
     buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
 ) -> dict[str, Any]: ...
 def gather_runs(src: Buffer, starts: Buffer, ends: Buffer) -> ColumnBuffer: ...
+
 @final
 class ColumnBuffer:
     """Read-only Rust-owned bytes (buffer protocol); equal to ``bytes`` of the same content."""

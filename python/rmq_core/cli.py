@@ -39,8 +39,10 @@ def cmd_store_demo(args: argparse.Namespace) -> int:
     tags = [t.strip() for t in args.tags.split(",") if t.strip()]
     topic, total, queues = args.topic, args.messages, args.queues
     body = (b"rmq_core demo payload " * (args.size // 22 + 1))[: args.size]
-    print(f"rmq-core store demo: backend={backend()} dir={root} topic={topic} queues={queues} "
-          f"messages={total:,} body={args.size} B tags={tags}")
+    print(
+        f"rmq-core store demo: backend={backend()} dir={root} topic={topic} queues={queues} "
+        f"messages={total:,} body={args.size} B tags={tags}"
+    )
     expected: Counter[tuple[int, str]] = Counter()
     with MessageStore(root, StoreConfig()) as store:
         base = {q: store.get_max_offset_in_queue(topic, q) for q in range(queues)}
@@ -89,11 +91,15 @@ def cmd_store_demo(args: argparse.Namespace) -> int:
         max_phy = store.max_physical_offset
 
     mismatched = [q for q in range(queues) if got[(q, want)] != expected[(q, want)]]
-    print(f"  wrote {total:,} messages ({max_phy:,} bytes of CommitLog) in {write_s:.2f} s "
-          f"= {total / write_s:,.0f} msg/s end to end; the store's put_messages alone: {append_s:.2f} s "
-          f"= {total / max(append_s, 1e-9):,.0f} msg/s (the rest is building Message objects in Python)")
-    print(f"  read back tag {want!r} (hash {tags_hash(want)}): {records:,} messages from {queues} queues in "
-          f"{read_s:.2f} s = {records / max(read_s, 1e-9):,.0f} msg/s")
+    print(
+        f"  wrote {total:,} messages ({max_phy:,} bytes of CommitLog) in {write_s:.2f} s "
+        f"= {total / write_s:,.0f} msg/s end to end; the store's put_messages alone: {append_s:.2f} s "
+        f"= {total / max(append_s, 1e-9):,.0f} msg/s (the rest is building Message objects in Python)"
+    )
+    print(
+        f"  read back tag {want!r} (hash {tags_hash(want)}): {records:,} messages from {queues} queues in "
+        f"{read_s:.2f} s = {records / max(read_s, 1e-9):,.0f} msg/s"
+    )
     for q in range(queues):
         print(f"    queue {q}: {got[(q, want)]:,} {want} (expected {expected[(q, want)]:,})")
     if mismatched:
@@ -107,12 +113,17 @@ def cmd_store_inspect(args: argparse.Namespace) -> int:
     with MessageStore(args.dir, StoreConfig()) as store:
         print(f"store {args.dir} (backend={backend()})")
         print(f"  commitlog: physical offsets [{store.min_physical_offset:,}, {store.max_physical_offset:,})")
-        files = sorted(os.listdir(os.path.join(args.dir, "commitlog"))) if os.path.isdir(
-            os.path.join(args.dir, "commitlog")) else []
+        files = (
+            sorted(os.listdir(os.path.join(args.dir, "commitlog")))
+            if os.path.isdir(os.path.join(args.dir, "commitlog"))
+            else []
+        )
         print(f"  commitlog files: {len(files)}" + (f" ({files[0]} .. {files[-1]})" if files else ""))
         for topic, q in store.topics():
-            print(f"  consumequeue {topic}/{q}: offsets [{store.get_min_offset_in_queue(topic, q):,}, "
-                  f"{store.get_max_offset_in_queue(topic, q):,})")
+            print(
+                f"  consumequeue {topic}/{q}: offsets [{store.get_min_offset_in_queue(topic, q):,}, "
+                f"{store.get_max_offset_in_queue(topic, q):,})"
+            )
         report = store.recovery_report
         print(f"  last open: {'abnormal (recovered)' if report.get('abnormal') else 'normal'} {report}")
     return 0
@@ -187,8 +198,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cfg.broker_ip1 = args.host
         broker = Broker(cfg)
         broker.start()
-        print(f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
-              f"store {cfg.store_path_root_dir}", flush=True)
+        print(
+            f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
+            f"store {cfg.store_path_root_dir}",
+            flush=True,
+        )
         try:
             _wait_for_signal()
         finally:
@@ -226,8 +240,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
         cfg.broker_ip1 = args.host
     broker = Broker(cfg)
     broker.start()
-    print(f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
-          f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir}", flush=True)
+    print(
+        f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
+        f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir}",
+        flush=True,
+    )
     try:
         _wait_for_signal()
     finally:
@@ -271,9 +288,16 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    header = CreateTopicRequestHeader(topic=args.topic, defaultTopic="TBW102", readQueueNums=args.queues,
-                                      writeQueueNums=args.queues, perm=args.perm, topicFilterType="SINGLE_TAG",
-                                      topicSysFlag=0, order=args.order)
+    header = CreateTopicRequestHeader(
+        topic=args.topic,
+        defaultTopic="TBW102",
+        readQueueNums=args.queues,
+        writeQueueNums=args.queues,
+        perm=args.perm,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=args.order,
+    )
     with _admin_client() as client:
         targets = [("", args.broker)] if args.broker else _brokers_of_cluster(client, args.namesrv, args.cluster)
         if not targets:
@@ -281,12 +305,15 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             return 1
         failed = 0
         for name, addr in targets:
-            r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                 encode_header(header)))
+            r = client.invoke_sync(
+                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))
+            )
             ok = r.code == ResponseCode.SUCCESS
             failed += not ok
-            print(f"{'created' if ok else 'FAILED'} {args.topic} on {name or addr} ({addr})"
-                  + ("" if ok else f": {r.code} {r.remark}"))
+            print(
+                f"{'created' if ok else 'FAILED'} {args.topic} on {name or addr} ({addr})"
+                + ("" if ok else f": {r.code} {r.remark}")
+            )
     return 1 if failed else 0
 
 
@@ -328,8 +355,14 @@ def cmd_send(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         for i in range(args.count):
-            msg = Message(args.topic, body, tags=args.tags, keys=(args.keys.replace("{i}", str(i)) if args.keys else None),
-                          properties=dict(props), delay_time_level=args.delay)
+            msg = Message(
+                args.topic,
+                body,
+                tags=args.tags,
+                keys=(args.keys.replace("{i}", str(i)) if args.keys else None),
+                properties=dict(props),
+                delay_time_level=args.delay,
+            )
             try:
                 r = producer.send(msg)
             except Exception as e:  # report and go on: the count of failures is the exit status
@@ -337,15 +370,19 @@ def cmd_send(args: argparse.Namespace) -> int:
                 print(f"FAILED #{i}: {type(e).__name__}: {e}", file=sys.stderr)
                 continue
             if args.count <= 20 or args.verbose:
-                print(f"{r.send_status.name} msgId={r.msg_id} offsetMsgId={r.offset_msg_id} "
-                      f"queue={r.message_queue.broker_name}/{r.message_queue.queue_id} offset={r.queue_offset}")
+                print(
+                    f"{r.send_status.name} msgId={r.msg_id} offsetMsgId={r.offset_msg_id} "
+                    f"queue={r.message_queue.broker_name}/{r.message_queue.queue_id} offset={r.queue_offset}"
+                )
             _progress("sent", i + 1, args.count, started)
     finally:
         producer.shutdown()
     if args.count > 20 and not args.verbose:
         dt = time.perf_counter() - started
-        print(f"sent {args.count - failed:,} of {args.count:,} to {args.topic} in {dt:.2f} s "
-              f"({(args.count - failed) / max(dt, 1e-9):,.0f} msg/s)")
+        print(
+            f"sent {args.count - failed:,} of {args.count:,} to {args.topic} in {dt:.2f} s "
+            f"({(args.count - failed) / max(dt, 1e-9):,.0f} msg/s)"
+        )
     return 1 if failed else 0
 
 
@@ -371,8 +408,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     break
                 seen += 1
                 body = m.body[:80].decode("utf-8", "replace")
-                print(f"{m.topic} {m.broker_name}/{m.queue_id}@{m.queue_offset} tags={m.tags} keys={m.keys} "
-                      f"reconsume={m.reconsume_times} body={body!r}", flush=True)
+                print(
+                    f"{m.topic} {m.broker_name}/{m.queue_id}@{m.queue_offset} tags={m.tags} keys={m.keys} "
+                    f"reconsume={m.reconsume_times} body={body!r}",
+                    flush=True,
+                )
             if args.count and seen >= args.count:
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -392,10 +432,21 @@ def cmd_consume(args: argparse.Namespace) -> int:
 def cmd_pipeline(args: argparse.Namespace) -> int:
     from rmq_core.pipeline import PipelineConfig, run_pipeline
 
-    cfg = PipelineConfig(messages=args.messages, dir=args.dir, fresh=args.fresh, namesrv=args.namesrv,
-                         spark=not args.no_spark, topic=args.topic, queues=args.queues, batch=args.batch,
-                         rate=args.rate, consume_timeout_s=args.timeout, commit_log_file_mb=args.commit_log_file_mb,
-                         spark_master=args.spark_master, micro_batches=args.micro_batches)
+    cfg = PipelineConfig(
+        messages=args.messages,
+        dir=args.dir,
+        fresh=args.fresh,
+        namesrv=args.namesrv,
+        spark=not args.no_spark,
+        topic=args.topic,
+        queues=args.queues,
+        batch=args.batch,
+        rate=args.rate,
+        consume_timeout_s=args.timeout,
+        commit_log_file_mb=args.commit_log_file_mb,
+        spark_master=args.spark_master,
+        micro_batches=args.micro_batches,
+    )
     return run_pipeline(cfg)
 
 
@@ -433,8 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--name", default=None, help="broker name")
         sp.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
 
-    serve = sub.add_parser("serve", help="run a name server and a broker in one process (embedded defaults)",
-                           description="Name server on 9876 and broker on 10911 over ./rmq-store until SIGTERM/SIGINT.")
+    serve = sub.add_parser(
+        "serve",
+        help="run a name server and a broker in one process (embedded defaults)",
+        description="Name server on 9876 and broker on 10911 over ./rmq-store until SIGTERM/SIGINT.",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
     serve.add_argument("--namesrv-port", type=int, default=9876)
     broker_args(serve, with_config=True)
@@ -467,8 +521,11 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
     tl.set_defaults(func=cmd_topic_list)
 
-    snd = sub.add_parser("send", help="send messages with the rmq_core producer",
-                         description="Send messages to a topic through a name server (sync sends, one per message).")
+    snd = sub.add_parser(
+        "send",
+        help="send messages with the rmq_core producer",
+        description="Send messages to a topic through a name server (sync sends, one per message).",
+    )
     snd.add_argument("topic")
     snd.add_argument("body", nargs="?", default=None, help="message body; '-' reads standard input")
     snd.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
@@ -482,8 +539,11 @@ def build_parser() -> argparse.ArgumentParser:
     snd.add_argument("-v", "--verbose", action="store_true", help="print every SendResult")
     snd.set_defaults(func=cmd_send)
 
-    con = sub.add_parser("consume", help="consume messages with the rmq_core push consumer",
-                         description="Print messages of a topic as a push consumer of a group receives them.")
+    con = sub.add_parser(
+        "consume",
+        help="consume messages with the rmq_core push consumer",
+        description="Print messages of a topic as a push consumer of a group receives them.",
+    )
     con.add_argument("topic")
     con.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
     con.add_argument("-g", "--group", default="rmq_core_cli_consumer")
@@ -495,27 +555,39 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--from-first", action="store_true", help="a new group starts at the first offset")
     con.set_defaults(func=cmd_consume)
 
-    pl = sub.add_parser("pipeline", help="the main job: broker, producer, a consumer group of two, Spark queries",
-                        description="Start a name server and a broker in-process over a store directory (or use "
-                                    "--namesrv), produce a stream of order events, consume it with a push consumer "
-                                    "group of two, count it per tag with a Spark streaming query and a Spark batch "
-                                    "query, print a report; exit 0 only if every count agrees.")
+    pl = sub.add_parser(
+        "pipeline",
+        help="the main job: broker, producer, a consumer group of two, Spark queries",
+        description="Start a name server and a broker in-process over a store directory (or use "
+        "--namesrv), produce a stream of order events, consume it with a push consumer "
+        "group of two, count it per tag with a Spark streaming query and a Spark batch "
+        "query, print a report; exit 0 only if every count agrees.",
+    )
     pl.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200,000)")
     pl.add_argument("--dir", default="./rmq-store", help="store directory (default ./rmq-store)")
     pl.add_argument("--fresh", action="store_true", help="delete the store directory first")
-    pl.add_argument("--namesrv", default=None,
-                    help="an existing cluster's name server host:port: no in-process broker is started")
+    pl.add_argument(
+        "--namesrv", default=None, help="an existing cluster's name server host:port: no in-process broker is started"
+    )
     pl.add_argument("--no-spark", action="store_true", help="skip the Spark queries")
     pl.add_argument("--topic", default="PipelineOrders", help="topic name prefix (a run id is appended)")
     pl.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
     pl.add_argument("--batch", type=int, default=64, help="messages per batch send (default 64)")
     pl.add_argument("--rate", type=int, default=0, help="producer target msg/s (default 0 = as fast as it goes)")
     pl.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the consumers (default 120)")
-    pl.add_argument("--commit-log-file-mb", type=int, default=128,
-                    help="the in-process broker's CommitLog file size in MiB (default 128)")
+    pl.add_argument(
+        "--commit-log-file-mb",
+        type=int,
+        default=128,
+        help="the in-process broker's CommitLog file size in MiB (default 128)",
+    )
     pl.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
-    pl.add_argument("--micro-batches", type=int, default=4,
-                    help="the streaming query reads the topic in about this many micro-batches (default 4)")
+    pl.add_argument(
+        "--micro-batches",
+        type=int,
+        default=4,
+        help="the streaming query reads the topic in about this many micro-batches (default 4)",
+    )
     pl.set_defaults(func=cmd_pipeline)
     return p
 

@@ -17,8 +17,9 @@ import socket
 import struct
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from rmq_core import _backend
 
@@ -57,7 +58,7 @@ COMPRESSION_ZLIB = 0x300
 class Message:
     """A message to send: ``Message(topic, body, tags=None, keys=None, properties=None, flag=0, delay_time_level=0)``."""
 
-    __slots__ = ("topic", "body", "flag", "properties")
+    __slots__ = ("body", "flag", "properties", "topic")
     topic: str
     body: bytes
     flag: int
@@ -152,20 +153,20 @@ class MessageExt(Message):
     """A stored message, as decoded from the CommitLog or a pull body."""
 
     __slots__ = (
+        "body_crc",
+        "born_host",
+        "born_timestamp",
+        "broker_name",
+        "commitlog_offset",
+        "msg_id",
+        "prepared_transaction_offset",
         "queue_id",
         "queue_offset",
-        "commitlog_offset",
-        "store_size",
-        "body_crc",
-        "sys_flag",
-        "born_timestamp",
-        "born_host",
-        "store_timestamp",
-        "store_host",
         "reconsume_times",
-        "prepared_transaction_offset",
-        "msg_id",
-        "broker_name",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
     )
     queue_id: int
     queue_offset: int
@@ -198,9 +199,24 @@ class MessageExt(Message):
 
 # The row layout the Rust decoder hands to _message_exts_from_rows (keep in step with rust/rmq-py/src/codec.rs).
 MESSAGE_EXT_ROW = (
-    "topic", "body", "flag", "properties", "queue_id", "queue_offset", "commitlog_offset", "store_size", "body_crc",
-    "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
-    "prepared_transaction_offset", "msg_id", "broker_name",
+    "topic",
+    "body",
+    "flag",
+    "properties",
+    "queue_id",
+    "queue_offset",
+    "commitlog_offset",
+    "store_size",
+    "body_crc",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "msg_id",
+    "broker_name",
 )
 
 
@@ -216,9 +232,26 @@ def _message_exts_from_rows(rows: list[tuple[Any, ...]]) -> list[MessageExt]:
     append = out.append
     for t in rows:
         m = new(cls)
-        (m.topic, m.body, m.flag, m.properties, m.queue_id, m.queue_offset, m.commitlog_offset, m.store_size,
-         m.body_crc, m.sys_flag, m.born_timestamp, m.born_host, m.store_timestamp, m.store_host, m.reconsume_times,
-         m.prepared_transaction_offset, m.msg_id, m.broker_name) = t
+        (
+            m.topic,
+            m.body,
+            m.flag,
+            m.properties,
+            m.queue_id,
+            m.queue_offset,
+            m.commitlog_offset,
+            m.store_size,
+            m.body_crc,
+            m.sys_flag,
+            m.born_timestamp,
+            m.born_host,
+            m.store_timestamp,
+            m.store_host,
+            m.reconsume_times,
+            m.prepared_transaction_offset,
+            m.msg_id,
+            m.broker_name,
+        ) = t
         append(m)
     return out
 
@@ -320,7 +353,10 @@ class _UniqIdGenerator:
         now = time.time_ns() // 1_000_000
         if now >= self._next_month_ms:
             self._roll_month(now)
-        return self._prefix + _UNIQ_TAIL((now - self._month_start_ms) & 0x7FFFFFFF, next(self._counter) & 0xFFFF).hex().upper()
+        return (
+            self._prefix
+            + _UNIQ_TAIL((now - self._month_start_ms) & 0x7FFFFFFF, next(self._counter) & 0xFFFF).hex().upper()
+        )
 
 
 create_uniq_id = _UniqIdGenerator()

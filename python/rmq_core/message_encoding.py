@@ -23,7 +23,8 @@ Thread-safety: pure functions, no shared state.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Mapping, NamedTuple, Protocol
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, Protocol
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -92,7 +93,7 @@ def string_to_properties(text: str | None) -> dict[str, str]:
             continue
         kv = seg.find(NAME_VALUE_SEPARATOR)
         if 0 < kv < len(seg) - 1:
-            out[seg[:kv]] = seg[kv + 1:]
+            out[seg[:kv]] = seg[kv + 1 :]
     return out
 
 
@@ -135,27 +136,33 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchMessage]:
     while pos < n:
         index = len(out)
         if n - pos < BATCH_BLOCK_OVERHEAD:
-            raise BatchDecodeError(f"batch block {index} at byte {pos} is truncated: {n - pos} bytes left, "
-                                   f"a block needs at least {BATCH_BLOCK_OVERHEAD}")
+            raise BatchDecodeError(
+                f"batch block {index} at byte {pos} is truncated: {n - pos} bytes left, "
+                f"a block needs at least {BATCH_BLOCK_OVERHEAD}"
+            )
         total, _magic, _crc, flag, body_len = _BLOCK_HEAD.unpack_from(buf, pos)
         if body_len < 0:
             raise BatchDecodeError(f"batch block {index} at byte {pos} has a negative body length {body_len}")
         body_pos = pos + _BLOCK_HEAD.size
         prop_len_pos = body_pos + body_len
         if prop_len_pos + _PROP_LEN.size > n:
-            raise BatchDecodeError(f"batch block {index} at byte {pos}: body of {body_len} bytes runs past the "
-                                   f"{n}-byte batch")
+            raise BatchDecodeError(
+                f"batch block {index} at byte {pos}: body of {body_len} bytes runs past the {n}-byte batch"
+            )
         (prop_len,) = _PROP_LEN.unpack_from(buf, prop_len_pos)
         if prop_len < 0:
             raise BatchDecodeError(f"batch block {index} at byte {pos} has a negative properties length {prop_len}")
         props_pos = prop_len_pos + _PROP_LEN.size
         end = props_pos + prop_len
         if end > n:
-            raise BatchDecodeError(f"batch block {index} at byte {pos}: properties of {prop_len} bytes run past "
-                                   f"the {n}-byte batch")
+            raise BatchDecodeError(
+                f"batch block {index} at byte {pos}: properties of {prop_len} bytes run past the {n}-byte batch"
+            )
         if total != end - pos:
-            raise BatchDecodeError(f"batch block {index} at byte {pos}: TOTALSIZE {total} does not match its "
-                                   f"{end - pos} bytes (body {body_len}, properties {prop_len})")
+            raise BatchDecodeError(
+                f"batch block {index} at byte {pos}: TOTALSIZE {total} does not match its "
+                f"{end - pos} bytes (body {body_len}, properties {prop_len})"
+            )
         try:
             props_text = bytes(buf[props_pos:end]).decode("utf-8")
         except UnicodeDecodeError as e:

@@ -105,8 +105,10 @@ class Progress:
             return
         self._last = now
         rate = done / max(now - self.started, 1e-9)
-        line = (f"  {self.label}: {done:,}/{self.total:,} ({100 * done // max(self.total, 1)}%, "
-                f"{rate:,.0f}/s, {now - self.started:.1f} s)")
+        line = (
+            f"  {self.label}: {done:,}/{self.total:,} ({100 * done // max(self.total, 1)}%, "
+            f"{rate:,.0f}/s, {now - self.started:.1f} s)"
+        )
         if self._tty and not final:
             print(line, end="\r", file=sys.stderr, flush=True)
         else:
@@ -115,8 +117,10 @@ class Progress:
 
 # warnings RocketMQ's clients log in a normal run (the group's %RETRY% topic has no route until something is retried;
 # a pull request still queued when its consumer shuts down is dropped): not shown by the job
-_BENIGN_LOG_TEMPLATES = ("get Topic [%s] RouteInfoFromNameServer is not exist value",
-                         "No matched consumer for the PullRequest %s, drop it")
+_BENIGN_LOG_TEMPLATES = (
+    "get Topic [%s] RouteInfoFromNameServer is not exist value",
+    "No matched consumer for the PullRequest %s, drop it",
+)
 
 
 class _BenignFilter(logging.Filter):
@@ -175,11 +179,26 @@ class EventStream:
         region = REGIONS[order % len(REGIONS)]
         currency = CURRENCIES[order % len(CURRENCIES)]
         amount = f"{rng.uniform(1.0, 2000.0):.2f}"
-        body = json.dumps({"event": tag, "order_id": f"ORD-{order}", "seq": seq, "customer": f"C{order % 9973:04d}",
-                           "amount": amount, "currency": currency, "region": region,
-                           "items": rng.randint(1, 9)}, separators=(",", ":")).encode()
-        return Message(topic, body, tags=tag, keys=f"ORD-{order}",
-                       properties={"region": region, "amount": amount, "currency": currency})
+        body = json.dumps(
+            {
+                "event": tag,
+                "order_id": f"ORD-{order}",
+                "seq": seq,
+                "customer": f"C{order % 9973:04d}",
+                "amount": amount,
+                "currency": currency,
+                "region": region,
+                "items": rng.randint(1, 9),
+            },
+            separators=(",", ":"),
+        ).encode()
+        return Message(
+            topic,
+            body,
+            tags=tag,
+            keys=f"ORD-{order}",
+            properties={"region": region, "amount": amount, "currency": currency},
+        )
 
 
 def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -> None:
@@ -188,8 +207,12 @@ def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -
 
     stream = EventStream(cfg.seed)
     progress = Progress("produce", cfg.messages)
-    p = Producer(PRODUCER_GROUP, namesrv_addr=namesrv, instance_name=f"pipeline-producer-{cfg.run_id}",
-                 poll_name_server_interval=1000)
+    p = Producer(
+        PRODUCER_GROUP,
+        namesrv_addr=namesrv,
+        instance_name=f"pipeline-producer-{cfg.run_id}",
+        poll_name_server_interval=1000,
+    )
     p.start()
     try:
         started = time.perf_counter()
@@ -282,8 +305,11 @@ def wait_for_balance(consumers: Sequence[Any], topic: str, queues: int, timeout_
     while True:
         held = [_held_queues(c, topic) for c in consumers]
         union: set[int] = set().union(*held)
-        if (len(union) == queues and sum(len(h) for h in held) == queues
-                and all(held[i] for i in range(min(len(held), queues)))):
+        if (
+            len(union) == queues
+            and sum(len(h) for h in held) == queues
+            and all(held[i] for i in range(min(len(held), queues)))
+        ):
             return held
         if time.monotonic() > deadline:
             raise RuntimeError(f"the consumer group did not settle on {queues} queues in {timeout_s:.0f} s: {held}")
@@ -298,21 +324,34 @@ def create_topic(namesrv: str, topic: str, queues: int, broker_addrs: Sequence[s
     from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
     from rmq_core.remoting.transport import BlockingRemotingClient
 
-    header = CreateTopicRequestHeader(topic=topic, defaultTopic="TBW102", readQueueNums=queues, writeQueueNums=queues,
-                                      perm=6, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False)
+    header = CreateTopicRequestHeader(
+        topic=topic,
+        defaultTopic="TBW102",
+        readQueueNums=queues,
+        writeQueueNums=queues,
+        perm=6,
+        topicFilterType="SINGLE_TAG",
+        topicSysFlag=0,
+        order=False,
+    )
     with BlockingRemotingClient(name="rmq-core-pipeline") as c:
         for addr in broker_addrs:
-            r = c.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)),
-                              timeout=5.0)
+            r = c.invoke_sync(
+                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)), timeout=5.0
+            )
             if r.code != ResponseCode.SUCCESS:
                 raise RuntimeError(f"creating topic {topic} on {addr}: {r.code} {r.remark}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+            req = RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+            )
             r = c.invoke_sync(namesrv, req, timeout=5.0)
-            if r.code == ResponseCode.SUCCESS and r.body and f'"readQueueNums":{queues}' in r.body.decode("utf-8",
-                                                                                                          "replace"):
+            if (
+                r.code == ResponseCode.SUCCESS
+                and r.body
+                and f'"readQueueNums":{queues}' in r.body.decode("utf-8", "replace")
+            ):
                 return
             time.sleep(0.05)
     raise RuntimeError(f"the name server {namesrv} did not route {topic} within {timeout_s:.0f} s")
@@ -377,11 +416,14 @@ def start_spark(master: str) -> Any:
         warnings.filterwarnings("ignore", message=".*pandas.*", category=FutureWarning)
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master(master).appName("rmq-core pipeline")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .getOrCreate())
+        spark = (
+            SparkSession.builder.master(master)
+            .appName("rmq-core pipeline")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
     spark.sparkContext.setLogLevel("ERROR")
     from rmq_core.spark import register
 
@@ -392,12 +434,12 @@ def start_spark(master: str) -> Any:
 def _tag_rows(df: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
-    return df.groupBy("tags").agg(F.count(F.lit(1)).alias("n"),
-                                  F.sum(F.length("body")).alias("bytes")).collect()
+    return df.groupBy("tags").agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("bytes")).collect()
 
 
-def spark_streaming(spark: Any, namesrv: str, topic: str, expected: int, cfg: PipelineConfig,
-                    checkpoint: str, timeout_s: float) -> SparkFigures:
+def spark_streaming(
+    spark: Any, namesrv: str, topic: str, expected: int, cfg: PipelineConfig, checkpoint: str, timeout_s: float
+) -> SparkFigures:
     """Structured Streaming over the topic (``namesrv`` source, from the earliest offsets, at most
     ``expected / cfg.micro_batches`` messages per micro-batch, triggers back to back): per-tag counts and body bytes
     accumulated in foreachBatch; stopped once it has seen ``expected`` rows (or after ``timeout_s``, or when the
@@ -417,11 +459,22 @@ def spark_streaming(spark: Any, namesrv: str, topic: str, expected: int, cfg: Pi
             progress.update(fig.rows)
 
     per_trigger = max(1, math.ceil(expected / cfg.micro_batches))
-    stream = (spark.readStream.format("rocketmq").option("namesrv", namesrv).option("topic", topic)
-              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_trigger)).load())
+    stream = (
+        spark.readStream.format("rocketmq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
     started = time.perf_counter()
-    query = (stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="0 seconds").queryName(f"pipeline_{cfg.run_id}").start())
+    query = (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="0 seconds")
+        .queryName(f"pipeline_{cfg.run_id}")
+        .start()
+    )
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -430,8 +483,9 @@ def spark_streaming(spark: Any, namesrv: str, topic: str, expected: int, cfg: Pi
             if seen >= expected:
                 break
             if not query.isActive:
-                raise RuntimeError(f"the streaming query stopped after {seen:,} of {expected:,} rows: "
-                                   f"{query.exception()}")
+                raise RuntimeError(
+                    f"the streaming query stopped after {seen:,} of {expected:,} rows: {query.exception()}"
+                )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the streaming query saw {seen:,} of {expected:,} rows in {timeout_s:.0f} s")
             query.awaitTermination(0.1)
@@ -484,8 +538,10 @@ class Report:
 
 def _fmt_tags(c: Counter[str]) -> str:
     return ", ".join(f"{t}={c.get(t, 0):,}" for t, _ in TAG_WEIGHTS) + (
-        "" if set(c) <= {t for t, _ in TAG_WEIGHTS} else
-        ", " + ", ".join(f"{t}={n:,}" for t, n in sorted(c.items()) if t not in dict(TAG_WEIGHTS)))
+        ""
+        if set(c) <= {t for t, _ in TAG_WEIGHTS}
+        else ", " + ", ".join(f"{t}={n:,}" for t, n in sorted(c.items()) if t not in dict(TAG_WEIGHTS))
+    )
 
 
 @contextlib.contextmanager
@@ -497,9 +553,14 @@ def embedded_cluster(cfg: PipelineConfig) -> Iterator[tuple[str, Any]]:
     ns = NameServer(listen_port=0)
     ns.start()
     try:
-        bcfg = BrokerConfig(listen_port=0, namesrv_addr=ns.address, store_path_root_dir=os.path.abspath(cfg.dir),
-                            broker_name="pipeline-broker", mapped_file_size_commit_log=cfg.commit_log_file_mb << 20,
-                            mapped_file_size_consume_queue=300_000 * 20)
+        bcfg = BrokerConfig(
+            listen_port=0,
+            namesrv_addr=ns.address,
+            store_path_root_dir=os.path.abspath(cfg.dir),
+            broker_name="pipeline-broker",
+            mapped_file_size_commit_log=cfg.commit_log_file_mb << 20,
+            mapped_file_size_consume_queue=300_000 * 20,
+        )
         broker = Broker(bcfg)
         broker.start()
         try:
@@ -539,8 +600,11 @@ def _run(cfg: PipelineConfig) -> int:
     batch: SparkFigures | None = None
     consumers_split: list[set[int]] = []
     mode = f"existing cluster, name server {cfg.namesrv}" if cfg.namesrv else f"embedded, store {cfg.dir}"
-    print(f"rmq-core pipeline: {cfg.messages:,} messages, topic {topic} ({cfg.queues} queues), {mode}, "
-          f"spark={'on (' + cfg.spark_master + ')' if run_spark else 'off'}", flush=True)
+    print(
+        f"rmq-core pipeline: {cfg.messages:,} messages, topic {topic} ({cfg.queues} queues), {mode}, "
+        f"spark={'on (' + cfg.spark_master + ')' if run_spark else 'off'}",
+        flush=True,
+    )
     spark = None
     checkpoint = tempfile.mkdtemp(prefix="rmq-pipeline-ckpt-")
     total_started = time.perf_counter()
@@ -564,19 +628,31 @@ def _run(cfg: PipelineConfig) -> int:
 
             consumers = []
             for name in ("consumer-1", "consumer-2"):
-                c = PushConsumer(group, namesrv_addr=namesrv, instance_name=f"pipeline-{name}-{cfg.run_id}",
-                                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                 consume_message_batch_max_size=32, consume_thread_min=2, consume_thread_max=2,
-                                 rebalance_interval_ms=1000, heartbeat_broker_interval=1000,
-                                 persist_consumer_offset_interval=1000, poll_name_server_interval=1000)
+                c = PushConsumer(
+                    group,
+                    namesrv_addr=namesrv,
+                    instance_name=f"pipeline-{name}-{cfg.run_id}",
+                    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                    consume_message_batch_max_size=32,
+                    consume_thread_min=2,
+                    consume_thread_max=2,
+                    rebalance_interval_ms=1000,
+                    heartbeat_broker_interval=1000,
+                    persist_consumer_offset_interval=1000,
+                    poll_name_server_interval=1000,
+                )
                 c.subscribe(topic, "*")
                 c.register_message_listener(recorder.listener(name))
                 c.start()
                 stack.callback(c.shutdown)
                 consumers.append(c)
             consumers_split = wait_for_balance(consumers, topic, cfg.queues)
-            step("consumer group " + group + ": " + "; ".join(
-                f"consumer-{i + 1} holds queues {sorted(q)}" for i, q in enumerate(consumers_split)))
+            step(
+                "consumer group "
+                + group
+                + ": "
+                + "; ".join(f"consumer-{i + 1} holds queues {sorted(q)}" for i, q in enumerate(consumers_split))
+            )
 
             step(f"producing {cfg.messages:,} messages" + (f" at {cfg.rate:,} msg/s" if cfg.rate else ""))
             progress = Progress("consume", cfg.messages)
@@ -595,19 +671,25 @@ def _run(cfg: PipelineConfig) -> int:
                 step(f"starting Spark ({cfg.spark_master})")
                 spark = start_spark(cfg.spark_master)
                 step("Spark Structured Streaming over the topic (namesrv source, from the earliest offsets)")
-                streaming = spark_streaming(spark, namesrv, topic, produced.count, cfg, checkpoint,
-                                            timeout_s=max(120.0, produced.count / 1000))
+                streaming = spark_streaming(
+                    spark, namesrv, topic, produced.count, cfg, checkpoint, timeout_s=max(120.0, produced.count / 1000)
+                )
                 if cfg.namesrv:
                     step("Spark batch query over the topic (namesrv source)")
-                    batch = spark_batch(spark, {"namesrv": namesrv, "startingOffsets": "earliest",
-                                                "endingOffsets": "latest"}, topic, f"namesrv {namesrv}")
+                    batch = spark_batch(
+                        spark,
+                        {"namesrv": namesrv, "startingOffsets": "earliest", "endingOffsets": "latest"},
+                        topic,
+                        f"namesrv {namesrv}",
+                    )
                 else:  # the path source reads the files read-only (no lock, no recovery): the broker keeps running
                     step(f"Spark batch query over the store directory (path source, {cfg.dir}, broker running)")
-                    batch = spark_batch(spark, {"path": os.path.abspath(cfg.dir)}, topic,
-                                        f"path {cfg.dir}, the running broker's store")
+                    batch = spark_batch(
+                        spark, {"path": os.path.abspath(cfg.dir)}, topic, f"path {cfg.dir}, the running broker's store"
+                    )
             if cfg.namesrv is None:
                 step("shutting down the broker and the name server")
-    except Exception as e:  # noqa: BLE001 - the job reports any failure as a failed run
+    except Exception as e:
         print(f"error: the pipeline failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     finally:
@@ -618,38 +700,61 @@ def _run(cfg: PipelineConfig) -> int:
     total_s = time.perf_counter() - total_started
     consume_s = max(recorder.last - recorder.first, 1e-9)
     report.add(f"report (run {cfg.run_id}, {total_s:.1f} s in all)")
-    report.add(f"  produced   {produced.count:,} messages ({produced.body_bytes:,} body bytes) in {produced.seconds:.2f} s"
-               f" = {produced.count / max(produced.seconds, 1e-9):,.0f} msg/s")
-    report.add(f"  consumed   {recorder.unique:,} messages in {consume_s:.2f} s = {recorder.unique / consume_s:,.0f} msg/s"
-               f" (first to last delivery; the producer paces it)")
-    report.add("  split      " + ", ".join(f"{n}={recorder.per_consumer.get(n, 0):,} (queues {sorted(q)})"
-                                          for n, q in zip(("consumer-1", "consumer-2"), consumers_split or [set(), set()])))
-    report.add(f"  latency    born → consumed p50 {percentile(recorder.latencies_ms, 50):.0f} ms, "
-               f"p99 {percentile(recorder.latencies_ms, 99):.0f} ms")
+    report.add(
+        f"  produced   {produced.count:,} messages ({produced.body_bytes:,} body bytes) in {produced.seconds:.2f} s"
+        f" = {produced.count / max(produced.seconds, 1e-9):,.0f} msg/s"
+    )
+    report.add(
+        f"  consumed   {recorder.unique:,} messages in {consume_s:.2f} s = {recorder.unique / consume_s:,.0f} msg/s"
+        f" (first to last delivery; the producer paces it)"
+    )
+    report.add(
+        "  split      "
+        + ", ".join(
+            f"{n}={recorder.per_consumer.get(n, 0):,} (queues {sorted(q)})"
+            for n, q in zip(("consumer-1", "consumer-2"), consumers_split or [set(), set()])
+        )
+    )
+    report.add(
+        f"  latency    born → consumed p50 {percentile(recorder.latencies_ms, 50):.0f} ms, "
+        f"p99 {percentile(recorder.latencies_ms, 99):.0f} ms"
+    )
     report.add(f"  produced   per tag: {_fmt_tags(produced.tags)}")
     report.add(f"  consumed   per tag: {_fmt_tags(recorder.tags)}")
     for label, fig in (("streaming", streaming), ("batch", batch)):
         if fig is not None:
             report.add(f"  spark {label:<9} per tag: {_fmt_tags(fig.tags)}")
-            report.add(f"  spark {label:<9} {fig.rows:,} rows in {fig.seconds:.2f} s = "
-                       f"{fig.rows / max(fig.seconds, 1e-9):,.0f} rows/s ({fig.micro_batches} batch(es); {fig.source})")
+            report.add(
+                f"  spark {label:<9} {fig.rows:,} rows in {fig.seconds:.2f} s = "
+                f"{fig.rows / max(fig.seconds, 1e-9):,.0f} rows/s ({fig.micro_batches} batch(es); {fig.source})"
+            )
             if len(fig.batch_ms) > 1:
                 rates = [rows * 1000 / max(d.get("triggerExecution", 0), 1) for rows, d in fig.batch_ms]
-                report.add(f"  spark {label:<9} per micro-batch (Spark's triggerExecution): first "
-                           f"{rates[0]:,.0f} rows/s (starts the Python workers), then median "
-                           f"{statistics.median(rates[1:]):,.0f} rows/s")
+                report.add(
+                    f"  spark {label:<9} per micro-batch (Spark's triggerExecution): first "
+                    f"{rates[0]:,.0f} rows/s (starts the Python workers), then median "
+                    f"{statistics.median(rates[1:]):,.0f} rows/s"
+                )
     report.add("checks")
     report.check(produced.count == cfg.messages, f"produced {produced.count:,} of {cfg.messages:,}")
-    report.check(recorder.unique == produced.count and recorder.tags == produced.tags
-                 and recorder.body_bytes == produced.body_bytes,
-                 f"the group consumed every message: {recorder.unique:,} of {produced.count:,}, per tag and bytes equal")
+    report.check(
+        recorder.unique == produced.count
+        and recorder.tags == produced.tags
+        and recorder.body_bytes == produced.body_bytes,
+        f"the group consumed every message: {recorder.unique:,} of {produced.count:,}, per tag and bytes equal",
+    )
     report.check(recorder.duplicates == 0, f"duplicates = {recorder.duplicates}")
-    report.check(all(recorder.per_consumer.get(n, 0) > 0 for n in ("consumer-1", "consumer-2")),
-                 "both consumers consumed")
+    report.check(
+        all(recorder.per_consumer.get(n, 0) > 0 for n in ("consumer-1", "consumer-2")), "both consumers consumed"
+    )
     if spark_reason is None:
         for label, fig in (("streaming", streaming), ("batch", batch)):
-            ok = fig is not None and fig.tags == produced.tags and fig.rows == produced.count \
+            ok = (
+                fig is not None
+                and fig.tags == produced.tags
+                and fig.rows == produced.count
                 and fig.body_bytes == produced.body_bytes
+            )
             report.check(ok, f"spark {label} per-tag counts and body bytes equal what was produced")
     else:
         report.add(f"  [skipped] Spark queries: {spark_reason}")

@@ -20,15 +20,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
 
 from rmq_core import _backend
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.sql92 import Sql92Filter
 from rmq_core.filter.subscription_data import build_subscription_data
-from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 from rmq_core.message import (
     PROPERTY_TAGS,
     UNIQ_KEY,
@@ -39,6 +38,7 @@ from rmq_core.message import (
     decode_messages,
     tags_hash,
 )
+from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class StoreConfig:
             raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
         if self.mapped_file_size_consume_queue < CQ_STORE_UNIT_SIZE:
             raise ValueError("mapped_file_size_consume_queue must hold at least one unit")
-        if not 0 < self.max_message_size:
+        if not self.max_message_size > 0:
             raise ValueError("max_message_size must be positive")
         self.store_host = (str(self.store_host[0]), int(self.store_host[1]))
 
@@ -98,10 +98,16 @@ class StoreConfig:
 class PutMessageResult:
     """What one put did: ``status``, ``commitlog_offset``, ``queue_offset``, ``wrote_bytes`` and the offset ``msg_id``."""
 
-    __slots__ = ("status", "commitlog_offset", "queue_offset", "wrote_bytes", "store_host")
+    __slots__ = ("commitlog_offset", "queue_offset", "status", "store_host", "wrote_bytes")
 
-    def __init__(self, status: PutMessageStatus, commitlog_offset: int, queue_offset: int, wrote_bytes: int,
-                 store_host: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        status: PutMessageStatus,
+        commitlog_offset: int,
+        queue_offset: int,
+        wrote_bytes: int,
+        store_host: tuple[str, int],
+    ) -> None:
         self.status = status
         self.commitlog_offset = commitlog_offset
         self.queue_offset = queue_offset
@@ -123,13 +129,20 @@ class PutMessageResult:
         if not isinstance(other, PutMessageResult):
             return NotImplemented
         return (self.status, self.commitlog_offset, self.queue_offset, self.wrote_bytes, self.store_host) == (
-            other.status, other.commitlog_offset, other.queue_offset, other.wrote_bytes, other.store_host)
+            other.status,
+            other.commitlog_offset,
+            other.queue_offset,
+            other.wrote_bytes,
+            other.store_host,
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (f"PutMessageResult(status={self.status.name}, commitlog_offset={self.commitlog_offset}, "
-                f"queue_offset={self.queue_offset}, wrote_bytes={self.wrote_bytes})")
+        return (
+            f"PutMessageResult(status={self.status.name}, commitlog_offset={self.commitlog_offset}, "
+            f"queue_offset={self.queue_offset}, wrote_bytes={self.wrote_bytes})"
+        )
 
 
 _PUT_STATUS = tuple(PutMessageStatus)  # index by ordinal: cheaper than calling the enum on the hot path
@@ -350,7 +363,9 @@ class MessageStore:
     ) -> tuple[int, bytes]:
         """Bulk filtered scan of a ConsumeQueue: ``(next_offset, matching 20-byte units concatenated)``."""
         self._check_open()
-        return self._engine.scan_consume_queue(topic, queue_id, start, max_units, list(tag_codes) if tag_codes else None)
+        return self._engine.scan_consume_queue(
+            topic, queue_id, start, max_units, list(tag_codes) if tag_codes else None
+        )
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         self._check_open()

@@ -35,9 +35,9 @@ __all__ = [
     "StoreEngine",
     "create_offset_msg_id",
     "decode_columns",
-    "gather_runs",
     "decode_messages",
     "decode_properties",
     "encode_properties",
+    "gather_runs",
     "tags_hash",
 ]

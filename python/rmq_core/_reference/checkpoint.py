@@ -28,7 +28,7 @@ _LAYOUT = struct.Struct(">qqqqq")
 
 
 class StoreCheckpoint:
-    __slots__ = ("path", "physic_msg_timestamp", "logics_msg_timestamp", "confirm_phy_offset", "existed", "_fd")
+    __slots__ = ("_fd", "confirm_phy_offset", "existed", "logics_msg_timestamp", "path", "physic_msg_timestamp")
 
     def __init__(self, path: str) -> None:
         self.path = path

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 
-
 from .format import COMMITLOG_DIR
 from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
 from .mapped_file import MappedFile
@@ -32,7 +31,7 @@ from .mapped_file_queue import MappedFileQueue
 
 
 class CommitLog:
-    __slots__ = ("queue", "file_size", "write_offset")
+    __slots__ = ("file_size", "queue", "write_offset")
 
     def __init__(self, root_dir: str, file_size: int) -> None:
         self.file_size = file_size

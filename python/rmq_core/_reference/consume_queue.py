@@ -40,7 +40,7 @@ U = CQ_STORE_UNIT_SIZE
 
 
 class ConsumeQueue:
-    __slots__ = ("topic", "queue_id", "queue", "file_size", "min_offset", "max_offset", "max_physic_offset")
+    __slots__ = ("file_size", "max_offset", "max_physic_offset", "min_offset", "queue", "queue_id", "topic")
 
     def __init__(self, root_dir: str, topic: str, queue_id: int, file_size: int) -> None:
         self.topic = topic

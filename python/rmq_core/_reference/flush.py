@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 from .format import FLUSH_LEAST_PAGES, OS_PAGE_SIZE
 

@@ -26,7 +26,7 @@ Thread-safety: runs under the engine lock (the property filter callback too).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rmq_core.store_status import GetMessageStatus
 

@@ -19,12 +19,11 @@ import os
 
 from rmq_core.errors import StoreError
 
-
 _ZERO_SCAN_CHUNK = 1 << 20
 
 
 class MappedFile:
-    __slots__ = ("path", "start", "size", "wrote", "flushed", "_mm")
+    __slots__ = ("_mm", "flushed", "path", "size", "start", "wrote")
 
     def __init__(self, path: str, start: int, size: int, mm: mmap.mmap) -> None:
         self.path = path

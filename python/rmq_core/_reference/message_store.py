@@ -44,7 +44,8 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
 from rmq_core.store_status import PutMessageStatus
@@ -106,7 +107,12 @@ class StoreEngine:
         self._root = root = os.path.abspath(os.fspath(root_dir))
         self._store_host_raw = encode_host(cfg.store_host)
         self._store_host_v6 = is_v6_host(cfg.store_host)
-        for d in (root, os.path.join(root, COMMITLOG_DIR), os.path.join(root, CONSUMEQUEUE_DIR), os.path.join(root, CONFIG_DIR)):
+        for d in (
+            root,
+            os.path.join(root, COMMITLOG_DIR),
+            os.path.join(root, CONSUMEQUEUE_DIR),
+            os.path.join(root, CONFIG_DIR),
+        ):
             try:
                 os.makedirs(d, exist_ok=True)
             except OSError as e:
@@ -141,7 +147,10 @@ class StoreEngine:
             self._release_files()
             raise
         self._flush_service = FlushService(
-            self._flush_commit_log_quietly, self._dirty_commit_log_bytes, self._flush_all_quietly, cfg.flush_interval_commit_log
+            self._flush_commit_log_quietly,
+            self._dirty_commit_log_bytes,
+            self._flush_all_quietly,
+            cfg.flush_interval_commit_log,
         )
         self._closed = False
         self._flush_service.start()
@@ -424,7 +433,9 @@ class StoreEngine:
                 property_filter,
             )
 
-    def is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool) -> bool:
+    def is_the_batch_full(
+        self, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
+    ) -> bool:
         return _get_message.is_the_batch_full(self._config, size_py, max_msg_nums, buffer_total, msg_total, in_disk)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -30,7 +30,8 @@ Thread-safety: runs inside the engine constructor, before any other thread exist
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .checkpoint import StoreCheckpoint
 from .commit_log import CommitLog
@@ -103,7 +104,7 @@ def recover_commit_log(
                 continue
             end = f.end
             break
-        size, layout = check_record(f.buffer, pos, f.size, check_crc)
+        size, _layout = check_record(f.buffer, pos, f.size, check_crc)
         if size == BLANK:
             if idx + 1 < len(files):
                 idx, pos = idx + 1, 0

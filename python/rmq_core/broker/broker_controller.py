@@ -104,28 +104,58 @@ class BrokerController:
         self.query_message_processor = QueryMessageProcessor(self)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
-            (self.send_message_processor, (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-                                           RequestCode.SEND_BATCH_MESSAGE, RequestCode.CONSUMER_SEND_MSG_BACK)),
-            (self.consumer_manage_processor, (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                              RequestCode.GET_CONSUMER_LIST_BY_GROUP)),
-            (self.client_manage_processor, (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
-                                            RequestCode.CHECK_CLIENT_CONFIG)),
-            (self.admin_broker_processor, (RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                           RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                           RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_MAX_OFFSET,
-                                           RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                           RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.LOCK_BATCH_MQ,
-                                           RequestCode.UNLOCK_BATCH_MQ)),
+            (
+                self.send_message_processor,
+                (
+                    RequestCode.SEND_MESSAGE,
+                    RequestCode.SEND_MESSAGE_V2,
+                    RequestCode.SEND_BATCH_MESSAGE,
+                    RequestCode.CONSUMER_SEND_MSG_BACK,
+                ),
+            ),
+            (
+                self.consumer_manage_processor,
+                (
+                    RequestCode.QUERY_CONSUMER_OFFSET,
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                ),
+            ),
+            (
+                self.client_manage_processor,
+                (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG),
+            ),
+            (
+                self.admin_broker_processor,
+                (
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    RequestCode.GET_ALL_TOPIC_CONFIG,
+                    RequestCode.GET_MAX_OFFSET,
+                    RequestCode.GET_MIN_OFFSET,
+                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                    RequestCode.GET_EARLIEST_MSG_STORETIME,
+                    RequestCode.LOCK_BATCH_MQ,
+                    RequestCode.UNLOCK_BATCH_MQ,
+                ),
+            ),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
         # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends wait for the
         # flush in an executor, so they get a task each and a connection's pipelined sends share a group commit.
-        inline = {int(RequestCode.PULL_MESSAGE), int(RequestCode.HEART_BEAT),
-                  int(RequestCode.QUERY_CONSUMER_OFFSET), int(RequestCode.UPDATE_CONSUMER_OFFSET)}
+        inline = {
+            int(RequestCode.PULL_MESSAGE),
+            int(RequestCode.HEART_BEAT),
+            int(RequestCode.QUERY_CONSUMER_OFFSET),
+            int(RequestCode.UPDATE_CONSUMER_OFFSET),
+        }
         if self.message_store_config.flush_disk_type != "SYNC_FLUSH":
-            inline |= {int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
-                       int(RequestCode.SEND_BATCH_MESSAGE)}
+            inline |= {
+                int(RequestCode.SEND_MESSAGE),
+                int(RequestCode.SEND_MESSAGE_V2),
+                int(RequestCode.SEND_BATCH_MESSAGE),
+            }
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
@@ -182,8 +212,12 @@ class BrokerController:
         store_config.store_host = self.store_host
         self.message_store_config = store_config
         self.message_store = MessageStore(cfg.store_path_root_dir, store_config)
-        for manager in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager,
-                        self.consumer_filter_manager):
+        for manager in (
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.consumer_filter_manager,
+        ):
             manager.load()
         self._register_processors()
         self.message_store.add_arrival_listener(self._on_message_arriving)
@@ -195,10 +229,19 @@ class BrokerController:
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
         self._every(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S, self._scan_not_active_channels, "scan channels")
         if self.namesrv_addrs():
-            self._every(cfg.register_name_server_period / 1000.0, self._register_broker_all_now, "register broker",
-                        first_delay=0.0)
-        log.info("broker %s (%s) serving at %s, store %s", cfg.broker_name, cfg.broker_cluster_name,
-                 self.broker_addr, cfg.store_path_root_dir)
+            self._every(
+                cfg.register_name_server_period / 1000.0,
+                self._register_broker_all_now,
+                "register broker",
+                first_delay=0.0,
+            )
+        log.info(
+            "broker %s (%s) serving at %s, store %s",
+            cfg.broker_name,
+            cfg.broker_cluster_name,
+            self.broker_addr,
+            cfg.store_path_root_dir,
+        )
 
     def _close_after_failed_start(self) -> None:
         try:
@@ -209,18 +252,25 @@ class BrokerController:
             self.message_store.close()
         self.loop.close()
 
-    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                             properties: Mapping[str, str]) -> None:
-        self.pull_request_hold_service.notify_message_arriving(topic, queue_id, max_offset, tags_code,
-                                                               properties=properties)
+    def _on_message_arriving(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+    ) -> None:
+        self.pull_request_hold_service.notify_message_arriving(
+            topic, queue_id, max_offset, tags_code, properties=properties
+        )
 
     def _on_channel_close(self, conn: Any) -> None:
         """A client's connection closed: its consumer/producer registrations go (CHANGE → notify the group)."""
         self.consumer_manager.do_channel_close_event(conn)
         self.producer_manager.do_channel_close_event(conn)
 
-    def _every(self, interval_s: float, fn: Callable[[], Coroutine[Any, Any, None] | None], what: str,
-               first_delay: float | None = None) -> None:
+    def _every(
+        self,
+        interval_s: float,
+        fn: Callable[[], Coroutine[Any, Any, None] | None],
+        what: str,
+        first_delay: float | None = None,
+    ) -> None:
         async def loop_task() -> None:
             await asyncio.sleep(interval_s if first_delay is None else first_delay)
             while True:
@@ -237,8 +287,13 @@ class BrokerController:
         self._tasks.append(self.loop.create_task(loop_task(), name=what))
 
     def _persist_all(self) -> None:
-        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager,
-                        self.consumer_filter_manager, self.schedule_message_service):
+        for manager in (
+            self.consumer_offset_manager,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_filter_manager,
+            self.schedule_message_service,
+        ):
             try:
                 manager.persist()
             except Exception:  # invariant 2
@@ -270,9 +325,16 @@ class BrokerController:
         cfg = self.broker_config
         wrapper = self.topic_config_manager.build_serialize_wrapper()
         results = await self.broker_outer_api.register_broker_all(
-            self.namesrv_addrs(), cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id,
-            f"{cfg.broker_ip1}:{self.remoting_server.port + 1}", wrapper, [],
-            cfg.register_broker_timeout_mills / 1000.0)
+            self.namesrv_addrs(),
+            cfg.broker_cluster_name,
+            self.broker_addr,
+            cfg.broker_name,
+            cfg.broker_id,
+            f"{cfg.broker_ip1}:{self.remoting_server.port + 1}",
+            wrapper,
+            [],
+            cfg.register_broker_timeout_mills / 1000.0,
+        )
         for result in results:  # a slave learns its master from the name server (BrokerController.registerBrokerAll)
             if self.is_slave and result.master_addr and result.master_addr != self.master_addr:
                 log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
@@ -308,8 +370,13 @@ class BrokerController:
             cfg = self.broker_config
             try:
                 await self.broker_outer_api.unregister_broker_all(
-                    self.namesrv_addrs(), cfg.broker_cluster_name, self.broker_addr, cfg.broker_name, cfg.broker_id,
-                    cfg.register_broker_timeout_mills / 1000.0)
+                    self.namesrv_addrs(),
+                    cfg.broker_cluster_name,
+                    self.broker_addr,
+                    cfg.broker_name,
+                    cfg.broker_id,
+                    cfg.register_broker_timeout_mills / 1000.0,
+                )
             except Exception:
                 log.exception("unregistering from the name servers failed")
         await self.remoting_server.stop()

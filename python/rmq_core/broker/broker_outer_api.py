@@ -49,10 +49,21 @@ class BrokerOuterAPI:
 
     # --- register ----------------------------------------------------------------------------------------------
     async def register_broker_all(
-        self, namesrv_addrs: Iterable[str], cluster_name: str, broker_addr: str, broker_name: str, broker_id: int,
-        ha_server_addr: str, topic_config_wrapper: Mapping[str, Any], filter_server_list: Iterable[str] = (),
-        timeout_s: float = 6.0, *, oneway: bool = False, compressed: bool = False,
-        enable_acting_master: bool | None = None, heartbeat_timeout_millis: int | None = None,
+        self,
+        namesrv_addrs: Iterable[str],
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topic_config_wrapper: Mapping[str, Any],
+        filter_server_list: Iterable[str] = (),
+        timeout_s: float = 6.0,
+        *,
+        oneway: bool = False,
+        compressed: bool = False,
+        enable_acting_master: bool | None = None,
+        heartbeat_timeout_millis: int | None = None,
     ) -> list[RegisterBrokerResult]:
         """Register with every name server at once; returns the results of those that answered SUCCESS (none for
         oneway). ``topic_config_wrapper`` is ``{"topicConfigTable": {name: TopicConfig | json dict},
@@ -61,11 +72,19 @@ class BrokerOuterAPI:
         if not addrs:
             return []
         body = RegisterBrokerBody.from_wrapper(topic_config_wrapper, filter_server_list).encode(
-            standard_json=False, compressed=compressed)
+            standard_json=False, compressed=compressed
+        )
         header = RegisterBrokerRequestHeader(
-            brokerName=broker_name, brokerAddr=broker_addr, clusterName=cluster_name, haServerAddr=ha_server_addr,
-            brokerId=broker_id, compressed=compressed, bodyCrc32=_crc32(body),
-            heartbeatTimeoutMillis=heartbeat_timeout_millis, enableActingMaster=enable_acting_master)
+            brokerName=broker_name,
+            brokerAddr=broker_addr,
+            clusterName=cluster_name,
+            haServerAddr=ha_server_addr,
+            brokerId=broker_id,
+            compressed=compressed,
+            bodyCrc32=_crc32(body),
+            heartbeatTimeoutMillis=heartbeat_timeout_millis,
+            enableActingMaster=enable_acting_master,
+        )
         ext = encode_header(header)
 
         async def one(addr: str) -> RegisterBrokerResult | None:
@@ -73,15 +92,16 @@ class BrokerOuterAPI:
                 result = await self._register_broker(addr, ext, body, oneway, timeout_s)
                 log.info("register broker[%d] to name server %s OK", broker_id, addr)
                 return result
-            except Exception as e:  # noqa: BLE001 - one unreachable name server must not stop the others
+            except Exception as e:
                 log.warning("registerBroker to %s failed: %s: %s", addr, type(e).__name__, e)
                 return None
 
         results = await asyncio.gather(*(one(a) for a in addrs))
         return [r for r in results if r is not None]
 
-    async def _register_broker(self, namesrv_addr: str, ext: dict[str, str], body: bytes, oneway: bool,
-                               timeout_s: float) -> RegisterBrokerResult | None:
+    async def _register_broker(
+        self, namesrv_addr: str, ext: dict[str, str], body: bytes, oneway: bool, timeout_s: float
+    ) -> RegisterBrokerResult | None:
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
         if oneway:
             await self.remoting_client.invoke_oneway(namesrv_addr, request, timeout_s)
@@ -98,12 +118,20 @@ class BrokerOuterAPI:
                 kv_table = {str(k): str(v) for k, v in table.items()} if isinstance(table, dict) else None
             except ValueError:
                 log.warning("name server %s answered a register body that is not a KVTable", namesrv_addr)
-        return RegisterBrokerResult(ha_server_addr=rh.haServerAddr, master_addr=rh.masterAddr, kv_table=kv_table,
-                                    namesrv_addr=namesrv_addr)
+        return RegisterBrokerResult(
+            ha_server_addr=rh.haServerAddr, master_addr=rh.masterAddr, kv_table=kv_table, namesrv_addr=namesrv_addr
+        )
 
     # --- unregister --------------------------------------------------------------------------------------------
-    async def unregister_broker_all(self, namesrv_addrs: Iterable[str], cluster_name: str, broker_addr: str,
-                                    broker_name: str, broker_id: int, timeout_s: float = 3.0) -> list[str]:
+    async def unregister_broker_all(
+        self,
+        namesrv_addrs: Iterable[str],
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        timeout_s: float = 3.0,
+    ) -> list[str]:
         """Unregister from every name server at once; returns the addresses that answered SUCCESS."""
         addrs = list(dict.fromkeys(namesrv_addrs))
 
@@ -112,17 +140,25 @@ class BrokerOuterAPI:
                 await self.unregister_broker(addr, cluster_name, broker_addr, broker_name, broker_id, timeout_s)
                 log.info("unregisterBroker OK, NamesrvAddr: %s", addr)
                 return addr
-            except Exception as e:  # noqa: BLE001 - as for register: log, go on with the others
+            except Exception as e:
                 log.warning("unregisterBroker from %s failed: %s: %s", addr, type(e).__name__, e)
                 return None
 
         done = await asyncio.gather(*(one(a) for a in addrs))
         return [a for a in done if a is not None]
 
-    async def unregister_broker(self, namesrv_addr: str, cluster_name: str, broker_addr: str, broker_name: str,
-                                broker_id: int, timeout_s: float = 3.0) -> None:
-        header = UnRegisterBrokerRequestHeader(brokerName=broker_name, brokerAddr=broker_addr,
-                                               clusterName=cluster_name, brokerId=broker_id)
+    async def unregister_broker(
+        self,
+        namesrv_addr: str,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        timeout_s: float = 3.0,
+    ) -> None:
+        header = UnRegisterBrokerRequestHeader(
+            brokerName=broker_name, brokerAddr=broker_addr, clusterName=cluster_name, brokerId=broker_id
+        )
         request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, encode_header(header))
         response = await self.remoting_client.invoke(namesrv_addr, request, timeout_s)
         if response.code != ResponseCode.SUCCESS:

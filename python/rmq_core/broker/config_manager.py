@@ -115,7 +115,7 @@ class ConfigManager(ABC):
                 self.decode(text)
                 log.info("load %s OK", path)
                 return True
-            except Exception as e:  # noqa: BLE001 - any decode failure falls back to the .bak, as RocketMQ does
+            except Exception as e:
                 log.error("load %s failed (%s), trying %s", path, e, bak)
                 main_error: Exception | None = e
         else:
@@ -125,12 +125,17 @@ class ConfigManager(ABC):
             if main_error is not None:
                 raise ConfigLoadError(
                     f"config file {path} cannot be decoded ({main_error}) and there is no usable backup {bak}; "
-                    f"fix or remove {path} to start") from main_error
+                    f"fix or remove {path} to start"
+                ) from main_error
             return True  # first boot: nothing stored yet
         try:
             self.decode(bak_text)
         except Exception as e:
-            what = f"config file {path} cannot be decoded ({main_error}) and" if main_error else f"config file {path} is missing or empty and"
+            what = (
+                f"config file {path} cannot be decoded ({main_error}) and"
+                if main_error
+                else f"config file {path} is missing or empty and"
+            )
             raise ConfigLoadError(f"{what} its backup {bak} cannot be decoded either ({e})") from e
         log.warning("load %s OK (from the backup)", bak)
         if main_error is not None:

@@ -82,9 +82,14 @@ class ConsumerFilterData:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
-            "bornTime": self.born_time, "clientVersion": self.client_version, "consumerGroup": self.consumer_group,
-            "dead": self.is_dead, "deadTime": self.dead_time, "expression": self.expression,
-            "expressionType": self.expression_type, "topic": self.topic,
+            "bornTime": self.born_time,
+            "clientVersion": self.client_version,
+            "consumerGroup": self.consumer_group,
+            "dead": self.is_dead,
+            "deadTime": self.dead_time,
+            "expression": self.expression,
+            "expressionType": self.expression_type,
+            "topic": self.topic,
         }
 
     @classmethod
@@ -95,9 +100,15 @@ class ConsumerFilterData:
         for k in ("consumerGroup", "topic", "expression", "expressionType"):
             if not isinstance(d.get(k), str):
                 raise ConfigDecodeError(f"filter data needs a string {k}: {d!r}")
-        data = cls(consumer_group=d["consumerGroup"], topic=d["topic"], expression=d["expression"],
-                   expression_type=d["expressionType"], born_time=int(d.get("bornTime", 0)),
-                   dead_time=int(d.get("deadTime", 0)), client_version=int(d.get("clientVersion", 0)))
+        data = cls(
+            consumer_group=d["consumerGroup"],
+            topic=d["topic"],
+            expression=d["expression"],
+            expression_type=d["expressionType"],
+            born_time=int(d.get("bornTime", 0)),
+            dead_time=int(d.get("deadTime", 0)),
+            client_version=int(d.get("clientVersion", 0)),
+        )
         data.filter = _compile(data.expression_type, data.expression)
         return data
 
@@ -116,20 +127,38 @@ class ConsumerFilterManager(ConfigManager):
         self.clean_time_span_ms = clean_time_span_ms
 
     @staticmethod
-    def build(topic: str, consumer_group: str, expression: str, expression_type: str, client_version: int,
-              now_ms: int | None = None) -> ConsumerFilterData | None:
+    def build(
+        topic: str,
+        consumer_group: str,
+        expression: str,
+        expression_type: str,
+        client_version: int,
+        now_ms: int | None = None,
+    ) -> ConsumerFilterData | None:
         """New filter data (compiled); None for a TAG type; raises ``FilterParseError`` for a bad expression."""
         if _is_tag_type(expression_type):
             return None
-        data = ConsumerFilterData(consumer_group=consumer_group, topic=topic, expression=expression,
-                                  expression_type=expression_type,
-                                  born_time=_now_ms() if now_ms is None else now_ms, dead_time=0,
-                                  client_version=int(client_version))
+        data = ConsumerFilterData(
+            consumer_group=consumer_group,
+            topic=topic,
+            expression=expression,
+            expression_type=expression_type,
+            born_time=_now_ms() if now_ms is None else now_ms,
+            dead_time=0,
+            client_version=int(client_version),
+        )
         data.filter = _compile(expression_type, expression)
         return data
 
-    def register(self, topic: str, consumer_group: str, expression: str, expression_type: str,
-                 client_version: int, now_ms: int | None = None) -> bool:
+    def register(
+        self,
+        topic: str,
+        consumer_group: str,
+        expression: str,
+        expression_type: str,
+        client_version: int,
+        now_ms: int | None = None,
+    ) -> bool:
         if _is_tag_type(expression_type) or not expression:
             return False
         groups = self.filter_data_by_topic.setdefault(topic, {})
@@ -142,9 +171,18 @@ class ConsumerFilterManager(ConfigManager):
             return True
         if client_version <= old.client_version:
             if expression_type != old.expression_type or expression != old.expression:
-                log.info("Ignore consumer(%s:%s) filter, because of version %d <= %d, but maybe info changed! "
-                         "old=%s:%s, ignored=%s:%s", consumer_group, topic, client_version, old.client_version,
-                         old.expression_type, old.expression, expression_type, expression)
+                log.info(
+                    "Ignore consumer(%s:%s) filter, because of version %d <= %d, but maybe info changed! "
+                    "old=%s:%s, ignored=%s:%s",
+                    consumer_group,
+                    topic,
+                    client_version,
+                    old.client_version,
+                    old.expression_type,
+                    old.expression,
+                    expression_type,
+                    expression,
+                )
             if client_version == old.client_version and old.is_dead:
                 self._re_alive(old)
                 return True
@@ -164,8 +202,9 @@ class ConsumerFilterManager(ConfigManager):
             self._re_alive(old)
         return True
 
-    def register_subscriptions(self, consumer_group: str, sub_list: Iterable[SubscriptionData],
-                               now_ms: int | None = None) -> None:
+    def register_subscriptions(
+        self, consumer_group: str, sub_list: Iterable[SubscriptionData], now_ms: int | None = None
+    ) -> None:
         """Java's register(group, subList): register each SQL92 subscription (parse errors are logged) and mark
         the group's filters on topics it no longer subscribes dead."""
         subs = list(sub_list)
@@ -173,8 +212,9 @@ class ConsumerFilterManager(ConfigManager):
             try:
                 self.register(sub.topic, consumer_group, sub.sub_string, sub.expression_type, sub.sub_version, now_ms)
             except FilterParseError as e:
-                log.error("parse error: expr=%s, topic=%s, group=%s, error=%s", sub.sub_string, sub.topic,
-                          consumer_group, e)
+                log.error(
+                    "parse error: expr=%s, topic=%s, group=%s, error=%s", sub.sub_string, sub.topic, consumer_group, e
+                )
         topics = {s.topic for s in subs}
         now = _now_ms() if now_ms is None else now_ms
         for data in self.get_by_group(consumer_group):
@@ -217,9 +257,12 @@ class ConsumerFilterManager(ConfigManager):
 
     def encode(self, pretty: bool = False) -> str:
         self.clean()
-        doc = {"filterDataByTopic": {
-            topic: {"groupFilterData": {g: d.to_json_dict() for g, d in groups.items()}, "topic": topic}
-            for topic, groups in self.filter_data_by_topic.items()}}
+        doc = {
+            "filterDataByTopic": {
+                topic: {"groupFilterData": {g: d.to_json_dict() for g, d in groups.items()}, "topic": topic}
+                for topic, groups in self.filter_data_by_topic.items()
+            }
+        }
         return fastjson.dumps(doc, pretty=pretty)
 
     def decode(self, text: str, now_ms: int | None = None) -> None:

@@ -50,8 +50,15 @@ class ConsumerOffsetManager(ConfigManager):
         old = table.get(queue_id)
         table[int(queue_id)] = int(offset)
         if old is not None and offset < old:
-            log.warning("[NOTIFYME]update consumer offset less than store. clientHost=%s, key=%s, queueId=%d, "
-                        "requestOffset=%d, storeOffset=%d", client_host, key, queue_id, offset, old)
+            log.warning(
+                "[NOTIFYME]update consumer offset less than store. clientHost=%s, key=%s, queueId=%d, "
+                "requestOffset=%d, storeOffset=%d",
+                client_host,
+                key,
+                queue_id,
+                offset,
+                old,
+            )
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         table = self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group)

@@ -95,8 +95,9 @@ class TopicConfigManager(ConfigManager):
         rw = PERM_READ | PERM_WRITE
         self._put_system(mix_all.RMQ_SYS_SELF_TEST_TOPIC, 1)
         if getattr(bc, "auto_create_topic_enable", True):
-            self._put_system(mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, int(getattr(bc, "default_topic_queue_nums", 8)),
-                             PERM_INHERIT | rw)
+            self._put_system(
+                mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, int(getattr(bc, "default_topic_queue_nums", 8)), PERM_INHERIT | rw
+            )
         self._put_system(mix_all.RMQ_SYS_BENCHMARK_TOPIC, 1024)
         self._put_system(cluster, None, PERM_INHERIT | (rw if getattr(bc, "cluster_topic_enable", True) else 0))
         self._put_system(broker_name, 1, PERM_INHERIT | (rw if getattr(bc, "broker_topic_enable", True) else 0))
@@ -143,9 +144,14 @@ class TopicConfigManager(ConfigManager):
 
     # -- changes -------------------------------------------------------------------------------------------------
 
-    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_address: str,
-                                            client_default_topic_queue_nums: int,
-                                            topic_sys_flag: int) -> TopicConfig | None:
+    def create_topic_in_send_message_method(
+        self,
+        topic: str,
+        default_topic: str,
+        remote_address: str,
+        client_default_topic_queue_nums: int,
+        topic_sys_flag: int,
+    ) -> TopicConfig | None:
         existing = self.topic_config_table.get(topic)
         if existing is not None:
             return existing
@@ -155,37 +161,54 @@ class TopicConfigManager(ConfigManager):
             return None
         default_cfg = self.topic_config_table.get(default_topic)
         if default_cfg is None:
-            log.warning("Create new topic failed, because the default topic[%s] not exist. producer:[%s]",
-                        default_topic, remote_address)
+            log.warning(
+                "Create new topic failed, because the default topic[%s] not exist. producer:[%s]",
+                default_topic,
+                remote_address,
+            )
             return None
         if default_topic == mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC and not getattr(
-                self.broker_config, "auto_create_topic_enable", True):
+            self.broker_config, "auto_create_topic_enable", True
+        ):
             default_cfg.perm = PERM_READ | PERM_WRITE
         if not is_inherited(default_cfg.perm):
-            log.warning("Create new topic failed, because the default topic[%s] has no perm [%d] producer:[%s]",
-                        default_topic, default_cfg.perm, remote_address)
+            log.warning(
+                "Create new topic failed, because the default topic[%s] has no perm [%d] producer:[%s]",
+                default_topic,
+                default_cfg.perm,
+                remote_address,
+            )
             return None
         queue_nums = max(0, min(int(client_default_topic_queue_nums), default_cfg.write_queue_nums))
-        cfg = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums,
-                          perm=default_cfg.perm & ~PERM_INHERIT, topic_filter_type=default_cfg.topic_filter_type,
-                          topic_sys_flag=int(topic_sys_flag))
-        log.info("Create new topic by default topic:[%s] config:[%s] producer:[%s]", default_topic, cfg,
-                 remote_address)
+        cfg = TopicConfig(
+            topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=default_cfg.perm & ~PERM_INHERIT,
+            topic_filter_type=default_cfg.topic_filter_type,
+            topic_sys_flag=int(topic_sys_flag),
+        )
+        log.info("Create new topic by default topic:[%s] config:[%s] producer:[%s]", default_topic, cfg, remote_address)
         self.topic_config_table[topic] = cfg
         self._commit(cfg)
         return cfg
 
-    def create_topic_in_send_message_back_method(self, topic: str, client_default_topic_queue_nums: int, perm: int,
-                                                 topic_sys_flag: int) -> TopicConfig:
+    def create_topic_in_send_message_back_method(
+        self, topic: str, client_default_topic_queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> TopicConfig:
         existing = self.topic_config_table.get(topic)
         if existing is not None:
             return existing
         reason = mix_all.validate_topic(topic)
         if reason is not None:
             raise ValueError(reason)
-        cfg = TopicConfig(topic, read_queue_nums=int(client_default_topic_queue_nums),
-                          write_queue_nums=int(client_default_topic_queue_nums), perm=int(perm),
-                          topic_sys_flag=int(topic_sys_flag))
+        cfg = TopicConfig(
+            topic,
+            read_queue_nums=int(client_default_topic_queue_nums),
+            write_queue_nums=int(client_default_topic_queue_nums),
+            perm=int(perm),
+            topic_sys_flag=int(topic_sys_flag),
+        )
         log.info("create new topic %s", cfg)
         self.topic_config_table[topic] = cfg
         self._commit(cfg)

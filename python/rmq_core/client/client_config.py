@@ -46,7 +46,7 @@ def local_ip() -> str:
 class ClientConfig:
     namesrv_addr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
     client_ip: str = field(default_factory=local_ip)
-    instance_name: str = field(default_factory=lambda: os.environ.get("rocketmq.client.name", DEFAULT_INSTANCE_NAME))
+    instance_name: str = field(default_factory=lambda: os.environ.get("rocketmq.client.name", DEFAULT_INSTANCE_NAME))  # noqa: SIM112  (Java's property name)
     unit_name: str | None = None
     unit_mode: bool = False
     poll_name_server_interval: int = 30000

@@ -110,8 +110,9 @@ class MQClientAPIImpl:
     async def invoke_name_server(self, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         addrs = self.namesrv_addr_list
         if not addrs:
-            raise MQClientException(ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
-                                    "No name server address, please set it." + suggest_todo())
+            raise MQClientException(
+                ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it." + suggest_todo()
+            )
         last: RemotingConnectError | None = None
         for i in range(len(addrs)):
             idx = (self._namesrv_index + i) % len(addrs)
@@ -127,10 +128,12 @@ class MQClientAPIImpl:
         raise last
 
     # --- name server -------------------------------------------------------------------------------------------
-    async def get_topic_route_info_from_name_server(self, topic: str, timeout_ms: float,
-                                                    allow_topic_not_exist: bool = True) -> TopicRouteData:
-        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                          encode_header(GetRouteInfoRequestHeader(topic=topic)))
+    async def get_topic_route_info_from_name_server(
+        self, topic: str, timeout_ms: float, allow_topic_not_exist: bool = True
+    ) -> TopicRouteData:
+        request = RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
+        )
         response = await self.invoke_name_server(request, timeout_ms)
         if response.code == ResponseCode.SUCCESS and response.body:
             return TopicRouteData.decode(response.body)
@@ -142,8 +145,15 @@ class MQClientAPIImpl:
         return await self.get_topic_route_info_from_name_server(topic, timeout_ms, allow_topic_not_exist=False)
 
     # --- send --------------------------------------------------------------------------------------------------
-    async def send_message(self, addr: str, broker_name: str, msg: Message, header: SendMessageRequestHeader,
-                           timeout_ms: float, mode: str = "SYNC") -> SendResult | None:
+    async def send_message(
+        self,
+        addr: str,
+        broker_name: str,
+        msg: Message,
+        header: SendMessageRequestHeader,
+        timeout_ms: float,
+        mode: str = "SYNC",
+    ) -> SendResult | None:
         """SYNC and ASYNC wait for the broker's answer (ASYNC differs only in who waits: the caller's future);
         ONEWAY returns None once the frame is written."""
         if mode not in SEND_MODES:
@@ -156,8 +166,7 @@ class MQClientAPIImpl:
         response = await self.invoke(addr, request, timeout_ms)
         return self.process_send_response(broker_name, msg, response, addr)
 
-    def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand,
-                              addr: str) -> SendResult:
+    def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand, addr: str) -> SendResult:
         code = response.code
         if code == ResponseCode.SUCCESS:
             status = SendStatus.SEND_OK
@@ -176,8 +185,16 @@ class MQClientAPIImpl:
             uniq = msg.properties.get(UNIQ_KEY)
         region = response.ext_fields.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID
         trace_on = response.ext_fields.get(PROPERTY_TRACE_SWITCH) != "false"
-        return SendResult(status, uniq, h.msgId, MessageQueue(msg.topic, broker_name, h.queueId), h.queueOffset,
-                          region_id=region, trace_on=trace_on, transaction_id=h.transactionId)
+        return SendResult(
+            status,
+            uniq,
+            h.msgId,
+            MessageQueue(msg.topic, broker_name, h.queueId),
+            h.queueOffset,
+            region_id=region,
+            trace_on=trace_on,
+            transaction_id=h.transactionId,
+        )
 
     # --- pull --------------------------------------------------------------------------------------------------
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float) -> PullResultExt:
@@ -200,9 +217,15 @@ class MQClientAPIImpl:
         else:
             raise MQBrokerException(code, response.remark, addr)
         h = decode_header(PullMessageResponseHeader, response.ext_fields)
-        return PullResultExt(pull_status=status, next_begin_offset=h.nextBeginOffset, min_offset=h.minOffset,
-                             max_offset=h.maxOffset, msg_found_list=None,
-                             suggest_which_broker_id=h.suggestWhichBrokerId, message_binary=response.body)
+        return PullResultExt(
+            pull_status=status,
+            next_begin_offset=h.nextBeginOffset,
+            min_offset=h.minOffset,
+            max_offset=h.maxOffset,
+            msg_found_list=None,
+            suggest_which_broker_id=h.suggestWhichBrokerId,
+            message_binary=response.body,
+        )
 
     # --- heartbeat and registration ----------------------------------------------------------------------------
     async def send_heartbeat(self, addr: str, heartbeat_data: HeartbeatData, timeout_ms: float) -> int:
@@ -212,66 +235,93 @@ class MQClientAPIImpl:
             return response.version
         raise MQBrokerException(response.code, response.remark, addr)
 
-    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
-                                consumer_group: str | None, timeout_ms: float) -> None:
-        h = UnregisterClientRequestHeader(clientID=client_id, producerGroup=producer_group,
-                                          consumerGroup=consumer_group)
-        response = await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, encode_header(h)),
-                                     timeout_ms)
+    async def unregister_client(
+        self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None, timeout_ms: float
+    ) -> None:
+        h = UnregisterClientRequestHeader(
+            clientID=client_id, producerGroup=producer_group, consumerGroup=consumer_group
+        )
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, encode_header(h)), timeout_ms
+        )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark, addr)
 
     async def get_consumer_id_list_by_group(self, addr: str, consumer_group: str, timeout_ms: float) -> list[str]:
         h = GetConsumerListByGroupRequestHeader(consumerGroup=consumer_group)
         response = await self.invoke(
-            addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, encode_header(h)), timeout_ms)
+            addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, encode_header(h)), timeout_ms
+        )
         if response.code == ResponseCode.SUCCESS and response.body is not None:
             return GetConsumerListByGroupResponseBody.decode(response.body).consumer_id_list
         raise MQBrokerException(response.code, response.remark, addr)
 
     # --- consumer offsets ----------------------------------------------------------------------------------------
-    async def query_consumer_offset(self, addr: str, header: QueryConsumerOffsetRequestHeader,
-                                    timeout_ms: float) -> int:
+    async def query_consumer_offset(
+        self, addr: str, header: QueryConsumerOffsetRequestHeader, timeout_ms: float
+    ) -> int:
         response = await self.invoke(
-            addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)), timeout_ms)
+            addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)), timeout_ms
+        )
         if response.code == ResponseCode.SUCCESS:
             return decode_header(OffsetResponseHeader, response.ext_fields).offset
         raise MQBrokerException(response.code, response.remark, addr)
 
-    async def update_consumer_offset(self, addr: str, header: UpdateConsumerOffsetRequestHeader,
-                                     timeout_ms: float) -> None:
+    async def update_consumer_offset(
+        self, addr: str, header: UpdateConsumerOffsetRequestHeader, timeout_ms: float
+    ) -> None:
         response = await self.invoke(
-            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)), timeout_ms)
+            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)), timeout_ms
+        )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark, addr)
 
-    async def update_consumer_offset_oneway(self, addr: str, header: UpdateConsumerOffsetRequestHeader,
-                                            timeout_ms: float | None = None) -> None:
+    async def update_consumer_offset_oneway(
+        self, addr: str, header: UpdateConsumerOffsetRequestHeader, timeout_ms: float | None = None
+    ) -> None:
         await self.invoke_oneway(
-            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)),
-            timeout_ms if timeout_ms is not None else self.client_config.mq_client_api_timeout)
+            addr,
+            RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)),
+            timeout_ms if timeout_ms is not None else self.client_config.mq_client_api_timeout,
+        )
 
     # --- send back, locks --------------------------------------------------------------------------------------
-    async def consumer_send_message_back(self, addr: str, broker_name: str, msg: MessageExt, consumer_group: str,
-                                         delay_level: int, timeout_ms: float, max_consume_retry_times: int) -> None:
+    async def consumer_send_message_back(
+        self,
+        addr: str,
+        broker_name: str,
+        msg: MessageExt,
+        consumer_group: str,
+        delay_level: int,
+        timeout_ms: float,
+        max_consume_retry_times: int,
+    ) -> None:
         h = ConsumerSendMsgBackRequestHeader(
-            offset=msg.commitlog_offset, group=consumer_group, delayLevel=delay_level,
+            offset=msg.commitlog_offset,
+            group=consumer_group,
+            delayLevel=delay_level,
             originMsgId=msg.properties.get(UNIQ_KEY) or msg.msg_id,  # MessageClientExt.getMsgId
-            originTopic=msg.topic, unitMode=None, maxReconsumeTimes=max_consume_retry_times)
+            originTopic=msg.topic,
+            unitMode=None,
+            maxReconsumeTimes=max_consume_retry_times,
+        )
         response = await self.invoke(
-            addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(h)), timeout_ms)
+            addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(h)), timeout_ms
+        )
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerException(response.code, response.remark, addr)
 
     async def lock_batch_mq(self, addr: str, body: LockBatchRequestBody, timeout_ms: float) -> set[MessageQueue]:
-        response = await self.invoke(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body.encode()),
-                                     timeout_ms)
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body.encode()), timeout_ms
+        )
         if response.code == ResponseCode.SUCCESS:
             return LockBatchResponseBody.decode(response.body or b"{}").lock_ok_mq_set
         raise MQBrokerException(response.code, response.remark, addr)
 
-    async def unlock_batch_mq(self, addr: str, body: UnlockBatchRequestBody | LockBatchRequestBody,
-                              timeout_ms: float, oneway: bool = False) -> None:
+    async def unlock_batch_mq(
+        self, addr: str, body: UnlockBatchRequestBody | LockBatchRequestBody, timeout_ms: float, oneway: bool = False
+    ) -> None:
         request = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=body.encode())
         if oneway:
             await self.invoke_oneway(addr, request, timeout_ms)
@@ -288,18 +338,22 @@ class MQClientAPIImpl:
         raise MQBrokerException(response.code, response.remark, addr)
 
     async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float) -> int:
-        return await self._offset_rpc(addr, RequestCode.GET_MAX_OFFSET,
-                                      GetMaxOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms)
+        return await self._offset_rpc(
+            addr, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms
+        )
 
     async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float) -> int:
-        return await self._offset_rpc(addr, RequestCode.GET_MIN_OFFSET,
-                                      GetMinOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms)
+        return await self._offset_rpc(
+            addr, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic=topic, queueId=queue_id), timeout_ms
+        )
 
     async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int, timeout_ms: float) -> int:
-        return await self._offset_rpc(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                      SearchOffsetRequestHeader(topic=topic, queueId=queue_id, timestamp=timestamp),
-                                      timeout_ms)
+        return await self._offset_rpc(
+            addr,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            SearchOffsetRequestHeader(topic=topic, queueId=queue_id, timestamp=timestamp),
+            timeout_ms,
+        )
 
     async def close(self) -> None:
         await self.remoting_client.close()
-

@@ -27,8 +27,9 @@ import inspect
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
@@ -153,12 +154,15 @@ class MQClientInstance:
         """Run ``coro`` on the instance loop and block for its result (RemotingTimeoutError after ``timeout_s``)."""
         if self.in_loop_thread():
             coro.close()
-            raise RuntimeError("MQClientInstance.run_sync called on the client's event-loop thread: a blocking "
-                               "client call (send, pull, ...) must not be made from a callback running on the loop")
+            raise RuntimeError(
+                "MQClientInstance.run_sync called on the client's event-loop thread: a blocking "
+                "client call (send, pull, ...) must not be made from a callback running on the loop"
+            )
         if self._thread is None or self.loop.is_closed():
             coro.close()
-            raise MQClientException.of(f"The client instance {self.client_id} is not running "
-                                       f"(state {self.service_state})")
+            raise MQClientException.of(
+                f"The client instance {self.client_id} is not running (state {self.service_state})"
+            )
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return fut.result(timeout_s)
@@ -194,8 +198,7 @@ class MQClientInstance:
             if self.service_state == RUNNING:
                 return
             if self.service_state != CREATE_JUST:
-                raise MQClientException.of(f"The Factory object[{self.client_id}] has been created before, and "
-                                           f"failed.")
+                raise MQClientException.of(f"The Factory object[{self.client_id}] has been created before, and failed.")
             self._thread = threading.Thread(target=self._run_loop, name=f"rmq-client-{self.client_id}", daemon=True)
             self._thread.start()
             self.service_state = RUNNING
@@ -208,8 +211,9 @@ class MQClientInstance:
             self._start_inner_producer()
 
     async def _start_async(self) -> None:
-        self._start_service("pull_message_service", "rmq_core.client.consumer.pull_message_service",
-                            "PullMessageService")
+        self._start_service(
+            "pull_message_service", "rmq_core.client.consumer.pull_message_service", "PullMessageService"
+        )
         self._start_service("rebalance_service", "rmq_core.client.consumer.rebalance_service", "RebalanceService")
         for svc in (self.pull_message_service, self.rebalance_service):
             if svc is not None:
@@ -239,15 +243,21 @@ class MQClientInstance:
 
     def _start_scheduled_task(self) -> None:
         cfg = self.client_config
-        self._spawn(self._periodic(10, lambda: cfg.poll_name_server_interval,
-                                   self.update_topic_route_info_from_name_server_all), "route-refresh")
-        self._spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat),
-                    "heartbeat")
-        self._spawn(self._periodic(10000, lambda: cfg.persist_consumer_offset_interval,
-                                   self.persist_all_consumer_offset), "persist-offsets")
+        self._spawn(
+            self._periodic(
+                10, lambda: cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server_all
+            ),
+            "route-refresh",
+        )
+        self._spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat), "heartbeat")
+        self._spawn(
+            self._periodic(10000, lambda: cfg.persist_consumer_offset_interval, self.persist_all_consumer_offset),
+            "persist-offsets",
+        )
 
-    async def _periodic(self, initial_delay_ms: int, period_ms: Callable[[], int],
-                        fn: Callable[[], Awaitable[Any]]) -> None:
+    async def _periodic(
+        self, initial_delay_ms: int, period_ms: Callable[[], int], fn: Callable[[], Awaitable[Any]]
+    ) -> None:
         await asyncio.sleep(initial_delay_ms / 1000)
         while True:
             try:
@@ -376,11 +386,20 @@ class MQClientInstance:
             for broker_name, addrs in list(self.broker_addr_table.items()):
                 for _bid, addr in list(addrs.items()):
                     try:
-                        await self.mq_client_api.unregister_client(addr, self.client_id, producer_group,
-                                                                   consumer_group,
-                                                                   self.client_config.mq_client_api_timeout)
-                        log.info("unregister client[Producer: %s Consumer: %s] from broker[%s %s] success",
-                                 producer_group, consumer_group, broker_name, addr)
+                        await self.mq_client_api.unregister_client(
+                            addr,
+                            self.client_id,
+                            producer_group,
+                            consumer_group,
+                            self.client_config.mq_client_api_timeout,
+                        )
+                        log.info(
+                            "unregister client[Producer: %s Consumer: %s] from broker[%s %s] success",
+                            producer_group,
+                            consumer_group,
+                            broker_name,
+                            addr,
+                        )
                     except (RemotingError, MQBrokerException, MQClientException) as e:
                         log.warning("unregister client from broker %s failed: %s", addr, e)
 
@@ -397,8 +416,9 @@ class MQClientInstance:
         for topic in topics:
             await self.update_topic_route_info_from_name_server(topic)
 
-    async def update_topic_route_info_from_name_server(self, topic: str, is_default: bool = False,
-                                                       producer: Any = None) -> bool:
+    async def update_topic_route_info_from_name_server(
+        self, topic: str, is_default: bool = False, producer: Any = None
+    ) -> bool:
         try:
             await asyncio.wait_for(self._lock_namesrv.acquire(), LOCK_TIMEOUT_S)
         except TimeoutError:
@@ -408,7 +428,8 @@ class MQClientInstance:
             timeout = self.client_config.mq_client_api_timeout
             if is_default and producer is not None:
                 route = await self.mq_client_api.get_default_topic_route_info_from_name_server(
-                    mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, timeout)
+                    mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, timeout
+                )
                 for qd in route.queue_datas:
                     n = min(producer.default_topic_queue_nums, qd.read_queue_nums)
                     qd.read_queue_nums = n
@@ -482,8 +503,9 @@ class MQClientInstance:
         addrs = self.broker_addr_table.get(broker_name)
         return addrs.get(MASTER_ID) if addrs else None
 
-    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
-                                         only_this_broker: bool) -> FindBrokerResult | None:
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int, only_this_broker: bool
+    ) -> FindBrokerResult | None:
         addrs = self.broker_addr_table.get(broker_name)
         if not addrs:
             return None
@@ -528,8 +550,9 @@ class MQClientInstance:
         if addr is None:
             return None
         try:
-            return await self.mq_client_api.get_consumer_id_list_by_group(addr, group,
-                                                                        self.client_config.mq_client_api_timeout)
+            return await self.mq_client_api.get_consumer_id_list_by_group(
+                addr, group, self.client_config.mq_client_api_timeout
+            )
         except (RemotingError, MQBrokerException, ValueError) as e:
             log.warning("getConsumerIdListByGroup exception, %s %s: %s", addr, group, e)
             return None
@@ -539,13 +562,16 @@ class MQClientInstance:
         data = HeartbeatData(client_id=self.client_id)
         for group, c in list(self.consumer_table.items()):
             ct = c.consume_type
-            data.consumer_data_set.append(ConsumerData(
-                group_name=group,
-                consume_type=ct if isinstance(ct, ConsumeType) else ConsumeType(str(ct)),
-                message_model=MessageModel(c.message_model),
-                consume_from_where=ConsumeFromWhere(c.consume_from_where),
-                subscription_data_set=list(c.subscriptions()),
-                unit_mode=bool(c.is_unit_mode())))
+            data.consumer_data_set.append(
+                ConsumerData(
+                    group_name=group,
+                    consume_type=ct if isinstance(ct, ConsumeType) else ConsumeType(str(ct)),
+                    message_model=MessageModel(c.message_model),
+                    consume_from_where=ConsumeFromWhere(c.consume_from_where),
+                    subscription_data_set=list(c.subscriptions()),
+                    unit_mode=bool(c.is_unit_mode()),
+                )
+            )
         for group in list(self.producer_table):
             data.producer_data_set.append(ProducerData(group))
         return data
@@ -572,16 +598,19 @@ class MQClientInstance:
                     if self._is_broker_in_name_server(addr):
                         log.warning("send heart beat to broker[%s %d %s] failed: %s", name, bid, addr, e)
                     else:
-                        log.info("send heart beat to broker[%s %d %s] exception, because the broker not up",
-                                 name, bid, addr)
+                        log.info(
+                            "send heart beat to broker[%s %d %s] exception, because the broker not up", name, bid, addr
+                        )
 
     def _is_broker_in_name_server(self, addr: str) -> bool:
         return self._is_broker_addr_exist_in_topic_route_table(addr)
 
     def send_heartbeat_to_all_broker_sync(self) -> None:
         """Blocking form for callers off the loop (producer/consumer start)."""
-        self.run_sync(self.send_heartbeat_to_all_broker_with_lock(),
-                      self.client_config.mq_client_api_timeout / 1000 * max(1, len(self.broker_addr_table)) + 5)
+        self.run_sync(
+            self.send_heartbeat_to_all_broker_with_lock(),
+            self.client_config.mq_client_api_timeout / 1000 * max(1, len(self.broker_addr_table)) + 5,
+        )
 
     # --- consumers ---------------------------------------------------------------------------------------------
     def rebalance_immediately(self) -> None:
@@ -612,14 +641,18 @@ class MQClientInstance:
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             try:
                 h = decode_header(NotifyConsumerIdsChangedRequestHeader, request.ext_fields)
-                log.info("receive broker's notification[%s], the consumer group: %s changed, rebalance "
-                         "immediately", conn.remote_address, h.consumerGroup)
+                log.info(
+                    "receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
+                    conn.remote_address,
+                    h.consumerGroup,
+                )
             except ValueError as e:
                 log.warning("bad NOTIFY_CONSUMER_IDS_CHANGED from %s: %s", conn.remote_address, e)
             self.rebalance_immediately()
             return None
-        response = RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                               remark=f" request type {request.code} not supported")
+        response = RemotingCommand.response_to(
+            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
+        )
         response.language = self.client_config.language
         return response
 

@@ -47,5 +47,8 @@ class DataVersion:
             return cls()
         if not isinstance(d, dict):
             raise TypeError(f"dataVersion must be an object, not {type(d).__name__}")
-        return cls(timestamp=int(d.get("timestamp", 0)), counter=int(d.get("counter", 0)),
-                   state_version=int(d.get("stateVersion", 0) or 0))
+        return cls(
+            timestamp=int(d.get("timestamp", 0)),
+            counter=int(d.get("counter", 0)),
+            state_version=int(d.get("stateVersion", 0) or 0),
+        )

@@ -22,5 +22,8 @@ def is_inherited(perm: int) -> bool:
 
 
 def perm_to_string(perm: int) -> str:
-    return ("R" if is_readable(perm) else "-") + ("W" if is_writeable(perm) else "-") + (
-        "X" if is_inherited(perm) else "-")
+    return (
+        ("R" if is_readable(perm) else "-")
+        + ("W" if is_writeable(perm) else "-")
+        + ("X" if is_inherited(perm) else "-")
+    )

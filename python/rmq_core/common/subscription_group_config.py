@@ -22,10 +22,14 @@ class SubscriptionGroupConfig:
     notify_consumer_ids_changed_enable: bool = True
 
     _JSON = (
-        ("groupName", "group_name"), ("consumeEnable", "consume_enable"),
-        ("consumeFromMinEnable", "consume_from_min_enable"), ("consumeBroadcastEnable", "consume_broadcast_enable"),
-        ("consumeMessageOrderly", "consume_message_orderly"), ("retryQueueNums", "retry_queue_nums"),
-        ("retryMaxTimes", "retry_max_times"), ("brokerId", "broker_id"),
+        ("groupName", "group_name"),
+        ("consumeEnable", "consume_enable"),
+        ("consumeFromMinEnable", "consume_from_min_enable"),
+        ("consumeBroadcastEnable", "consume_broadcast_enable"),
+        ("consumeMessageOrderly", "consume_message_orderly"),
+        ("retryQueueNums", "retry_queue_nums"),
+        ("retryMaxTimes", "retry_max_times"),
+        ("brokerId", "broker_id"),
         ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly"),
         ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable"),
     )

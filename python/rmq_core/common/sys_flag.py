@@ -11,8 +11,12 @@ FLAG_LITE_PULL_MESSAGE = 0x10
 
 
 def build_pull_sys_flag(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False) -> int:
-    return ((FLAG_COMMIT_OFFSET if commit_offset else 0) | (FLAG_SUSPEND if suspend else 0)
-            | (FLAG_SUBSCRIPTION if subscription else 0) | (FLAG_CLASS_FILTER if class_filter else 0))
+    return (
+        (FLAG_COMMIT_OFFSET if commit_offset else 0)
+        | (FLAG_SUSPEND if suspend else 0)
+        | (FLAG_SUBSCRIPTION if subscription else 0)
+        | (FLAG_CLASS_FILTER if class_filter else 0)
+    )
 
 
 def clear_commit_offset_flag(sys_flag: int) -> int:

@@ -24,8 +24,9 @@ Thread-safety: a compiled ``Sql92Filter`` is immutable and may be shared.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 Props = Mapping[str, str]
 Node = Callable[[Props], Any]
@@ -271,8 +272,11 @@ class _Parser:
                 left = self.boolean((lambda op, l, r: lambda p: _order(op, l(p), r(p)))(t.text, left, right))
                 continue
             negate = False
-            if t.kind == "kw" and t.text == "NOT" and self.peek(1).kind == "kw" and self.peek(1).text in (
-                "BETWEEN", "IN", "CONTAINS", "STARTSWITH", "ENDSWITH"
+            if (
+                t.kind == "kw"
+                and t.text == "NOT"
+                and self.peek(1).kind == "kw"
+                and self.peek(1).text in ("BETWEEN", "IN", "CONTAINS", "STARTSWITH", "ENDSWITH")
             ):
                 self.take()
                 negate = True
@@ -284,9 +288,13 @@ class _Parser:
                 hi_tok = self.peek()
                 hi = self.unary()
                 if lo_tok.kind == hi_tok.kind == "num" and lo_tok.value > hi_tok.value:
-                    raise FilterParseError(f"BETWEEN {lo_tok.text} AND {hi_tok.text}: the low bound is above the high one")
+                    raise FilterParseError(
+                        f"BETWEEN {lo_tok.text} AND {hi_tok.text}: the low bound is above the high one"
+                    )
                 if negate:
-                    left = (lambda x, a, b: lambda p: _or(_order("<", x(p), a(p)), _order(">", x(p), b(p))))(left, lo, hi)
+                    left = (lambda x, a, b: lambda p: _or(_order("<", x(p), a(p)), _order(">", x(p), b(p))))(
+                        left, lo, hi
+                    )
                 else:
                     left = (lambda x, a, b: lambda p: _and(_order(">=", x(p), a(p)), _order("<=", x(p), b(p))))(
                         left, lo, hi
@@ -295,7 +303,9 @@ class _Parser:
                 continue
             if self.accept("kw", "IN"):
                 if left_tok.kind != "id":
-                    raise FilterParseError(f"IN needs a property on its left at position {left_tok.pos} in {self.src!r}")
+                    raise FilterParseError(
+                        f"IN needs a property on its left at position {left_tok.pos} in {self.src!r}"
+                    )
                 self.expect("op", "(")
                 values = [self.expect("str").value]
                 while self.accept("op", ","):
@@ -371,19 +381,21 @@ def _str_op(v: Any, fn: Callable[[str, str], bool], arg: str, negate: bool) -> b
 def _constant(value: Any) -> Node:
     def node(p: Mapping[str, str]) -> Any:
         return value
+
     return node
 
 
 def _property(name: Any) -> Node:
     def node(p: Mapping[str, str]) -> Any:
         return p.get(name)
+
     return node
 
 
 class Sql92Filter:
     """A compiled selector: ``Sql92Filter("a > 5 AND b = 'x'")(properties) -> bool``."""
 
-    __slots__ = ("expression", "_root")
+    __slots__ = ("_root", "expression")
 
     def __init__(self, expression: str) -> None:
         if not expression or not expression.strip():

@@ -57,8 +57,13 @@ def body_crc32(body: bytes | None) -> int:
 class DefaultRequestProcessor:
     """``DefaultRequestProcessor(route_info_manager, now_ms=None)``; ``register_to(server)`` wires its codes."""
 
-    CODES = (RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-             RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    CODES = (
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    )
 
     def __init__(self, route_info_manager: RouteInfoManager, now_ms: Callable[[], int] | None = None) -> None:
         self.route_info_manager = route_info_manager
@@ -84,8 +89,9 @@ class DefaultRequestProcessor:
         except HeaderError as e:
             log.warning("request %d from %s: %s", code, _peer(conn), e)
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
-        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                           remark=f" request type {code} not supported")
+        return RemotingCommand.response_to(
+            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {code} not supported"
+        )
 
     # --- REGISTER_BROKER (103) ---------------------------------------------------------------------------------
     def register_broker(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -106,15 +112,25 @@ class DefaultRequestProcessor:
                 with_filter_servers = False
         except BodyDecodeError as e:
             log.warning("registerBroker from %s (%s): bad body: %s", _peer(conn), header.brokerAddr, e)
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark=f"Failed to decode RegisterBrokerBody: {e}")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark=f"Failed to decode RegisterBrokerBody: {e}"
+            )
 
         result = self.route_info_manager.register_broker(
-            header.clusterName, header.brokerAddr, header.brokerName, header.brokerId, header.haServerAddr,
-            body.topic_config_table, body.data_version,
-            body.filter_server_list if with_filter_servers else None, conn, now_ms=self._now_ms(),
-            zone_name=request.ext_fields.get(ZONE_NAME), enable_acting_master=header.enableActingMaster,
-            heartbeat_timeout_millis=header.heartbeatTimeoutMillis)
+            header.clusterName,
+            header.brokerAddr,
+            header.brokerName,
+            header.brokerId,
+            header.haServerAddr,
+            body.topic_config_table,
+            body.data_version,
+            body.filter_server_list if with_filter_servers else None,
+            conn,
+            now_ms=self._now_ms(),
+            zone_name=request.ext_fields.get(ZONE_NAME),
+            enable_acting_master=header.enableActingMaster,
+            heartbeat_timeout_millis=header.heartbeatTimeoutMillis,
+        )
         resp_header = RegisterBrokerResponseHeader(haServerAddr=result.ha_server_addr, masterAddr=result.master_addr)
         # the order-topic KV table would go in the body; this name server keeps no KV config, so there is none
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=encode_header(resp_header))
@@ -122,8 +138,9 @@ class DefaultRequestProcessor:
     # --- UNREGISTER_BROKER (104) -------------------------------------------------------------------------------
     def unregister_broker(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnRegisterBrokerRequestHeader, request.ext_fields)
-        self.route_info_manager.unregister_broker(header.clusterName, header.brokerAddr, header.brokerName,
-                                                  header.brokerId)
+        self.route_info_manager.unregister_broker(
+            header.clusterName, header.brokerAddr, header.brokerName, header.brokerId
+        )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     # --- GET_ROUTEINFO_BY_TOPIC (105) --------------------------------------------------------------------------
@@ -132,8 +149,10 @@ class DefaultRequestProcessor:
         route = self.route_info_manager.pick_up_topic_route_data(header.topic)
         if route is None:
             return RemotingCommand.response_to(
-                request, ResponseCode.TOPIC_NOT_EXIST,
-                remark="No topic route info in name server for the topic: " + header.topic + suggest_todo(FAQ_URL))
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark="No topic route info in name server for the topic: " + header.topic + suggest_todo(FAQ_URL),
+            )
         standard = request.version >= VERSION_V4_9_4 or bool(header.acceptStandardJsonOnly)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=route.encode(standard_json=standard))
 

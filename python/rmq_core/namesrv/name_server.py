@@ -32,9 +32,13 @@ SCAN_NOT_ACTIVE_BROKER_INTERVAL_S = 5.0  # NamesrvController: scanNotActiveBroke
 
 
 class NameServer:
-    def __init__(self, listen_port: int = 9876, host: str = "127.0.0.1",
-                 scan_not_active_broker_interval_s: float = SCAN_NOT_ACTIVE_BROKER_INTERVAL_S,
-                 now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        listen_port: int = 9876,
+        host: str = "127.0.0.1",
+        scan_not_active_broker_interval_s: float = SCAN_NOT_ACTIVE_BROKER_INTERVAL_S,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.host = host
         self.listen_port = listen_port
         self.scan_not_active_broker_interval_s = scan_not_active_broker_interval_s
@@ -115,6 +119,7 @@ class NameServer:
 
         async def run() -> T:
             return fn(*args)
+
         return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
 
     def call_async(self, coro_fn: Callable[[], Any], timeout: float = 5.0) -> Any:

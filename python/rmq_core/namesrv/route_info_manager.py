@@ -68,10 +68,20 @@ class RouteInfoManager:
 
     # --- register / unregister ---------------------------------------------------------------------------------
     def register_broker(
-        self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str | None,
-        topic_config_table: dict[str, TopicConfig] | None, data_version: dict[str, int] | None,
-        filter_server_list: Iterable[str] | None = None, channel: Any = None, *, now_ms: int | None = None,
-        zone_name: str | None = None, enable_acting_master: bool | None = None,
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str | None,
+        topic_config_table: dict[str, TopicConfig] | None,
+        data_version: dict[str, int] | None,
+        filter_server_list: Iterable[str] | None = None,
+        channel: Any = None,
+        *,
+        now_ms: int | None = None,
+        zone_name: str | None = None,
+        enable_acting_master: bool | None = None,
         heartbeat_timeout_millis: int | None = None,
     ) -> RegisterBrokerResult:
         """Record a broker's (re-)registration; for a slave the result carries its master's address and HA address."""
@@ -99,19 +109,31 @@ class RouteInfoManager:
         old_addr = bd.broker_addrs.get(broker_id)
         bd.broker_addrs[broker_id] = broker_addr
         if broker_id == MASTER_ID and old_addr != broker_addr:
-            log.info("cluster [%s] brokerName [%s] master address change from %s to %s",
-                     cluster_name, broker_name, old_addr, broker_addr)
+            log.info(
+                "cluster [%s] brokerName [%s] master address change from %s to %s",
+                cluster_name,
+                broker_name,
+                old_addr,
+                broker_addr,
+            )
         register_first = register_first or old_addr is None
 
-        if topic_config_table is not None and broker_id == MASTER_ID and (
-                register_first or self.is_broker_topic_config_changed(broker_addr, dv)):
+        if (
+            topic_config_table is not None
+            and broker_id == MASTER_ID
+            and (register_first or self.is_broker_topic_config_changed(broker_addr, dv))
+        ):
             for tc in topic_config_table.values():
                 self._create_and_update_queue_data(broker_name, tc)
 
         prev = self.broker_live_table.get(broker_addr)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
-            now, dv, channel, ha_server_addr,
-            heartbeat_timeout_millis if heartbeat_timeout_millis else BROKER_CHANNEL_EXPIRED_TIME)
+            now,
+            dv,
+            channel,
+            ha_server_addr,
+            heartbeat_timeout_millis if heartbeat_timeout_millis else BROKER_CHANNEL_EXPIRED_TIME,
+        )
         if prev is None:
             log.info("new broker registered, %s HAServer: %s", broker_addr, ha_server_addr)
 
@@ -207,8 +229,10 @@ class RouteInfoManager:
         return route
 
     def get_all_cluster_info(self) -> ClusterInfo:
-        return ClusterInfo(broker_addr_table={k: v.copy() for k, v in self.broker_addr_table.items()},
-                           cluster_addr_table={k: set(v) for k, v in self.cluster_addr_table.items()})
+        return ClusterInfo(
+            broker_addr_table={k: v.copy() for k, v in self.broker_addr_table.items()},
+            cluster_addr_table={k: set(v) for k, v in self.cluster_addr_table.items()},
+        )
 
     def get_all_topic_list(self) -> TopicList:
         return TopicList(topic_list=set(self.topic_queue_table))

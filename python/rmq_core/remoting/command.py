@@ -35,8 +35,20 @@ RPC_TYPE_RESPONSE = 1 << 0
 RPC_ONEWAY = 1 << 1
 
 LANGUAGE_CODES = {
-    "JAVA": 0, "CPP": 1, "DOTNET": 2, "PYTHON": 3, "DELPHI": 4, "ERLANG": 5, "RUBY": 6, "OTHER": 7,
-    "HTTP": 8, "GO": 9, "PHP": 10, "OMS": 11, "RUST": 12, "NODE_JS": 13,
+    "JAVA": 0,
+    "CPP": 1,
+    "DOTNET": 2,
+    "PYTHON": 3,
+    "DELPHI": 4,
+    "ERLANG": 5,
+    "RUBY": 6,
+    "OTHER": 7,
+    "HTTP": 8,
+    "GO": 9,
+    "PHP": 10,
+    "OMS": 11,
+    "RUST": 12,
+    "NODE_JS": 13,
 }
 LANGUAGE_NAMES = {v: k for k, v in LANGUAGE_CODES.items()}
 DEFAULT_VERSION = 409  # MQVersion V4_9_8: ≥ V4_9_4 (401), so name servers answer routes in standard JSON
@@ -66,7 +78,9 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
-    serialize_type: int = field(default=SERIALIZE_JSON, compare=False)  # how this command was (or will be) framed; 4.9 answers in the request's
+    serialize_type: int = field(
+        default=SERIALIZE_JSON, compare=False
+    )  # how this command was (or will be) framed; 4.9 answers in the request's
 
     # --- construction ----------------------------------------------------------------------------------------
     @classmethod
@@ -75,11 +89,24 @@ class RemotingCommand:
 
     @classmethod
     def response_to(
-        cls, req: RemotingCommand, code: int, remark: str | None = None, ext_fields: dict[str, Any] | None = None,
+        cls,
+        req: RemotingCommand,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, Any] | None = None,
         body: bytes | None = None,
     ) -> RemotingCommand:
-        return cls(code=code, language="JAVA", version=req.version, opaque=req.opaque, flag=RPC_TYPE_RESPONSE,
-                   remark=remark, ext_fields=_stringify(ext_fields), body=body, serialize_type=req.serialize_type)
+        return cls(
+            code=code,
+            language="JAVA",
+            version=req.version,
+            opaque=req.opaque,
+            flag=RPC_TYPE_RESPONSE,
+            remark=remark,
+            ext_fields=_stringify(ext_fields),
+            body=body,
+            serialize_type=req.serialize_type,
+        )
 
     @property
     def is_response(self) -> bool:
@@ -113,9 +140,13 @@ class RemotingCommand:
 
     def encode_header_rocketmq(self) -> bytes:
         remark = self.remark.encode("utf-8") if self.remark is not None else b""
-        parts = [struct.pack(">hBhii", self.code, LANGUAGE_CODES.get(self.language, 7), self.version, self.opaque,
-                             self.flag),
-                 struct.pack(">i", len(remark)), remark]
+        parts = [
+            struct.pack(
+                ">hBhii", self.code, LANGUAGE_CODES.get(self.language, 7), self.version, self.opaque, self.flag
+            ),
+            struct.pack(">i", len(remark)),
+            remark,
+        ]
         ext = bytearray()
         for k, v in self.ext_fields.items():
             kb, vb = k.encode("utf-8"), v.encode("utf-8")
@@ -144,8 +175,8 @@ class RemotingCommand:
         header_length = mark & 0xFFFFFF
         if 4 + header_length > len(frame):
             raise RemotingCommandError(f"header length {header_length} runs past the {len(frame)}-byte frame")
-        header = bytes(frame[4:4 + header_length])
-        body = bytes(frame[4 + header_length:]) or None
+        header = bytes(frame[4 : 4 + header_length])
+        body = bytes(frame[4 + header_length :]) or None
         if serialize_type == SERIALIZE_JSON:
             cmd = cls._from_json(header)
         elif serialize_type == SERIALIZE_ROCKETMQ:
@@ -161,7 +192,7 @@ class RemotingCommand:
         try:
             doc = orjson.loads(header)
         except orjson.JSONDecodeError:  # what orjson refuses and the stdlib may take (a lone surrogate escape, an
-            try:                        # int over 64 bits), or the stdlib's own error for the message
+            try:  # int over 64 bits), or the stdlib's own error for the message
                 doc = json.loads(header.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
                 raise RemotingCommandError(f"header is not JSON: {e}") from None
@@ -181,8 +212,10 @@ class RemotingCommand:
                 opaque=int(doc.get("opaque", 0)),
                 flag=int(doc.get("flag", 0)),
                 remark=doc.get("remark"),
-                ext_fields=ext if _STR_ONLY.issuperset(map(type, ext.values())) else  # JSON keys are str
-                {k: v if v.__class__ is str else _java_str(v) for k, v in ext.items() if v is not None},
+                ext_fields=ext
+                if _STR_ONLY.issuperset(map(type, ext.values()))
+                # JSON keys are str
+                else {k: v if v.__class__ is str else _java_str(v) for k, v in ext.items() if v is not None},
             )
         except (TypeError, ValueError) as e:
             raise RemotingCommandError(f"bad JSON header field: {e}") from None
@@ -196,7 +229,7 @@ class RemotingCommand:
             pos += 4
             if remark_len < 0 or pos + remark_len > len(header):
                 raise RemotingCommandError("remark length out of range")
-            remark = header[pos:pos + remark_len].decode("utf-8") if remark_len else None
+            remark = header[pos : pos + remark_len].decode("utf-8") if remark_len else None
             pos += remark_len
             (ext_len,) = struct.unpack_from(">i", header, pos)
             pos += 4
@@ -207,20 +240,27 @@ class RemotingCommand:
             while pos < end:
                 (kl,) = struct.unpack_from(">h", header, pos)
                 pos += 2
-                key = header[pos:pos + kl].decode("utf-8")
+                key = header[pos : pos + kl].decode("utf-8")
                 pos += kl
                 (vl,) = struct.unpack_from(">i", header, pos)
                 pos += 4
                 if kl < 0 or vl < 0 or pos + vl > end:
                     raise RemotingCommandError("extFields entry out of range")
-                ext[key] = header[pos:pos + vl].decode("utf-8")
+                ext[key] = header[pos : pos + vl].decode("utf-8")
                 pos += vl
         except struct.error as e:
             raise RemotingCommandError(f"truncated ROCKETMQ header: {e}") from None
         except UnicodeDecodeError as e:
             raise RemotingCommandError(f"ROCKETMQ header is not UTF-8: {e}") from None
-        return cls(code=code, language=LANGUAGE_NAMES.get(lang, "OTHER"), version=version, opaque=opaque, flag=flag,
-                   remark=remark, ext_fields=ext)
+        return cls(
+            code=code,
+            language=LANGUAGE_NAMES.get(lang, "OTHER"),
+            version=version,
+            opaque=opaque,
+            flag=flag,
+            remark=remark,
+            ext_fields=ext,
+        )
 
 
 def _java_str(v: Any) -> str:

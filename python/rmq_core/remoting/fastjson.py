@@ -33,7 +33,7 @@ def _quote_bare_keys(text: str) -> tuple[str, bool]:
                 if text[j] == '"':
                     break
                 j += 1
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             i = j + 1
             expect_key = False
             continue
@@ -104,7 +104,11 @@ def dumps(obj: Any, *, unquoted_int_keys: bool = True, pretty: bool = False, ens
             for k, v in o.items():
                 if isinstance(k, bool) or not isinstance(k, (str, int)):
                     raise TypeError(f"unsupported key {k!r}")
-                key = str(k) if (isinstance(k, int) and unquoted_int_keys) else json.dumps(str(k), ensure_ascii=ensure_ascii)
+                key = (
+                    str(k)
+                    if (isinstance(k, int) and unquoted_int_keys)
+                    else json.dumps(str(k), ensure_ascii=ensure_ascii)
+                )
                 items.append(f"{pad}{key}:{enc(v, depth + 1)}")
             return "{" + ",".join(items) + end + "}"
         if isinstance(o, (list, tuple, set, frozenset)):

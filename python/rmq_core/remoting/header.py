@@ -13,8 +13,9 @@ Invariants: field names are RocketMQ's exactly (they are on the wire); values in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 from rmq_core.remoting.command import RemotingCommandError
 
@@ -97,7 +98,7 @@ def _make_decoder(cls: type, short_names: bool) -> Callable[[Mapping[str, str]],
         args.append(f"{name}={v}")
     lines.append(f"    return cls({', '.join(args)})")
     namespace: dict[str, Any] = {"cls": cls, "HeaderError": HeaderError, "_parse": _parse, "_defaults": defaults}
-    exec("\n".join(lines), namespace)  # noqa: S102 — the source is built above from the class's own fields
+    exec("\n".join(lines), namespace)
     fn: Callable[[Mapping[str, str]], Any] = namespace["decode"]
     return fn
 
@@ -206,6 +207,7 @@ class UpdateConsumerOffsetRequestHeader:
 @dataclass
 class OffsetResponseHeader:
     """QueryConsumerOffset / GetMaxOffset / GetMinOffset / SearchOffset responses: one ``offset``."""
+
     offset: int = required()
 
 

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import struct
 import threading
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RemotingCommand, RemotingCommandError
 
@@ -48,9 +48,7 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand | None:
     return RemotingCommand.decode_frame(frame)
 
 
-async def serve_connection(
-    conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]
-) -> None:
+async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]) -> None:
     """Read commands from ``conn`` until it ends: responses complete their waiting futures (matched by opaque),
     requests go to ``on_request``; when it returns an awaitable, that is awaited before the next frame is read
     (inline processing). A bad frame ends the loop with a log line (invariant 1)."""
@@ -90,6 +88,7 @@ class Connection:
         self.closed = False
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
+        self.tasks: set[asyncio.Task[None]] = set()  # requests processed off the read loop, until they finish
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
@@ -154,8 +153,9 @@ class RemotingServer:
         """Bind (port 0 picks a free port, then ``port`` holds it). With ``start_serving=False`` connections are
         accepted only after ``begin_serving()``, so an owner can finish setting up with the port known."""
         self.loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_FRAME_LENGTH + 8,
-                                                  start_serving=start_serving)
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, limit=MAX_FRAME_LENGTH + 8, start_serving=start_serving
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def begin_serving(self) -> None:
@@ -211,7 +211,9 @@ class RemotingServer:
             def on_request(cmd: RemotingCommand) -> Awaitable[None] | None:
                 if cmd.code in inline:
                     return self._process(conn, cmd)
-                loop.create_task(self._process(conn, cmd))
+                task = loop.create_task(self._process(conn, cmd))
+                conn.tasks.add(task)  # the loop keeps only weak references to tasks
+                task.add_done_callback(conn.tasks.discard)
                 return None
 
             await serve_connection(conn, on_request)
@@ -230,7 +232,8 @@ class RemotingServer:
         processor = self._processors.get(cmd.code)
         if processor is None:
             response: RemotingCommand | None = RemotingCommand.response_to(
-                cmd, REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
+                cmd, REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
+            )
         else:
             try:
                 response = await processor(conn, cmd)
@@ -293,7 +296,8 @@ class RemotingClient:
                 return conn
             host, _, port = addr.rpartition(":")
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port), limit=MAX_FRAME_LENGTH + 8), timeout)
+                asyncio.open_connection(host, int(port), limit=MAX_FRAME_LENGTH + 8), timeout
+            )
             conn = Connection(reader, writer)
             self._conns[addr] = conn
             task = asyncio.get_running_loop().create_task(self._read_loop(conn))
@@ -304,8 +308,11 @@ class RemotingClient:
     async def _read_loop(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
         try:
+
             def on_request(cmd: RemotingCommand) -> None:
-                loop.create_task(self._answer(conn, cmd))
+                task = loop.create_task(self._answer(conn, cmd))
+                conn.tasks.add(task)  # the loop keeps only weak references to tasks
+                task.add_done_callback(conn.tasks.discard)
 
             await serve_connection(conn, on_request)
         except (ConnectionError, OSError):
@@ -367,7 +374,8 @@ class BlockingRemotingClient:
 
     def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:
         asyncio.run_coroutine_threadsafe(self._client.invoke_oneway(addr, request, timeout), self.loop).result(
-            timeout + 1.0)
+            timeout + 1.0
+        )
 
     def close(self) -> None:
         if self._closed:

@@ -11,8 +11,9 @@ Thread-safety: pure functions and immutable values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 QueueKey = tuple[str, str, int]
 OffsetMap = dict[QueueKey, int]

@@ -8,8 +8,8 @@ Thread-safety: immutable value objects.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 EARLIEST = -2
 LATEST = -1
@@ -72,8 +72,10 @@ def parse_offsets_spec(name: str, raw: str | None, default: str, allowed: tuple[
     try:
         doc = json.loads(s)
     except json.JSONDecodeError as e:
-        raise OptionError(f"option {name} must be 'earliest', 'latest' or JSON "
-                          f'{{"topic": {{"broker": {{"queueId": offset}}}}}}, got {raw!r}: {e}') from None
+        raise OptionError(
+            f"option {name} must be 'earliest', 'latest' or JSON "
+            f'{{"topic": {{"broker": {{"queueId": offset}}}}}}, got {raw!r}: {e}'
+        ) from None
     out: dict[tuple[str, str, int], int] = {}
     if not isinstance(doc, dict):
         raise OptionError(f"option {name}: JSON must be an object of topics, got {raw!r}")
@@ -87,10 +89,13 @@ def parse_offsets_spec(name: str, raw: str | None, default: str, allowed: tuple[
                 try:
                     q = int(qid)
                 except ValueError:
-                    raise OptionError(f"option {name}: queue id {qid!r} of {topic}/{broker} is not an integer") from None
+                    raise OptionError(
+                        f"option {name}: queue id {qid!r} of {topic}/{broker} is not an integer"
+                    ) from None
                 if isinstance(off, bool) or not isinstance(off, int) or off < -2:
-                    raise OptionError(f"option {name}: offset of {topic}/{broker}/{qid} must be an integer >= -2, "
-                                      f"got {off!r}")
+                    raise OptionError(
+                        f"option {name}: offset of {topic}/{broker}/{qid} must be an integer >= -2, got {off!r}"
+                    )
                 if name == "endingOffsets" and off == EARLIEST:
                     raise OptionError(f"option endingOffsets: -2 (earliest) is not allowed ({topic}/{broker}/{qid})")
                 out[(topic, broker, q)] = off
@@ -134,8 +139,10 @@ def _source(opts: Mapping[str, str]) -> tuple[str | None, str | None]:
     namesrv = namesrv.strip() if namesrv and namesrv.strip() else None
     path = path.strip() if path and path.strip() else None
     if (namesrv is None) == (path is None):
-        raise OptionError("exactly one of the options namesrv (a name server address, 'host:port[;host:port]') "
-                          "or path (a local store directory) must be set")
+        raise OptionError(
+            "exactly one of the options namesrv (a name server address, 'host:port[;host:port]') "
+            "or path (a local store directory) must be set"
+        )
     return namesrv, path
 
 
@@ -153,12 +160,14 @@ def parse_read_options(opts: Mapping[str, str], streaming: bool) -> RocketMQOpti
         raise OptionError("options subExpression and sql are exclusive: set one of them")
     if sql:
         from rmq_core.filter.sql92 import Sql92Filter
+
         try:
             Sql92Filter(sql)
         except Exception as e:  # a clear error on the driver, before any task runs
             raise OptionError(f"option sql is not a valid SQL92 filter: {sql!r}: {e}") from None
-    starting = parse_offsets_spec("startingOffsets", _get(opts, "startingOffsets"),
-                                  "latest" if streaming else "earliest", ("earliest", "latest"))
+    starting = parse_offsets_spec(
+        "startingOffsets", _get(opts, "startingOffsets"), "latest" if streaming else "earliest", ("earliest", "latest")
+    )
     ending = parse_offsets_spec("endingOffsets", _get(opts, "endingOffsets"), "latest", ("latest",))
     if streaming and _get(opts, "endingOffsets") is not None:
         raise OptionError("option endingOffsets is for batch queries only")

@@ -21,8 +21,8 @@ Thread-safety: ``read_partition`` keeps no state between calls; each call opens 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -145,15 +145,26 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
         else:
             cur = part.start
         while cur < part.end:
-            ans = rpc.pull(part.broker_addr, group, part.topic, part.queue_id, cur,
-                           min(opts.pull_batch_size, part.end - cur), flt.expression, flt.expression_type)
+            ans = rpc.pull(
+                part.broker_addr,
+                group,
+                part.topic,
+                part.queue_id,
+                cur,
+                min(opts.pull_batch_size, part.end - cur),
+                flt.expression,
+                flt.expression_type,
+            )
             if ans.code == ResponseCode.PULL_OFFSET_MOVED or (cur < ans.min_offset):
                 if cur < ans.min_offset:
-                    cur = check_data_loss(key, cur, ans.min_offset, opts.fail_on_data_loss,
-                                          " (found when the task ran)")
+                    cur = check_data_loss(
+                        key, cur, ans.min_offset, opts.fail_on_data_loss, " (found when the task ran)"
+                    )
                     continue
-                raise RuntimeError(f"{part.topic}:{part.broker_name}:{part.queue_id}: offset {cur} is past the "
-                                   f"queue's max offset {ans.max_offset} (was the queue reset?)")
+                raise RuntimeError(
+                    f"{part.topic}:{part.broker_name}:{part.queue_id}: offset {cur} is past the "
+                    f"queue's max offset {ans.max_offset} (was the queue reset?)"
+                )
             if ans.code == ResponseCode.SUCCESS and ans.body:
                 rb = _to_batch(ans.body, part.broker_name, flt.tags)
                 if rb.num_rows and ans.next_begin_offset > part.end:
@@ -162,9 +173,13 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
                     yield rb
             elif ans.code == ResponseCode.PULL_NOT_FOUND:
                 if ans.max_offset <= cur:
-                    raise RuntimeError(f"{part.topic}:{part.broker_name}:{part.queue_id}: planned to read up to "
-                                       f"{part.end} but the queue's max offset is {ans.max_offset}")
+                    raise RuntimeError(
+                        f"{part.topic}:{part.broker_name}:{part.queue_id}: planned to read up to "
+                        f"{part.end} but the queue's max offset is {ans.max_offset}"
+                    )
             if ans.next_begin_offset <= cur:
-                raise RuntimeError(f"{part.topic}:{part.broker_name}:{part.queue_id}: the broker did not advance "
-                                   f"from offset {cur} (code {ans.code}, next {ans.next_begin_offset})")
+                raise RuntimeError(
+                    f"{part.topic}:{part.broker_name}:{part.queue_id}: the broker did not advance "
+                    f"from offset {cur} (code {ans.code}, next {ans.next_begin_offset})"
+                )
             cur = ans.next_begin_offset

@@ -52,8 +52,11 @@ def fetch_queues(opts: RocketMQOptions) -> list[QueueInfo]:
 
         wanted = set(opts.topics)
         with ReadOnlyStore(opts.path) as store:
-            out = [QueueInfo(t, opts.broker_name, q, store.min_offset(t, q), store.max_offset(t, q))
-                   for t, q in store.topics() if t in wanted]
+            out = [
+                QueueInfo(t, opts.broker_name, q, store.min_offset(t, q), store.max_offset(t, q))
+                for t, q in store.topics()
+                if t in wanted
+            ]
         return sorted(out, key=lambda i: i.key)
     from rmq_core.spark.rpc import SourceRpc
 
@@ -69,8 +72,16 @@ def fetch_queues(opts: RocketMQOptions) -> list[QueueInfo]:
                 if addr is None:
                     raise RmqError(f"topic {topic!r}: broker {qd.broker_name!r} has no master in the route")
                 for qid in range(qd.read_queue_nums):
-                    out.append(QueueInfo(topic, qd.broker_name, qid, rpc.get_min_offset(addr, topic, qid),
-                                         rpc.get_max_offset(addr, topic, qid), addr))
+                    out.append(
+                        QueueInfo(
+                            topic,
+                            qd.broker_name,
+                            qid,
+                            rpc.get_min_offset(addr, topic, qid),
+                            rpc.get_max_offset(addr, topic, qid),
+                            addr,
+                        )
+                    )
     return sorted(out, key=lambda i: i.key)
 
 
@@ -78,8 +89,10 @@ def check_data_loss(key: QueueKey, start: int, min_offset: int, fail_on_data_los
     """``start`` if it is still in the queue, else raise (failOnDataLoss) or warn and return ``min_offset``."""
     if start >= min_offset:
         return start
-    msg = (f"data loss: {describe(key)}: offset {start} is no longer in the store (the queue's min offset is "
-           f"{min_offset}; offsets {start}..{min_offset - 1} were deleted){why}")
+    msg = (
+        f"data loss: {describe(key)}: offset {start} is no longer in the store (the queue's min offset is "
+        f"{min_offset}; offsets {start}..{min_offset - 1} were deleted){why}"
+    )
     if fail_on_data_loss:
         raise DataLossError(msg + ". Set failOnDataLoss=false to skip the lost offsets with a warning.")
     log.warning("%s; skipping to %d (failOnDataLoss=false)", msg, min_offset)
@@ -94,8 +107,9 @@ def resolve_offsets(spec: OffsetSpec, queues: list[QueueInfo], name: str) -> Off
     if isinstance(spec, dict):
         unknown = [k for k in spec if k not in by_key]
         if unknown:
-            raise ValueError(f"option {name} names queues that do not exist: "
-                             + ", ".join(describe(k) for k in sorted(unknown)))
+            raise ValueError(
+                f"option {name} names queues that do not exist: " + ", ".join(describe(k) for k in sorted(unknown))
+            )
     for q in queues:
         if spec == "earliest":
             v = q.min_offset

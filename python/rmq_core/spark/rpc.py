@@ -74,15 +74,20 @@ class SourceRpc:
         random.shuffle(addrs)
         for addr in addrs:
             try:
-                resp = self._invoke(addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic),
-                                    f"GET_ROUTEINFO_BY_TOPIC({topic})")
+                resp = self._invoke(
+                    addr,
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                    GetRouteInfoRequestHeader(topic=topic),
+                    f"GET_ROUTEINFO_BY_TOPIC({topic})",
+                )
             except RocketMQRpcError as e:
                 last = e
                 continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return TopicRouteData.decode(resp.body)
-            raise RocketMQRpcError(f"no route for topic {topic!r} on name server {addr}: code {resp.code} "
-                                   f"{resp.remark or ''}".rstrip())
+            raise RocketMQRpcError(
+                f"no route for topic {topic!r} on name server {addr}: code {resp.code} {resp.remark or ''}".rstrip()
+            )
         raise RocketMQRpcError(f"no name server answered for topic {topic!r}: {last}")
 
     def _offset(self, addr: str, code: int, header: object, what: str) -> int:
@@ -92,18 +97,30 @@ class SourceRpc:
         return decode_header(OffsetResponseHeader, resp.ext_fields).offset
 
     def get_min_offset(self, addr: str, topic: str, queue_id: int) -> int:
-        return self._offset(addr, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic=topic, queueId=queue_id),
-                            f"GET_MIN_OFFSET({topic}:{queue_id})")
+        return self._offset(
+            addr,
+            RequestCode.GET_MIN_OFFSET,
+            GetMinOffsetRequestHeader(topic=topic, queueId=queue_id),
+            f"GET_MIN_OFFSET({topic}:{queue_id})",
+        )
 
     def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
-        return self._offset(addr, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic=topic, queueId=queue_id),
-                            f"GET_MAX_OFFSET({topic}:{queue_id})")
+        return self._offset(
+            addr,
+            RequestCode.GET_MAX_OFFSET,
+            GetMaxOffsetRequestHeader(topic=topic, queueId=queue_id),
+            f"GET_MAX_OFFSET({topic}:{queue_id})",
+        )
 
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
         """The broker's committed offset of ``group`` for the queue, None when it has none (QUERY_NOT_FOUND)."""
         what = f"QUERY_CONSUMER_OFFSET({group}, {topic}:{queue_id})"
-        resp = self._invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                            QueryConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id), what)
+        resp = self._invoke(
+            addr,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            QueryConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id),
+            what,
+        )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         if resp.code != ResponseCode.SUCCESS:
@@ -112,24 +129,50 @@ class SourceRpc:
 
     def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         what = f"UPDATE_CONSUMER_OFFSET({group}, {topic}:{queue_id}={offset})"
-        resp = self._invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
-            consumerGroup=group, topic=topic, queueId=queue_id, commitOffset=offset), what)
+        resp = self._invoke(
+            addr,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            UpdateConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=queue_id, commitOffset=offset),
+            what,
+        )
         if resp.code != ResponseCode.SUCCESS:
             raise RocketMQRpcError(f"{what} on {addr}: code {resp.code} {resp.remark or ''}".rstrip())
 
-    def pull(self, addr: str, group: str, topic: str, queue_id: int, offset: int, max_nums: int,
-             expression: str | None, expression_type: str) -> PullAnswer:
+    def pull(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        expression: str | None,
+        expression_type: str,
+    ) -> PullAnswer:
         """PULL_MESSAGE without suspend and without committing, with the subscription in the request (FOUND,
         NO_NEW_MSG, NO_MATCHED_MSG and OFFSET_MOVED come back as codes; anything else raises)."""
         flag = sys_flag.build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True)
         header = PullMessageRequestHeader(
-            consumerGroup=group, topic=topic, queueId=queue_id, queueOffset=offset, maxMsgNums=max_nums,
-            sysFlag=flag, commitOffset=0, suspendTimeoutMillis=0, subscription=expression or "*", subVersion=0,
-            expressionType=expression_type)
+            consumerGroup=group,
+            topic=topic,
+            queueId=queue_id,
+            queueOffset=offset,
+            maxMsgNums=max_nums,
+            sysFlag=flag,
+            commitOffset=0,
+            suspendTimeoutMillis=0,
+            subscription=expression or "*",
+            subVersion=0,
+            expressionType=expression_type,
+        )
         what = f"PULL_MESSAGE({group}, {topic}:{queue_id}@{offset})"
         resp = self._invoke(addr, RequestCode.PULL_MESSAGE, header, what)
-        if resp.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                             ResponseCode.PULL_OFFSET_MOVED):
+        if resp.code not in (
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        ):
             raise RocketMQRpcError(f"{what} on {addr}: code {resp.code} {resp.remark or ''}".rstrip())
         h = decode_header(PullMessageResponseHeader, resp.ext_fields)
         return PullAnswer(int(resp.code), h.nextBeginOffset, h.minOffset, h.maxOffset, resp.body or b"")

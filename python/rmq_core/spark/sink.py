@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
@@ -105,8 +106,12 @@ def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
     from rmq_core.client.producer.send_result import SendStatus
 
     assert opts.namesrv is not None
-    producer = Producer(opts.producer_group, namesrv_addr=opts.namesrv, send_msg_timeout=opts.timeout_ms,
-                        instance_name=f"rmq-spark-sink-{_task_id()}-{time.time_ns()}")
+    producer = Producer(
+        opts.producer_group,
+        namesrv_addr=opts.namesrv,
+        send_msg_timeout=opts.timeout_ms,
+        instance_name=f"rmq-spark-sink-{_task_id()}-{time.time_ns()}",
+    )
     producer.start()
     sent = 0
     try:
@@ -114,8 +119,10 @@ def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
             try:
                 res = producer.send_batch(msgs) if len(msgs) > 1 else producer.send(msgs[0])
             except Exception as e:
-                raise SinkError(f"sending {len(msgs)} messages to topic {msgs[0].topic!r} failed "
-                                f"({sent} sent before by this task): {e}") from e
+                raise SinkError(
+                    f"sending {len(msgs)} messages to topic {msgs[0].topic!r} failed "
+                    f"({sent} sent before by this task): {e}"
+                ) from e
             if res.send_status != SendStatus.SEND_OK:
                 raise SinkError(f"sending {len(msgs)} messages to topic {msgs[0].topic!r}: {res.send_status.value}")
             sent += len(msgs)
@@ -190,8 +197,9 @@ class RocketMQDataSourceWriter(DataSourceWriter):
         log.info("rocketmq sink: %d messages sent by %d tasks", _total(messages), len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning("rocketmq sink: job aborted after %d messages were sent (at-least-once: they stay sent)",
-                    _total(messages))
+        log.warning(
+            "rocketmq sink: job aborted after %d messages were sent (at-least-once: they stay sent)", _total(messages)
+        )
 
 
 class RocketMQStreamWriter(DataSourceStreamWriter):
@@ -206,5 +214,6 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         log.info("rocketmq sink: batch %d: %d messages sent", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("rocketmq sink: batch %d aborted after %d messages were sent (at-least-once)", batchId,
-                    _total(messages))
+        log.warning(
+            "rocketmq sink: batch %d aborted after %d messages were sent (at-least-once)", batchId, _total(messages)
+        )

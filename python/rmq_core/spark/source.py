@@ -16,7 +16,7 @@ connection. Thread-safety: Spark calls a reader's driver methods from one thread
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -46,10 +46,14 @@ log = logging.getLogger(__name__)
 def _to_partitions(ranges: list[QueueRange], queues: dict, min_partitions: int | None) -> list[InputPartition]:
     out: list[InputPartition] = []
     for r in split_ranges([r for r in ranges if r.start != EARLIEST], min_partitions) + [
-            r for r in ranges if r.start == EARLIEST]:
+        r for r in ranges if r.start == EARLIEST
+    ]:
         q = queues.get(r.key)
-        out.append(RocketMQInputPartition(r.topic, r.broker_name, r.queue_id, r.start, r.end,
-                                          q.broker_addr if q is not None else None))
+        out.append(
+            RocketMQInputPartition(
+                r.topic, r.broker_name, r.queue_id, r.start, r.end, q.broker_addr if q is not None else None
+            )
+        )
     return out
 
 
@@ -91,12 +95,16 @@ class RocketMQBatchReader(DataSourceReader):
             s = check_data_loss(q.key, start[q.key], q.min_offset, self.opts.fail_on_data_loss)
             e = end[q.key]
             if e > q.max_offset:
-                raise ValueError(f"option endingOffsets: topic {q.topic!r} broker {q.broker_name!r} queue "
-                                 f"{q.queue_id}: {e} is past the queue's max offset {q.max_offset}")
+                raise ValueError(
+                    f"option endingOffsets: topic {q.topic!r} broker {q.broker_name!r} queue "
+                    f"{q.queue_id}: {e} is past the queue's max offset {q.max_offset}"
+                )
             if e < s:
                 if e < start[q.key]:
-                    raise ValueError(f"topic {q.topic!r} broker {q.broker_name!r} queue {q.queue_id}: ending offset "
-                                     f"{e} is before starting offset {start[q.key]}")
+                    raise ValueError(
+                        f"topic {q.topic!r} broker {q.broker_name!r} queue {q.queue_id}: ending offset "
+                        f"{e} is before starting offset {start[q.key]}"
+                    )
                 e = s  # the lost range ended before the min: nothing left to read
             ranges.append(QueueRange(q.topic, q.broker_name, q.queue_id, s, e))
         parts = _to_partitions(ranges, {q.key: q for q in queues}, self.opts.min_partitions)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,8 +56,11 @@ class ReadOnlyStore:
     def __init__(self, root_dir: str | os.PathLike[str]) -> None:
         self.root_dir = os.fspath(root_dir)
         if not os.path.isdir(os.path.join(self.root_dir, "commitlog")) and not os.path.isdir(
-                os.path.join(self.root_dir, "consumequeue")):
-            raise FileNotFoundError(f"{self.root_dir} is not a RocketMQ store directory (no commitlog/ or consumequeue/)")
+            os.path.join(self.root_dir, "consumequeue")
+        ):
+            raise FileNotFoundError(
+                f"{self.root_dir} is not a RocketMQ store directory (no commitlog/ or consumequeue/)"
+            )
         self._cl_files: list[tuple[int, str]] = []
         self._cl_size = 0
         self._maps: dict[int, mmap.mmap] = {}
@@ -215,7 +219,7 @@ class ReadOnlyStore:
         how many there are. Units below the CommitLog's first file, pre-blank and unwritten units are skipped.
         The records are a ``ColumnBuffer`` (Rust backend; ``bytes`` with the Python one): equal to their ``bytes``,
         taken by ``decode_columns`` as is."""
-        qoffs, units = self.units(topic, queue_id, start, end)
+        _qoffs, units = self.units(topic, queue_id, start, end)
         if not len(units):
             return b"", 0
         size = units["size"].astype(np.int64)
@@ -237,8 +241,9 @@ class ReadOnlyStore:
             fs = int(fstarts[seg[0]])
             m = self._map(fs)
             if m is None:
-                raise FileNotFoundError(f"CommitLog file {fs:020d} of {self.root_dir} disappeared while reading "
-                                        f"{topic}:{queue_id}")
+                raise FileNotFoundError(
+                    f"CommitLog file {fs:020d} of {self.root_dir} disappeared while reading {topic}:{queue_id}"
+                )
             local = off[seg] - fs
             ends = local + size[seg]
             # records that sit back to back in the CommitLog are copied as one run; the runs of one file are
@@ -247,4 +252,4 @@ class ReadOnlyStore:
             run_starts = np.ascontiguousarray(np.concatenate(([local[0]], local[breaks])), dtype=np.int64)
             run_ends = np.ascontiguousarray(np.concatenate((ends[breaks - 1], [ends[-1]])), dtype=np.int64)
             out.append(_backend.impl.gather_runs(m, run_starts, run_ends))
-        return (out[0] if len(out) == 1 else b"".join(out)), int(len(off))  # a range across files: rare
+        return (out[0] if len(out) == 1 else b"".join(out)), len(off)  # a range across files: rare

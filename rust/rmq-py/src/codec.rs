@@ -53,15 +53,22 @@ pub fn encode_properties_into(props: &Bound<'_, PyDict>, out: &mut Vec<u8>) -> P
         if v.is_none() {
             continue;
         }
-        let k = k.cast::<PyString>().map_err(|_| PyTypeError::new_err("property names must be str"))?;
-        let v = v.cast::<PyString>().map_err(|_| PyTypeError::new_err("property values must be str"))?;
+        let k = k
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("property names must be str"))?;
+        let v = v
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("property values must be str"))?;
         message::encode_property_into(out, k.to_str()?.as_bytes(), v.to_str()?.as_bytes());
     }
     Ok(())
 }
 
 #[pyfunction]
-pub fn encode_properties<'py>(py: Python<'py>, props: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_properties<'py>(
+    py: Python<'py>,
+    props: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let mut out = Vec::new();
     encode_properties_into(props, &mut out)?;
     Ok(PyBytes::new(py, &out))
@@ -100,7 +107,11 @@ pub fn decode_properties<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py
 /// `(ip, port)` → `Host`.
 pub fn host_from_py(host: &Bound<'_, PyAny>) -> PyResult<Host> {
     let (ip, port): (String, i64) = host.extract()?;
-    Host::parse(&ip, port).ok_or_else(|| PyValueError::new_err(format!("not an (ip literal, int32 port) host: ({ip:?}, {port})")))
+    Host::parse(&ip, port).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "not an (ip literal, int32 port) host: ({ip:?}, {port})"
+        ))
+    })
 }
 
 pub fn host_to_py<'py>(py: Python<'py>, host: &Host) -> PyResult<Bound<'py, PyTuple>> {
@@ -108,8 +119,14 @@ pub fn host_to_py<'py>(py: Python<'py>, host: &Host) -> PyResult<Bound<'py, PyTu
 }
 
 #[pyfunction]
-pub fn create_offset_msg_id(store_host: &Bound<'_, PyAny>, commitlog_offset: i64) -> PyResult<String> {
-    Ok(message::create_offset_msg_id(&host_from_py(store_host)?, commitlog_offset))
+pub fn create_offset_msg_id(
+    store_host: &Bound<'_, PyAny>,
+    commitlog_offset: i64,
+) -> PyResult<String> {
+    Ok(message::create_offset_msg_id(
+        &host_from_py(store_host)?,
+        commitlog_offset,
+    ))
 }
 
 /// Builds `MessageExt` objects without `__init__`, caching host tuples and topics that repeat.
@@ -124,10 +141,20 @@ pub struct MessageExtBuilder<'py> {
 
 impl<'py> MessageExtBuilder<'py> {
     pub fn new(py: Python<'py>) -> PyResult<Self> {
-        Ok(MessageExtBuilder { py, born: None, store: None, topic: None, keys: Vec::new() })
+        Ok(MessageExtBuilder {
+            py,
+            born: None,
+            store: None,
+            topic: None,
+            keys: Vec::new(),
+        })
     }
 
-    fn host(py: Python<'py>, cache: &mut Option<(Host, Bound<'py, PyTuple>)>, h: &Host) -> PyResult<Bound<'py, PyTuple>> {
+    fn host(
+        py: Python<'py>,
+        cache: &mut Option<(Host, Bound<'py, PyTuple>)>,
+        h: &Host,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         if let Some((k, v)) = cache {
             if k == h {
                 return Ok(v.clone());
@@ -199,7 +226,9 @@ impl<'py> MessageExtBuilder<'py> {
             rec.store_timestamp.into_pyobject(py)?.into_any(),
             store.into_any(),
             rec.reconsume_times.into_pyobject(py)?.into_any(),
-            rec.prepared_transaction_offset.into_pyobject(py)?.into_any(),
+            rec.prepared_transaction_offset
+                .into_pyobject(py)?
+                .into_any(),
             PyString::new(py, &msg_id).into_any(),
             py.None().into_bound(py),
         ];
@@ -210,7 +239,11 @@ impl<'py> MessageExtBuilder<'py> {
 /// Decodes concatenated records (a pull body) into `MessageExt` objects.
 #[pyfunction]
 #[pyo3(signature = (buf, decompress = true))]
-pub fn decode_messages<'py>(py: Python<'py>, buf: &[u8], decompress: bool) -> PyResult<Bound<'py, PyList>> {
+pub fn decode_messages<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    decompress: bool,
+) -> PyResult<Bound<'py, PyList>> {
     let _ = decompress; // see the module header: the Python wrapper inflates
     let mut builder = MessageExtBuilder::new(py)?;
     let rows = PyList::empty(py);
@@ -222,7 +255,11 @@ pub fn decode_messages<'py>(py: Python<'py>, buf: &[u8], decompress: bool) -> Py
                 pos += rec.total_size as usize;
             }
             Err(reason) => {
-                return Err(errors::corrupt(py, format!("corrupt record at offset {pos}: {reason}"), pos as i64));
+                return Err(errors::corrupt(
+                    py,
+                    format!("corrupt record at offset {pos}: {reason}"),
+                    pos as i64,
+                ));
             }
         }
     }
@@ -240,7 +277,11 @@ pub struct ColumnBuffer {
 
 #[pymethods]
 impl ColumnBuffer {
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
             return Err(PyBufferError::new_err("ColumnBuffer is read-only"));
         }
@@ -248,7 +289,14 @@ impl ColumnBuffer {
         // SAFETY: `view` comes from the interpreter; the data lives (unmoved: the class is frozen) as long as the
         // object, which the view holds a reference to (set by PyBuffer_FillInfo).
         let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut c_void, data.len() as ffi::Py_ssize_t, 1, flags)
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut c_void,
+                data.len() as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
         };
         if rc == -1 {
             return Err(PyErr::fetch(slf.py()));
@@ -269,10 +317,18 @@ impl ColumnBuffer {
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let py = other.py();
         if let Ok(b) = other.cast::<PyBytes>() {
-            return Ok((b.as_bytes() == self.data.as_slice()).into_pyobject(py)?.to_owned().into_any().unbind());
+            return Ok((b.as_bytes() == self.data.as_slice())
+                .into_pyobject(py)?
+                .to_owned()
+                .into_any()
+                .unbind());
         }
         if let Ok(o) = other.cast::<ColumnBuffer>() {
-            return Ok((o.get().data == self.data).into_pyobject(py)?.to_owned().into_any().unbind());
+            return Ok((o.get().data == self.data)
+                .into_pyobject(py)?
+                .to_owned()
+                .into_any()
+                .unbind());
         }
         Ok(py.NotImplemented())
     }
@@ -286,7 +342,11 @@ fn buffer<'py>(py: Python<'py>, data: Vec<u8>) -> PyResult<Bound<'py, ColumnBuff
     Bound::new(py, ColumnBuffer { data })
 }
 
-fn le_buffer<'py, T: Copy, const N: usize>(py: Python<'py>, v: &[T], to_le: fn(T) -> [u8; N]) -> PyResult<Bound<'py, ColumnBuffer>> {
+fn le_buffer<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    v: &[T],
+    to_le: fn(T) -> [u8; N],
+) -> PyResult<Bound<'py, ColumnBuffer>> {
     let mut out = Vec::with_capacity(v.len() * N);
     for &x in v {
         out.extend_from_slice(&to_le(x));
@@ -303,7 +363,12 @@ fn var_column<'py>(py: Python<'py>, c: VarColumn) -> PyResult<Bound<'py, PyTuple
         Some(b) => Some(buffer(py, b)?),
         None => None,
     };
-    (validity, offsets_buffer(py, &c.offsets)?, buffer(py, c.data)?).into_pyobject(py)
+    (
+        validity,
+        offsets_buffer(py, &c.offsets)?,
+        buffer(py, c.data)?,
+    )
+        .into_pyobject(py)
 }
 
 /// Concatenated records → Arrow-layout column buffers (see the module header and `rmq_store::format::columns`).
@@ -320,13 +385,21 @@ pub fn decode_columns<'py>(
         tags: tag_filter.map(|t| t.into_iter().map(String::into_bytes).collect()),
         min_queue_offset,
     };
-    let c = py.detach(|| columns::decode_columns(buf, &filter)).map_err(|e| errors::to_py(py, e))?;
+    let c = py
+        .detach(|| columns::decode_columns(buf, &filter))
+        .map_err(|e| errors::to_py(py, e))?;
     let d = PyDict::new(py);
     d.set_item("num_rows", c.num_rows)?;
     d.set_item("topic", var_column(py, c.topic)?)?;
     d.set_item("queue_id", le_buffer(py, &c.queue_id, i32::to_le_bytes)?)?;
-    d.set_item("queue_offset", le_buffer(py, &c.queue_offset, i64::to_le_bytes)?)?;
-    d.set_item("commitlog_offset", le_buffer(py, &c.commitlog_offset, i64::to_le_bytes)?)?;
+    d.set_item(
+        "queue_offset",
+        le_buffer(py, &c.queue_offset, i64::to_le_bytes)?,
+    )?;
+    d.set_item(
+        "commitlog_offset",
+        le_buffer(py, &c.commitlog_offset, i64::to_le_bytes)?,
+    )?;
     d.set_item("msg_id", var_column(py, c.msg_id)?)?;
     d.set_item("tags", var_column(py, c.tags)?)?;
     d.set_item("keys", var_column(py, c.keys)?)?;
@@ -342,16 +415,27 @@ pub fn decode_columns<'py>(
             buffer(py, p.values.data)?,
         ),
     )?;
-    d.set_item("born_timestamp", le_buffer(py, &c.born_timestamp, i64::to_le_bytes)?)?;
-    d.set_item("store_timestamp", le_buffer(py, &c.store_timestamp, i64::to_le_bytes)?)?;
-    d.set_item("reconsume_times", le_buffer(py, &c.reconsume_times, i32::to_le_bytes)?)?;
+    d.set_item(
+        "born_timestamp",
+        le_buffer(py, &c.born_timestamp, i64::to_le_bytes)?,
+    )?;
+    d.set_item(
+        "store_timestamp",
+        le_buffer(py, &c.store_timestamp, i64::to_le_bytes)?,
+    )?;
+    d.set_item(
+        "reconsume_times",
+        le_buffer(py, &c.reconsume_times, i32::to_le_bytes)?,
+    )?;
     Ok(d)
 }
 
 /// A C-contiguous buffer's items as a slice, or BufferError.
 fn contiguous<'a, T: pyo3::buffer::Element>(buf: &'a PyBuffer<T>, what: &str) -> PyResult<&'a [T]> {
     if !buf.is_c_contiguous() {
-        return Err(PyBufferError::new_err(format!("{what} must be a C-contiguous buffer")));
+        return Err(PyBufferError::new_err(format!(
+            "{what} must be a C-contiguous buffer"
+        )));
     }
     // SAFETY: C-contiguous with item_count items of T (PyBuffer<T> checked the item format and size); the exporter
     // keeps the memory alive and unmoved while `buf` (the view) exists, and nothing here writes to it.
@@ -366,7 +450,13 @@ pub fn gather_runs(
     starts: PyBuffer<i64>,
     ends: PyBuffer<i64>,
 ) -> PyResult<ColumnBuffer> {
-    let (s, a, b) = (contiguous(&src, "src")?, contiguous(&starts, "starts")?, contiguous(&ends, "ends")?);
-    let data = py.detach(|| gather::gather_runs(s, a, b)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (s, a, b) = (
+        contiguous(&src, "src")?,
+        contiguous(&starts, "starts")?,
+        contiguous(&ends, "ends")?,
+    );
+    let data = py
+        .detach(|| gather::gather_runs(s, a, b))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(ColumnBuffer { data })
 }

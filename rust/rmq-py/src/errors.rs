@@ -20,7 +20,11 @@ static CORRUPT_RECORD_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 const ERRORS_MODULE: &str = "rmq_core.errors";
 
-fn class<'py>(py: Python<'py>, cell: &'static PyOnceLock<Py<PyType>>, name: &str) -> PyResult<Bound<'py, PyType>> {
+fn class<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+) -> PyResult<Bound<'py, PyType>> {
     Ok(cell.import(py, ERRORS_MODULE, name)?.clone())
 }
 

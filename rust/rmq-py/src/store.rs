@@ -14,7 +14,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::{
-    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, PutContext, PutMessage, StoreConfig,
+    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, PutContext, PutMessage,
+    StoreConfig,
 };
 
 use crate::codec;
@@ -35,21 +36,40 @@ fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
         };
     }
     take!("mapped_file_size_commit_log", mapped_file_size_commit_log);
-    take!("mapped_file_size_consume_queue", mapped_file_size_consume_queue);
+    take!(
+        "mapped_file_size_consume_queue",
+        mapped_file_size_consume_queue
+    );
     take!("max_message_size", max_message_size);
     take!("flush_interval_commit_log", flush_interval_commit_log_ms);
     take!("sync_flush_timeout", sync_flush_timeout_ms);
     take!("check_crc_on_recover", check_crc_on_recover);
-    take!("max_transfer_bytes_on_message_in_memory", max_transfer_bytes_on_message_in_memory);
-    take!("max_transfer_count_on_message_in_memory", max_transfer_count_on_message_in_memory);
-    take!("max_transfer_bytes_on_message_in_disk", max_transfer_bytes_on_message_in_disk);
-    take!("max_transfer_count_on_message_in_disk", max_transfer_count_on_message_in_disk);
-    take!("access_message_in_memory_max_ratio", access_message_in_memory_max_ratio);
+    take!(
+        "max_transfer_bytes_on_message_in_memory",
+        max_transfer_bytes_on_message_in_memory
+    );
+    take!(
+        "max_transfer_count_on_message_in_memory",
+        max_transfer_count_on_message_in_memory
+    );
+    take!(
+        "max_transfer_bytes_on_message_in_disk",
+        max_transfer_bytes_on_message_in_disk
+    );
+    take!(
+        "max_transfer_count_on_message_in_disk",
+        max_transfer_count_on_message_in_disk
+    );
+    take!(
+        "access_message_in_memory_max_ratio",
+        access_message_in_memory_max_ratio
+    );
     take!("total_physical_memory", total_physical_memory);
     take!("max_filter_message_size", max_filter_message_size);
     if let Some(v) = config.get_item("flush_disk_type")? {
         let s: String = v.extract()?;
-        c.flush_disk_type = FlushDiskType::parse(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        c.flush_disk_type =
+            FlushDiskType::parse(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     if let Some(v) = config.get_item("store_host")? {
         c.store_host = codec::host_from_py(&v)?;
@@ -74,7 +94,9 @@ impl MessageFilter for PyFilter {
     }
 
     fn is_matched_by_commit_log(&mut self, properties: &[u8]) -> bool {
-        let Some(cb) = &self.callback else { return true };
+        let Some(cb) = &self.callback else {
+            return true;
+        };
         let res = Python::attach(|py| -> PyResult<bool> {
             let d = codec::properties_dict(py, properties)?;
             cb.call1(py, (d,))?.bind(py).is_truthy()
@@ -111,7 +133,9 @@ impl StoreEngine {
     #[new]
     fn new(py: Python<'_>, root_dir: PathBuf, config: &Bound<'_, PyDict>) -> PyResult<Self> {
         let cfg = config_from_dict(config)?;
-        let store = py.detach(|| MessageStore::open(&root_dir, cfg)).py_err(py)?;
+        let store = py
+            .detach(|| MessageStore::open(&root_dir, cfg))
+            .py_err(py)?;
         Ok(StoreEngine { store })
     }
 
@@ -130,7 +154,10 @@ impl StoreEngine {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
         if queue_ids.len() != n {
-            return Err(PyValueError::new_err(format!("{n} messages but {} queue ids", queue_ids.len())));
+            return Err(PyValueError::new_err(format!(
+                "{n} messages but {} queue ids",
+                queue_ids.len()
+            )));
         }
         let ctx = PutContext {
             sys_flag,
@@ -139,8 +166,12 @@ impl StoreEngine {
             reconsume_times,
             store_timestamp,
         };
-        let (a_topic, a_body, a_flag, a_props) =
-            (intern!(py, "topic"), intern!(py, "body"), intern!(py, "flag"), intern!(py, "properties"));
+        let (a_topic, a_body, a_flag, a_props) = (
+            intern!(py, "topic"),
+            intern!(py, "body"),
+            intern!(py, "flag"),
+            intern!(py, "properties"),
+        );
         let mut topics: Vec<Bound<'py, PyString>> = Vec::with_capacity(n);
         let mut bodies: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(n);
         let mut flags: Vec<i32> = Vec::with_capacity(n);
@@ -148,13 +179,22 @@ impl StoreEngine {
         let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
         for m in msgs.iter() {
             let topic = m.getattr(a_topic)?;
-            topics.push(topic.cast_into::<PyString>().map_err(|_| PyTypeError::new_err("message topic must be str"))?);
+            topics.push(
+                topic
+                    .cast_into::<PyString>()
+                    .map_err(|_| PyTypeError::new_err("message topic must be str"))?,
+            );
             let body = m.getattr(a_body)?;
-            bodies.push(body.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("message body must be bytes"))?);
+            bodies.push(
+                body.cast_into::<PyBytes>()
+                    .map_err(|_| PyTypeError::new_err("message body must be bytes"))?,
+            );
             flags.push(m.getattr(a_flag)?.extract()?);
             let props = m.getattr(a_props)?;
             if !props.is_none() {
-                let d = props.cast::<PyDict>().map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
+                let d = props
+                    .cast::<PyDict>()
+                    .map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
                 codec::encode_properties_into(d, &mut arena)?;
             }
             prop_ends.push(arena.len());
@@ -175,7 +215,14 @@ impl StoreEngine {
         let results = py.detach(|| store.put_messages(&put, &ctx)).py_err(py)?;
         PyList::new(
             py,
-            results.iter().map(|r| (r.status as i32, r.commitlog_offset, r.queue_offset, r.wrote_bytes)),
+            results.iter().map(|r| {
+                (
+                    r.status as i32,
+                    r.commitlog_offset,
+                    r.queue_offset,
+                    r.wrote_bytes,
+                )
+            }),
         )
     }
 
@@ -191,7 +238,11 @@ impl StoreEngine {
         tag_codes: Option<Vec<i32>>,
         property_filter: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let mut filter = PyFilter { codes: tag_codes, callback: property_filter, error: None };
+        let mut filter = PyFilter {
+            codes: tag_codes,
+            callback: property_filter,
+            error: None,
+        };
         let store = &self.store;
         let r: GetMessageResult = py
             .detach(|| store.get_message(topic, queue_id, offset, max_msg_nums, &mut filter))
@@ -223,25 +274,44 @@ impl StoreEngine {
         in_disk: bool,
     ) -> PyResult<bool> {
         self.check_open(py)?;
-        Ok(self.store.is_the_batch_full(size, max_msg_nums, buffer_total, msg_total, in_disk))
+        Ok(self
+            .store
+            .is_the_batch_full(size, max_msg_nums, buffer_total, msg_total, in_disk))
     }
 
     fn get_max_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
-        self.store.get_max_offset_in_queue(topic, queue_id).py_err(py)
+        self.store
+            .get_max_offset_in_queue(topic, queue_id)
+            .py_err(py)
     }
 
     fn get_min_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
-        self.store.get_min_offset_in_queue(topic, queue_id).py_err(py)
+        self.store
+            .get_min_offset_in_queue(topic, queue_id)
+            .py_err(py)
     }
 
-    fn get_offset_in_queue_by_time(&self, py: Python<'_>, topic: &str, queue_id: i32, ts_ms: i64) -> PyResult<i64> {
+    fn get_offset_in_queue_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        ts_ms: i64,
+    ) -> PyResult<i64> {
         let store = &self.store;
-        py.detach(|| store.get_offset_in_queue_by_time(topic, queue_id, ts_ms)).py_err(py)
+        py.detach(|| store.get_offset_in_queue_by_time(topic, queue_id, ts_ms))
+            .py_err(py)
     }
 
-    fn get_earliest_message_time(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+    fn get_earliest_message_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+    ) -> PyResult<i64> {
         let store = &self.store;
-        py.detach(|| store.get_earliest_message_time(topic, queue_id)).py_err(py)
+        py.detach(|| store.get_earliest_message_time(topic, queue_id))
+            .py_err(py)
     }
 
     #[getter]
@@ -254,12 +324,21 @@ impl StoreEngine {
         self.store.min_physical_offset().py_err(py)
     }
 
-    fn read_commit_log<'py>(&self, py: Python<'py>, offset: i64, size: i64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn read_commit_log<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+        size: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let sel = self.store.read_commit_log(offset, size).py_err(py)?;
         Ok(sel.map(|s| PyBytes::new(py, s.as_slice())))
     }
 
-    fn look_message_by_offset<'py>(&self, py: Python<'py>, offset: i64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn look_message_by_offset<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let sel = self.store.look_message_by_offset(offset).py_err(py)?;
         Ok(sel.map(|s| PyBytes::new(py, s.as_slice())))
     }
@@ -276,7 +355,9 @@ impl StoreEngine {
     ) -> PyResult<(i64, Bound<'py, PyBytes>)> {
         let store = &self.store;
         let (next, matched) = py
-            .detach(|| store.scan_consume_queue(topic, queue_id, start, max_units, tag_codes.as_deref()))
+            .detach(|| {
+                store.scan_consume_queue(topic, queue_id, start, max_units, tag_codes.as_deref())
+            })
             .py_err(py)?;
         Ok((next, PyBytes::new(py, &matched)))
     }
@@ -290,7 +371,9 @@ impl StoreEngine {
         count: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let store = &self.store;
-        let units = py.detach(|| store.consume_queue_units(topic, queue_id, start, count)).py_err(py)?;
+        let units = py
+            .detach(|| store.consume_queue_units(topic, queue_id, start, count))
+            .py_err(py)?;
         Ok(PyBytes::new(py, &units))
     }
 
@@ -310,7 +393,8 @@ impl StoreEngine {
 
     fn delete_commit_log_files_before(&self, py: Python<'_>, offset: i64) -> PyResult<usize> {
         let store = &self.store;
-        py.detach(|| store.delete_commit_log_files_before(offset)).py_err(py)
+        py.detach(|| store.delete_commit_log_files_before(offset))
+            .py_err(py)
     }
 
     fn correct_min_offsets(&self, py: Python<'_>) -> PyResult<()> {

@@ -23,7 +23,8 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::format::{
     CHECKPOINT_CONFIRM_PHY_OFFSET, CHECKPOINT_FILE_SIZE, CHECKPOINT_INDEX_MSG_TIMESTAMP,
-    CHECKPOINT_LOGICS_MSG_TIMESTAMP, CHECKPOINT_MASTER_FLUSHED_OFFSET, CHECKPOINT_PHYSIC_MSG_TIMESTAMP,
+    CHECKPOINT_LOGICS_MSG_TIMESTAMP, CHECKPOINT_MASTER_FLUSHED_OFFSET,
+    CHECKPOINT_PHYSIC_MSG_TIMESTAMP,
 };
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,7 +54,8 @@ impl Checkpoint {
         let mut buf = [0u8; 40];
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len >= 40 {
-            file.read_exact_at(&mut buf, 0).map_err(|e| Error::io(path, e))?;
+            file.read_exact_at(&mut buf, 0)
+                .map_err(|e| Error::io(path, e))?;
         }
         let at = |i: usize| i64::from_be_bytes(buf[i..i + 8].try_into().unwrap());
         let loaded = CheckpointData {
@@ -61,7 +63,12 @@ impl Checkpoint {
             logics_msg_timestamp: at(CHECKPOINT_LOGICS_MSG_TIMESTAMP),
             confirm_phy_offset: at(CHECKPOINT_CONFIRM_PHY_OFFSET),
         };
-        Ok(Checkpoint { path: path.to_path_buf(), file: Mutex::new(file), loaded, existed })
+        Ok(Checkpoint {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            loaded,
+            existed,
+        })
     }
 
     /// What the file held at open (zeros if missing/short).
@@ -83,8 +90,10 @@ impl Checkpoint {
         put(CHECKPOINT_MASTER_FLUSHED_OFFSET, 0);
         put(CHECKPOINT_CONFIRM_PHY_OFFSET, d.confirm_phy_offset);
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all_at(&buf, 0).map_err(|e| Error::io(&self.path, e))?;
-        file.set_len(CHECKPOINT_FILE_SIZE as u64).map_err(|e| Error::io(&self.path, e))?;
+        file.write_all_at(&buf, 0)
+            .map_err(|e| Error::io(&self.path, e))?;
+        file.set_len(CHECKPOINT_FILE_SIZE as u64)
+            .map_err(|e| Error::io(&self.path, e))?;
         file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
 }

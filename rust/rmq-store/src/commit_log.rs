@@ -39,7 +39,9 @@ impl SelectedBuffer {
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
         // bounds were checked against the published position when selected
-        self.file.read(self.pos, self.len).expect("selected bytes stay published")
+        self.file
+            .read(self.pos, self.len)
+            .expect("selected bytes stay published")
     }
 
     #[inline]
@@ -50,7 +52,9 @@ impl SelectedBuffer {
 
 impl CommitLog {
     pub fn load(dir: &Path, file_size: usize) -> Result<CommitLog> {
-        Ok(CommitLog { queue: MappedFileQueue::load(dir, file_size)? })
+        Ok(CommitLog {
+            queue: MappedFileQueue::load(dir, file_size)?,
+        })
     }
 
     #[inline]
@@ -118,7 +122,10 @@ impl CommitLog {
         let next = self.queue.create_file(file.end())?;
         if remaining >= END_FILE_MIN_BLANK_LENGTH {
             // SAFETY: single writer, unpublished bytes.
-            encode_blank(unsafe { file.write_slice(wrote, END_FILE_MIN_BLANK_LENGTH) }, remaining);
+            encode_blank(
+                unsafe { file.write_slice(wrote, END_FILE_MIN_BLANK_LENGTH) },
+                remaining,
+            );
         }
         // (remaining < 8 cannot happen with whole records, each leaves ≥ 8 bytes; close the file anyway)
         file.set_wrote_position(file.size());

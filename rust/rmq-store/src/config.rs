@@ -77,19 +77,24 @@ impl StoreConfig {
     /// Rounds the ConsumeQueue file size up to a multiple of 20 and checks every value.
     pub fn normalized(mut self) -> Result<Self> {
         let unit = CQ_STORE_UNIT_SIZE as u64;
-        self.mapped_file_size_consume_queue = self.mapped_file_size_consume_queue.div_ceil(unit) * unit;
+        self.mapped_file_size_consume_queue =
+            self.mapped_file_size_consume_queue.div_ceil(unit) * unit;
         self.validate()?;
         Ok(self)
     }
 
     pub fn validate(&self) -> Result<()> {
         let bad = |k: &str| Err(Error::InvalidArgument(format!("config {k} must be > 0")));
-        if self.mapped_file_size_commit_log < 64 || self.mapped_file_size_commit_log > i32::MAX as u64 {
+        if self.mapped_file_size_commit_log < 64
+            || self.mapped_file_size_commit_log > i32::MAX as u64
+        {
             return Err(Error::InvalidArgument(
                 "config mapped_file_size_commit_log must be in [64, 2^31-1]".into(),
             ));
         }
-        if self.mapped_file_size_consume_queue == 0 || self.mapped_file_size_consume_queue > i32::MAX as u64 {
+        if self.mapped_file_size_consume_queue == 0
+            || self.mapped_file_size_consume_queue > i32::MAX as u64
+        {
             return Err(Error::InvalidArgument(
                 "config mapped_file_size_consume_queue must be in [1, 2^31-1]".into(),
             ));
@@ -105,7 +110,9 @@ impl StoreConfig {
 
     /// `total_physical_memory * ratio / 100` in integer arithmetic (floor), saturating.
     pub fn memory_threshold(&self) -> i64 {
-        let v = (self.total_physical_memory as i128) * (self.access_message_in_memory_max_ratio as i128) / 100;
+        let v = (self.total_physical_memory as i128)
+            * (self.access_message_in_memory_max_ratio as i128)
+            / 100;
         v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 }

@@ -162,7 +162,8 @@ impl ConsumeQueue {
         }
         self.put_raw(offset, &unit)?;
         if !unit.is_pre_blank() {
-            self.max_phys_end.store(unit.offset + unit.size as i64, Ordering::Release);
+            self.max_phys_end
+                .store(unit.offset + unit.size as i64, Ordering::Release);
         }
         self.max_offset.store(offset + 1, Ordering::Release);
         Ok(true)
@@ -175,7 +176,8 @@ impl ConsumeQueue {
             return self.write_unit(offset, unit).map(|_| ());
         }
         self.put_raw(offset, &unit)?;
-        self.max_phys_end.store(unit.offset + unit.size as i64, Ordering::Release);
+        self.max_phys_end
+            .store(unit.offset + unit.size as i64, Ordering::Release);
         self.max_offset.store(offset + 1, Ordering::Release);
         Ok(())
     }
@@ -208,7 +210,8 @@ impl ConsumeQueue {
     /// (max when none); then deletes files wholly below the new min (never the last file). Writer only.
     pub fn correct_min_offset(&self, min_phys: i64) -> Result<()> {
         self.correct_min_offset_only(min_phys);
-        self.queue.delete_files_before(self.min_offset() * UNIT as i64)?;
+        self.queue
+            .delete_files_before(self.min_offset() * UNIT as i64)?;
         Ok(())
     }
 

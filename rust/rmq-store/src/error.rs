@@ -36,11 +36,17 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn corrupt(offset: i64, reason: impl Into<String>) -> Self {
-        Error::Corrupt { offset, reason: reason.into() }
+        Error::Corrupt {
+            offset,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -48,10 +54,19 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, source } => write!(f, "I/O error on {}: {}", path.display(), source),
-            Error::IllegalTopic(topic) => write!(f, "illegal topic '{topic}': must be 1..=127 chars of [A-Za-z0-9%|_-]"),
-            Error::Corrupt { offset, reason } => write!(f, "corrupt record at offset {offset}: {reason}"),
+            Error::IllegalTopic(topic) => write!(
+                f,
+                "illegal topic '{topic}': must be 1..=127 chars of [A-Za-z0-9%|_-]"
+            ),
+            Error::Corrupt { offset, reason } => {
+                write!(f, "corrupt record at offset {offset}: {reason}")
+            }
             Error::Closed => write!(f, "the message store is closed"),
-            Error::Locked(path) => write!(f, "the store is locked by another process or engine: {}", path.display()),
+            Error::Locked(path) => write!(
+                f,
+                "the store is locked by another process or engine: {}",
+                path.display()
+            ),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
         }
     }

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 
-
 /// What the flush thread flushes (implemented by the engine).
 pub trait FlushTarget: Send + Sync + 'static {
     /// msync the CommitLog; returns the flushed offset or None on an I/O error.
@@ -46,13 +45,20 @@ pub struct FlushService {
 }
 
 impl FlushService {
-    pub fn start(target: Arc<dyn FlushTarget>, interval: Duration) -> std::io::Result<FlushService> {
+    pub fn start(
+        target: Arc<dyn FlushTarget>,
+        interval: Duration,
+    ) -> std::io::Result<FlushService> {
         let (wake_tx, wake_rx) = bounded::<()>(1);
         let (req_tx, req_rx) = unbounded::<Request>();
         let handle = std::thread::Builder::new()
             .name("rmq-store-flush".into())
             .spawn(move || run(target, interval, wake_rx, req_rx))?;
-        Ok(FlushService { wake_tx, req_tx, handle: std::sync::Mutex::new(Some(handle)) })
+        Ok(FlushService {
+            wake_tx,
+            req_tx,
+            handle: std::sync::Mutex::new(Some(handle)),
+        })
     }
 
     /// ASYNC_FLUSH wake-up (never blocks).
@@ -99,7 +105,12 @@ fn answer(target: &dyn FlushTarget, pending: Vec<(i64, Sender<bool>)>) {
     }
 }
 
-fn run(target: Arc<dyn FlushTarget>, interval: Duration, wake_rx: Receiver<()>, req_rx: Receiver<Request>) {
+fn run(
+    target: Arc<dyn FlushTarget>,
+    interval: Duration,
+    wake_rx: Receiver<()>,
+    req_rx: Receiver<Request>,
+) {
     let mut next_tick = Instant::now() + interval;
     loop {
         let now = Instant::now();

@@ -175,7 +175,9 @@ pub fn get_message(
 
     let memory = config.memory_threshold();
     let max_msg_nums_l = max_msg_nums as i64;
-    let cap = config.max_filter_message_size.max(max_msg_nums_l * CQ_STORE_UNIT_SIZE as i64);
+    let cap = config
+        .max_filter_message_size
+        .max(max_msg_nums_l * CQ_STORE_UNIT_SIZE as i64);
     let mut r = GetMessageResult::empty(NoMatchedMessage, offset, min, max);
     let mut next_phy_file_start = i64::MIN;
     let mut max_phy_offset_pulling = 0i64;
@@ -220,7 +222,9 @@ pub fn get_message(
         };
         let record = sel.as_slice();
         if use_cl_filter {
-            let props = decode_record(record).map(|rec| rec.properties).unwrap_or(&[]);
+            let props = decode_record(record)
+                .map(|rec| rec.properties)
+                .unwrap_or(&[]);
             let matched = filter.is_matched_by_commit_log(props);
             if filter.aborted() {
                 break;

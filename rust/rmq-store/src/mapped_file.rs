@@ -72,7 +72,11 @@ impl MappedFile {
     /// Maps an existing store file; its length must be `file_size`. The write position starts at the end
     /// (recovery lowers it).
     pub fn open(path: &Path, file_from_offset: u64, file_size: usize) -> Result<MappedFile> {
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, e))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len != file_size as u64 {
             return Err(Error::io(
@@ -86,8 +90,17 @@ impl MappedFile {
         Self::map(path, file, file_from_offset, file_size, file_size)
     }
 
-    fn map(path: &Path, file: File, file_from_offset: u64, file_size: usize, wrote: usize) -> Result<MappedFile> {
-        let mmap = MmapOptions::new().len(file_size).map_raw(&file).map_err(|e| Error::io(path, e))?;
+    fn map(
+        path: &Path,
+        file: File,
+        file_from_offset: u64,
+        file_size: usize,
+        wrote: usize,
+    ) -> Result<MappedFile> {
+        let mmap = MmapOptions::new()
+            .len(file_size)
+            .map_raw(&file)
+            .map_err(|e| Error::io(path, e))?;
         Ok(MappedFile {
             path: path.to_path_buf(),
             file_from_offset,
@@ -197,7 +210,9 @@ impl MappedFile {
         }
         // SAFETY: invariant 2 — no reader can reach these bytes (they are at/after the published end).
         unsafe { self.write_slice(from, to - from).fill(0) };
-        self.mmap.flush_range(from, to - from).map_err(|e| Error::io(&self.path, e))
+        self.mmap
+            .flush_range(from, to - from)
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     /// msync of the published bytes not yet flushed; returns the flushed position.
@@ -206,7 +221,9 @@ impl MappedFile {
         let wrote = self.wrote_position();
         let flushed = self.flushed_position();
         if wrote > flushed && !self.deleted.load(Ordering::Acquire) {
-            self.mmap.flush_range(flushed, wrote - flushed).map_err(|e| Error::io(&self.path, e))?;
+            self.mmap
+                .flush_range(flushed, wrote - flushed)
+                .map_err(|e| Error::io(&self.path, e))?;
         }
         if wrote != flushed {
             self.flushed_position.store(wrote, Ordering::Release);
@@ -219,7 +236,10 @@ impl MappedFile {
     pub fn warm_ahead(&self, window: usize) {
         let page = crate::format::OS_PAGE_SIZE;
         let wrote = self.wrote_position();
-        let from = self.warmed_to.load(Ordering::Acquire).max(wrote / page * page);
+        let from = self
+            .warmed_to
+            .load(Ordering::Acquire)
+            .max(wrote / page * page);
         let to = (wrote + window).min(self.file_size).div_ceil(page) * page;
         let to = to.min(self.file_size);
         if to <= from || self.deleted.load(Ordering::Acquire) {
@@ -227,7 +247,13 @@ impl MappedFile {
         }
         const MADV_POPULATE_WRITE: libc::c_int = 23;
         // SAFETY: the range lies inside our live mapping; populate does not change contents.
-        let rc = unsafe { libc::madvise(self.mmap.as_mut_ptr().add(from) as *mut libc::c_void, to - from, MADV_POPULATE_WRITE) };
+        let rc = unsafe {
+            libc::madvise(
+                self.mmap.as_mut_ptr().add(from) as *mut libc::c_void,
+                to - from,
+                MADV_POPULATE_WRITE,
+            )
+        };
         if rc == 0 {
             self.warmed_to.store(to, Ordering::Release);
         } else {
@@ -243,7 +269,9 @@ impl MappedFile {
         let upto = self.wrote_position() / page * page;
         let flushed = self.flushed_position();
         if upto > flushed && !self.deleted.load(Ordering::Acquire) {
-            self.mmap.flush_range(flushed, upto - flushed).map_err(|e| Error::io(&self.path, e))?;
+            self.mmap
+                .flush_range(flushed, upto - flushed)
+                .map_err(|e| Error::io(&self.path, e))?;
             self.flushed_position.store(upto, Ordering::Release);
         }
         Ok(upto.max(flushed))

@@ -49,7 +49,9 @@ impl MappedFileQueue {
         // a crash between creating and sizing the newest file leaves it short and all zero: drop it
         if let Some(&last) = starts.last() {
             let path = dir.join(offset_to_file_name(last));
-            let len = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+            let len = std::fs::metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .len();
             if len < file_size as u64 {
                 let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
                 if data.iter().all(|&b| b == 0) {
@@ -72,7 +74,12 @@ impl MappedFileQueue {
             }
             files.push(Arc::new(MappedFile::open(&path, start, file_size)?));
         }
-        Ok(MappedFileQueue { dir: dir.to_path_buf(), file_size, files: RwLock::new(files), flush_lock: Mutex::new(()) })
+        Ok(MappedFileQueue {
+            dir: dir.to_path_buf(),
+            file_size,
+            files: RwLock::new(files),
+            flush_lock: Mutex::new(()),
+        })
     }
 
     #[inline]
@@ -155,7 +162,9 @@ impl MappedFileQueue {
 
     /// End of the published data, 0 when there is no file.
     pub fn max_offset(&self) -> i64 {
-        self.last().map(|f| (f.start() + f.wrote_position() as u64) as i64).unwrap_or(0)
+        self.last()
+            .map(|f| (f.start() + f.wrote_position() as u64) as i64)
+            .unwrap_or(0)
     }
 
     /// msyncs every file's unflushed published bytes; returns the offset known flushed (the max offset seen first).

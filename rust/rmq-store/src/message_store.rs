@@ -57,8 +57,10 @@ use crate::format::message::{
     store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG, SYSFLAG_POSITION,
 };
+use crate::format::{
+    ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE,
+};
 use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
-use crate::format::{ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
@@ -109,7 +111,12 @@ pub struct PutResult {
 
 impl PutResult {
     fn failed(status: PutMessageStatus) -> Self {
-        PutResult { status, commitlog_offset: -1, queue_offset: -1, wrote_bytes: 0 }
+        PutResult {
+            status,
+            commitlog_offset: -1,
+            queue_offset: -1,
+            wrote_bytes: 0,
+        }
     }
 }
 
@@ -146,7 +153,12 @@ pub struct MessageStore {
 
 impl Inner {
     pub(crate) fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        self.queues.read().unwrap_or_else(|e| e.into_inner()).get(topic)?.get(&queue_id).cloned()
+        self.queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)?
+            .get(&queue_id)
+            .cloned()
     }
 
     fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
@@ -157,9 +169,21 @@ impl Inner {
         if let Some(q) = table.get(topic).and_then(|m| m.get(&queue_id)) {
             return Ok(q.clone());
         }
-        let dir = self.root.join(CONSUMEQUEUE_DIR).join(topic).join(queue_id.to_string());
-        let cq = Arc::new(ConsumeQueue::load(&dir, topic, queue_id, self.config.mapped_file_size_consume_queue as usize)?);
-        table.entry(topic.to_string()).or_default().insert(queue_id, cq.clone());
+        let dir = self
+            .root
+            .join(CONSUMEQUEUE_DIR)
+            .join(topic)
+            .join(queue_id.to_string());
+        let cq = Arc::new(ConsumeQueue::load(
+            &dir,
+            topic,
+            queue_id,
+            self.config.mapped_file_size_consume_queue as usize,
+        )?);
+        table
+            .entry(topic.to_string())
+            .or_default()
+            .insert(queue_id, cq.clone());
         Ok(cq)
     }
 
@@ -170,7 +194,10 @@ impl Inner {
 
     /// CommitLog, then every ConsumeQueue, then the checkpoint; returns the flushed CommitLog offset.
     fn flush_all_inner(&self) -> Result<i64> {
-        let _g = self.flush_all_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .flush_all_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let physic_ts = self.last_physic_ts.load(Ordering::Acquire);
         let logics_ts = self.last_logics_ts.load(Ordering::Acquire);
         let flushed = self.commit_log.queue.flush()?;
@@ -206,13 +233,23 @@ impl FlushTarget for Inner {
     }
 
     fn on_wake(&self) {
-        let Some(last) = self.commit_log.queue.last() else { return };
+        let Some(last) = self.commit_log.queue.last() else {
+            return;
+        };
         last.warm_ahead(WARM_AHEAD_BYTES);
-        if last.wrote_position().saturating_sub(last.flushed_position()) >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE {
+        if last
+            .wrote_position()
+            .saturating_sub(last.flushed_position())
+            >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE
+        {
             // earlier files are full: flush them whole, the last one by whole pages
             for f in self.commit_log.queue.snapshot() {
                 if f.flushed_position() < f.wrote_position() {
-                    let _ = if Arc::ptr_eq(&f, &last) { f.flush_whole_pages() } else { f.flush() };
+                    let _ = if Arc::ptr_eq(&f, &last) {
+                        f.flush_whole_pages()
+                    } else {
+                        f.flush()
+                    };
                 }
             }
         }
@@ -252,21 +289,30 @@ fn load_queues(root: &Path, file_size: usize) -> Result<QueueTable> {
         if !topic_entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
             continue;
         }
-        let Some(topic) = topic_entry.file_name().to_str().map(str::to_string) else { continue };
+        let Some(topic) = topic_entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
         let topic_dir = topic_entry.path();
         for q_entry in std::fs::read_dir(&topic_dir).map_err(|e| Error::io(&topic_dir, e))? {
             let q_entry = q_entry.map_err(|e| Error::io(&topic_dir, e))?;
             if !q_entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 continue;
             }
-            let Some(name) = q_entry.file_name().to_str().map(str::to_string) else { continue };
-            let Ok(qid) = name.parse::<i32>() else { continue };
+            let Some(name) = q_entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let Ok(qid) = name.parse::<i32>() else {
+                continue;
+            };
             if qid < 0 || qid.to_string() != name {
                 continue;
             }
             let cq = ConsumeQueue::load(&q_entry.path(), &topic, qid, file_size)?;
             recovery::recover_consume_queue(&cq)?;
-            table.entry(topic.clone()).or_default().insert(qid, Arc::new(cq));
+            table
+                .entry(topic.clone())
+                .or_default()
+                .insert(qid, Arc::new(cq));
         }
     }
     Ok(table)
@@ -277,7 +323,12 @@ impl MessageStore {
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
         let config = config.normalized()?;
         let root = root.as_ref().to_path_buf();
-        for d in [root.clone(), root.join(COMMITLOG_DIR), root.join(CONSUMEQUEUE_DIR), root.join(CONFIG_DIR)] {
+        for d in [
+            root.clone(),
+            root.join(COMMITLOG_DIR),
+            root.join(CONSUMEQUEUE_DIR),
+            root.join(CONFIG_DIR),
+        ] {
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
         let lock_file = lock_root(&root)?;
@@ -285,11 +336,23 @@ impl MessageStore {
         let abnormal = abort_path.exists();
         let checkpoint = Checkpoint::open(&root.join(CHECKPOINT_FILE))?;
         let cp = checkpoint.loaded();
-        let commit_log = CommitLog::load(&root.join(COMMITLOG_DIR), config.mapped_file_size_commit_log as usize)?;
+        let commit_log = CommitLog::load(
+            &root.join(COMMITLOG_DIR),
+            config.mapped_file_size_commit_log as usize,
+        )?;
         let queues = load_queues(&root, config.mapped_file_size_consume_queue as usize)?;
-        let (end, truncated_bytes) =
-            recovery::recover_commit_log(&commit_log, abnormal, cp.confirm_phy_offset, config.check_crc_on_recover)?;
-        let mut report = RecoveryReport { abnormal, commit_log_end: end, truncated_bytes, ..Default::default() };
+        let (end, truncated_bytes) = recovery::recover_commit_log(
+            &commit_log,
+            abnormal,
+            cp.confirm_phy_offset,
+            config.check_crc_on_recover,
+        )?;
+        let mut report = RecoveryReport {
+            abnormal,
+            commit_log_end: end,
+            truncated_bytes,
+            ..Default::default()
+        };
         for q in queues.values().flat_map(|m| m.values()) {
             report.cq_truncated_units += recovery::truncate_dirty_units(q, end)?;
         }
@@ -317,7 +380,10 @@ impl MessageStore {
             .map_err(|e| Error::io(&root, e))?;
         Ok(MessageStore {
             inner,
-            write: Mutex::new(WriteState { current: None, next_wake_at: 0 }),
+            write: Mutex::new(WriteState {
+                current: None,
+                next_wake_at: 0,
+            }),
             flush,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
@@ -333,10 +399,15 @@ impl MessageStore {
                 from = from.min(e);
             }
         }
-        let from = from.clamp(inner.commit_log.min_offset(), end.max(inner.commit_log.min_offset()));
+        let from = from.clamp(
+            inner.commit_log.min_offset(),
+            end.max(inner.commit_log.min_offset()),
+        );
         let mut count = 0i64;
         recovery::for_each_record(&inner.commit_log, from, end, |off, rec| {
-            let Some(unit) = recovery::dispatch_unit_of(off, &rec) else { return Ok(()) };
+            let Some(unit) = recovery::dispatch_unit_of(off, &rec) else {
+                return Ok(());
+            };
             let topic = String::from_utf8_lossy(rec.topic);
             // a record that passed CRC but names an impossible queue must not create a directory outside the store
             if !is_legal_topic(&topic) || rec.queue_id < 0 {
@@ -348,7 +419,9 @@ impl MessageStore {
             }
             if q.write_unit(rec.queue_offset, unit)? {
                 count += 1;
-                inner.last_logics_ts.fetch_max(rec.store_timestamp, Ordering::AcqRel);
+                inner
+                    .last_logics_ts
+                    .fetch_max(rec.store_timestamp, Ordering::AcqRel);
             }
             Ok(())
         })?;
@@ -374,7 +447,11 @@ impl MessageStore {
 
     /// §3: validates every message, then appends and dispatches them in order under the write mutex,
     /// then waits for the flush (SYNC_FLUSH) or wakes the flush thread (ASYNC_FLUSH).
-    pub fn put_messages(&self, msgs: &[PutMessage<'_>], ctx: &PutContext) -> Result<Vec<PutResult>> {
+    pub fn put_messages(
+        &self,
+        msgs: &[PutMessage<'_>],
+        ctx: &PutContext,
+    ) -> Result<Vec<PutResult>> {
         self.check_open()?;
         let cfg = &self.inner.config;
         let cl = &self.inner.commit_log;
@@ -397,7 +474,10 @@ impl MessageStore {
                 last_topic = Some(m.topic);
             }
             if m.queue_id < 0 {
-                return Err(Error::InvalidArgument(format!("queue id must be >= 0, got {}", m.queue_id)));
+                return Err(Error::InvalidArgument(format!(
+                    "queue id must be >= 0, got {}",
+                    m.queue_id
+                )));
             }
             if first_fail.is_none() {
                 let len = crate::format::message::record_len_v1(
@@ -429,7 +509,8 @@ impl MessageStore {
             let mut cached_q: Option<(&str, i32, Arc<ConsumeQueue>)> = None;
             for m in msgs {
                 let q = if dispatch {
-                    let hit = matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
+                    let hit =
+                        matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
                     if !hit {
                         match self.inner.queue_or_create(m.topic, m.queue_id) {
                             Ok(q) => cached_q = Some((m.topic, m.queue_id, q)),
@@ -468,7 +549,10 @@ impl MessageStore {
                     }
                 }
                 let physical_offset = (file.start() + pos as u64) as i64;
-                let fields = RecordFields { physical_offset, ..fields };
+                let fields = RecordFields {
+                    physical_offset,
+                    ..fields
+                };
                 // SAFETY: write mutex held; `pos` is the unpublished end of the current file.
                 encode_record(unsafe { file.write_slice(pos, len) }, &fields);
                 file.set_wrote_position(pos + len);
@@ -497,9 +581,13 @@ impl MessageStore {
                 wake_flusher = true;
             }
             if last_end >= 0 {
-                self.inner.last_physic_ts.store(ctx.store_timestamp, Ordering::Release);
+                self.inner
+                    .last_physic_ts
+                    .store(ctx.store_timestamp, Ordering::Release);
                 if dispatch {
-                    self.inner.last_logics_ts.store(ctx.store_timestamp, Ordering::Release);
+                    self.inner
+                        .last_logics_ts
+                        .store(ctx.store_timestamp, Ordering::Release);
                 }
             }
         }
@@ -514,9 +602,14 @@ impl MessageStore {
                     }
                 }
                 FlushDiskType::SyncFlush => {
-                    let ok = self.flush.sync(last_end, Duration::from_millis(cfg.sync_flush_timeout_ms));
+                    let ok = self
+                        .flush
+                        .sync(last_end, Duration::from_millis(cfg.sync_flush_timeout_ms));
                     if !ok {
-                        for r in results.iter_mut().filter(|r| r.status == PutMessageStatus::PutOk) {
+                        for r in results
+                            .iter_mut()
+                            .filter(|r| r.status == PutMessageStatus::PutOk)
+                        {
                             r.status = PutMessageStatus::FlushDiskTimeout;
                         }
                     }
@@ -526,10 +619,16 @@ impl MessageStore {
         Ok(results)
     }
 
-    fn allocate(cl: &CommitLog, ws: &mut WriteState, len: usize) -> Result<(Arc<MappedFile>, usize)> {
+    fn allocate(
+        cl: &CommitLog,
+        ws: &mut WriteState,
+        len: usize,
+    ) -> Result<(Arc<MappedFile>, usize)> {
         if let Some(f) = &ws.current {
             let wrote = f.wrote_position();
-            if cl.fits_in_a_file(len) && len + crate::format::message::END_FILE_MIN_BLANK_LENGTH <= f.size() - wrote {
+            if cl.fits_in_a_file(len)
+                && len + crate::format::message::END_FILE_MIN_BLANK_LENGTH <= f.size() - wrote
+            {
                 return Ok((f.clone(), wrote));
             }
         }
@@ -549,30 +648,64 @@ impl MessageStore {
     ) -> Result<GetMessageResult> {
         self.check_open()?;
         let q = self.inner.queue(topic, queue_id);
-        Ok(get_message::get_message(&self.inner.config, &self.inner.commit_log, q.as_deref(), offset, max_msg_nums, filter))
+        Ok(get_message::get_message(
+            &self.inner.config,
+            &self.inner.commit_log,
+            q.as_deref(),
+            offset,
+            max_msg_nums,
+            filter,
+        ))
     }
 
-    pub fn is_the_batch_full(&self, size_py: i64, max_msg_nums: i64, buffer_total: i64, msg_total: i64, in_disk: bool) -> bool {
-        get_message::is_the_batch_full(&self.inner.config, size_py, max_msg_nums, buffer_total, msg_total, in_disk)
+    pub fn is_the_batch_full(
+        &self,
+        size_py: i64,
+        max_msg_nums: i64,
+        buffer_total: i64,
+        msg_total: i64,
+        in_disk: bool,
+    ) -> bool {
+        get_message::is_the_batch_full(
+            &self.inner.config,
+            size_py,
+            max_msg_nums,
+            buffer_total,
+            msg_total,
+            in_disk,
+        )
     }
 
     pub fn get_max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         self.check_open()?;
-        Ok(self.inner.queue(topic, queue_id).map(|q| q.max_offset()).unwrap_or(0))
+        Ok(self
+            .inner
+            .queue(topic, queue_id)
+            .map(|q| q.max_offset())
+            .unwrap_or(0))
     }
 
     pub fn get_min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         self.check_open()?;
-        Ok(self.inner.queue(topic, queue_id).map(|q| q.min_offset()).unwrap_or(0))
+        Ok(self
+            .inner
+            .queue(topic, queue_id)
+            .map(|q| q.min_offset())
+            .unwrap_or(0))
     }
 
     pub fn get_offset_in_queue_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> Result<i64> {
         self.check_open()?;
-        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(0) };
+        let Some(q) = self.inner.queue(topic, queue_id) else {
+            return Ok(0);
+        };
         let (mut lo, mut hi) = (q.min_offset(), q.max_offset());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let t = q.unit_at(mid).and_then(|u| self.inner.store_time_of(&u)).unwrap_or(i64::MIN);
+            let t = q
+                .unit_at(mid)
+                .and_then(|u| self.inner.store_time_of(&u))
+                .unwrap_or(i64::MIN);
             if t >= ts {
                 hi = mid;
             } else {
@@ -584,12 +717,16 @@ impl MessageStore {
 
     pub fn get_earliest_message_time(&self, topic: &str, queue_id: i32) -> Result<i64> {
         self.check_open()?;
-        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(-1) };
+        let Some(q) = self.inner.queue(topic, queue_id) else {
+            return Ok(-1);
+        };
         let min = q.min_offset();
         if min >= q.max_offset() {
             return Ok(-1);
         }
-        Ok(q.unit_at(min).and_then(|u| self.inner.store_time_of(&u)).unwrap_or(-1))
+        Ok(q.unit_at(min)
+            .and_then(|u| self.inner.store_time_of(&u))
+            .unwrap_or(-1))
     }
 
     pub fn max_physical_offset(&self) -> Result<i64> {
@@ -605,7 +742,9 @@ impl MessageStore {
     pub fn read_commit_log(&self, offset: i64, size: i64) -> Result<Option<SelectedBuffer>> {
         self.check_open()?;
         if size < 0 {
-            return Err(Error::InvalidArgument(format!("size must be >= 0, got {size}")));
+            return Err(Error::InvalidArgument(format!(
+                "size must be >= 0, got {size}"
+            )));
         }
         Ok(self.inner.commit_log.select(offset, size))
     }
@@ -613,7 +752,9 @@ impl MessageStore {
     pub fn look_message_by_offset(&self, offset: i64) -> Result<Option<SelectedBuffer>> {
         self.check_open()?;
         let cl = &self.inner.commit_log;
-        let Some(file) = cl.queue.find(offset) else { return Ok(None) };
+        let Some(file) = cl.queue.find(offset) else {
+            return Ok(None);
+        };
         let pos = (offset as u64 - file.start()) as usize;
         let written = file.written();
         if pos + 8 > written.len() {
@@ -635,9 +776,13 @@ impl MessageStore {
     ) -> Result<(i64, Vec<u8>)> {
         self.check_open()?;
         if start < 0 || max_units < 0 {
-            return Err(Error::InvalidArgument("start and max_units must be >= 0".into()));
+            return Err(Error::InvalidArgument(
+                "start and max_units must be >= 0".into(),
+            ));
         }
-        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok((start, Vec::new())) };
+        let Some(q) = self.inner.queue(topic, queue_id) else {
+            return Ok((start, Vec::new()));
+        };
         let s = start.max(q.min_offset());
         let max = q.max_offset();
         if s >= max {
@@ -649,12 +794,22 @@ impl MessageStore {
         Ok((e, out))
     }
 
-    pub fn consume_queue_units(&self, topic: &str, queue_id: i32, start: i64, count: i64) -> Result<Vec<u8>> {
+    pub fn consume_queue_units(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        start: i64,
+        count: i64,
+    ) -> Result<Vec<u8>> {
         self.check_open()?;
         if start < 0 || count < 0 {
-            return Err(Error::InvalidArgument("start and count must be >= 0".into()));
+            return Err(Error::InvalidArgument(
+                "start and count must be >= 0".into(),
+            ));
         }
-        let Some(q) = self.inner.queue(topic, queue_id) else { return Ok(Vec::new()) };
+        let Some(q) = self.inner.queue(topic, queue_id) else {
+            return Ok(Vec::new());
+        };
         let e = q.max_offset().min(start.saturating_add(count));
         let mut out = Vec::with_capacity(((e - start).max(0) as usize) * CQ_STORE_UNIT_SIZE);
         q.scan_units(start, e, None, &mut out);
@@ -664,8 +819,10 @@ impl MessageStore {
     pub fn topics(&self) -> Result<Vec<(String, i32)>> {
         self.check_open()?;
         let table = self.inner.queues.read().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<(String, i32)> =
-            table.iter().flat_map(|(t, m)| m.keys().map(move |q| (t.clone(), *q))).collect();
+        let mut v: Vec<(String, i32)> = table
+            .iter()
+            .flat_map(|(t, m)| m.keys().map(move |q| (t.clone(), *q)))
+            .collect();
         v.sort();
         Ok(v)
     }
@@ -708,7 +865,11 @@ impl MessageStore {
         for q in self.inner.all_queues() {
             q.queue.unload();
         }
-        self.inner.queues.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.inner
+            .queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.inner.commit_log.queue.unload();
         let abort = self.inner.root.join(ABORT_FILE);
         let removed = match std::fs::remove_file(&abort) {
@@ -716,7 +877,10 @@ impl MessageStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&abort, e)),
         };
-        self.lock_file.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.lock_file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         flushed?;
         removed
     }

@@ -36,7 +36,9 @@ use crate::commit_log::CommitLog;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::Result;
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
-use crate::format::message::{check_record, is_tx_prepared_or_rollback, tags_code_of_properties, RecordCheck};
+use crate::format::message::{
+    check_record, is_tx_prepared_or_rollback, tags_code_of_properties, RecordCheck,
+};
 use crate::format::RECOVER_NORMAL_FILE_COUNT;
 use crate::mapped_file::last_non_zero_end;
 
@@ -98,13 +100,18 @@ pub fn recover_consume_queue(cq: &ConsumeQueue) -> Result<()> {
         }
     }
     cq.min_offset.store(min, Ordering::Release);
-    cq.max_phys_end.store(last_real_unit_end(cq), Ordering::Release);
+    cq.max_phys_end
+        .store(last_real_unit_end(cq), Ordering::Release);
     Ok(())
 }
 
 /// offset + size of the last unit that is not pre-blank, −1 if none.
 fn last_real_unit_end(cq: &ConsumeQueue) -> i64 {
-    let min_start = cq.queue.first().map(|f| f.start() as i64 / UNIT as i64).unwrap_or(0);
+    let min_start = cq
+        .queue
+        .first()
+        .map(|f| f.start() as i64 / UNIT as i64)
+        .unwrap_or(0);
     let mut off = cq.max_offset() - 1;
     while off >= min_start {
         match cq.unit_at(off) {
@@ -117,7 +124,12 @@ fn last_real_unit_end(cq: &ConsumeQueue) -> i64 {
 }
 
 /// Invariants 2 and 3: returns (end, truncated_bytes).
-pub fn recover_commit_log(cl: &CommitLog, abnormal: bool, confirm_phy_offset: i64, check_crc: bool) -> Result<(i64, i64)> {
+pub fn recover_commit_log(
+    cl: &CommitLog,
+    abnormal: bool,
+    confirm_phy_offset: i64,
+    check_crc: bool,
+) -> Result<(i64, i64)> {
     let files = cl.queue.snapshot();
     if files.is_empty() {
         return Ok((0, 0));
@@ -126,7 +138,10 @@ pub fn recover_commit_log(cl: &CommitLog, abnormal: bool, confirm_phy_offset: i6
         if confirm_phy_offset <= 0 {
             0
         } else {
-            files.iter().rposition(|f| (f.start() as i64) <= confirm_phy_offset).unwrap_or(0)
+            files
+                .iter()
+                .rposition(|f| (f.start() as i64) <= confirm_phy_offset)
+                .unwrap_or(0)
         }
     } else {
         files.len().saturating_sub(RECOVER_NORMAL_FILE_COUNT)
@@ -195,7 +210,11 @@ pub fn recover_commit_log(cl: &CommitLog, abnormal: bool, confirm_phy_offset: i6
 /// Invariant 4: returns the number of units removed from this queue.
 pub fn truncate_dirty_units(cq: &ConsumeQueue, end: i64) -> Result<i64> {
     let max = cq.max_offset();
-    let first = cq.queue.first().map(|f| f.start() as i64 / UNIT as i64).unwrap_or(0);
+    let first = cq
+        .queue
+        .first()
+        .map(|f| f.start() as i64 / UNIT as i64)
+        .unwrap_or(0);
     let mut new_max = max;
     while new_max > first {
         match cq.unit_at(new_max - 1) {
@@ -211,7 +230,8 @@ pub fn truncate_dirty_units(cq: &ConsumeQueue, end: i64) -> Result<i64> {
     if cq.min_offset() > new_max {
         cq.min_offset.store(new_max, Ordering::Release);
     }
-    cq.max_phys_end.store(last_real_unit_end(cq), Ordering::Release);
+    cq.max_phys_end
+        .store(last_real_unit_end(cq), Ordering::Release);
     Ok(max - new_max)
 }
 
@@ -224,7 +244,9 @@ pub fn for_each_record(
 ) -> Result<()> {
     let mut off = from;
     while off < end {
-        let Some(file) = cl.queue.find(off) else { break };
+        let Some(file) = cl.queue.find(off) else {
+            break;
+        };
         let pos = (off as u64 - file.start()) as usize;
         let bytes = file.written();
         if pos >= bytes.len() {
@@ -249,5 +271,9 @@ pub fn dispatch_unit_of(offset: i64, r: &crate::format::message::Record<'_>) -> 
     if is_tx_prepared_or_rollback(r.sys_flag) {
         return None;
     }
-    Some(CqUnit { offset, size: r.total_size, tags_code: tags_code_of_properties(r.properties) })
+    Some(CqUnit {
+        offset,
+        size: r.total_size,
+        tags_code: tags_code_of_properties(r.properties),
+    })
 }

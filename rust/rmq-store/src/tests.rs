@@ -62,17 +62,36 @@ fn props(tags: Option<&str>) -> Vec<u8> {
 }
 
 /// Puts `n` messages of `body_len` bytes to (topic, qid), tags alternating A/B; returns results.
-fn put_n(store: &MessageStore, topic: &str, qid: i32, n: usize, body_len: usize, ts: i64) -> Vec<PutResult> {
-    let bodies: Vec<Vec<u8>> = (0..n).map(|i| vec![b'a' + (i % 26) as u8; body_len]).collect();
-    let ps: Vec<Vec<u8>> = (0..n).map(|i| props(Some(if i % 2 == 0 { "A" } else { "B" }))).collect();
+fn put_n(
+    store: &MessageStore,
+    topic: &str,
+    qid: i32,
+    n: usize,
+    body_len: usize,
+    ts: i64,
+) -> Vec<PutResult> {
+    let bodies: Vec<Vec<u8>> = (0..n)
+        .map(|i| vec![b'a' + (i % 26) as u8; body_len])
+        .collect();
+    let ps: Vec<Vec<u8>> = (0..n)
+        .map(|i| props(Some(if i % 2 == 0 { "A" } else { "B" })))
+        .collect();
     let msgs: Vec<PutMessage> = (0..n)
-        .map(|i| PutMessage { topic, body: &bodies[i], flag: i as i32, properties: &ps[i], queue_id: qid })
+        .map(|i| PutMessage {
+            topic,
+            body: &bodies[i],
+            flag: i as i32,
+            properties: &ps[i],
+            queue_id: qid,
+        })
         .collect();
     store.put_messages(&msgs, &ctx(ts)).unwrap()
 }
 
 fn all(store: &MessageStore, topic: &str, qid: i32, offset: i64, max: i32) -> GetMessageResult {
-    store.get_message(topic, qid, offset, max, &mut TagCodeFilter { codes: None }).unwrap()
+    store
+        .get_message(topic, qid, offset, max, &mut TagCodeFilter { codes: None })
+        .unwrap()
 }
 
 fn records(body: &[u8]) -> Vec<crate::format::message::Record<'_>> {
@@ -100,7 +119,15 @@ fn round_trip() {
     }
     let g = all(&store, "T", 0, 0, 32);
     assert_eq!(g.status, GetMessageStatus::Found);
-    assert_eq!((g.message_count, g.next_begin_offset, g.min_offset, g.max_offset), (3, 3, 0, 3));
+    assert_eq!(
+        (
+            g.message_count,
+            g.next_begin_offset,
+            g.min_offset,
+            g.max_offset
+        ),
+        (3, 3, 0, 3)
+    );
     let recs = records(&g.body);
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[1].queue_offset, 1);
@@ -111,10 +138,20 @@ fn round_trip() {
     let units = store.consume_queue_units("T", 0, 0, 10).unwrap();
     assert_eq!(units.len(), 60);
     let u = CqUnit::decode(&units[20..]);
-    assert_eq!(u, CqUnit { offset: res[1].commitlog_offset, size: expect_len as i32, tags_code: tags_hash("B") as i64 });
+    assert_eq!(
+        u,
+        CqUnit {
+            offset: res[1].commitlog_offset,
+            size: expect_len as i32,
+            tags_code: tags_hash("B") as i64
+        }
+    );
     // reopen (normal) and read again
     store.close().unwrap();
-    assert!(matches!(store.get_max_offset_in_queue("T", 0), Err(Error::Closed)));
+    assert!(matches!(
+        store.get_max_offset_in_queue("T", 0),
+        Err(Error::Closed)
+    ));
     store.close().unwrap();
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
     let rep = store.recovery_report();
@@ -129,42 +166,96 @@ fn round_trip() {
     assert_eq!(store.get_offset_in_queue_by_time("T", 0, 0).unwrap(), 0);
     assert_eq!(store.get_offset_in_queue_by_time("T", 0, 9999).unwrap(), 4);
     assert_eq!(store.get_earliest_message_time("T", 0).unwrap(), 1000);
-    let look = store.look_message_by_offset(res[1].commitlog_offset).unwrap().unwrap();
+    let look = store
+        .look_message_by_offset(res[1].commitlog_offset)
+        .unwrap()
+        .unwrap();
     assert_eq!(look.as_slice().len(), expect_len);
-    assert!(matches!(store.look_message_by_offset(5), Err(Error::Corrupt { offset: 5, .. })));
+    assert!(matches!(
+        store.look_message_by_offset(5),
+        Err(Error::Corrupt { offset: 5, .. })
+    ));
     // checkpoint after close
     store.close().unwrap();
     let cp = std::fs::read(dir.path().join("checkpoint")).unwrap();
     assert_eq!(cp.len(), 4096);
     assert_eq!(i64::from_be_bytes(cp[0..8].try_into().unwrap()), 2000);
-    assert_eq!(i64::from_be_bytes(cp[32..40].try_into().unwrap()), (4 * expect_len) as i64);
+    assert_eq!(
+        i64::from_be_bytes(cp[32..40].try_into().unwrap()),
+        (4 * expect_len) as i64
+    );
     assert!(!dir.path().join("abort").exists());
 }
 
 #[test]
 fn validation_and_statuses() {
     let dir = TempDir::new();
-    let cfg = StoreConfig { max_message_size: 100, ..small_config() };
+    let cfg = StoreConfig {
+        max_message_size: 100,
+        ..small_config()
+    };
     let store = MessageStore::open(dir.path(), cfg).unwrap();
     let p = props(None);
-    let ok = PutMessage { topic: "T", body: b"x", flag: 0, properties: &p, queue_id: 0 };
+    let ok = PutMessage {
+        topic: "T",
+        body: b"x",
+        flag: 0,
+        properties: &p,
+        queue_id: 0,
+    };
     let big = vec![0u8; 101];
-    let r = store.put_messages(&[ok, PutMessage { body: &big, ..ok }], &ctx(1)).unwrap();
-    assert!(r.iter().all(|r| r.status == PutMessageStatus::MessageIllegal && r.commitlog_offset == -1));
+    let r = store
+        .put_messages(&[ok, PutMessage { body: &big, ..ok }], &ctx(1))
+        .unwrap();
+    assert!(r
+        .iter()
+        .all(|r| r.status == PutMessageStatus::MessageIllegal && r.commitlog_offset == -1));
     let huge_props = vec![b'a'; 40000];
-    let r = store.put_messages(&[PutMessage { properties: &huge_props, ..ok }], &ctx(1)).unwrap();
+    let r = store
+        .put_messages(
+            &[PutMessage {
+                properties: &huge_props,
+                ..ok
+            }],
+            &ctx(1),
+        )
+        .unwrap();
     assert_eq!(r[0].status, PutMessageStatus::PropertiesSizeExceeded);
-    assert!(matches!(store.put_messages(&[ok, PutMessage { topic: "bad topic", ..ok }], &ctx(1)), Err(Error::IllegalTopic(_))));
-    assert!(matches!(store.put_messages(&[PutMessage { topic: "", ..ok }], &ctx(1)), Err(Error::IllegalTopic(_))));
+    assert!(matches!(
+        store.put_messages(
+            &[
+                ok,
+                PutMessage {
+                    topic: "bad topic",
+                    ..ok
+                }
+            ],
+            &ctx(1)
+        ),
+        Err(Error::IllegalTopic(_))
+    ));
+    assert!(matches!(
+        store.put_messages(&[PutMessage { topic: "", ..ok }], &ctx(1)),
+        Err(Error::IllegalTopic(_))
+    ));
     let long = "a".repeat(128);
-    assert!(matches!(store.put_messages(&[PutMessage { topic: &long, ..ok }], &ctx(1)), Err(Error::IllegalTopic(_))));
-    assert!(matches!(store.put_messages(&[PutMessage { queue_id: -1, ..ok }], &ctx(1)), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        store.put_messages(&[PutMessage { topic: &long, ..ok }], &ctx(1)),
+        Err(Error::IllegalTopic(_))
+    ));
+    assert!(matches!(
+        store.put_messages(&[PutMessage { queue_id: -1, ..ok }], &ctx(1)),
+        Err(Error::InvalidArgument(_))
+    ));
     assert_eq!(store.max_physical_offset().unwrap(), 0);
     // transaction PREPARED: no unit, queue offset 0
     let mut c = ctx(1);
     c.sys_flag = 0x4;
     let r = store.put_messages(&[ok], &c).unwrap();
-    assert_eq!((r[0].status, r[0].queue_offset), (PutMessageStatus::PutOk, 0));
+    assert_eq!(
+        (r[0].status, r[0].queue_offset),
+        (PutMessageStatus::PutOk, 0)
+    );
     assert_eq!(store.get_max_offset_in_queue("T", 0).unwrap(), 0);
     assert!(store.topics().unwrap().is_empty());
 }
@@ -180,8 +271,14 @@ fn roll_over_with_blank() {
     assert_eq!(res[per_file as usize].commitlog_offset, 4096);
     let first = std::fs::read(dir.path().join("commitlog/00000000000000000000")).unwrap();
     let blank_at = (per_file * len) as usize;
-    assert_eq!(i32::from_be_bytes(first[blank_at..blank_at + 4].try_into().unwrap()), 4096 - blank_at as i32);
-    assert_eq!(i32::from_be_bytes(first[blank_at + 4..blank_at + 8].try_into().unwrap()), BLANK_MAGIC);
+    assert_eq!(
+        i32::from_be_bytes(first[blank_at..blank_at + 4].try_into().unwrap()),
+        4096 - blank_at as i32
+    );
+    assert_eq!(
+        i32::from_be_bytes(first[blank_at + 4..blank_at + 8].try_into().unwrap()),
+        BLANK_MAGIC
+    );
     assert!(dir.path().join("commitlog/00000000000000004096").exists());
     // read all across files (CQ also rolls: 100 units per file)
     let mut off = 0;
@@ -197,13 +294,25 @@ fn roll_over_with_blank() {
     let big = vec![0u8; 4096];
     let p = props(None);
     let r = store
-        .put_messages(&[PutMessage { topic: "T", body: &big, flag: 0, properties: &p, queue_id: 0 }], &ctx(1))
+        .put_messages(
+            &[PutMessage {
+                topic: "T",
+                body: &big,
+                flag: 0,
+                properties: &p,
+                queue_id: 0,
+            }],
+            &ctx(1),
+        )
         .unwrap();
     assert_eq!(r[0].status, PutMessageStatus::MessageIllegal);
     // reopen: recovery follows the BLANKs
     store.close().unwrap();
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
-    assert_eq!(store.recovery_report().commit_log_end, res[39].commitlog_offset + len);
+    assert_eq!(
+        store.recovery_report().commit_log_end,
+        res[39].commitlog_offset + len
+    );
     assert_eq!(store.recovery_report().truncated_bytes, 0);
 }
 
@@ -224,19 +333,46 @@ fn every_get_message_status() {
     assert_eq!((g.status, g.next_begin_offset), (OffsetOverflowBadly, 0));
     // tag filter: only "B" (odd offsets); "C" matches nothing
     let codes = [tags_hash("C")];
-    let g = store.get_message("T", 0, 0, 32, &mut TagCodeFilter { codes: Some(&codes) }).unwrap();
+    let g = store
+        .get_message(
+            "T",
+            0,
+            0,
+            32,
+            &mut TagCodeFilter {
+                codes: Some(&codes),
+            },
+        )
+        .unwrap();
     assert_eq!((g.status, g.next_begin_offset), (NoMatchedMessage, 30));
     let codes = [tags_hash("B")];
-    let g = store.get_message("T", 0, 0, 32, &mut TagCodeFilter { codes: Some(&codes) }).unwrap();
+    let g = store
+        .get_message(
+            "T",
+            0,
+            0,
+            32,
+            &mut TagCodeFilter {
+                codes: Some(&codes),
+            },
+        )
+        .unwrap();
     assert_eq!((g.status, g.message_count), (Found, 15));
     // delete the first CommitLog files: found past the hole, MESSAGE_WAS_REMOVING when all is gone
     let v = put_n(&store, "V", 0, 30, 300, 1);
-    let deleted = store.delete_commit_log_files_before(res[20].commitlog_offset).unwrap();
+    let deleted = store
+        .delete_commit_log_files_before(res[20].commitlog_offset)
+        .unwrap();
     assert!(deleted >= 1);
     let g = all(&store, "T", 0, 0, 1);
     assert_eq!((g.status, g.next_begin_offset), (Found, 21));
-    assert_eq!(records(&g.body)[0].physical_offset, res[20].commitlog_offset);
-    store.delete_commit_log_files_before(v[29].commitlog_offset).unwrap();
+    assert_eq!(
+        records(&g.body)[0].physical_offset,
+        res[20].commitlog_offset
+    );
+    store
+        .delete_commit_log_files_before(v[29].commitlog_offset)
+        .unwrap();
     let g = all(&store, "T", 0, 0, 32);
     assert_eq!((g.status, g.next_begin_offset), (MessageWasRemoving, 30));
     store.correct_min_offsets().unwrap();
@@ -261,7 +397,10 @@ fn every_get_message_status() {
 fn batch_full_by_count_and_bytes() {
     // in memory (huge RAM): count 32, bytes 256 KiB
     let dir = TempDir::new();
-    let cfg = StoreConfig { mapped_file_size_commit_log: 1 << 20, ..small_config() };
+    let cfg = StoreConfig {
+        mapped_file_size_commit_log: 1 << 20,
+        ..small_config()
+    };
     let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
     put_n(&store, "T", 0, 60, 10, 1);
     let g = all(&store, "T", 0, 0, 64);
@@ -275,7 +414,10 @@ fn batch_full_by_count_and_bytes() {
     assert!(!g.suggest_pulling_from_slave);
     store.close().unwrap();
     // on disk (tiny RAM): count 8, bytes 64 KiB
-    let cfg = StoreConfig { total_physical_memory: 1, ..cfg };
+    let cfg = StoreConfig {
+        total_physical_memory: 1,
+        ..cfg
+    };
     let store = MessageStore::open(dir.path(), cfg).unwrap();
     let g = all(&store, "T", 0, 0, 64);
     assert_eq!((g.message_count, g.next_begin_offset), (8, 8));
@@ -303,7 +445,10 @@ fn recovery_truncates_torn_tail_abnormal() {
     // torn record: a header claiming 200 bytes followed by a few bytes
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(commitlog_file(dir.path(), 0)).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(commitlog_file(dir.path(), 0))
+            .unwrap();
         let mut torn = Vec::new();
         torn.extend_from_slice(&200i32.to_be_bytes());
         torn.extend_from_slice(&crate::format::message::MAGIC_V1.to_be_bytes());
@@ -317,7 +462,16 @@ fn recovery_truncates_torn_tail_abnormal() {
             .write(true)
             .open(dir.path().join("consumequeue/T/0/00000000000000000000"))
             .unwrap();
-        f.write_all_at(&CqUnit { offset: end, size: 200, tags_code: 0 }.encode(), 5 * 20).unwrap();
+        f.write_all_at(
+            &CqUnit {
+                offset: end,
+                size: 200,
+                tags_code: 0,
+            }
+            .encode(),
+            5 * 20,
+        )
+        .unwrap();
     }
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
     let rep = store.recovery_report();
@@ -341,7 +495,11 @@ fn recovery_stops_at_corrupt_crc_in_the_middle() {
     let bad = res[5].commitlog_offset;
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(commitlog_file(dir.path(), 0)).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(commitlog_file(dir.path(), 0))
+            .unwrap();
         let mut b = [0u8; 1];
         let at = bad as u64 + 84 + 4; // first body byte
         f.read_exact_at(&mut b, at).unwrap();
@@ -358,7 +516,10 @@ fn recovery_stops_at_corrupt_crc_in_the_middle() {
     assert_eq!(all(&store, "T", 0, 0, 32).message_count, 5);
     store.close().unwrap();
     // with CRC checks off the flipped record is accepted again? No: its bytes were zeroed.
-    let cfg = StoreConfig { check_crc_on_recover: false, ..small_config() };
+    let cfg = StoreConfig {
+        check_crc_on_recover: false,
+        ..small_config()
+    };
     let store = MessageStore::open(dir.path(), cfg).unwrap();
     assert_eq!(store.recovery_report().commit_log_end, bad);
 }
@@ -383,13 +544,21 @@ fn abnormal_recovery_redispatches() {
 #[test]
 fn lock_sync_flush_and_scan() {
     let dir = TempDir::new();
-    let cfg = StoreConfig { flush_disk_type: FlushDiskType::SyncFlush, ..small_config() };
+    let cfg = StoreConfig {
+        flush_disk_type: FlushDiskType::SyncFlush,
+        ..small_config()
+    };
     let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
-    assert!(matches!(MessageStore::open(dir.path(), cfg.clone()), Err(Error::Locked(_))));
+    assert!(matches!(
+        MessageStore::open(dir.path(), cfg.clone()),
+        Err(Error::Locked(_))
+    ));
     let res = put_n(&store, "T", 0, 250, 1, 1);
     assert!(res.iter().all(|r| r.status == PutMessageStatus::PutOk));
     let codes = [tags_hash("A")];
-    let (next, matched) = store.scan_consume_queue("T", 0, 0, 1000, Some(&codes)).unwrap();
+    let (next, matched) = store
+        .scan_consume_queue("T", 0, 0, 1000, Some(&codes))
+        .unwrap();
     assert_eq!((next, matched.len()), (250, 125 * 20));
     let (next, matched) = store.scan_consume_queue("T", 0, 10, 100, None).unwrap();
     assert_eq!((next, matched.len()), (110, 100 * 20));

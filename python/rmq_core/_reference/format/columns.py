@@ -69,7 +69,9 @@ def _le(typecode: str, values: list[int]) -> bytes:
 def _var(name: str, values: list[bytes | None]) -> tuple[bytes | None, bytes, bytes]:
     data = b"".join(v for v in values if v is not None)
     if len(data) > _MAX_DATA:
-        raise ValueError(f"invalid argument: column {name} holds more than 2 GiB (i32 Arrow offsets): decode a smaller buffer")
+        raise ValueError(
+            f"invalid argument: column {name} holds more than 2 GiB (i32 Arrow offsets): decode a smaller buffer"
+        )
     offsets = _le("i", [0, *accumulate(0 if v is None else len(v) for v in values)])
     validity = None
     if any(v is None for v in values):
@@ -94,7 +96,9 @@ def _utf8(raw: Any) -> bytes:
     return bytes(raw).decode("utf-8", errors="replace").encode()
 
 
-def decode_columns(buf: Any, tag_filter: list[str] | None = None, min_queue_offset: int | None = None) -> dict[str, Any]:
+def decode_columns(
+    buf: Any, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
+) -> dict[str, Any]:
     """Every record of ``buf`` (concatenated, no padding; ``bytes`` or any byte buffer, e.g. what ``gather_runs``
     returns) as column buffers, keeping the rows the filters accept."""
     if not isinstance(buf, bytes):

@@ -126,7 +126,9 @@ def _msg_id_from_raw_host(raw_host: bytes, commitlog_offset: int) -> str:
 
 def encode_properties(props: dict[str, str]) -> bytes:
     """``name\\x01value\\x02`` per entry in dict order, values that are None skipped, UTF-8."""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None).encode()
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
+    ).encode()
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
@@ -175,7 +177,28 @@ def body_crc(body: Any) -> int:
 
 def record_len_v1(body_len: int, topic_len: int, props_len: int, born_host_len: int, store_host_len: int) -> int:
     """``MessageExtEncoder.calMsgLength`` for a v1 record."""
-    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_host_len + 8 + store_host_len + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+    return (
+        4
+        + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + born_host_len
+        + 8
+        + store_host_len
+        + 4
+        + 8
+        + 4
+        + body_len
+        + 1
+        + topic_len
+        + 2
+        + props_len
+    )
 
 
 def encode_record(
@@ -198,7 +221,9 @@ def encode_record(
     """One v1 record. QUEUEOFFSET/PHYSICALOFFSET may be placeholders patched later with :func:`patch_offsets`."""
     total = record_len_v1(len(body), len(topic), len(properties), len(born_host_raw), len(store_host_raw))
     rec = bytearray(
-        _HEAD.pack(total, MAGIC_V1, body_crc(body), queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp)
+        _HEAD.pack(
+            total, MAGIC_V1, body_crc(body), queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp
+        )
     )
     rec += born_host_raw
     rec += _I64.pack(store_timestamp)
@@ -320,9 +345,7 @@ def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: Any) -> Any:
     m.store_host = decode_host(buf, pos + store_host_pos, store_v6)
     m.reconsume_times = reconsume
     m.prepared_transaction_offset = prepared
-    m.msg_id = _msg_id_from_raw_host(
-        bytes(buf[pos + store_host_pos : pos + store_host_pos + store_host_len]), phys
-    )
+    m.msg_id = _msg_id_from_raw_host(bytes(buf[pos + store_host_pos : pos + store_host_pos + store_host_len]), phys)
     m.broker_name = None
     return m
 

@@ -27,5 +27,7 @@ class ClientChannelInfo:
 
     def __repr__(self) -> str:
         addr = getattr(self.conn, "remote_address", self.conn)
-        return (f"ClientChannelInfo(addr={addr}, client_id={self.client_id!r}, language={self.language}, "
-                f"version={self.version}, last_update_timestamp={self.last_update_timestamp})")
+        return (
+            f"ClientChannelInfo(addr={addr}, client_id={self.client_id!r}, language={self.language}, "
+            f"version={self.version}, last_update_timestamp={self.last_update_timestamp})"
+        )

@@ -43,19 +43,23 @@ CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
 
 
 class ConsumerGroupEvent(str, Enum):
-    CHANGE = "CHANGE"          # some consumers of the group changed; args: (channels,)
+    CHANGE = "CHANGE"  # some consumers of the group changed; args: (channels,)
     UNREGISTER = "UNREGISTER"  # the group has no consumer left; args: ()
-    REGISTER = "REGISTER"      # a heartbeat registered the group; args: (sub_list,)
+    REGISTER = "REGISTER"  # a heartbeat registered the group; args: (sub_list,)
 
 
 OnEvent = Callable[..., Any]
 
 
 class ConsumerGroupInfo:
-    def __init__(self, group_name: str, consume_type: ConsumeType | str = ConsumeType.CONSUME_PASSIVELY,
-                 message_model: MessageModel | str = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 last_update_timestamp: int = 0) -> None:
+    def __init__(
+        self,
+        group_name: str,
+        consume_type: ConsumeType | str = ConsumeType.CONSUME_PASSIVELY,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        last_update_timestamp: int = 0,
+    ) -> None:
         self.group_name = group_name
         self.subscription_table: dict[str, SubscriptionData] = {}
         self.channel_info_table: dict[Any, ClientChannelInfo] = {}
@@ -65,8 +69,10 @@ class ConsumerGroupInfo:
         self.last_update_timestamp = last_update_timestamp
 
     def __repr__(self) -> str:
-        return (f"ConsumerGroupInfo({self.group_name!r}, {self.consume_type.name}, {self.message_model.name}, "
-                f"clients={self.get_all_client_ids()}, topics={sorted(self.subscription_table)})")
+        return (
+            f"ConsumerGroupInfo({self.group_name!r}, {self.consume_type.name}, {self.message_model.name}, "
+            f"clients={self.get_all_client_ids()}, topics={sorted(self.subscription_table)})"
+        )
 
     def find_channel(self, client_id: str) -> ClientChannelInfo | None:
         for info in self.channel_info_table.values():
@@ -98,8 +104,13 @@ class ConsumerGroupInfo:
             log.warning("remove closed channel %r from consumer group %s", info, self.group_name)
         return info
 
-    def update_channel(self, info_new: ClientChannelInfo, consume_type: ConsumeType | str,
-                       message_model: MessageModel | str, consume_from_where: ConsumeFromWhere | str) -> bool:
+    def update_channel(
+        self,
+        info_new: ClientChannelInfo,
+        consume_type: ConsumeType | str,
+        message_model: MessageModel | str,
+        consume_from_where: ConsumeFromWhere | str,
+    ) -> bool:
         updated = False
         self.consume_type = parse_enum(ConsumeType, consume_type, "consumeType")
         self.message_model = parse_enum(MessageModel, message_model, "messageModel")
@@ -107,13 +118,22 @@ class ConsumerGroupInfo:
         info_old = self.channel_info_table.get(info_new.conn)
         if info_old is None:
             self.channel_info_table[info_new.conn] = info_new
-            log.info("new consumer connected, group: %s %s %s channel: %r", self.group_name, self.consume_type.name,
-                     self.message_model.name, info_new)
+            log.info(
+                "new consumer connected, group: %s %s %s channel: %r",
+                self.group_name,
+                self.consume_type.name,
+                self.message_model.name,
+                info_new,
+            )
             updated = True
             info_old = info_new
         elif info_old.client_id != info_new.client_id:
-            log.error("[BUG] consumer channel exists in broker, but clientId differs. GROUP: %s OLD: %r NEW: %r",
-                      self.group_name, info_old, info_new)
+            log.error(
+                "[BUG] consumer channel exists in broker, but clientId differs. GROUP: %s OLD: %r NEW: %r",
+                self.group_name,
+                info_old,
+                info_new,
+            )
             self.channel_info_table[info_new.conn] = info_new
         self.last_update_timestamp = info_new.last_update_timestamp
         info_old.last_update_timestamp = info_new.last_update_timestamp
@@ -174,15 +194,22 @@ class ConsumerManager:
     def query_topic_consume_by_who(self, topic: str) -> set[str]:
         return {g for g, info in self.consumer_table.items() if topic in info.subscription_table}
 
-    def register_consumer(self, group: str, client_channel_info: ClientChannelInfo,
-                          consume_type: ConsumeType | str, message_model: MessageModel | str,
-                          consume_from_where: ConsumeFromWhere | str, sub_list: Iterable[SubscriptionData],
-                          is_notify_consumer_ids_changed: bool) -> bool:
+    def register_consumer(
+        self,
+        group: str,
+        client_channel_info: ClientChannelInfo,
+        consume_type: ConsumeType | str,
+        message_model: MessageModel | str,
+        consume_from_where: ConsumeFromWhere | str,
+        sub_list: Iterable[SubscriptionData],
+        is_notify_consumer_ids_changed: bool,
+    ) -> bool:
         subs = list(sub_list)
         info = self.consumer_table.get(group)
         if info is None:
-            info = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where,
-                                     client_channel_info.last_update_timestamp)
+            info = ConsumerGroupInfo(
+                group, consume_type, message_model, consume_from_where, client_channel_info.last_update_timestamp
+            )
             self.consumer_table[group] = info
         r1 = info.update_channel(client_channel_info, consume_type, message_model, consume_from_where)
         r2 = info.update_subscription(subs)
@@ -191,8 +218,9 @@ class ConsumerManager:
         self._emit(ConsumerGroupEvent.REGISTER, group, subs)
         return r1 or r2
 
-    def unregister_consumer(self, group: str, client_channel_info: ClientChannelInfo,
-                            is_notify_consumer_ids_changed: bool) -> None:
+    def unregister_consumer(
+        self, group: str, client_channel_info: ClientChannelInfo, is_notify_consumer_ids_changed: bool
+    ) -> None:
         info = self.consumer_table.get(group)
         if info is None:
             return
@@ -225,14 +253,19 @@ class ConsumerManager:
             if not expired:
                 continue
             for ci in expired:
-                log.warning("SCAN: remove expired channel from ConsumerManager consumerTable. channel=%r, "
-                            "consumerGroup=%s", ci, group)
+                log.warning(
+                    "SCAN: remove expired channel from ConsumerManager consumerTable. channel=%r, consumerGroup=%s",
+                    ci,
+                    group,
+                )
                 del info.channel_info_table[ci.conn]
                 _close(ci.conn)
                 removed.append(ci)
             if not info.channel_info_table:
-                log.warning("SCAN: remove expired channel from ConsumerManager consumerTable, all clear, "
-                            "consumerGroup=%s", group)
+                log.warning(
+                    "SCAN: remove expired channel from ConsumerManager consumerTable, all clear, consumerGroup=%s",
+                    group,
+                )
                 del self.consumer_table[group]
                 self._emit(ConsumerGroupEvent.UNREGISTER, group)
             else:

@@ -61,8 +61,12 @@ def notify_consumer_ids_changed(controller: BrokerController, group: str, channe
             conn.send(request)
             sent += 1
         except (ConnectionError, OSError, RuntimeError) as e:
-            log.error("notifyConsumerIdsChanged exception. group=%s, channel=%s, error=%s", group,
-                      getattr(conn, "remote_address", "?"), e)
+            log.error(
+                "notifyConsumerIdsChanged exception. group=%s, channel=%s, error=%s",
+                group,
+                getattr(conn, "remote_address", "?"),
+                e,
+            )
     return sent
 
 

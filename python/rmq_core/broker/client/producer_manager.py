@@ -71,8 +71,11 @@ class ProducerManager:
                 del table[info.conn]
                 if self.client_channel_table.get(info.client_id) is info.conn:
                     del self.client_channel_table[info.client_id]
-                log.warning("SCAN: remove expired channel %r from ProducerManager groupChannelTable, producer "
-                            "group name: %s", info, group)
+                log.warning(
+                    "SCAN: remove expired channel %r from ProducerManager groupChannelTable, producer group name: %s",
+                    info,
+                    group,
+                )
                 close = getattr(info.conn, "close", None)
                 if callable(close):
                     try:

@@ -59,8 +59,9 @@ class RebalanceLockManager:
     def try_lock(self, group: str, mq: MessageQueue, client_id: str, now_ms: int | None = None) -> bool:
         return mq in self.try_lock_batch(group, [mq], client_id, now_ms)
 
-    def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str,
-                       now_ms: int | None = None) -> set[MessageQueue]:
+    def try_lock_batch(
+        self, group: str, mqs: Iterable[MessageQueue], client_id: str, now_ms: int | None = None
+    ) -> set[MessageQueue]:
         now = _now_ms() if now_ms is None else now_ms
         table = self.mq_lock_table.setdefault(group, {})
         locked: set[MessageQueue] = set()
@@ -68,20 +69,35 @@ class RebalanceLockManager:
             entry = table.get(mq)
             if entry is None:
                 table[mq] = LockEntry(client_id, now)
-                log.info("tryLockBatch, message queue not locked, I got it. Group: %s NewClientId: %s %s",
-                         group, client_id, mq)
+                log.info(
+                    "tryLockBatch, message queue not locked, I got it. Group: %s NewClientId: %s %s",
+                    group,
+                    client_id,
+                    mq,
+                )
                 locked.add(mq)
             elif entry.is_locked(client_id, now, self.lock_max_live_time_ms):
                 entry.last_update_timestamp = now
                 locked.add(mq)
             elif entry.is_expired(now, self.lock_max_live_time_ms):
-                log.warning("tryLockBatch, message queue lock expired, I got it. Group: %s OldClientId: %s "
-                            "NewClientId: %s %s", group, entry.client_id, client_id, mq)
+                log.warning(
+                    "tryLockBatch, message queue lock expired, I got it. Group: %s OldClientId: %s NewClientId: %s %s",
+                    group,
+                    entry.client_id,
+                    client_id,
+                    mq,
+                )
                 entry.client_id, entry.last_update_timestamp = client_id, now
                 locked.add(mq)
             else:
-                log.warning("tryLockBatch, message queue locked by other client. Group: %s OtherClientId: %s "
-                            "NewClientId: %s %s", group, entry.client_id, client_id, mq)
+                log.warning(
+                    "tryLockBatch, message queue locked by other client. Group: %s OtherClientId: %s "
+                    "NewClientId: %s %s",
+                    group,
+                    entry.client_id,
+                    client_id,
+                    mq,
+                )
         return locked
 
     def unlock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> None:
@@ -97,8 +113,13 @@ class RebalanceLockManager:
                 del table[mq]
                 log.info("unlockBatch, Group: %s %s %s", group, mq, client_id)
             else:
-                log.warning("unlockBatch, but mq locked by other client: %s, Group: %s %s %s",
-                            entry.client_id, group, mq, client_id)
+                log.warning(
+                    "unlockBatch, but mq locked by other client: %s, Group: %s %s %s",
+                    entry.client_id,
+                    group,
+                    mq,
+                    client_id,
+                )
 
     def is_lock_all_expired(self, group: str, now_ms: int | None = None) -> bool:
         now = _now_ms() if now_ms is None else now_ms

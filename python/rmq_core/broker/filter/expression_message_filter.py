@@ -57,8 +57,9 @@ def _evaluate(filter_data: Any, properties: Mapping[str, str] | None) -> bool:
 class ExpressionMessageFilter:
     """``ExpressionMessageFilter(subscription_data, consumer_filter_data, consumer_filter_manager)``."""
 
-    def __init__(self, subscription_data: SubscriptionData | None, consumer_filter_data: Any,
-                 consumer_filter_manager: Any) -> None:
+    def __init__(
+        self, subscription_data: SubscriptionData | None, consumer_filter_data: Any, consumer_filter_manager: Any
+    ) -> None:
         self.subscription_data = subscription_data
         self.consumer_filter_data = consumer_filter_data
         self.consumer_filter_manager = consumer_filter_manager
@@ -131,9 +132,12 @@ class ExpressionForRetryMessageFilter(ExpressionMessageFilter):
         if is_retry:
             props = properties or {}
             real_topic = props.get(PROPERTY_RETRY_TOPIC)
-            group = sub.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-            data = (self.consumer_filter_manager.get(real_topic, group)
-                    if real_topic is not None and self.consumer_filter_manager is not None else None)
+            group = sub.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            data = (
+                self.consumer_filter_manager.get(real_topic, group)
+                if real_topic is not None and self.consumer_filter_manager is not None
+                else None
+            )
         if data is None or getattr(data, "expression", None) is None or getattr(data, "filter", None) is None:
             return True
         return _evaluate(data, properties)

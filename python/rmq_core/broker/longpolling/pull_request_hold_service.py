@@ -177,8 +177,7 @@ class PullRequestHoldService:
         if newest <= pr.pull_from_this_offset or not self._arrived_unit_matches(topic, queue_id, pr, newest):
             return
         if self._remove(key, pr):
-            log.debug("pull on %s woken right after parking: offset %d < max %d", key, pr.pull_from_this_offset,
-                      newest)
+            log.debug("pull on %s woken right after parking: offset %d < max %d", key, pr.pull_from_this_offset, newest)
             self._wake(pr)
 
     def _arrived_unit_matches(self, topic: str, queue_id: int, pr: PullRequest, newest: int) -> bool:
@@ -192,7 +191,8 @@ class PullRequestHoldService:
             return True
         try:
             _, units = self.controller.message_store.scan_consume_queue(
-                topic, queue_id, max(0, pr.pull_from_this_offset), count)
+                topic, queue_id, max(0, pr.pull_from_this_offset), count
+            )
         except Exception:
             log.exception("scanning %s@%d after parking a pull failed; waking it", topic, queue_id)
             return True
@@ -203,16 +203,25 @@ class PullRequestHoldService:
         return False
 
     # --- arrivals and the sweep --------------------------------------------------------------------------------
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
-                                msg_store_time: int = 0, properties: Mapping[str, str] | None = None, *,
-                                now_ms: int | None = None) -> None:
+    def notify_message_arriving(
+        self,
+        topic: str,
+        queue_id: int,
+        max_offset: int,
+        tags_code: int | None = None,
+        msg_store_time: int = 0,
+        properties: Mapping[str, str] | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> None:
         """A message reached ``topic``/``queue_id`` (queue max offset now ``max_offset``): wake the parked pulls it
         satisfies, answer the expired ones, keep the rest. Callable from any thread."""
         if not self.pull_request_table:  # nothing parked anywhere (the common case on a busy send path)
             return
         if not self._on_loop():
-            call = functools.partial(self._notify, topic, queue_id, max_offset, tags_code, msg_store_time,
-                                     properties, now_ms)
+            call = functools.partial(
+                self._notify, topic, queue_id, max_offset, tags_code, msg_store_time, properties, now_ms
+            )
             try:
                 self.loop.call_soon_threadsafe(call)
             except RuntimeError:  # the loop is closed: the broker is gone, nobody is parked any more
@@ -220,8 +229,16 @@ class PullRequestHoldService:
             return
         self._notify(topic, queue_id, max_offset, tags_code, msg_store_time, properties, now_ms)
 
-    def _notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, msg_store_time: int,
-                properties: Mapping[str, str] | None, now_ms: int | None) -> None:
+    def _notify(
+        self,
+        topic: str,
+        queue_id: int,
+        max_offset: int,
+        tags_code: int | None,
+        msg_store_time: int,
+        properties: Mapping[str, str] | None,
+        now_ms: int | None,
+    ) -> None:
         key = build_key(topic, queue_id)
         requests = self.pull_request_table.pop(key, None)
         if not requests:

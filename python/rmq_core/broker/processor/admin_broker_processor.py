@@ -96,9 +96,14 @@ class AdminBrokerProcessor:
     """``AdminBrokerProcessor(controller)``; ``await process_request(conn, request)``."""
 
     request_codes = (
-        RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-        RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.LOCK_BATCH_MQ,
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.GET_ALL_TOPIC_CONFIG,
+        RequestCode.GET_MAX_OFFSET,
+        RequestCode.GET_MIN_OFFSET,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        RequestCode.GET_EARLIEST_MSG_STORETIME,
+        RequestCode.LOCK_BATCH_MQ,
         RequestCode.UNLOCK_BATCH_MQ,
     )
 
@@ -119,8 +124,9 @@ class AdminBrokerProcessor:
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(request.code)  # type: ignore[call-overload]
         if handler is None:
-            return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                               remark=f" request type {request.code} not supported")
+            return RemotingCommand.response_to(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
+            )
         return handler(conn, request)
 
     # --- topics and groups -----------------------------------------------------------------------------------
@@ -136,8 +142,11 @@ class AdminBrokerProcessor:
         if is_system_topic(topic):
             return _error(request, f"The topic[{topic}] is conflict with system topic.")
         if header.readQueueNums < 0 or header.writeQueueNums < 0:
-            return _error(request, f"readQueueNums ({header.readQueueNums}) and writeQueueNums "
-                                   f"({header.writeQueueNums}) must not be negative")
+            return _error(
+                request,
+                f"readQueueNums ({header.readQueueNums}) and writeQueueNums "
+                f"({header.writeQueueNums}) must not be negative",
+            )
         manager = self.controller.topic_config_manager
         current: TopicConfig | None = manager.select_topic_config(topic)
         try:
@@ -194,23 +203,27 @@ class AdminBrokerProcessor:
 
     def search_offset_by_timestamp(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(SearchOffsetRequestHeader, request.ext_fields)
-        return _offset(request, self.controller.message_store.get_offset_in_queue_by_time(h.topic, h.queueId,
-                                                                                          h.timestamp))
+        return _offset(
+            request, self.controller.message_store.get_offset_in_queue_by_time(h.topic, h.queueId, h.timestamp)
+        )
 
     def get_earliest_msg_storetime(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
         timestamp = self.controller.message_store.get_earliest_message_time(h.topic, h.queueId)
         return RemotingCommand.response_to(
-            request, ResponseCode.SUCCESS,
-            ext_fields=encode_header(GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp)))
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields=encode_header(GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp)),
+        )
 
     # --- ordered-consumption locks ---------------------------------------------------------------------------
     def lock_batch_mq(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = _decode_body(LockBatchRequestBody, request)
         if isinstance(body, str):
             return _error(request, body)
-        locked = self.controller.rebalance_lock_manager.try_lock_batch(body.consumer_group, set(body.mq_set),
-                                                                       body.client_id)
+        locked = self.controller.rebalance_lock_manager.try_lock_batch(
+            body.consumer_group, set(body.mq_set), body.client_id
+        )
         response_body = LockBatchResponseBody(lock_ok_mq_set=set(locked))
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=response_body.encode())
 
@@ -240,5 +253,6 @@ def _error(request: RemotingCommand, remark: str) -> RemotingCommand:
 
 
 def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:
-    return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
-                                       ext_fields=encode_header(OffsetResponseHeader(offset=offset)))
+    return RemotingCommand.response_to(
+        request, ResponseCode.SUCCESS, ext_fields=encode_header(OffsetResponseHeader(offset=offset))
+    )

@@ -71,8 +71,9 @@ class ClientManageProcessor:
             return self.unregister_client(conn, request)
         if request.code == RequestCode.CHECK_CLIENT_CONFIG:
             return self.check_client_config(request)
-        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                           remark=f" request type {request.code} not supported")
+        return RemotingCommand.response_to(
+            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
+        )
 
     def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -81,17 +82,23 @@ class ClientManageProcessor:
             expression_type = sub.get("expressionType") or ExpressionType.TAG
             expression = sub.get("subString") or ""
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark=f"the body is not a CheckClientRequestBody: {e}")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark=f"the body is not a CheckClientRequestBody: {e}"
+            )
         if expression_type == ExpressionType.TAG:
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
         if not self.controller.broker_config.enable_property_filter:
             return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR,
-                remark=f"The broker does not support consumer to filter message by {expression_type}")
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The broker does not support consumer to filter message by {expression_type}",
+            )
         if expression_type != ExpressionType.SQL92:
-            return RemotingCommand.response_to(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                               remark=f"no filter for expression type {expression_type}")
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                remark=f"no filter for expression type {expression_type}",
+            )
         try:
             Sql92Filter(expression)
         except FilterParseError as e:
@@ -104,16 +111,19 @@ class ClientManageProcessor:
     # --- HEART_BEAT ------------------------------------------------------------------------------------------
     def heart_beat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark="the heartbeat has no body (HeartbeatData expected)")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark="the heartbeat has no body (HeartbeatData expected)"
+            )
         try:
             heartbeat = HeartbeatData.decode(request.body)
         except ValueError as e:  # not JSON, or not HeartbeatData: nothing is registered
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark=f"the heartbeat body is not HeartbeatData: {e}")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark=f"the heartbeat body is not HeartbeatData: {e}"
+            )
         if not heartbeat.client_id:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark="the heartbeat has no clientID")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark="the heartbeat has no clientID"
+            )
         for data in heartbeat.consumer_data_set:  # Java clients check names first; refuse before registering any
             reason = validate_group(data.group_name)
             if reason is not None:
@@ -129,20 +139,23 @@ class ClientManageProcessor:
                 notify = group_config.notify_consumer_ids_changed_enable
                 topic_sys_flag = build_topic_sys_flag(False, True) if data.unit_mode else 0
                 ctl.topic_config_manager.create_topic_in_send_message_back_method(
-                    get_retry_topic(group), group_config.retry_queue_nums, PERM_WRITE | PERM_READ, topic_sys_flag)
+                    get_retry_topic(group), group_config.retry_queue_nums, PERM_WRITE | PERM_READ, topic_sys_flag
+                )
             sub_list = list(data.subscription_data_set)
             if without_sub and not sub_list:
                 current = ctl.consumer_manager.get_consumer_group_info(group)
                 if current is not None:
                     sub_list = list(current.subscription_table.values())
             changed = ctl.consumer_manager.register_consumer(
-                group, info, data.consume_type, data.message_model, data.consume_from_where, sub_list, notify)
+                group, info, data.consume_type, data.message_model, data.consume_from_where, sub_list, notify
+            )
             if changed:
                 log.info("registerConsumer info changed %s %s", group, conn.remote_address)
         for pdata in heartbeat.producer_data_set:
             ctl.producer_manager.register_producer(pdata.group_name, info)
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
-                                           ext_fields={IS_SUPPORT_HEART_BEAT_V2: "true", IS_SUB_CHANGE: "true"})
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields={IS_SUPPORT_HEART_BEAT_V2: "true", IS_SUB_CHANGE: "true"}
+        )
 
     # --- UNREGISTER_CLIENT -----------------------------------------------------------------------------------
     def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -49,8 +49,11 @@ _CQ_PHY_OFFSET = struct.Struct(">q")
 class ConsumerManageProcessor:
     """``ConsumerManageProcessor(controller)``; ``await process_request(conn, request)``."""
 
-    request_codes = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
-                     RequestCode.GET_CONSUMER_LIST_BY_GROUP)
+    request_codes = (
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+    )
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -63,8 +66,9 @@ class ConsumerManageProcessor:
             return self.update_consumer_offset(conn, request)
         if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             return self.get_consumer_list_by_group(conn, request)
-        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                           remark=f" request type {code} not supported")
+        return RemotingCommand.response_to(
+            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {code} not supported"
+        )
 
     # --- GET_CONSUMER_LIST_BY_GROUP --------------------------------------------------------------------------
     def get_consumer_list_by_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -78,32 +82,41 @@ class ConsumerManageProcessor:
             log.warning("getAllClientId failed, %s %s", header.consumerGroup, conn.remote_address)
         else:
             log.warning("getConsumerGroupInfo failed, %s %s", header.consumerGroup, conn.remote_address)
-        return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                           remark=f"no consumer for this group, {header.consumerGroup}")
+        return RemotingCommand.response_to(
+            request, ResponseCode.SYSTEM_ERROR, remark=f"no consumer for this group, {header.consumerGroup}"
+        )
 
     # --- UPDATE_CONSUMER_OFFSET ------------------------------------------------------------------------------
     def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
         self.controller.consumer_offset_manager.commit_offset(
-            conn.remote_address, header.consumerGroup, header.topic, header.queueId, header.commitOffset)
+            conn.remote_address, header.consumerGroup, header.topic, header.queueId, header.commitOffset
+        )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     # --- QUERY_CONSUMER_OFFSET -------------------------------------------------------------------------------
     def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
         offset = self.controller.consumer_offset_manager.query_offset(
-            header.consumerGroup, header.topic, header.queueId)
+            header.consumerGroup, header.topic, header.queueId
+        )
         if offset >= 0:
             return _offset_response(request, offset)
         if header.setZeroIfNotFound is False:
             return RemotingCommand.response_to(
-                request, ResponseCode.QUERY_NOT_FOUND, remark="Not found, do not set to zero, maybe this group boot first")
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                remark="Not found, do not set to zero, maybe this group boot first",
+            )
         store = self.controller.message_store
         min_offset = store.get_min_offset_in_queue(header.topic, header.queueId)
         if min_offset <= 0 and not self.check_in_disk_by_consume_offset(header.topic, header.queueId, 0):
             return _offset_response(request, 0)
         return RemotingCommand.response_to(
-            request, ResponseCode.QUERY_NOT_FOUND, remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+            request,
+            ResponseCode.QUERY_NOT_FOUND,
+            remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        )
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         """4.9 ``DefaultMessageStore#checkInDiskByConsumeOffset``: is the message at ``consume_offset`` older than the
@@ -119,5 +132,6 @@ class ConsumerManageProcessor:
 
 
 def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:
-    return RemotingCommand.response_to(request, ResponseCode.SUCCESS,
-                                       ext_fields=encode_header(OffsetResponseHeader(offset=offset)))
+    return RemotingCommand.response_to(
+        request, ResponseCode.SUCCESS, ext_fields=encode_header(OffsetResponseHeader(offset=offset))
+    )

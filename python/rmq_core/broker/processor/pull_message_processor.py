@@ -136,8 +136,9 @@ def last_store_timestamp(body: bytes) -> int:
     return int(struct.unpack_from(">q", body, at)[0])
 
 
-def encode_offset_moved_event(consumer_group: str, topic: str, broker_name: str, queue_id: int,
-                              offset_request: int, offset_new: int) -> bytes:
+def encode_offset_moved_event(
+    consumer_group: str, topic: str, broker_name: str, queue_id: int, offset_request: int, offset_new: int
+) -> bytes:
     """OffsetMovedEvent#encode as fastjson writes it: fields in alphabetical order, the MessageQueue nested."""
     doc = {
         "consumerGroup": consumer_group,
@@ -190,8 +191,9 @@ class PullMessageProcessor:
         return bool(self.controller.broker_stats_manager.has_consume_message_hook())
 
     # --- processRequest ----------------------------------------------------------------------------------------
-    def _process_request(self, conn: Connection, request: RemotingCommand,
-                         broker_allow_suspend: bool) -> RemotingCommand | None:
+    def _process_request(
+        self, conn: Connection, request: RemotingCommand, broker_allow_suspend: bool
+    ) -> RemotingCommand | None:
         controller = self.controller
         cfg = controller.broker_config
         begin_time_mills = controller.now_ms()
@@ -210,9 +212,10 @@ class PullMessageProcessor:
 
         subscription_group_config = controller.subscription_group_manager.find_subscription_group_config(group)
         if subscription_group_config is None:
-            return answer(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                          f"subscription group [{group}] does not exist, "
-                          f"{suggest_todo(SUBSCRIPTION_GROUP_NOT_EXIST_URL)}")
+            return answer(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist, {suggest_todo(SUBSCRIPTION_GROUP_NOT_EXIST_URL)}",
+            )
 
         if not subscription_group_config.consume_enable:
             return answer(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
@@ -226,15 +229,19 @@ class PullMessageProcessor:
         topic_config = controller.topic_config_manager.select_topic_config(topic)
         if topic_config is None:
             log.error("the topic %s not exist, consumer: %s", topic, client_addr)
-            return answer(ResponseCode.TOPIC_NOT_EXIST,
-                          f"topic[{topic}] not exist, apply first please! {suggest_todo(APPLY_TOPIC_URL)}")
+            return answer(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{topic}] not exist, apply first please! {suggest_todo(APPLY_TOPIC_URL)}",
+            )
 
         if not perm_name.is_readable(topic_config.perm):
             return answer(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
 
         if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
-            error_info = (f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                          f"[{topic_config.read_queue_nums}] consumer:[/{client_addr}]")
+            error_info = (
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{topic_config.read_queue_nums}] consumer:[/{client_addr}]"
+            )
             log.warning(error_info)
             return answer(ResponseCode.SYSTEM_ERROR, error_info)
 
@@ -242,81 +249,118 @@ class PullMessageProcessor:
         consumer_filter_data: Any = None
         if has_subscription_flag:
             try:
-                subscription_data = filter_api_build(topic, request_header.subscription,
-                                                     request_header.expressionType)
+                subscription_data = filter_api_build(topic, request_header.subscription, request_header.expressionType)
                 if not is_tag_type(subscription_data.expression_type):
                     consumer_filter_data = type(controller.consumer_filter_manager).build(
-                        topic, group, request_header.subscription, request_header.expressionType,
-                        request_header.subVersion)
+                        topic,
+                        group,
+                        request_header.subscription,
+                        request_header.expressionType,
+                        request_header.subVersion,
+                    )
                     if consumer_filter_data is None:  # Java: assert consumerFilterData != null
                         raise ValueError(f"cannot compile {request_header.subscription!r}")
             except ValueError:  # FilterParseError is a ValueError
-                log.warning("Parse the consumer's subscription[%s] failed, group: %s", request_header.subscription,
-                            group)
+                log.warning(
+                    "Parse the consumer's subscription[%s] failed, group: %s", request_header.subscription, group
+                )
                 return answer(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         else:
             consumer_group_info = controller.consumer_manager.get_consumer_group_info(group)
             if consumer_group_info is None:
                 log.warning("the consumer's group info not exist, group: %s", group)
-                return answer(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                              "the consumer's group info not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL))
+                return answer(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    "the consumer's group info not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL),
+                )
 
-            if (not subscription_group_config.consume_broadcast_enable
-                    and _enum_name(consumer_group_info.message_model) == BROADCASTING):
-                return answer(ResponseCode.NO_PERMISSION,
-                              f"the consumer group[{group}] can not consume by broadcast way")
+            if (
+                not subscription_group_config.consume_broadcast_enable
+                and _enum_name(consumer_group_info.message_model) == BROADCASTING
+            ):
+                return answer(
+                    ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way"
+                )
 
             subscription_data = consumer_group_info.find_subscription_data(topic)
             if subscription_data is None:
                 log.warning("the consumer's subscription not exist, group: %s, topic:%s", group, topic)
-                return answer(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                              "the consumer's subscription not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL))
+                return answer(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    "the consumer's subscription not exist" + suggest_todo(SAME_GROUP_DIFFERENT_TOPIC_URL),
+                )
 
             if subscription_data.sub_version < request_header.subVersion:
-                log.warning("The broker's subscription is not latest, group: %s %s", group,
-                            subscription_data.sub_string)
+                log.warning(
+                    "The broker's subscription is not latest, group: %s %s", group, subscription_data.sub_string
+                )
                 return answer(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             if not is_tag_type(subscription_data.expression_type):
                 consumer_filter_data = controller.consumer_filter_manager.get(topic, group)
                 if consumer_filter_data is None:
-                    return answer(ResponseCode.FILTER_DATA_NOT_EXIST,
-                                  "The broker's consumer filter data is not exist!Your expression may be wrong!")
+                    return answer(
+                        ResponseCode.FILTER_DATA_NOT_EXIST,
+                        "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                    )
                 if consumer_filter_data.client_version < request_header.subVersion:
-                    log.warning("The broker's consumer filter data is not latest, group: %s, topic: %s, serverV: %s,"
-                                " clientV: %s", group, topic, consumer_filter_data.client_version,
-                                request_header.subVersion)
-                    return answer(ResponseCode.FILTER_DATA_NOT_LATEST,
-                                  "the consumer's consumer filter data not latest")
+                    log.warning(
+                        "The broker's consumer filter data is not latest, group: %s, topic: %s, serverV: %s,"
+                        " clientV: %s",
+                        group,
+                        topic,
+                        consumer_filter_data.client_version,
+                        request_header.subVersion,
+                    )
+                    return answer(ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
 
         assert subscription_data is not None
         if not is_tag_type(subscription_data.expression_type) and not cfg.enable_property_filter:
-            return answer(ResponseCode.SYSTEM_ERROR,
-                          f"The broker does not support consumer to filter message by "
-                          f"{subscription_data.expression_type}")
+            return answer(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {subscription_data.expression_type}",
+            )
 
         message_filter: ExpressionMessageFilter
         if cfg.filter_support_retry:
-            message_filter = ExpressionForRetryMessageFilter(subscription_data, consumer_filter_data,
-                                                             controller.consumer_filter_manager)
+            message_filter = ExpressionForRetryMessageFilter(
+                subscription_data, consumer_filter_data, controller.consumer_filter_manager
+            )
         else:
-            message_filter = ExpressionMessageFilter(subscription_data, consumer_filter_data,
-                                                     controller.consumer_filter_manager)
+            message_filter = ExpressionMessageFilter(
+                subscription_data, consumer_filter_data, controller.consumer_filter_manager
+            )
 
         get_message_result: GetMessageResult | None
         try:
             get_message_result = controller.message_store.get_message(
-                group, topic, queue_id, request_header.queueOffset, request_header.maxMsgNums,
-                message_filter.store_message_filter, property_filter=message_filter.store_property_filter)
+                group,
+                topic,
+                queue_id,
+                request_header.queueOffset,
+                request_header.maxMsgNums,
+                message_filter.store_message_filter,
+                property_filter=message_filter.store_property_filter,
+            )
         except StoreError as e:  # Java's getMessage returns null when the store is shut down
             log.warning("getMessage failed: %s", e)
             get_message_result = None
 
         response: RemotingCommand | None
         if get_message_result is not None:
-            response = self._answer_by_result(conn, request, request_header, response_header, get_message_result,
-                                              subscription_group_config, subscription_data, message_filter,
-                                              broker_allow_suspend, has_suspend_flag, suspend_timeout_millis_long,
-                                              begin_time_mills)
+            response = self._answer_by_result(
+                conn,
+                request,
+                request_header,
+                response_header,
+                get_message_result,
+                subscription_group_config,
+                subscription_data,
+                message_filter,
+                broker_allow_suspend,
+                has_suspend_flag,
+                suspend_timeout_millis_long,
+                begin_time_mills,
+            )
         else:
             response = answer(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
 
@@ -324,16 +368,26 @@ class PullMessageProcessor:
         store_offset_enable = store_offset_enable and has_commit_offset_flag
         store_offset_enable = store_offset_enable and cfg.broker_role != SLAVE
         if store_offset_enable:
-            controller.consumer_offset_manager.commit_offset(client_addr, group, topic, queue_id,
-                                                             request_header.commitOffset)
+            controller.consumer_offset_manager.commit_offset(
+                client_addr, group, topic, queue_id, request_header.commitOffset
+            )
         return response
 
-    def _answer_by_result(self, conn: Connection, request: RemotingCommand,
-                          request_header: PullMessageRequestHeader, response_header: PullMessageResponseHeader,
-                          result: GetMessageResult, subscription_group_config: Any,
-                          subscription_data: SubscriptionData, message_filter: ExpressionMessageFilter,
-                          broker_allow_suspend: bool, has_suspend_flag: bool, suspend_timeout_millis_long: int,
-                          begin_time_mills: int) -> RemotingCommand | None:
+    def _answer_by_result(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        request_header: PullMessageRequestHeader,
+        response_header: PullMessageResponseHeader,
+        result: GetMessageResult,
+        subscription_group_config: Any,
+        subscription_data: SubscriptionData,
+        message_filter: ExpressionMessageFilter,
+        broker_allow_suspend: bool,
+        has_suspend_flag: bool,
+        suspend_timeout_millis_long: int,
+        begin_time_mills: int,
+    ) -> RemotingCommand | None:
         controller = self.controller
         cfg = controller.broker_config
         group, topic, queue_id = request_header.consumerGroup, request_header.topic, request_header.queueId
@@ -368,9 +422,15 @@ class PullMessageProcessor:
         elif status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             if request_header.queueOffset != 0:
                 code = ResponseCode.PULL_OFFSET_MOVED
-                log.info("the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
-                         "Consumer Group: %s", request_header.queueOffset, result.next_begin_offset, topic, queue_id,
-                         group)
+                log.info(
+                    "the broker store no queue data, fix the request offset %d to %d, Topic: %s QueueId: %d "
+                    "Consumer Group: %s",
+                    request_header.queueOffset,
+                    result.next_begin_offset,
+                    topic,
+                    queue_id,
+                    group,
+                )
             else:
                 code = ResponseCode.PULL_NOT_FOUND
         elif status == GetMessageStatus.NO_MATCHED_MESSAGE:
@@ -379,15 +439,24 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_NOT_FOUND
         elif status == GetMessageStatus.OFFSET_OVERFLOW_BADLY:
             code = ResponseCode.PULL_OFFSET_MOVED
-            log.info("the request offset: %d over flow badly, broker max offset: %d, consumer: /%s",
-                     request_header.queueOffset, result.max_offset, conn.remote_address)
+            log.info(
+                "the request offset: %d over flow badly, broker max offset: %d, consumer: /%s",
+                request_header.queueOffset,
+                result.max_offset,
+                conn.remote_address,
+            )
         elif status == GetMessageStatus.OFFSET_OVERFLOW_ONE:
             code = ResponseCode.PULL_NOT_FOUND
         elif status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_RESET):
             code = ResponseCode.PULL_OFFSET_MOVED
-            log.info("the request offset too small. group=%s, topic=%s, requestOffset=%d, brokerMinOffset=%d, "
-                     "clientIp=/%s", group, topic, request_header.queueOffset, result.min_offset,
-                     conn.remote_address)
+            log.info(
+                "the request offset too small. group=%s, topic=%s, requestOffset=%d, brokerMinOffset=%d, clientIp=/%s",
+                group,
+                topic,
+                request_header.queueOffset,
+                result.min_offset,
+                conn.remote_address,
+            )
         else:  # pragma: no cover - every GetMessageStatus is handled above
             raise AssertionError(f"unknown GetMessageStatus {status!r}")
 
@@ -427,28 +496,47 @@ class PullMessageProcessor:
                 polling_time_mills = suspend_timeout_millis_long
                 if not cfg.long_polling_enable:
                     polling_time_mills = cfg.short_polling_time_mills
-                pull_request = PullRequest(request, conn, polling_time_mills, controller.now_ms(),
-                                           request_header.queueOffset, subscription_data, message_filter)
+                pull_request = PullRequest(
+                    request,
+                    conn,
+                    polling_time_mills,
+                    controller.now_ms(),
+                    request_header.queueOffset,
+                    subscription_data,
+                    message_filter,
+                )
                 controller.pull_request_hold_service.suspend_pull_request(topic, queue_id, pull_request)
                 return None
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             if cfg.broker_role != SLAVE or cfg.offset_check_in_slave:
-                self.generate_offset_moved_event(group, topic, queue_id, request_header.queueOffset,
-                                                 result.next_begin_offset)
-                log.warning("PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, requestOffset=%d, "
-                            "newOffset=%d, suggestBrokerId=%d", topic, group, request_header.queueOffset,
-                            result.next_begin_offset, response_header.suggestWhichBrokerId)
+                self.generate_offset_moved_event(
+                    group, topic, queue_id, request_header.queueOffset, result.next_begin_offset
+                )
+                log.warning(
+                    "PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, requestOffset=%d, "
+                    "newOffset=%d, suggestBrokerId=%d",
+                    topic,
+                    group,
+                    request_header.queueOffset,
+                    result.next_begin_offset,
+                    response_header.suggestWhichBrokerId,
+                )
             else:
                 response_header.suggestWhichBrokerId = subscription_group_config.broker_id
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
-                log.warning("PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, requestOffset=%d, "
-                            "suggestBrokerId=%d", topic, group, request_header.queueOffset,
-                            response_header.suggestWhichBrokerId)
+                log.warning(
+                    "PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, requestOffset=%d, suggestBrokerId=%d",
+                    topic,
+                    group,
+                    request_header.queueOffset,
+                    response_header.suggestWhichBrokerId,
+                )
 
         return RemotingCommand.response_to(request, code, remark, encode_header(response_header), body)
 
-    def generate_offset_moved_event(self, consumer_group: str, topic: str, queue_id: int, offset_request: int,
-                                    offset_new: int) -> None:
+    def generate_offset_moved_event(
+        self, consumer_group: str, topic: str, queue_id: int, offset_request: int, offset_new: int
+    ) -> None:
         """PullMessageProcessor#generateOffsetMovedEvent: one message to ``OFFSET_MOVED_EVENT`` queue 0, tags and
         keys = the group, body = the OffsetMovedEvent JSON. A failure is logged, never answered."""
         controller = self.controller
@@ -463,6 +551,14 @@ class PullMessageProcessor:
             if not result.ok:
                 log.warning("generateOffsetMovedEvent put failed: %s", result.status.name)
         except Exception:
-            log.warning("generateOffsetMovedEvent Exception, OffsetMovedEvent [consumerGroup=%s, messageQueue="
-                        "MessageQueue [topic=%s, brokerName=%s, queueId=%d], offsetRequest=%d, offsetNew=%d]",
-                        consumer_group, topic, broker_name, queue_id, offset_request, offset_new, exc_info=True)
+            log.warning(
+                "generateOffsetMovedEvent Exception, OffsetMovedEvent [consumerGroup=%s, messageQueue="
+                "MessageQueue [topic=%s, brokerName=%s, queueId=%d], offsetRequest=%d, offsetNew=%d]",
+                consumer_group,
+                topic,
+                broker_name,
+                queue_id,
+                offset_request,
+                offset_new,
+                exc_info=True,
+            )

@@ -41,8 +41,10 @@ RECORD_SIZE_SLACK = 64 * 1024  # record limit = body limit + 64 KiB (facts §1.1
 _HEAD = struct.Struct(">ii")
 _PHY = struct.Struct(">q")
 
-NO_INDEX_REMARK = ("can not find message, maybe time range not correct: this broker keeps no index files, "
-                   "so QUERY_MESSAGE by key is not supported")
+NO_INDEX_REMARK = (
+    "can not find message, maybe time range not correct: this broker keeps no index files, "
+    "so QUERY_MESSAGE by key is not supported"
+)
 
 
 class QueryMessageProcessor:
@@ -58,15 +60,17 @@ class QueryMessageProcessor:
             return self.view_message_by_id(conn, request)
         if request.code == RequestCode.QUERY_MESSAGE:
             return self.query_message(conn, request)
-        return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                           remark=f" request type {request.code} not supported")
+        return RemotingCommand.response_to(
+            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
+        )
 
     def view_message_by_id(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(ViewMessageRequestHeader, request.ext_fields)
         record = self.select_one_message_by_offset(header.offset)
         if record is None:
-            return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR,
-                                               remark=f"can not find message by the offset, {header.offset}")
+            return RemotingCommand.response_to(
+                request, ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {header.offset}"
+            )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=record)
 
     def select_one_message_by_offset(self, offset: int) -> bytes | None:
@@ -93,4 +97,6 @@ class QueryMessageProcessor:
     def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         decode_header(QueryMessageRequestHeader, request.ext_fields)  # a malformed request is still an error
         ext = encode_header(QueryMessageResponseHeader(indexLastUpdateTimestamp=0, indexLastUpdatePhyoffset=0))
-        return RemotingCommand.response_to(request, ResponseCode.QUERY_NOT_FOUND, remark=NO_INDEX_REMARK, ext_fields=ext)
+        return RemotingCommand.response_to(
+            request, ResponseCode.QUERY_NOT_FOUND, remark=NO_INDEX_REMARK, ext_fields=ext
+        )

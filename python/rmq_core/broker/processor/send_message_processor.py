@@ -44,7 +44,8 @@ import asyncio
 import functools
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
@@ -119,10 +120,12 @@ def suggest_todo(url: str) -> str:
 
 def topic_config_to_string(cfg: TopicConfig) -> str:
     """TopicConfig.toString (4.9), as it appears in RocketMQ's remarks."""
-    return (f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
-            f"writeQueueNums={cfg.write_queue_nums}, perm={perm_to_string(cfg.perm)}, "
-            f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, "
-            f"order={str(cfg.order).lower()}]")
+    return (
+        f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
+        f"writeQueueNums={cfg.write_queue_nums}, perm={perm_to_string(cfg.perm)}, "
+        f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, "
+        f"order={str(cfg.order).lower()}]"
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -148,8 +151,12 @@ class _Refused(Exception):
 class SendMessageProcessor:
     """``SendMessageProcessor(controller)``; ``await process_request(conn, request)``."""
 
-    request_codes = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                     RequestCode.CONSUMER_SEND_MSG_BACK)
+    request_codes = (
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+    )
 
     def __init__(self, controller: BrokerController, rng: random.Random | None = None) -> None:
         self.controller = controller
@@ -160,8 +167,9 @@ class SendMessageProcessor:
         if code == RequestCode.CONSUMER_SEND_MSG_BACK:
             return await self.consumer_send_msg_back(conn, request)
         if code not in _SEND_CODES:
-            return RemotingCommand.response_to(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                               remark=f" request type {code} not supported")
+            return RemotingCommand.response_to(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {code} not supported"
+            )
         try:
             header = self.parse_request_header(request)
             if header.batch or code == RequestCode.SEND_BATCH_MESSAGE:
@@ -179,19 +187,28 @@ class SendMessageProcessor:
         return decode_header(SendMessageRequestHeader, request.ext_fields, short_names=short)
 
     # --- shared pieces ---------------------------------------------------------------------------------------
-    def _send_response(self, request: RemotingCommand, code: int, remark: str | None = None,
-                       header: SendMessageResponseHeader | None = None) -> RemotingCommand:
+    def _send_response(
+        self,
+        request: RemotingCommand,
+        code: int,
+        remark: str | None = None,
+        header: SendMessageResponseHeader | None = None,
+    ) -> RemotingCommand:
         cfg = self.controller.broker_config
         trace_on = cfg.trace_on
-        ext: dict[str, Any] = {PROPERTY_MSG_REGION: cfg.region_id,
-                               PROPERTY_TRACE_SWITCH: "true" if trace_on else "false"}
+        ext: dict[str, Any] = {
+            PROPERTY_MSG_REGION: cfg.region_id,
+            PROPERTY_TRACE_SWITCH: "true" if trace_on else "false",
+        }
         if header is not None:
             ext.update(encode_header(header))
         return RemotingCommand.response_to(request, code, remark=remark, ext_fields=ext)
 
     def _broker_forbidden(self) -> _Refused:
-        return _Refused(ResponseCode.NO_PERMISSION,
-                        f"the broker[{self.controller.broker_config.broker_ip1}] sending message is forbidden")
+        return _Refused(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{self.controller.broker_config.broker_ip1}] sending message is forbidden",
+        )
 
     def _max_delay_level(self) -> int:
         level = getattr(self.controller.schedule_message_service, "max_delay_level", None)
@@ -203,7 +220,8 @@ class SendMessageProcessor:
         """``createTopicInSendMessageBackMethod``; None when the manager refuses the name."""
         try:
             return self.controller.topic_config_manager.create_topic_in_send_message_back_method(
-                topic, queue_nums, perm, topic_sys_flag)
+                topic, queue_nums, perm, topic_sys_flag
+            )
         except ValueError as e:
             log.warning("cannot create topic %s: %s", topic, e)
             return None
@@ -246,20 +264,28 @@ class SendMessageProcessor:
         if topic_config is None:
             topic_sys_flag = 0
             if header.unitMode:
-                topic_sys_flag = (build_topic_sys_flag(False, True) if mix_all.is_retry_topic(topic)
-                                  else build_topic_sys_flag(True, False))
+                topic_sys_flag = (
+                    build_topic_sys_flag(False, True)
+                    if mix_all.is_retry_topic(topic)
+                    else build_topic_sys_flag(True, False)
+                )
             log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
             topic_config = tcm.create_topic_in_send_message_method(
-                topic, header.defaultTopic, conn.remote_address, header.defaultTopicQueueNums, topic_sys_flag)
+                topic, header.defaultTopic, conn.remote_address, header.defaultTopicQueueNums, topic_sys_flag
+            )
             if topic_config is None and mix_all.is_retry_topic(topic):
                 topic_config = self._create_back_topic(topic, 1, PERM_WRITE | PERM_READ, topic_sys_flag)
             if topic_config is None:
-                raise _Refused(ResponseCode.TOPIC_NOT_EXIST,
-                               f"topic[{topic}] not exist, apply first please!{suggest_todo(FAQ_URL)}")
+                raise _Refused(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!{suggest_todo(FAQ_URL)}",
+                )
         valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
         if header.queueId >= valid:
-            info = (f"request queueId[{header.queueId}] is illegal, {topic_config_to_string(topic_config)} "
-                    f"Producer: {conn.remote_address}")
+            info = (
+                f"request queueId[{header.queueId}] is illegal, {topic_config_to_string(topic_config)} "
+                f"Producer: {conn.remote_address}"
+            )
             log.warning(info)
             raise _Refused(ResponseCode.SYSTEM_ERROR, info)
         if not is_writeable(topic_config.perm):
@@ -274,16 +300,19 @@ class SendMessageProcessor:
         return topic_config, queue_id
 
     # --- SEND_MESSAGE / SEND_MESSAGE_V2 ----------------------------------------------------------------------
-    async def _send_message(self, conn: Connection, request: RemotingCommand,
-                            header: SendMessageRequestHeader) -> RemotingCommand:
+    async def _send_message(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
         c = self.controller
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
         properties = string_to_properties(header.properties)
         if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
-            raise _Refused(ResponseCode.NO_PERMISSION,
-                           f"the broker[{c.broker_config.broker_ip1}] sending transaction message is forbidden")
+            raise _Refused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{c.broker_config.broker_ip1}] sending transaction message is forbidden",
+            )
 
         topic, queue_id = self._handle_retry_and_dlq(request, header, topic, queue_id, reconsume_times, properties)
         sys_flag = header.sysFlag
@@ -297,12 +326,20 @@ class SendMessageProcessor:
         queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
         if c.is_slave:
-            return self._send_response(request, ResponseCode.SERVICE_NOT_AVAILABLE,
-                                       "service not available now, messages are put to the slave")
+            return self._send_response(
+                request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+            )
         store = c.message_store
-        result = await self._run_put(lambda: store.put_message(
-            msg, queue_id, born_host, born_timestamp=header.bornTimestamp, sys_flag=sys_flag,
-            reconsume_times=reconsume_times))
+        result = await self._run_put(
+            lambda: store.put_message(
+                msg,
+                queue_id,
+                born_host,
+                born_timestamp=header.bornTimestamp,
+                sys_flag=sys_flag,
+                reconsume_times=reconsume_times,
+            )
+        )
         code, remark = self._status_to_code(result.status)
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
@@ -313,21 +350,42 @@ class SendMessageProcessor:
         stats.inc_put(msg.topic, 1, result.wrote_bytes)
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = c.broker_config
-        ext = {PROPERTY_MSG_REGION: cfg.region_id, PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
-               "msgId": result.msg_id, "queueId": str(queue_id), "queueOffset": str(result.queue_offset)}
-        return RemotingCommand(code=code, language="JAVA", version=request.version, opaque=request.opaque,
-                               flag=RPC_TYPE_RESPONSE, ext_fields=ext, serialize_type=request.serialize_type)
+        ext = {
+            PROPERTY_MSG_REGION: cfg.region_id,
+            PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
+            "msgId": result.msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+        }
+        return RemotingCommand(
+            code=code,
+            language="JAVA",
+            version=request.version,
+            opaque=request.opaque,
+            flag=RPC_TYPE_RESPONSE,
+            ext_fields=ext,
+            serialize_type=request.serialize_type,
+        )
 
-    def _handle_retry_and_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str,
-                              queue_id: int, reconsume_times: int, properties: dict[str, str]) -> tuple[str, int]:
+    def _handle_retry_and_dlq(
+        self,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        topic: str,
+        queue_id: int,
+        reconsume_times: int,
+        properties: dict[str, str],
+    ) -> tuple[str, int]:
         """``handleRetryAndDLQ``: a message for ``%RETRY%<group>`` that has been retried enough goes to the DLQ."""
         if not mix_all.is_retry_topic(topic):
             return topic, queue_id
-        group = topic[len(mix_all.RETRY_GROUP_TOPIC_PREFIX):]
+        group = topic[len(mix_all.RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
-            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                           f"subscription group not exist, {group} {suggest_todo(FAQ_URL)}")
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group} {suggest_todo(FAQ_URL)}",
+            )
         max_reconsume_times = group_config.retry_max_times
         if request.version >= VERSION_V3_4_9 and header.maxReconsumeTimes is not None:
             max_reconsume_times = header.maxReconsumeTimes
@@ -362,7 +420,8 @@ class SendMessageProcessor:
         if status == PutMessageStatus.SERVICE_NOT_AVAILABLE:
             return ResponseCode.SERVICE_NOT_AVAILABLE, (
                 "service not available now. It may be caused by one of the following reasons: the broker's disk is "
-                "full, messages are put to the slave, message store has been shut down, etc.")
+                "full, messages are put to the slave, message store has been shut down, etc."
+            )
         if status == PutMessageStatus.OS_PAGECACHE_BUSY:
             return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
         if status == PutMessageStatus.UNKNOWN_ERROR:
@@ -370,12 +429,15 @@ class SendMessageProcessor:
         return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
     def _illegal_remark(self) -> str:
-        return ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                f"{self.controller.message_store_config.max_message_size}B, msg properties length limit 32KB.")
+        return (
+            "the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+            f"{self.controller.message_store_config.max_message_size}B, msg properties length limit 32KB."
+        )
 
     # --- SEND_BATCH_MESSAGE ----------------------------------------------------------------------------------
-    async def _send_batch_message(self, conn: Connection, request: RemotingCommand,
-                                  header: SendMessageRequestHeader) -> RemotingCommand:
+    async def _send_batch_message(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
         c = self.controller
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
@@ -398,8 +460,10 @@ class SendMessageProcessor:
         body = request.body or b""
         limit = c.message_store_config.max_message_size
         if len(body) > limit:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
-                           f"message body size exceeded, msg body size: {len(body)}, maxMessageSize: {limit}")
+            raise _Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"message body size exceeded, msg body size: {len(body)}, maxMessageSize: {limit}",
+            )
         try:
             blocks = decode_batch(body)
         except BatchDecodeError as e:
@@ -413,17 +477,27 @@ class SendMessageProcessor:
             m.properties = block_props
             batch.append((m, queue_id))
         if c.is_slave:
-            return self._send_response(request, ResponseCode.SERVICE_NOT_AVAILABLE,
-                                       "service not available now, messages are put to the slave")
+            return self._send_response(
+                request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+            )
         born_host = parse_address(conn.remote_address)
         store = c.message_store
-        results = await self._run_put(lambda: store.put_messages(
-            batch, born_host, born_timestamp=header.bornTimestamp, sys_flag=sys_flag,
-            reconsume_times=header.reconsumeTimes or 0))
+        results = await self._run_put(
+            lambda: store.put_messages(
+                batch,
+                born_host,
+                born_timestamp=header.bornTimestamp,
+                sys_flag=sys_flag,
+                reconsume_times=header.reconsumeTimes or 0,
+            )
+        )
         statuses = results.statuses
         failed = [s for s in statuses if s not in _SEND_OK]
-        status = failed[0] if failed else next((s for s in statuses if s != PutMessageStatus.PUT_OK),
-                                                PutMessageStatus.PUT_OK)
+        status = (
+            failed[0]
+            if failed
+            else next((s for s in statuses if s != PutMessageStatus.PUT_OK), PutMessageStatus.PUT_OK)
+        )
         code, remark = self._status_to_code(status)
         if failed:
             return self._send_response(request, code, remark)
@@ -432,8 +506,9 @@ class SendMessageProcessor:
         self._stats("inc_topic_put_size", topic, wrote)
         self._stats("inc_broker_put_nums", len(batch))
         first = results[0]
-        resp_header = SendMessageResponseHeader(msgId=",".join(r.msg_id for r in results), queueId=queue_id,
-                                                queueOffset=first.queue_offset)
+        resp_header = SendMessageResponseHeader(
+            msgId=",".join(r.msg_id for r in results), queueId=queue_id, queueOffset=first.queue_offset
+        )
         return self._send_response(request, code, None, resp_header)
 
     # --- CONSUMER_SEND_MSG_BACK ------------------------------------------------------------------------------
@@ -446,19 +521,23 @@ class SendMessageProcessor:
 
         group_config = c.subscription_group_manager.find_subscription_group_config(header.group)
         if group_config is None:
-            return answer(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                          f"subscription group not exist, {header.group} {suggest_todo(FAQ_URL)}")
+            return answer(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {header.group} {suggest_todo(FAQ_URL)}",
+            )
         if not is_writeable(c.broker_config.broker_permission):
-            return answer(ResponseCode.NO_PERMISSION,
-                          f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden")
+            return answer(
+                ResponseCode.NO_PERMISSION, f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden"
+            )
         if group_config.retry_queue_nums <= 0:
             return answer(ResponseCode.SUCCESS)
 
         new_topic = mix_all.get_retry_topic(header.group)
         queue_id = self._random.randrange(99999999) % group_config.retry_queue_nums
         topic_sys_flag = build_topic_sys_flag(False, True) if header.unitMode else 0
-        topic_config = self._create_back_topic(new_topic, group_config.retry_queue_nums, PERM_WRITE | PERM_READ,
-                                              topic_sys_flag)
+        topic_config = self._create_back_topic(
+            new_topic, group_config.retry_queue_nums, PERM_WRITE | PERM_READ, topic_sys_flag
+        )
         if topic_config is None:
             return answer(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
         if not is_writeable(topic_config.perm):
@@ -491,8 +570,9 @@ class SendMessageProcessor:
             properties[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
 
         origin_msg_id = properties.get(PROPERTY_ORIGIN_MESSAGE_ID)
-        properties[PROPERTY_ORIGIN_MESSAGE_ID] = origin_msg_id if origin_msg_id and origin_msg_id.strip() \
-            else msg_ext.msg_id
+        properties[PROPERTY_ORIGIN_MESSAGE_ID] = (
+            origin_msg_id if origin_msg_id and origin_msg_id.strip() else msg_ext.msg_id
+        )
 
         msg = Message(new_topic, msg_ext.body, flag=msg_ext.flag)
         msg.properties = properties
@@ -504,9 +584,16 @@ class SendMessageProcessor:
             return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
         store = c.message_store
         reconsume_times = msg_ext.reconsume_times + 1
-        result = await self._run_put(lambda: store.put_message(
-            msg, queue_id, msg_ext.born_host, born_timestamp=msg_ext.born_timestamp, sys_flag=msg_ext.sys_flag,
-            reconsume_times=reconsume_times))
+        result = await self._run_put(
+            lambda: store.put_message(
+                msg,
+                queue_id,
+                msg_ext.born_host,
+                born_timestamp=msg_ext.born_timestamp,
+                sys_flag=msg_ext.sys_flag,
+                reconsume_times=reconsume_times,
+            )
+        )
         if result.status != PutMessageStatus.PUT_OK:
             return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
         back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic
@@ -533,4 +620,3 @@ class SendMessageProcessor:
         except Exception as e:  # a bad offset (not a record start, negative, past the end) is the client's error
             log.warning("look message by offset %d failed: %s", offset, e)
             return None
-

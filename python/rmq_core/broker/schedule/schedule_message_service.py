@@ -35,7 +35,8 @@ import logging
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rmq_core.broker.config_manager import ConfigManager
 from rmq_core.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
@@ -58,15 +59,19 @@ log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC
 TIME_UNIT_MS = {"s": 1000, "m": 60 * 1000, "h": 60 * 60 * 1000, "d": 24 * 60 * 60 * 1000}
-DELAY_FOR_A_WHILE_S = 0.1     # retry after a failed re-put (4.9 DELAY_FOR_A_WHILE)
-DELAY_FOR_A_PERIOD_S = 10.0   # back off after an unexpected error (4.9 DELAY_FOR_A_PERIOD)
-EMPTY_QUEUE_POLL_S = 1.0      # an empty level queue is woken by arrivals; this is only the safety net
-READ_BATCH = 32               # schedule units read per get_message
+DELAY_FOR_A_WHILE_S = 0.1  # retry after a failed re-put (4.9 DELAY_FOR_A_WHILE)
+DELAY_FOR_A_PERIOD_S = 10.0  # back off after an unexpected error (4.9 DELAY_FOR_A_PERIOD)
+EMPTY_QUEUE_POLL_S = 1.0  # an empty level queue is woken by arrivals; this is only the safety net
+READ_BATCH = 32  # schedule units read per get_message
 SCHEDULE_GROUP = "SCHEDULE_MESSAGE_SERVICE"  # only for logs: get_message does not use the group
 _IN_FLIGHT = object()  # deliver_due: a SYNC_FLUSH re-put is running in the executor
 _LEVEL = re.compile(r"^(\d+)([smhd])$")
-_DELIVERABLE = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-                PutMessageStatus.SLAVE_NOT_AVAILABLE)
+_DELIVERABLE = (
+    PutMessageStatus.PUT_OK,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE,
+)
 
 
 def parse_delay_levels(text: str) -> dict[int, int]:
@@ -132,8 +137,9 @@ def message_timeup(msg_ext: MessageExt) -> tuple[Message, int]:
     except ValueError:
         queue_id = -1
     if queue_id < 0:
-        raise ValueError(f"schedule message at commitlog offset {msg_ext.commitlog_offset} has no valid REAL_QID "
-                         f"({raw_qid!r})")
+        raise ValueError(
+            f"schedule message at commitlog offset {msg_ext.commitlog_offset} has no valid REAL_QID ({raw_qid!r})"
+        )
     msg = Message(real_topic, msg_ext.body, flag=msg_ext.flag)
     msg.properties = props
     return msg, queue_id
@@ -158,8 +164,9 @@ class ScheduleMessageService(ConfigManager):
 
     # --- ConfigManager -------------------------------------------------------------------------------------------
     def encode(self, pretty: bool = False) -> str:
-        return fastjson.dumps({"offsetTable": {lvl: self.offset_table[lvl] for lvl in sorted(self.offset_table)}},
-                              pretty=pretty)
+        return fastjson.dumps(
+            {"offsetTable": {lvl: self.offset_table[lvl] for lvl in sorted(self.offset_table)}}, pretty=pretty
+        )
 
     def decode(self, text: str) -> None:
         doc = fastjson.loads(text)
@@ -194,8 +201,14 @@ class ScheduleMessageService(ConfigManager):
             hi = store.get_max_offset_in_queue(SCHEDULE_TOPIC, queue_id)
             fixed = min(max(offset, lo), hi)
             if fixed != offset:
-                log.error("correct delay offset [delayLevel %d] from %d to %d (queue min %d, max %d)",
-                          level, offset, fixed, lo, hi)
+                log.error(
+                    "correct delay offset [delayLevel %d] from %d to %d (queue min %d, max %d)",
+                    level,
+                    offset,
+                    fixed,
+                    lo,
+                    hi,
+                )
                 self.offset_table[level] = fixed
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
@@ -262,8 +275,9 @@ class ScheduleMessageService(ConfigManager):
         else:
             self._schedule(level, float(wait_s))  # type: ignore[arg-type]
 
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                    properties: Mapping[str, str]) -> None:
+    def _on_arrival(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+    ) -> None:
         """Store arrival listener (any thread): wake a drained level when its queue gets a message."""
         if topic != SCHEDULE_TOPIC or not self._started:
             return
@@ -284,7 +298,7 @@ class ScheduleMessageService(ConfigManager):
             self._schedule(level, 0.0)
 
     # --- delivery ------------------------------------------------------------------------------------------------
-    def deliver_due(self, level: int) -> float | None | object:
+    def deliver_due(self, level: int) -> float | object | None:
         """Deliver every due message of ``level`` in order (on the loop). Returns None when the level queue is
         drained, else the seconds until its head is due (0.1 s after a failed put, retried without advancing), or
         ``_IN_FLIGHT`` while a SYNC_FLUSH re-put runs in the executor."""
@@ -295,8 +309,11 @@ class ScheduleMessageService(ConfigManager):
             offset = self.offset_table.get(level, 0)
             r = store.get_message(SCHEDULE_GROUP, SCHEDULE_TOPIC, queue_id, offset, READ_BATCH)
             status = r.status
-            if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                          GetMessageStatus.OFFSET_OVERFLOW_ONE):
+            if status in (
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+            ):
                 return None
             if status != GetMessageStatus.FOUND:
                 fixed = r.next_begin_offset
@@ -306,8 +323,15 @@ class ScheduleMessageService(ConfigManager):
                     fixed = r.min_offset
                 if fixed == offset:
                     return DELAY_FOR_A_WHILE_S
-                log.error("schedule level %d: offset %d is invalid (%s, queue min %d, max %d); moving to %d",
-                          level, offset, status.name, r.min_offset, r.max_offset, fixed)
+                log.error(
+                    "schedule level %d: offset %d is invalid (%s, queue min %d, max %d); moving to %d",
+                    level,
+                    offset,
+                    status.name,
+                    r.min_offset,
+                    r.max_offset,
+                    fixed,
+                )
                 self.offset_table[level] = fixed
                 continue
             for msg_ext in decode_messages(r.body, decompress=False):  # re-put bodies byte for byte
@@ -341,14 +365,23 @@ class ScheduleMessageService(ConfigManager):
             log.error("schedule level %d: %s; skipped", level, e)
             return True
         if msg.topic == RMQ_SYS_TRANS_HALF_TOPIC:
-            log.error("[BUG] the real topic of schedule msg is %s, discard the msg (commitlog offset %d)",
-                      msg.topic, msg_ext.commitlog_offset)
+            log.error(
+                "[BUG] the real topic of schedule msg is %s, discard the msg (commitlog offset %d)",
+                msg.topic,
+                msg_ext.commitlog_offset,
+            )
             return True
         store = self.controller.message_store
 
         def put() -> PutMessageResult:
-            return store.put_message(msg, queue_id, msg_ext.born_host, born_timestamp=msg_ext.born_timestamp,
-                                     sys_flag=msg_ext.sys_flag, reconsume_times=msg_ext.reconsume_times)
+            return store.put_message(
+                msg,
+                queue_id,
+                msg_ext.born_host,
+                born_timestamp=msg_ext.born_timestamp,
+                sys_flag=msg_ext.sys_flag,
+                reconsume_times=msg_ext.reconsume_times,
+            )
 
         if self.controller.message_store_config.flush_disk_type == "SYNC_FLUSH" and self._loop is not None:
             self._in_flight.add(level)
@@ -357,8 +390,9 @@ class ScheduleMessageService(ConfigManager):
             return _IN_FLIGHT
         return self._after_put(level, msg_ext, msg, queue_id, put())
 
-    def _put_done(self, level: int, msg_ext: MessageExt, msg: Message, queue_id: int,
-                  fut: asyncio.Future[PutMessageResult]) -> None:
+    def _put_done(
+        self, level: int, msg_ext: MessageExt, msg: Message, queue_id: int, fut: asyncio.Future[PutMessageResult]
+    ) -> None:
         self._in_flight.discard(level)
         if not self._started or fut.cancelled():
             return
@@ -373,11 +407,18 @@ class ScheduleMessageService(ConfigManager):
         else:
             self._schedule(level, DELAY_FOR_A_WHILE_S)
 
-    def _after_put(self, level: int, msg_ext: MessageExt, msg: Message, queue_id: int,
-                   result: PutMessageResult) -> bool:
+    def _after_put(
+        self, level: int, msg_ext: MessageExt, msg: Message, queue_id: int, result: PutMessageResult
+    ) -> bool:
         if result.status not in _DELIVERABLE:
-            log.error("schedule level %d: re-put of commitlog offset %d to %s:%d failed (%s); retrying",
-                      level, msg_ext.commitlog_offset, msg.topic, queue_id, result.status.name)
+            log.error(
+                "schedule level %d: re-put of commitlog offset %d to %s:%d failed (%s); retrying",
+                level,
+                msg_ext.commitlog_offset,
+                msg.topic,
+                queue_id,
+                result.status.name,
+            )
             return False
         stats = getattr(self.controller, "broker_stats_manager", None)
         if stats is not None and hasattr(stats, "inc_topic_put_nums"):

@@ -58,10 +58,25 @@ SIZE_PER_COUNT = 64 * 1024  # message size counted as one commercial "call"
 
 _QUEUE_STATS = (QUEUE_PUT_NUMS, QUEUE_PUT_SIZE, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
 _STATS = (
-    TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS,
-    BROKER_PUT_NUMS, BROKER_GET_NUMS, GROUP_GET_FROM_DISK_NUMS, GROUP_GET_FROM_DISK_SIZE, BROKER_GET_FROM_DISK_NUMS,
-    BROKER_GET_FROM_DISK_SIZE, COMMERCIAL_SEND_TIMES, COMMERCIAL_RCV_TIMES, COMMERCIAL_SEND_SIZE, COMMERCIAL_RCV_SIZE,
-    COMMERCIAL_RCV_EPOLLS, COMMERCIAL_SNDBCK_TIMES, COMMERCIAL_PERM_FAILURES,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    GROUP_GET_LATENCY,
+    SNDBCK_PUT_NUMS,
+    BROKER_PUT_NUMS,
+    BROKER_GET_NUMS,
+    GROUP_GET_FROM_DISK_NUMS,
+    GROUP_GET_FROM_DISK_SIZE,
+    BROKER_GET_FROM_DISK_NUMS,
+    BROKER_GET_FROM_DISK_SIZE,
+    COMMERCIAL_SEND_TIMES,
+    COMMERCIAL_RCV_TIMES,
+    COMMERCIAL_SEND_SIZE,
+    COMMERCIAL_RCV_SIZE,
+    COMMERCIAL_RCV_EPOLLS,
+    COMMERCIAL_SNDBCK_TIMES,
+    COMMERCIAL_PERM_FAILURES,
 )
 _MOMENT_STATS = (GROUP_GET_FALL_SIZE, GROUP_GET_FALL_TIME)
 
@@ -176,8 +191,11 @@ class BrokerStatsManager:
     def inc_put(self, topic: str, num: int, size: int) -> None:
         """``incTopicPutNums`` + ``incTopicPutSize`` + ``incBrokerPutNums`` for one stored send, under one lock."""
         with self._lock:
-            for name, key, value in ((TOPIC_PUT_NUMS, topic, num), (TOPIC_PUT_SIZE, topic, size),
-                                     (BROKER_PUT_NUMS, self.cluster_name, num)):
+            for name, key, value in (
+                (TOPIC_PUT_NUMS, topic, num),
+                (TOPIC_PUT_SIZE, topic, size),
+                (BROKER_PUT_NUMS, self.cluster_name, num),
+            ):
                 table = self._table.get(name)
                 if table is None:
                     continue
@@ -209,15 +227,19 @@ class BrokerStatsManager:
         self._add(GROUP_GET_SIZE, self.build_stats_key(topic, group), inc_value)
 
     def inc_group_get_latency(self, group: str, topic: str, queue_id: int, inc_value: int) -> None:
-        key = (self.build_stats_key(queue_id, topic, group) if self.enable_queue_stat
-               else self.build_stats_key(topic, group))
+        key = (
+            self.build_stats_key(queue_id, topic, group)
+            if self.enable_queue_stat
+            else self.build_stats_key(topic, group)
+        )
         self._add(GROUP_GET_LATENCY, key, inc_value)
 
     def inc_broker_get_nums(self, inc_value: int) -> None:
         self._add(BROKER_GET_NUMS, self.cluster_name, inc_value)
 
-    def inc_commercial_value(self, name: str, owner: str | None, group: str, topic: str, type_: str,
-                             inc_value: int) -> None:
+    def inc_commercial_value(
+        self, name: str, owner: str | None, group: str, topic: str, type_: str, inc_value: int
+    ) -> None:
         self._add(name, self.build_commercial_stats_key(owner, topic, group, type_), inc_value)
 
     def record_disk_fall_behind_time(self, group: str, topic: str, queue_id: int, fall_behind: int) -> None:

@@ -24,10 +24,15 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from rmq_core.client.consumer.listener import (ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus,
-                                               ConsumeReturnType, MessageModel)
+from rmq_core.client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeReturnType,
+    MessageModel,
+)
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt, MessageQueue
 
@@ -84,7 +89,7 @@ class ConsumePool:
                 return
             try:
                 fn()
-            except BaseException:  # noqa: BLE001 - a task never kills its thread
+            except BaseException:
                 log.exception("%s: consume task failed", self.name)
 
     def shutdown(self, wait: bool = True, timeout_s: float = 5.0) -> None:
@@ -101,10 +106,15 @@ class ConsumePool:
 
 
 class ConsumeRequest:
-    __slots__ = ("service", "msgs", "process_queue", "message_queue")
+    __slots__ = ("message_queue", "msgs", "process_queue", "service")
 
-    def __init__(self, service: ConsumeMessageConcurrentlyService, msgs: list[MessageExt],
-                 process_queue: ProcessQueue, message_queue: MessageQueue) -> None:
+    def __init__(
+        self,
+        service: ConsumeMessageConcurrentlyService,
+        msgs: list[MessageExt],
+        process_queue: ProcessQueue,
+        message_queue: MessageQueue,
+    ) -> None:
         self.service = service
         self.msgs = msgs
         self.process_queue = process_queue
@@ -128,9 +138,14 @@ class ConsumeRequest:
                 for m in msgs:
                     m.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
             status = svc.listener(msgs, context)
-        except Exception:  # noqa: BLE001 - the listener's failure means RECONSUME_LATER
-            log.warning("consumeMessage exception, Group: %s Msgs: %d MQ: %s", svc.consumer_group, len(msgs),
-                        self.message_queue, exc_info=True)
+        except Exception:
+            log.warning(
+                "consumeMessage exception, Group: %s Msgs: %d MQ: %s",
+                svc.consumer_group,
+                len(msgs),
+                self.message_queue,
+                exc_info=True,
+            )
             has_exception = True
         consume_rt = int((time.monotonic() - begin) * 1000)
         if status is None:
@@ -142,8 +157,13 @@ class ConsumeRequest:
         else:
             return_type = ConsumeReturnType.SUCCESS
         if status is None:
-            log.warning("consumeMessage return null, Group: %s Msgs: %d MQ: %s (%s)", svc.consumer_group, len(msgs),
-                        self.message_queue, return_type.value)
+            log.warning(
+                "consumeMessage return null, Group: %s Msgs: %d MQ: %s (%s)",
+                svc.consumer_group,
+                len(msgs),
+                self.message_queue,
+                return_type.value,
+            )
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         elif not isinstance(status, ConsumeConcurrentlyStatus):
             try:
@@ -155,16 +175,22 @@ class ConsumeRequest:
         if not pq.dropped:
             svc.process_consume_result(status, context, self)
         else:  # not acked: the queue's next owner gets these again (at shutdown, every queue is dropped: debug)
-            log.log(logging.DEBUG if svc._stop.is_set() else logging.WARNING,
-                    "processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
-                    self.message_queue, len(msgs))
+            log.log(
+                logging.DEBUG if svc._stop.is_set() else logging.WARNING,
+                "processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
+                self.message_queue,
+                len(msgs),
+            )
 
 
 class ConsumeMessageConcurrentlyService:
     CLEAN_EXPIRED_CHECK_S = 1.0  # how often the cleaner looks at the clock (the period is consume_timeout)
 
-    def __init__(self, impl: DefaultMQPushConsumerImpl,
-                 listener: Callable[[Sequence[MessageExt], ConsumeConcurrentlyContext], Any]) -> None:
+    def __init__(
+        self,
+        impl: DefaultMQPushConsumerImpl,
+        listener: Callable[[Sequence[MessageExt], ConsumeConcurrentlyContext], Any],
+    ) -> None:
         self.impl = impl
         self.listener = listener
         consumer = impl.push_consumer
@@ -180,8 +206,9 @@ class ConsumeMessageConcurrentlyService:
         consumer = self.impl.push_consumer
         self._pool = ConsumePool(f"ConsumeMessageThread_{self.consumer_group}", int(consumer.consume_thread_min))
         self._stop.clear()
-        self._cleaner = threading.Thread(target=self._clean_loop, name=f"CleanExpireMsg_{self.consumer_group}",
-                                         daemon=True)
+        self._cleaner = threading.Thread(
+            target=self._clean_loop, name=f"CleanExpireMsg_{self.consumer_group}", daemon=True
+        )
         self._cleaner.start()
 
     def shutdown(self, await_terminate_millis: int = 0) -> None:
@@ -208,16 +235,25 @@ class ConsumeMessageConcurrentlyService:
         pass  # orderly only
 
     # --- submitting ---------------------------------------------------------------------------------------------
-    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
-                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+    def submit_consume_request(
+        self,
+        msgs: list[MessageExt],
+        process_queue: ProcessQueue,
+        message_queue: MessageQueue,
+        dispatch_to_consume: bool,
+    ) -> None:
         pool = self._pool
         if pool is None:
             raise RuntimeError("the consume service is not started")
         if self._stop.is_set():
             # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
             # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
-            log.info("consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
-                     self.consumer_group, len(msgs), message_queue)
+            log.info(
+                "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
+                self.consumer_group,
+                len(msgs),
+                message_queue,
+            )
             return
         n = self.consume_batch_size
         submit = pool.submit
@@ -226,23 +262,29 @@ class ConsumeMessageConcurrentlyService:
                 submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
             else:
                 for i in range(0, len(msgs), n):
-                    submit(ConsumeRequest(self, msgs[i:i + n], process_queue, message_queue).run)
+                    submit(ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue).run)
         except RuntimeError:  # the pool shut down between the check above and the submit
             if not self._stop.is_set():
                 raise
-            log.info("consume service of %s shut down; pulled messages of %s left unconsumed",
-                     self.consumer_group, message_queue)
+            log.info(
+                "consume service of %s shut down; pulled messages of %s left unconsumed",
+                self.consumer_group,
+                message_queue,
+            )
 
-    def submit_consume_request_later(self, msgs: list[MessageExt], process_queue: ProcessQueue,
-                                     message_queue: MessageQueue, delay_ms: int = 5000) -> None:
+    def submit_consume_request_later(
+        self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue, delay_ms: int = 5000
+    ) -> None:
         def later() -> None:
             if self._pool is not None and not self._stop.is_set():
                 self.submit_consume_request(msgs, process_queue, message_queue, True)
+
         self.impl.execute_task_later(later, delay_ms)
 
     # --- results --------------------------------------------------------------------------------------------------
-    def process_consume_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
-                               request: ConsumeRequest) -> None:
+    def process_consume_result(
+        self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext, request: ConsumeRequest
+    ) -> None:
         msgs = request.msgs
         if not msgs:
             return
@@ -260,11 +302,11 @@ class ConsumeMessageConcurrentlyService:
             self.stats.inc_consume_failed_tps(self.consumer_group, topic, len(msgs))
 
         if self.impl.push_consumer.message_model == MessageModel.BROADCASTING:
-            for m in msgs[ack_index + 1:]:
+            for m in msgs[ack_index + 1 :]:
                 log.warning("BROADCASTING, the message consume failed, drop it, %r", m)
         else:
             back_failed: list[MessageExt] = []
-            for m in msgs[ack_index + 1:]:
+            for m in msgs[ack_index + 1 :]:
                 if not self.send_message_back(m, context):
                     m.reconsume_times += 1
                     back_failed.append(m)
@@ -280,10 +322,9 @@ class ConsumeMessageConcurrentlyService:
 
     def send_message_back(self, msg: MessageExt, context: ConsumeConcurrentlyContext) -> bool:
         try:
-            self.impl.send_message_back(msg, context.delay_level_when_next_consume,
-                                        context.message_queue.broker_name)
+            self.impl.send_message_back(msg, context.delay_level_when_next_consume, context.message_queue.broker_name)
             return True
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("sendMessageBack exception, group: %s msg: %r: %s", self.consumer_group, msg, e)
             return False
 
@@ -292,7 +333,7 @@ class ConsumeMessageConcurrentlyService:
         for pq in list(self.impl.rebalance_impl.process_queue_table.values()):
             try:
                 pq.clean_expired_msg(self.impl.push_consumer)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("cleanExpiredMsg failed")
 
     def _clean_loop(self) -> None:

@@ -45,7 +45,7 @@ from rmq_core.remoting.body.heartbeat import MessageModel
 log = logging.getLogger("rmq_core.client.consume")
 
 MAX_TIME_CONSUME_CONTINUOUSLY_MS = 60000  # rocketmq.client.maxTimeConsumeContinuously
-REBALANCE_LOCK_INTERVAL_MS = 20000        # ProcessQueue.REBALANCE_LOCK_INTERVAL (rocketmq.client.rebalance.lockInterval)
+REBALANCE_LOCK_INTERVAL_MS = 20000  # ProcessQueue.REBALANCE_LOCK_INTERVAL (rocketmq.client.rebalance.lockInterval)
 INTEGER_MAX_VALUE = 2**31 - 1
 
 
@@ -96,7 +96,7 @@ class _Scheduler:
                 _, _, fn = heapq.heappop(self._heap)
             try:
                 fn()
-            except Exception as e:  # noqa: BLE001 - a failed timer task does not stop the others
+            except Exception as e:
                 log.error("scheduled task failed: %r", e)
 
     def shutdown(self) -> None:
@@ -111,9 +111,11 @@ class _Scheduler:
 class ConsumeMessageOrderlyService:
     """``ConsumeMessageOrderlyService(push_impl, listener)``; settings are read from the push consumer."""
 
-    def __init__(self, push_impl: Any,
-                 message_listener: Callable[[Sequence[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus]
-                 ) -> None:
+    def __init__(
+        self,
+        push_impl: Any,
+        message_listener: Callable[[Sequence[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyStatus],
+    ) -> None:
         self.push_impl = push_impl
         self.message_listener = message_listener
         conf = self._conf()
@@ -130,8 +132,11 @@ class ConsumeMessageOrderlyService:
 
     # -- collaborators -------------------------------------------------------------------------------------------
     def _conf(self) -> Any:
-        return getattr(self.push_impl, "push_consumer", None) or getattr(self.push_impl, "default_mq_push_consumer",
-                                                                           None) or self.push_impl
+        return (
+            getattr(self.push_impl, "push_consumer", None)
+            or getattr(self.push_impl, "default_mq_push_consumer", None)
+            or self.push_impl
+        )
 
     @property
     def rebalance_impl(self) -> Any:
@@ -156,7 +161,7 @@ class ConsumeMessageOrderlyService:
     def _lock_periodically_tick(self) -> None:
         try:
             self.lock_mqs_periodically()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("scheduleAtFixedRate lockMQPeriodically exception: %r", e)
         if not self.stopped and self._scheduler is not None:
             self._scheduler.schedule(self.lock_interval_ms, self._lock_periodically_tick)
@@ -173,7 +178,7 @@ class ConsumeMessageOrderlyService:
         with self._guard:
             try:
                 self.instance.run_sync(self.rebalance_impl.unlock_all(False), self._timeout_s())
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.error("unlockAllMQ exception: %r", e)
 
     def update_core_pool_size(self, core_pool_size: int) -> None:
@@ -204,7 +209,7 @@ class ConsumeMessageOrderlyService:
             ok = False
             try:
                 ok = self.lock_one_mq(mq)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.warning("lock %s failed: %r", mq, e)
             self.submit_consume_request_later(pq, mq, 10 if ok else 3000)
 
@@ -212,8 +217,13 @@ class ConsumeMessageOrderlyService:
             self._scheduler.schedule(delay_ms, run)
 
     # -- submission ----------------------------------------------------------------------------------------------
-    def submit_consume_request(self, msgs: Sequence[MessageExt] | None, process_queue: Any,
-                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+    def submit_consume_request(
+        self,
+        msgs: Sequence[MessageExt] | None,
+        process_queue: Any,
+        message_queue: MessageQueue,
+        dispatch_to_consume: bool,
+    ) -> None:
         if not dispatch_to_consume or self.stopped:
             return
         try:
@@ -221,8 +231,9 @@ class ConsumeMessageOrderlyService:
         except RuntimeError:  # the pool is shut down
             log.debug("consume request for %s after shutdown ignored", message_queue)
 
-    def submit_consume_request_later(self, process_queue: Any, message_queue: MessageQueue,
-                                     suspend_time_millis: int) -> None:
+    def submit_consume_request_later(
+        self, process_queue: Any, message_queue: MessageQueue, suspend_time_millis: int
+    ) -> None:
         t = suspend_time_millis
         if t == -1:
             t = int(getattr(self._conf(), "suspend_current_queue_time_millis", 1000))
@@ -245,7 +256,7 @@ class ConsumeMessageOrderlyService:
     def _consume_request(self, pq: Any, mq: MessageQueue) -> None:
         try:
             self._run_consume_request(pq, mq)
-        except Exception as e:  # noqa: BLE001 - never lose the queue: retry it later
+        except Exception as e:
             log.error("orderly consume request for %s failed: %r", mq, e)
             if not pq.dropped:
                 self.submit_consume_request_later(pq, mq, 3000)
@@ -288,31 +299,50 @@ class ConsumeMessageOrderlyService:
                 status: ConsumeOrderlyStatus | None = None
                 with pq.consume_lock:
                     if pq.dropped:
-                        log.warning("consumeMessage, the message queue not be able to consume, because it's "
-                                    "dropped. %s", mq)
+                        log.warning(
+                            "consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq
+                        )
                         break
                     try:
                         status = self.message_listener(tuple(msgs), context)
-                    except Exception as e:  # noqa: BLE001 - a listener failure suspends the queue a moment
-                        log.warning("consumeMessage exception: %r Group: %s Msgs: %d MQ: %s", e, self.consumer_group,
-                                    len(msgs), mq)
-                if status is None or status in (ConsumeOrderlyStatus.ROLLBACK,
-                                                ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT):
-                    log.warning("consumeMessage Orderly return not OK, Group: %s Msgs: %d MQ: %s",
-                                self.consumer_group, len(msgs), mq)
+                    except Exception as e:
+                        log.warning(
+                            "consumeMessage exception: %r Group: %s Msgs: %d MQ: %s",
+                            e,
+                            self.consumer_group,
+                            len(msgs),
+                            mq,
+                        )
+                if status is None or status in (
+                    ConsumeOrderlyStatus.ROLLBACK,
+                    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+                ):
+                    log.warning(
+                        "consumeMessage Orderly return not OK, Group: %s Msgs: %d MQ: %s",
+                        self.consumer_group,
+                        len(msgs),
+                        mq,
+                    )
                 if status is None:
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 continue_consume = self.process_consume_result(msgs, ConsumeOrderlyStatus(status), context, pq, mq)
 
-    def process_consume_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,
-                               context: ConsumeOrderlyContext, pq: Any, mq: MessageQueue) -> bool:
+    def process_consume_result(
+        self,
+        msgs: list[MessageExt],
+        status: ConsumeOrderlyStatus,
+        context: ConsumeOrderlyContext,
+        pq: Any,
+        mq: MessageQueue,
+    ) -> bool:
         continue_consume = True
         commit_offset = -1
         S = ConsumeOrderlyStatus
         if context.auto_commit:
             if status in (S.COMMIT, S.ROLLBACK):
-                log.warning("the message queue consume result is illegal, we think you want to ack these message %s",
-                            mq)
+                log.warning(
+                    "the message queue consume result is illegal, we think you want to ack these message %s", mq
+                )
             if status in (S.COMMIT, S.ROLLBACK, S.SUCCESS):
                 commit_offset = pq.commit()
             elif status == S.SUSPEND_CURRENT_QUEUE_A_MOMENT:
@@ -365,10 +395,19 @@ class ConsumeMessageOrderlyService:
             if addr is None:
                 found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
                 addr = found.broker_addr if found is not None else f"{msg.store_host[0]}:{msg.store_host[1]}"
-            inst.run_sync(inst.mq_client_api.consumer_send_message_back(
-                addr, mq.broker_name, msg, self.consumer_group, -1,
-                inst.client_config.mq_client_api_timeout, self.get_max_reconsume_times()), self._timeout_s())
+            inst.run_sync(
+                inst.mq_client_api.consumer_send_message_back(
+                    addr,
+                    mq.broker_name,
+                    msg,
+                    self.consumer_group,
+                    -1,
+                    inst.client_config.mq_client_api_timeout,
+                    self.get_max_reconsume_times(),
+                ),
+                self._timeout_s(),
+            )
             return True
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("sendMessageBack exception, group: %s msg: %s: %r", self.consumer_group, msg.msg_id, e)
             return False

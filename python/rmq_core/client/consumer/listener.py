@@ -9,15 +9,22 @@ ConsumeOrderlyStatus``. Contexts belong to one consume call (no sharing, no lock
 from __future__ import annotations
 
 import enum
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rmq_core.message import MessageExt, MessageQueue
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 
 __all__ = [
-    "ConsumeConcurrentlyStatus", "ConsumeOrderlyStatus", "ConsumeReturnType", "ConsumeConcurrentlyContext",
-    "ConsumeOrderlyContext", "MessageListenerConcurrently", "MessageListenerOrderly", "MessageModel",
-    "ConsumeFromWhere", "ConsumeType",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "ConsumeReturnType",
+    "ConsumeType",
+    "MessageListenerConcurrently",
+    "MessageListenerOrderly",
+    "MessageModel",
 ]
 
 
@@ -29,7 +36,7 @@ class ConsumeConcurrentlyStatus(str, enum.Enum):
 class ConsumeOrderlyStatus(str, enum.Enum):
     SUCCESS = "SUCCESS"
     ROLLBACK = "ROLLBACK"  # deprecated in RocketMQ
-    COMMIT = "COMMIT"      # deprecated in RocketMQ
+    COMMIT = "COMMIT"  # deprecated in RocketMQ
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
@@ -45,7 +52,7 @@ class ConsumeConcurrentlyContext:
     """delay_level_when_next_consume: 0 = broker decides (3 + reconsume times), -1 = straight to the DLQ, >0 = that
     level. ack_index: messages up to this index (inclusive) count as consumed when the status is CONSUME_SUCCESS."""
 
-    __slots__ = ("message_queue", "delay_level_when_next_consume", "ack_index")
+    __slots__ = ("ack_index", "delay_level_when_next_consume", "message_queue")
 
     def __init__(self, message_queue: MessageQueue) -> None:
         self.message_queue = message_queue
@@ -54,7 +61,7 @@ class ConsumeConcurrentlyContext:
 
 
 class ConsumeOrderlyContext:
-    __slots__ = ("message_queue", "auto_commit", "suspend_current_queue_time_millis")
+    __slots__ = ("auto_commit", "message_queue", "suspend_current_queue_time_millis")
 
     def __init__(self, message_queue: MessageQueue) -> None:
         self.message_queue = message_queue

@@ -19,7 +19,8 @@ import logging
 import threading
 import time
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_MAX_OFFSET, MessageExt
 
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REBALANCE_LOCK_MAX_LIVE_TIME = 30000  # rocketmq.client.rebalance.lockMaxLiveTime
-REBALANCE_LOCK_INTERVAL = 20000       # rocketmq.client.rebalance.lockInterval
-PULL_MAX_IDLE_TIME = 120000           # rocketmq.client.pull.pullMaxIdleTime
+REBALANCE_LOCK_INTERVAL = 20000  # rocketmq.client.rebalance.lockInterval
+PULL_MAX_IDLE_TIME = 120000  # rocketmq.client.pull.pullMaxIdleTime
 
 
 def _now_ms() -> int:
@@ -46,7 +47,7 @@ class OffsetMap:
     Not thread-safe on its own (the ProcessQueue's lock guards it).
     """
 
-    __slots__ = ("_d", "_keys", "_head")
+    __slots__ = ("_d", "_head", "_keys")
 
     def __init__(self) -> None:
         self._d: dict[int, MessageExt] = {}
@@ -122,7 +123,7 @@ class OffsetMap:
     def values(self) -> list[MessageExt]:
         """The messages in offset order (a copy)."""
         d = self._d
-        return [d[k] for k in self._keys[self._head:] if k in d]
+        return [d[k] for k in self._keys[self._head :] if k in d]
 
     def clear(self) -> None:
         self._d.clear()
@@ -132,9 +133,22 @@ class OffsetMap:
 
 class ProcessQueue:
     __slots__ = (
-        "_lock", "msg_tree", "consuming_msg_orderly_tree", "msg_count", "msg_size", "queue_offset_max", "dropped",
-        "locked", "last_pull_timestamp", "last_consume_timestamp", "last_lock_timestamp", "consuming",
-        "try_unlock_times", "msg_acc_cnt", "consume_lock", "_now_ms",
+        "_lock",
+        "_now_ms",
+        "consume_lock",
+        "consuming",
+        "consuming_msg_orderly_tree",
+        "dropped",
+        "last_consume_timestamp",
+        "last_lock_timestamp",
+        "last_pull_timestamp",
+        "locked",
+        "msg_acc_cnt",
+        "msg_count",
+        "msg_size",
+        "msg_tree",
+        "queue_offset_max",
+        "try_unlock_times",
     )
 
     def __init__(self, now_ms: Callable[[], int] = _now_ms) -> None:
@@ -311,7 +325,7 @@ class ProcessQueue:
                     break
             try:
                 push_consumer.send_message_back(msg, 3)
-            except Exception as e:  # noqa: BLE001 - RocketMQ logs and moves on
+            except Exception as e:
                 log.error("send expired msg back failed, msg=%r: %s", msg, e)
                 break
             with self._lock:
@@ -323,5 +337,7 @@ class ProcessQueue:
         return cleaned
 
     def __repr__(self) -> str:
-        return (f"ProcessQueue(msg_count={self.msg_count}, msg_size={self.msg_size}, dropped={self.dropped}, "
-                f"locked={self.locked}, queue_offset_max={self.queue_offset_max})")
+        return (
+            f"ProcessQueue(msg_count={self.msg_count}, msg_size={self.msg_size}, dropped={self.dropped}, "
+            f"locked={self.locked}, queue_offset_max={self.queue_offset_max})"
+        )

@@ -22,8 +22,7 @@ from rmq_core.common import sys_flag as pull_sys_flag
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.message import (PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, PROPERTY_TAGS, MessageQueue,
-                              decode_messages)
+from rmq_core.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, PROPERTY_TAGS, MessageQueue, decode_messages
 from rmq_core.remoting.header import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,9 @@ class PullAPIWrapper:
             return self.default_broker_id
         return self.pull_from_which_node_table.get(mq, MASTER_ID)
 
-    def process_pull_result(self, mq: MessageQueue, pull_result: PullResultExt,
-                            subscription_data: SubscriptionData) -> PullResultExt:
+    def process_pull_result(
+        self, mq: MessageQueue, pull_result: PullResultExt, subscription_data: SubscriptionData
+    ) -> PullResultExt:
         self.update_pull_from_which_node(mq, pull_result.suggest_which_broker_id)
         if pull_result.pull_status is PullStatus.FOUND:
             msgs = decode_messages(pull_result.message_binary or b"")
@@ -82,12 +82,15 @@ class PullAPIWrapper:
         if found is None:
             await inst.update_topic_route_info_from_name_server(mq.topic)
             found = inst.find_broker_address_in_subscribe(
-                mq.broker_name, self.recalculate_pull_from_which_node(mq), False)
+                mq.broker_name, self.recalculate_pull_from_which_node(mq), False
+            )
         if found is None:
             from rmq_core.client.exceptions import MQClientException
+
             raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist")
         if pull_sys_flag.has_class_filter_flag(sys_flag):
             from rmq_core.client.exceptions import MQClientException
+
             raise MQClientException(-1, "class filter (filter servers) is not supported")
         flag = pull_sys_flag.clear_commit_offset_flag(sys_flag) if found.slave else sys_flag
         header = PullMessageRequestHeader(

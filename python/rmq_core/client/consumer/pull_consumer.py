@@ -40,8 +40,7 @@ from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
 from rmq_core.client.consumer.pull_result import PullResult
-from rmq_core.client.consumer.rebalance_impl import (RebalancePullImpl, fetch_max_offset, fetch_min_offset,
-                                                     search_offset)
+from rmq_core.client.consumer.rebalance_impl import RebalancePullImpl, fetch_max_offset, fetch_min_offset, search_offset
 from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.client.exceptions import MQClientException
 from rmq_core.common import mix_all
@@ -59,17 +58,22 @@ MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any
 
 
 class PullConsumer:
-    def __init__(self, consumer_group: str, namesrv_addr: str | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None, *,
-                 register_topics: Iterable[str] = (),
-                 broker_suspend_max_time_millis: int = 20000,
-                 consumer_timeout_millis_when_suspend: int = 30000,
-                 consumer_pull_timeout_millis: int = 10000,
-                 max_reconsume_times: int = 16,
-                 offset_store: Any = None,
-                 offset_store_dir: str | None = None,
-                 **client_settings: Any) -> None:
+    def __init__(
+        self,
+        consumer_group: str,
+        namesrv_addr: str | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        allocate_strategy: AllocateMessageQueueStrategy | None = None,
+        *,
+        register_topics: Iterable[str] = (),
+        broker_suspend_max_time_millis: int = 20000,
+        consumer_timeout_millis_when_suspend: int = 30000,
+        consumer_pull_timeout_millis: int = 10000,
+        max_reconsume_times: int = 16,
+        offset_store: Any = None,
+        offset_store_dir: str | None = None,
+        **client_settings: Any,
+    ) -> None:
         unknown = set(client_settings) - ClientConfig.setting_names()
         if unknown:
             raise TypeError(f"PullConsumer got unknown settings: {', '.join(sorted(unknown))}")
@@ -92,8 +96,9 @@ class PullConsumer:
         self.consume_from_where = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
         self.instance: Any = None
         self.pull_api_wrapper: PullAPIWrapper | None = None
-        self.rebalance_impl = RebalancePullImpl(self, consumer_group, self.message_model,
-                                                self.allocate_message_queue_strategy)
+        self.rebalance_impl = RebalancePullImpl(
+            self, consumer_group, self.message_model, self.allocate_message_queue_strategy
+        )
         self.service_state = CREATE_JUST
         self._state_lock = threading.Lock()
         self._topics_lock = threading.Lock()
@@ -135,7 +140,7 @@ class PullConsumer:
                 await fn(mqs)
             else:
                 self.offset_store.persist_all(mqs)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("group: %s persistConsumerOffset exception: %r", self.consumer_group, e)
 
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
@@ -153,26 +158,35 @@ class PullConsumer:
     # -- life cycle ----------------------------------------------------------------------------------------------
     def _check_config(self) -> None:
         from rmq_core.common.mix_all import DEFAULT_CONSUMER_GROUP
+
         g = self.consumer_group
         if not g or not g.strip():
             raise MQClientException(-1, "consumerGroup is null")
         if len(g) > mix_all.GROUP_MAX_LENGTH:
-            raise MQClientException(-1, f"the specified group is longer than group max length {mix_all.GROUP_MAX_LENGTH}.")
+            raise MQClientException(
+                -1, f"the specified group is longer than group max length {mix_all.GROUP_MAX_LENGTH}."
+            )
         if not all(c.isalnum() or c in "%|_-" for c in g):
-            raise MQClientException(-1, f"the specified group[{g}] contains illegal characters, allowing only "
-                                        "^[%|a-zA-Z0-9_-]+$")
+            raise MQClientException(
+                -1, f"the specified group[{g}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+            )
         if g == DEFAULT_CONSUMER_GROUP:
-            raise MQClientException(-1, f"consumerGroup can not equal {DEFAULT_CONSUMER_GROUP}, please specify "
-                                        "another one.")
+            raise MQClientException(
+                -1, f"consumerGroup can not equal {DEFAULT_CONSUMER_GROUP}, please specify another one."
+            )
         if self.consumer_timeout_millis_when_suspend < self.broker_suspend_max_time_millis:
-            raise MQClientException(-1, "Long polling mode, the consumer consumerTimeoutMillisWhenSuspend must "
-                                        "greater than brokerSuspendMaxTimeMillis")
+            raise MQClientException(
+                -1,
+                "Long polling mode, the consumer consumerTimeoutMillisWhenSuspend must "
+                "greater than brokerSuspendMaxTimeMillis",
+            )
 
     def start(self) -> None:
         with self._state_lock:
             if self.service_state != CREATE_JUST:
-                raise MQClientException(-1, f"The PullConsumer service state not OK, maybe started once, "
-                                            f"{self.service_state}")
+                raise MQClientException(
+                    -1, f"The PullConsumer service state not OK, maybe started once, {self.service_state}"
+                )
             self.service_state = START_FAILED
             try:
                 self._check_config()
@@ -181,6 +195,7 @@ class PullConsumer:
                 if self.message_model == MessageModel.CLUSTERING:
                     self.client_config.change_instance_name_to_pid()
                 from rmq_core.client.mq_client_manager import MQClientManager
+
                 self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config)
                 ri = self.rebalance_impl
                 ri.consumer_group, ri.message_model = self.consumer_group, self.message_model
@@ -190,16 +205,22 @@ class PullConsumer:
                 if self.offset_store is None:
                     if self.message_model == MessageModel.BROADCASTING:
                         from rmq_core.client.consumer.store.local_file_offset_store import LocalFileOffsetStore
-                        self.offset_store = LocalFileOffsetStore(self.instance, self.consumer_group,
-                                                                 self.offset_store_dir)
+
+                        self.offset_store = LocalFileOffsetStore(
+                            self.instance, self.consumer_group, self.offset_store_dir
+                        )
                     else:
                         from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
+
                         self.offset_store = RemoteBrokerOffsetStore(self.instance, self.consumer_group)
                 self.offset_store.load()
                 if not self.instance.register_consumer(self.consumer_group, self):
                     self.service_state = CREATE_JUST
-                    raise MQClientException(-1, f"The consumer group[{self.consumer_group}] has been created before, "
-                                                "specify another name please.")
+                    raise MQClientException(
+                        -1,
+                        f"The consumer group[{self.consumer_group}] has been created before, "
+                        "specify another name please.",
+                    )
                 try:
                     self.instance.start()
                 except BaseException:
@@ -218,7 +239,7 @@ class PullConsumer:
                 return
             try:
                 self.instance.run_sync(self.persist_consumer_offset(), self._rpc_timeout_s() * 2)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.error("persist offsets at shutdown failed: %r", e)
             self.instance.unregister_consumer(self.consumer_group)
             self.instance.shutdown()
@@ -261,7 +282,8 @@ class PullConsumer:
     async def _fetch_subscribe_message_queues(self, topic: str) -> set[MessageQueue]:
         inst = self.instance
         route = await inst.mq_client_api.get_topic_route_info_from_name_server(
-            topic, self.client_config.mq_client_api_timeout)
+            topic, self.client_config.mq_client_api_timeout
+        )
         mqs = route.subscribe_message_queues(topic)
         if not mqs:
             raise MQClientException(-1, f"Can not find Message Queue for this topic, {topic} Namesrv return empty")
@@ -304,21 +326,32 @@ class PullConsumer:
             raise MQClientException(-1, "mq is null")
         try:
             return build_subscription_data(mq.topic, expression)
-        except Exception as e:  # noqa: BLE001 - as Java: wrapped
+        except Exception as e:
             raise MQClientException(-1, f"parse subscription error: {e}", e) from e
 
-    async def _pull_async(self, mq: MessageQueue, sd: SubscriptionData, offset: int, max_nums: int, block: bool,
-                          timeout_ms: int) -> PullResult:
+    async def _pull_async(
+        self, mq: MessageQueue, sd: SubscriptionData, offset: int, max_nums: int, block: bool, timeout_ms: int
+    ) -> PullResult:
         assert self.pull_api_wrapper is not None
         sys_flag = pull_sys_flag.build_pull_sys_flag(False, block, True, False)
         is_tag = sd.expression_type in (None, ExpressionType.TAG)
         result = await self.pull_api_wrapper.pull_kernel_impl(
-            mq, sd.sub_string, sd.expression_type, 0 if is_tag else sd.sub_version, offset, max_nums, sys_flag, 0,
-            self.broker_suspend_max_time_millis, timeout_ms)
+            mq,
+            sd.sub_string,
+            sd.expression_type,
+            0 if is_tag else sd.sub_version,
+            offset,
+            max_nums,
+            sys_flag,
+            0,
+            self.broker_suspend_max_time_millis,
+            timeout_ms,
+        )
         return self.pull_api_wrapper.process_pull_result(mq, result, sd)
 
-    def _pull_sync(self, mq: MessageQueue, sd: SubscriptionData, offset: int, max_nums: int, block: bool,
-                   timeout_ms: int) -> PullResult:
+    def _pull_sync(
+        self, mq: MessageQueue, sd: SubscriptionData, offset: int, max_nums: int, block: bool, timeout_ms: int
+    ) -> PullResult:
         self._is_running()
         if mq is None:
             raise MQClientException(-1, "mq is null")
@@ -330,15 +363,23 @@ class PullConsumer:
         t = self.consumer_timeout_millis_when_suspend if block else timeout_ms
         return self.instance.run_sync(self._pull_async(mq, sd, offset, max_nums, block, t), t / 1000.0 + 1.0)
 
-    def pull(self, mq: MessageQueue, expression: str | MessageSelector | None, offset: int, max_nums: int,
-             timeout_ms: int | None = None) -> PullResult:
+    def pull(
+        self,
+        mq: MessageQueue,
+        expression: str | MessageSelector | None,
+        offset: int,
+        max_nums: int,
+        timeout_ms: int | None = None,
+    ) -> PullResult:
         """One PULL_MESSAGE without suspension: FOUND / NO_NEW_MSG / NO_MATCHED_MSG / OFFSET_ILLEGAL."""
         sd = self._subscription_data(mq, expression)
-        return self._pull_sync(mq, sd, offset, max_nums, False,
-                               self.consumer_pull_timeout_millis if timeout_ms is None else timeout_ms)
+        return self._pull_sync(
+            mq, sd, offset, max_nums, False, self.consumer_pull_timeout_millis if timeout_ms is None else timeout_ms
+        )
 
-    def pull_block_if_not_found(self, mq: MessageQueue, expression: str | MessageSelector | None, offset: int,
-                                max_nums: int) -> PullResult:
+    def pull_block_if_not_found(
+        self, mq: MessageQueue, expression: str | MessageSelector | None, offset: int, max_nums: int
+    ) -> PullResult:
         """Long polling: the broker holds the pull until a message arrives or ``broker_suspend_max_time_millis``."""
         sd = self._subscription_data(mq, expression)
         return self._pull_sync(mq, sd, offset, max_nums, True, self.consumer_pull_timeout_millis)
@@ -347,8 +388,11 @@ class PullConsumer:
     def fetch_consume_offset(self, mq: MessageQueue, from_store: bool) -> int:
         """The stored offset (-1 when none): from the broker/file when ``from_store``, else memory first."""
         self._is_running()
-        return int(self.offset_store.read_offset(
-            mq, ReadOffsetType.READ_FROM_STORE if from_store else ReadOffsetType.MEMORY_FIRST_THEN_STORE))
+        return int(
+            self.offset_store.read_offset(
+                mq, ReadOffsetType.READ_FROM_STORE if from_store else ReadOffsetType.MEMORY_FIRST_THEN_STORE
+            )
+        )
 
     def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
         """Remember ``offset`` as the next to consume; persisted every few seconds and at shutdown."""
@@ -361,18 +405,31 @@ class PullConsumer:
         self._is_running()
         self.offset_store.update_consume_offset_to_broker(mq, offset, is_oneway)
 
-    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None = None,
-                          consumer_group: str | None = None) -> None:
+    def send_message_back(
+        self, msg: MessageExt, delay_level: int, broker_name: str | None = None, consumer_group: str | None = None
+    ) -> None:
         """CONSUMER_SEND_MSG_BACK to the message's broker (retry topic, or DLQ with delay level -1)."""
         self._is_running()
         inst = self.instance
-        addr = (inst.find_broker_address_in_publish(broker_name) if broker_name
-                else f"{msg.store_host[0]}:{msg.store_host[1]}")
+        addr = (
+            inst.find_broker_address_in_publish(broker_name)
+            if broker_name
+            else f"{msg.store_host[0]}:{msg.store_host[1]}"
+        )
         if addr is None:
             raise MQClientException(-1, f"The broker[{broker_name}] not exist")
-        inst.run_sync(inst.mq_client_api.consumer_send_message_back(
-            addr, broker_name or "", msg, consumer_group or self.consumer_group, delay_level,
-            self.client_config.mq_client_api_timeout, self.max_reconsume_times), self._rpc_timeout_s())
+        inst.run_sync(
+            inst.mq_client_api.consumer_send_message_back(
+                addr,
+                broker_name or "",
+                msg,
+                consumer_group or self.consumer_group,
+                delay_level,
+                self.client_config.mq_client_api_timeout,
+                self.max_reconsume_times,
+            ),
+            self._rpc_timeout_s(),
+        )
 
     def __repr__(self) -> str:
         return f"PullConsumer(group={self.consumer_group!r}, state={self.service_state})"

@@ -16,7 +16,8 @@ import asyncio
 import inspect
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rmq_core.client.consumer.pull_request import PullRequest
 
@@ -124,7 +125,7 @@ class PullMessageService:
     def _run_task(self, task: Callable[[], Any]) -> None:
         try:
             result = task()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("PullMessageService: scheduled task failed")
             return
         if inspect.isawaitable(result):
@@ -155,6 +156,6 @@ class PullMessageService:
             impl = getattr(consumer, "impl", consumer)
             try:
                 await impl.pull_message(pr)
-            except Exception:  # noqa: BLE001 - the service keeps going
+            except Exception:
                 log.exception("Pull Message Service Run Method exception")
         log.info("PullMessageService service end")

@@ -16,10 +16,16 @@ if TYPE_CHECKING:
 
 
 class PullRequest:
-    __slots__ = ("consumer_group", "message_queue", "process_queue", "next_offset", "locked_first")
+    __slots__ = ("consumer_group", "locked_first", "message_queue", "next_offset", "process_queue")
 
-    def __init__(self, consumer_group: str, message_queue: MessageQueue, process_queue: ProcessQueue,
-                 next_offset: int, locked_first: bool = False) -> None:
+    def __init__(
+        self,
+        consumer_group: str,
+        message_queue: MessageQueue,
+        process_queue: ProcessQueue,
+        next_offset: int,
+        locked_first: bool = False,
+    ) -> None:
         self.consumer_group = consumer_group
         self.message_queue = message_queue
         self.process_queue = process_queue
@@ -35,5 +41,7 @@ class PullRequest:
         return hash((self.consumer_group, self.message_queue))
 
     def __repr__(self) -> str:
-        return (f"PullRequest [consumerGroup={self.consumer_group}, messageQueue={self.message_queue}, "
-                f"nextOffset={self.next_offset}]")
+        return (
+            f"PullRequest [consumerGroup={self.consumer_group}, messageQueue={self.message_queue}, "
+            f"nextOffset={self.next_offset}]"
+        )

@@ -27,13 +27,13 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rmq_core.client.consumer.consume_message_concurrently_service import ConsumeMessageConcurrentlyService
 from rmq_core.client.consumer.consumer_stats import ConsumerStatsManager
-from rmq_core.client.consumer.listener import (ConsumeFromWhere, ConsumeType,
-                                               MessageModel)
+from rmq_core.client.consumer.listener import ConsumeFromWhere, ConsumeType, MessageModel
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
 from rmq_core.client.consumer.pull_request import PullRequest
@@ -45,9 +45,17 @@ from rmq_core.common import mix_all, perm_name
 from rmq_core.common.sys_flag import build_pull_sys_flag
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
-from rmq_core.message import (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_ORIGIN_MESSAGE_ID,
-                              PROPERTY_RECONSUME_TIME, PROPERTY_RETRY_TOPIC, UNIQ_KEY, Message, MessageExt,
-                              MessageQueue)
+from rmq_core.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC,
+    UNIQ_KEY,
+    Message,
+    MessageExt,
+    MessageQueue,
+)
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
@@ -64,9 +72,17 @@ SEND_MESSAGE_BACK_TIMEOUT_MILLIS = 5000
 OFFSET_ILLEGAL_FIX_DELAY_MILLIS = 10000  # PullCallback: fix and persist the offset, remove the queue, 10 s later
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 
-_CLIENT_CONFIG_SETTINGS = ("client_ip", "instance_name", "unit_name", "unit_mode", "poll_name_server_interval",
-                           "heartbeat_broker_interval", "persist_consumer_offset_interval", "mq_client_api_timeout",
-                           "language")
+_CLIENT_CONFIG_SETTINGS = (
+    "client_ip",
+    "instance_name",
+    "unit_name",
+    "unit_mode",
+    "poll_name_server_interval",
+    "heartbeat_broker_interval",
+    "persist_consumer_offset_interval",
+    "mq_client_api_timeout",
+    "language",
+)
 
 _DEFAULTS: dict[str, Any] = {
     "consume_thread_min": 20,
@@ -100,6 +116,7 @@ class ServiceState:
 
 def _client_exception(message: str) -> Exception:
     from rmq_core.client.exceptions import MQClientException
+
     return MQClientException(-1, message)
 
 
@@ -146,6 +163,7 @@ class PushConsumer:
         if allocate_strategy is None:
             try:
                 from rmq_core.client.consumer.allocate.averagely import AllocateMessageQueueAveragely
+
                 allocate_strategy = AllocateMessageQueueAveragely()
             except ImportError:  # pragma: no cover - the strategies ship with the package
                 allocate_strategy = None
@@ -259,7 +277,7 @@ class DefaultMQPushConsumerImpl:
         to await (the instance's scheduled task awaits it)."""
         try:
             self.make_sure_state_ok()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("group: %s persistConsumerOffset exception: %s", self.group_name, e)
             return None
         mqs = set(self.rebalance_impl.process_queue_table.keys())
@@ -293,9 +311,11 @@ class DefaultMQPushConsumerImpl:
             log.warning("rebalance_impl is not available yet: this consumer will not get queues assigned")
             return _NoRebalance()
         rb = RebalancePushImpl(self)
-        for name, value in (("consumer_group", self.push_consumer.consumer_group),
-                            ("message_model", self.push_consumer.message_model),
-                            ("allocate_message_queue_strategy", self.push_consumer.allocate_message_queue_strategy)):
+        for name, value in (
+            ("consumer_group", self.push_consumer.consumer_group),
+            ("message_model", self.push_consumer.message_model),
+            ("allocate_message_queue_strategy", self.push_consumer.allocate_message_queue_strategy),
+        ):
             if getattr(rb, name, None) is None:
                 setattr(rb, name, value)
         return rb
@@ -306,6 +326,7 @@ class DefaultMQPushConsumerImpl:
             raise _client_exception(err)
         if isinstance(expression, MessageSelector) and expression.expression_type == ExpressionType.SQL92:
             from rmq_core.filter.sql92 import compile_sql92
+
             try:
                 compile_sql92(expression.expression)
             except ValueError as e:
@@ -334,13 +355,15 @@ class DefaultMQPushConsumerImpl:
         if err is not None:
             raise _client_exception(err)
         if c.consumer_group == mix_all.DEFAULT_CONSUMER_GROUP:
-            raise _client_exception(f"consumerGroup can not equal {mix_all.DEFAULT_CONSUMER_GROUP}, please specify "
-                                    "another one.")
+            raise _client_exception(
+                f"consumerGroup can not equal {mix_all.DEFAULT_CONSUMER_GROUP}, please specify another one."
+            )
         try:
             datetime.strptime(str(c.consume_timestamp), "%Y%m%d%H%M%S")
         except ValueError:
-            raise _client_exception(f"consumeTimestamp is invalid, the valid format is yyyyMMddHHmmss,but received "
-                                    f"{c.consume_timestamp}") from None
+            raise _client_exception(
+                f"consumeTimestamp is invalid, the valid format is yyyyMMddHHmmss,but received {c.consume_timestamp}"
+            ) from None
         if c.allocate_message_queue_strategy is None:
             raise _client_exception("allocateMessageQueueStrategy is null")
         if self.message_listener_inner is None:
@@ -354,8 +377,9 @@ class DefaultMQPushConsumerImpl:
         rng("consume_thread_min", 1, 1000)
         rng("consume_thread_max", 1, 1000)
         if c.consume_thread_min > c.consume_thread_max:
-            raise _client_exception(f"consumeThreadMin ({c.consume_thread_min}) is larger than consumeThreadMax "
-                                    f"({c.consume_thread_max})")
+            raise _client_exception(
+                f"consumeThreadMin ({c.consume_thread_min}) is larger than consumeThreadMax ({c.consume_thread_max})"
+            )
         rng("consume_concurrently_max_span", 1, 65535)
         rng("pull_threshold_for_queue", 1, 65535)
         rng("pull_threshold_for_topic", 1, 6553500, allow=(-1,))
@@ -373,26 +397,27 @@ class DefaultMQPushConsumerImpl:
 
     def _client_config(self) -> Any:
         from rmq_core.client.client_config import ClientConfig
+
         cfg = ClientConfig()
         if self.push_consumer.namesrv_addr is not None:
             cfg.namesrv_addr = self.push_consumer.namesrv_addr
         for k, v in self.push_consumer.client_settings.items():
             setattr(cfg, k, v)
         # for the instance's RebalanceService (not a ClientConfig field in 4.9: a system property there)
-        setattr(cfg, "rebalance_interval_ms", self.push_consumer.rebalance_interval_ms)
+        cfg.rebalance_interval_ms = self.push_consumer.rebalance_interval_ms
         if self.push_consumer.message_model == MessageModel.CLUSTERING:
             cfg.change_instance_name_to_pid()
         return cfg
 
     def start(self) -> None:
         if self.service_state != ServiceState.CREATE_JUST:
-            raise _client_exception(f"The PushConsumer service state not OK, maybe started once, "
-                                    f"{self.service_state}")
+            raise _client_exception(f"The PushConsumer service state not OK, maybe started once, {self.service_state}")
         self.service_state = ServiceState.START_FAILED
         c = self.push_consumer
         self.check_config()
         self.copy_subscription()
         from rmq_core.client.mq_client_manager import MQClientManager
+
         self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self._client_config())
         rb = self.rebalance_impl
         rb.consumer_group = c.consumer_group
@@ -410,6 +435,7 @@ class DefaultMQPushConsumerImpl:
         assert listener is not None  # checked by check_config
         if self.consume_orderly:
             from rmq_core.client.consumer.consume_message_orderly_service import ConsumeMessageOrderlyService
+
             self.consume_message_service = ConsumeMessageOrderlyService(self, listener)
         else:
             self.consume_message_service = ConsumeMessageConcurrentlyService(self, listener)
@@ -417,8 +443,9 @@ class DefaultMQPushConsumerImpl:
         if not self.instance.register_consumer(c.consumer_group, self):
             self.service_state = ServiceState.CREATE_JUST
             self.consume_message_service.shutdown()
-            raise _client_exception(f"The consumer group[{c.consumer_group}] has been created before, specify "
-                                    "another name please.")
+            raise _client_exception(
+                f"The consumer group[{c.consumer_group}] has been created before, specify another name please."
+            )
         try:
             self.instance.start()
             self.service_state = ServiceState.RUNNING
@@ -436,15 +463,16 @@ class DefaultMQPushConsumerImpl:
             self.consume_message_service.shutdown()
             self.instance.unregister_consumer(self.push_consumer.consumer_group)
             self.instance.shutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cleaning up after a failed start")
 
     def update_topic_subscribe_info_when_subscription_changed(self) -> None:
         for topic in list(self.rebalance_impl.subscription_inner):
             try:
-                self.instance.run_sync(self.instance.update_topic_route_info_from_name_server(topic),
-                                       self._api_timeout_s())
-            except Exception as e:  # noqa: BLE001 - the route refresh task retries
+                self.instance.run_sync(
+                    self.instance.update_topic_route_info_from_name_server(topic), self._api_timeout_s()
+                )
+            except Exception as e:
                 log.warning("update route of %s failed: %s", topic, e)
 
     def shutdown(self) -> None:
@@ -459,7 +487,7 @@ class DefaultMQPushConsumerImpl:
         self.instance.unregister_consumer(c.consumer_group)
         try:
             self.instance.run_sync(self._cancel_pull_tasks(), 5.0)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cancelling the pulls of %s", c.consumer_group)
         self.instance.shutdown()
         destroy = getattr(self.rebalance_impl, "destroy", None)
@@ -524,7 +552,7 @@ class DefaultMQPushConsumerImpl:
         pq.last_pull_timestamp = time.time_ns() // 1_000_000
         try:
             self.make_sure_state_ok()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.warning("pullMessage exception, consumer state not ok: %s", e)
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
             return
@@ -539,20 +567,34 @@ class DefaultMQPushConsumerImpl:
         if cached_count > c.pull_threshold_for_queue:
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL)
             if self.queue_flow_control_times % 1000 == 0:
-                log.warning("the cached message count exceeds the threshold %d, so do flow control, minOffset=%s, "
-                            "maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, flowControlTimes=%d",
-                            c.pull_threshold_for_queue, pq.first_offset(), pq.queue_offset_max, cached_count,
-                            cached_size_mib, pull_request, self.queue_flow_control_times)
+                log.warning(
+                    "the cached message count exceeds the threshold %d, so do flow control, minOffset=%s, "
+                    "maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, flowControlTimes=%d",
+                    c.pull_threshold_for_queue,
+                    pq.first_offset(),
+                    pq.queue_offset_max,
+                    cached_count,
+                    cached_size_mib,
+                    pull_request,
+                    self.queue_flow_control_times,
+                )
             self.queue_flow_control_times += 1
             return
         if cached_size_mib > c.pull_threshold_size_for_queue:
             self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL)
             if self.queue_flow_control_times % 1000 == 0:
-                log.warning("the cached message size exceeds the threshold %d MiB, so do flow control, "
-                            "minOffset=%s, maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, "
-                            "flowControlTimes=%d", c.pull_threshold_size_for_queue, pq.first_offset(),
-                            pq.queue_offset_max, cached_count, cached_size_mib, pull_request,
-                            self.queue_flow_control_times)
+                log.warning(
+                    "the cached message size exceeds the threshold %d MiB, so do flow control, "
+                    "minOffset=%s, maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, "
+                    "flowControlTimes=%d",
+                    c.pull_threshold_size_for_queue,
+                    pq.first_offset(),
+                    pq.queue_offset_max,
+                    cached_count,
+                    cached_size_mib,
+                    pull_request,
+                    self.queue_flow_control_times,
+                )
             self.queue_flow_control_times += 1
             return
         if not self.consume_orderly:
@@ -560,37 +602,53 @@ class DefaultMQPushConsumerImpl:
             if span > c.consume_concurrently_max_span:
                 self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL)
                 if self.queue_max_span_flow_control_times % 1000 == 0:
-                    log.warning("the queue's messages, span too long, so do flow control, minOffset=%s, "
-                                "maxOffset=%s, maxSpan=%d, pullRequest=%s, flowControlTimes=%d",
-                                pq.first_offset(), pq.queue_offset_max, span, pull_request,
-                                self.queue_max_span_flow_control_times)
+                    log.warning(
+                        "the queue's messages, span too long, so do flow control, minOffset=%s, "
+                        "maxOffset=%s, maxSpan=%d, pullRequest=%s, flowControlTimes=%d",
+                        pq.first_offset(),
+                        pq.queue_offset_max,
+                        span,
+                        pull_request,
+                        self.queue_max_span_flow_control_times,
+                    )
                 self.queue_max_span_flow_control_times += 1
                 return
         else:
             if pq.locked:
                 if not pull_request.locked_first:
                     rb = self.rebalance_impl
-                    compute = getattr(rb, "compute_pull_from_where_with_exception", None) or \
-                        rb.compute_pull_from_where
+                    compute = getattr(rb, "compute_pull_from_where_with_exception", None) or rb.compute_pull_from_where
                     try:
                         offset = compute(mq)
                         if asyncio.iscoroutine(offset):
                             offset = await offset
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:
                         log.warning("computePullFromWhere of %s failed: %s", mq, e)
                         self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
                         return
                     if offset < 0:
-                        log.warning("the first time to pull message, but computed offset %d < 0, retry later: %s",
-                                    offset, pull_request)
+                        log.warning(
+                            "the first time to pull message, but computed offset %d < 0, retry later: %s",
+                            offset,
+                            pull_request,
+                        )
                         self.execute_pull_request_later(pull_request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
                         return
                     broker_busy = offset < pull_request.next_offset
-                    log.info("the first time to pull message, so fix offset from broker. pullRequest: %s "
-                             "NewOffset: %d brokerBusy: %s", pull_request, offset, broker_busy)
+                    log.info(
+                        "the first time to pull message, so fix offset from broker. pullRequest: %s "
+                        "NewOffset: %d brokerBusy: %s",
+                        pull_request,
+                        offset,
+                        broker_busy,
+                    )
                     if broker_busy:
-                        log.info("[NOTIFYME]the first time to pull message, but pull request offset larger than "
-                                 "broker consume offset. pullRequest: %s NewOffset: %d", pull_request, offset)
+                        log.info(
+                            "[NOTIFYME]the first time to pull message, but pull request offset larger than "
+                            "broker consume offset. pullRequest: %s NewOffset: %d",
+                            pull_request,
+                            offset,
+                        )
                     pull_request.locked_first = True
                     pull_request.next_offset = offset
             else:
@@ -616,34 +674,50 @@ class DefaultMQPushConsumerImpl:
             sub_expression = sd.sub_string
         class_filter = sd.class_filter_mode
         sys_flag = build_pull_sys_flag(commit_offset_enable, True, sub_expression is not None, class_filter)
-        t = asyncio.ensure_future(self._pull_and_process(pull_request, sd, sub_expression, sys_flag,
-                                                         commit_offset_value))
+        t = asyncio.ensure_future(
+            self._pull_and_process(pull_request, sd, sub_expression, sys_flag, commit_offset_value)
+        )
         self._pull_tasks.add(t)
         t.add_done_callback(self._pull_tasks.discard)
 
-    async def _pull_and_process(self, pull_request: PullRequest, sd: SubscriptionData, sub_expression: str | None,
-                                sys_flag: int, commit_offset_value: int) -> None:
+    async def _pull_and_process(
+        self,
+        pull_request: PullRequest,
+        sd: SubscriptionData,
+        sub_expression: str | None,
+        sys_flag: int,
+        commit_offset_value: int,
+    ) -> None:
         begin = time.monotonic()
         assert self.pull_api_wrapper is not None
         try:
             result = await self.pull_api_wrapper.pull_kernel_impl(
-                pull_request.message_queue, sub_expression, sd.expression_type, sd.sub_version,
-                pull_request.next_offset, self.push_consumer.pull_batch_size, sys_flag, commit_offset_value,
-                BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
+                pull_request.message_queue,
+                sub_expression,
+                sd.expression_type,
+                sd.sub_version,
+                pull_request.next_offset,
+                self.push_consumer.pull_batch_size,
+                sys_flag,
+                commit_offset_value,
+                BROKER_SUSPEND_MAX_TIME_MILLIS,
+                CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+            )
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self._on_pull_exception(pull_request, e)
             return
         try:
             self._on_pull_success(pull_request, sd, result, begin)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.exception("pull callback failed for %s", pull_request)
             self._on_pull_exception(pull_request, e)
 
     # --- PullCallback (seed 002) ------------------------------------------------------------------------------
-    def _on_pull_success(self, pull_request: PullRequest, sd: SubscriptionData, result: PullResultExt,
-                         begin: float) -> None:
+    def _on_pull_success(
+        self, pull_request: PullRequest, sd: SubscriptionData, result: PullResultExt, begin: float
+    ) -> None:
         if self.service_state != ServiceState.RUNNING:
             return
         assert self.pull_api_wrapper is not None
@@ -669,8 +743,13 @@ class DefaultMQPushConsumerImpl:
                 else:
                     self.execute_pull_request_immediately(pull_request)
             if result.next_begin_offset < prev_request_offset or first_msg_offset < prev_request_offset:
-                log.warning("[BUG] pull message result maybe data wrong, nextBeginOffset: %d firstMsgOffset: %d "
-                            "prevRequestOffset: %d", result.next_begin_offset, first_msg_offset, prev_request_offset)
+                log.warning(
+                    "[BUG] pull message result maybe data wrong, nextBeginOffset: %d firstMsgOffset: %d "
+                    "prevRequestOffset: %d",
+                    result.next_begin_offset,
+                    first_msg_offset,
+                    prev_request_offset,
+                )
         elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             pull_request.next_offset = result.next_begin_offset
             self.correct_tags_offset(pull_request)
@@ -688,7 +767,7 @@ class DefaultMQPushConsumerImpl:
                     if asyncio.iscoroutine(remove):
                         await remove
                     log.warning("fix the pull request offset, %s", pull_request)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("executeTaskLater Exception")
 
             self.execute_task_later(fix_offset, OFFSET_ILLEGAL_FIX_DELAY_MILLIS)
@@ -720,8 +799,10 @@ class DefaultMQPushConsumerImpl:
         """Blocking (consume threads): CONSUMER_SEND_MSG_BACK, else the resend fallback. Raises when both fail."""
         if self._on_loop():
             raise RuntimeError("send_message_back blocks: call send_message_back_async on the client's loop thread")
-        self.instance.run_sync(self.send_message_back_async(msg, delay_level, broker_name),
-                               SEND_MESSAGE_BACK_TIMEOUT_MILLIS / 1000.0 * 2 + 2.0)
+        self.instance.run_sync(
+            self.send_message_back_async(msg, delay_level, broker_name),
+            SEND_MESSAGE_BACK_TIMEOUT_MILLIS / 1000.0 * 2 + 2.0,
+        )
 
     async def send_message_back_async(self, msg: MessageExt, delay_level: int, broker_name: str | None = None) -> None:
         inst = self.instance
@@ -731,11 +812,17 @@ class DefaultMQPushConsumerImpl:
                 host, port = msg.store_host
                 addr = f"{host}:{port}"
             await inst.mq_client_api.consumer_send_message_back(
-                addr, broker_name or "", msg, self.group_name, delay_level, SEND_MESSAGE_BACK_TIMEOUT_MILLIS,
-                self.get_max_reconsume_times())
+                addr,
+                broker_name or "",
+                msg,
+                self.group_name,
+                delay_level,
+                SEND_MESSAGE_BACK_TIMEOUT_MILLIS,
+                self.get_max_reconsume_times(),
+            )
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.error("sendMessageBack Exception, %s: %s", self.group_name, e)
             await self._resend_to_retry_topic(msg)
 
@@ -757,8 +844,12 @@ class DefaultMQPushConsumerImpl:
             route = inst.topic_route_table.get(retry)
         if route is None:
             raise _client_exception(f"No route info of this topic: {retry}")
-        targets = [(qd.broker_name, qid) for qd in route.queue_datas if perm_name.is_writeable(qd.perm)
-                   for qid in range(qd.write_queue_nums)]
+        targets = [
+            (qd.broker_name, qid)
+            for qd in route.queue_datas
+            if perm_name.is_writeable(qd.perm)
+            for qid in range(qd.write_queue_nums)
+        ]
         if not targets:
             raise _client_exception(f"No writable queue of this topic: {retry}")
         broker, queue_id = random.choice(targets)
@@ -766,13 +857,21 @@ class DefaultMQPushConsumerImpl:
         if addr is None:
             raise _client_exception(f"The broker[{broker}] not exist")
         header = SendMessageRequestHeader(
-            producerGroup=mix_all.CLIENT_INNER_PRODUCER_GROUP, topic=retry,
-            defaultTopic=mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, defaultTopicQueueNums=4, queueId=queue_id, sysFlag=0,
-            bornTimestamp=int(time.time() * 1000), flag=msg.flag, properties=properties_to_string(props),
-            reconsumeTimes=msg.reconsume_times + 1, unitMode=False,
-            maxReconsumeTimes=self.get_max_reconsume_times(), batch=False)
-        await inst.mq_client_api.send_message(addr, broker, new_msg, header,
-                                              SEND_MESSAGE_BACK_TIMEOUT_MILLIS, "SYNC")
+            producerGroup=mix_all.CLIENT_INNER_PRODUCER_GROUP,
+            topic=retry,
+            defaultTopic=mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC,
+            defaultTopicQueueNums=4,
+            queueId=queue_id,
+            sysFlag=0,
+            bornTimestamp=int(time.time() * 1000),
+            flag=msg.flag,
+            properties=properties_to_string(props),
+            reconsumeTimes=msg.reconsume_times + 1,
+            unitMode=False,
+            maxReconsumeTimes=self.get_max_reconsume_times(),
+            batch=False,
+        )
+        await inst.mq_client_api.send_message(addr, broker, new_msg, header, SEND_MESSAGE_BACK_TIMEOUT_MILLIS, "SYNC")
 
 
 class _NoRebalance:

@@ -80,6 +80,7 @@ async def broker_addr_for_admin(instance: Any, mq: MessageQueue) -> str:
         addr = instance.find_broker_address_in_publish(mq.broker_name)
     if addr is None:
         from rmq_core.client.exceptions import MQClientException
+
         raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist")
     return addr
 
@@ -87,34 +88,48 @@ async def broker_addr_for_admin(instance: Any, mq: MessageQueue) -> str:
 async def fetch_max_offset(instance: Any, mq: MessageQueue) -> int:
     """MQAdminImpl.maxOffset: GET_MAX_OFFSET on the queue's master."""
     addr = await broker_addr_for_admin(instance, mq)
-    return int(await instance.mq_client_api.get_max_offset(addr, mq.topic, mq.queue_id,
-                                                            instance.client_config.mq_client_api_timeout))
+    return int(
+        await instance.mq_client_api.get_max_offset(
+            addr, mq.topic, mq.queue_id, instance.client_config.mq_client_api_timeout
+        )
+    )
 
 
 async def fetch_min_offset(instance: Any, mq: MessageQueue) -> int:
     """MQAdminImpl.minOffset: GET_MIN_OFFSET on the queue's master."""
     addr = await broker_addr_for_admin(instance, mq)
-    return int(await instance.mq_client_api.get_min_offset(addr, mq.topic, mq.queue_id,
-                                                            instance.client_config.mq_client_api_timeout))
+    return int(
+        await instance.mq_client_api.get_min_offset(
+            addr, mq.topic, mq.queue_id, instance.client_config.mq_client_api_timeout
+        )
+    )
 
 
 async def search_offset(instance: Any, mq: MessageQueue, timestamp_ms: int) -> int:
     """MQAdminImpl.searchOffset: SEARCH_OFFSET_BY_TIMESTAMP on the queue's master."""
     addr = await broker_addr_for_admin(instance, mq)
-    return int(await instance.mq_client_api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms,
-                                                           instance.client_config.mq_client_api_timeout))
+    return int(
+        await instance.mq_client_api.search_offset(
+            addr, mq.topic, mq.queue_id, timestamp_ms, instance.client_config.mq_client_api_timeout
+        )
+    )
 
 
 class RebalanceImpl(ABC):
     """The part shared by push and pull consumers; subclasses supply the hooks below."""
 
-    def __init__(self, consumer_group: str | None = None, message_model: MessageModel = MessageModel.CLUSTERING,
-                 allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
-                 instance: Any = None) -> None:
+    def __init__(
+        self,
+        consumer_group: str | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
+        instance: Any = None,
+    ) -> None:
         self.consumer_group = consumer_group
         self.message_model = message_model
         self.allocate_message_queue_strategy: AllocateMessageQueueStrategy = (
-            allocate_message_queue_strategy or AllocateMessageQueueAveragely())
+            allocate_message_queue_strategy or AllocateMessageQueueAveragely()
+        )
         self.instance = instance  # MQClientInstance (set at the consumer's start)
         self.process_queue_table: dict[MessageQueue, Any] = {}
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
@@ -126,8 +141,9 @@ class RebalanceImpl(ABC):
     def consume_type(self) -> ConsumeType: ...
 
     @abstractmethod
-    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue],
-                                    mq_divided: set[MessageQueue]) -> None: ...
+    async def message_queue_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None: ...
 
     @abstractmethod
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: Any) -> bool: ...
@@ -143,12 +159,15 @@ class RebalanceImpl(ABC):
 
     def new_process_queue(self) -> Any:
         from rmq_core.client.consumer.process_queue import ProcessQueue
+
         return ProcessQueue()
 
     def new_pull_request(self, mq: MessageQueue, pq: Any, next_offset: int) -> Any:
         from rmq_core.client.consumer.pull_request import PullRequest
-        return PullRequest(consumer_group=self.consumer_group or "", message_queue=mq, process_queue=pq,
-                           next_offset=next_offset)
+
+        return PullRequest(
+            consumer_group=self.consumer_group or "", message_queue=mq, process_queue=pq, next_offset=next_offset
+        )
 
     # -- broker locks --------------------------------------------------------------------------------------------
     def _master_addr(self, broker_name: str) -> str | None:
@@ -166,11 +185,10 @@ class RebalanceImpl(ABC):
         addr = self._master_addr(mq.broker_name)
         if addr is None:
             return False
-        body = LockBatchRequestBody(consumer_group=self.consumer_group, client_id=self.instance.client_id,
-                                    mq_set={mq})
+        body = LockBatchRequestBody(consumer_group=self.consumer_group, client_id=self.instance.client_id, mq_set={mq})
         try:
             locked: set[MessageQueue] = await self.instance.mq_client_api.lock_batch_mq(addr, body, LOCK_TIMEOUT_MS)
-        except Exception as e:  # noqa: BLE001 - as Java: logged, the lock is simply not held
+        except Exception as e:
             log.error("lockBatchMQ exception, %s: %s", mq, e)
             return False
         now = _now_ms()
@@ -189,12 +207,12 @@ class RebalanceImpl(ABC):
             addr = self._master_addr(broker_name)
             if addr is None or not mqs:
                 continue
-            body = LockBatchRequestBody(consumer_group=self.consumer_group, client_id=self.instance.client_id,
-                                        mq_set=set(mqs))
+            body = LockBatchRequestBody(
+                consumer_group=self.consumer_group, client_id=self.instance.client_id, mq_set=set(mqs)
+            )
             try:
-                ok_set: set[MessageQueue] = await self.instance.mq_client_api.lock_batch_mq(addr, body,
-                                                                                           LOCK_TIMEOUT_MS)
-            except Exception as e:  # noqa: BLE001
+                ok_set: set[MessageQueue] = await self.instance.mq_client_api.lock_batch_mq(addr, body, LOCK_TIMEOUT_MS)
+            except Exception as e:
                 log.error("lockBatchMQ exception, %s: %s", sorted(mqs), e)
                 continue
             now = _now_ms()
@@ -215,13 +233,15 @@ class RebalanceImpl(ABC):
         addr = self._master_addr(mq.broker_name)
         if addr is None:
             return
-        body = UnlockBatchRequestBody(consumer_group=self.consumer_group, client_id=self.instance.client_id,
-                                      mq_set={mq})
+        body = UnlockBatchRequestBody(
+            consumer_group=self.consumer_group, client_id=self.instance.client_id, mq_set={mq}
+        )
         try:
             await self.instance.mq_client_api.unlock_batch_mq(addr, body, LOCK_TIMEOUT_MS, oneway)
-            log.warning("unlock messageQueue. group:%s, clientId:%s, mq:%s", self.consumer_group,
-                        self.instance.client_id, mq)
-        except Exception as e:  # noqa: BLE001
+            log.warning(
+                "unlock messageQueue. group:%s, clientId:%s, mq:%s", self.consumer_group, self.instance.client_id, mq
+            )
+        except Exception as e:
             log.error("unlockBatchMQ exception, %s: %s", mq, e)
 
     async def unlock_all(self, oneway: bool) -> None:
@@ -229,11 +249,12 @@ class RebalanceImpl(ABC):
             addr = self._master_addr(broker_name)
             if addr is None or not mqs:
                 continue
-            body = UnlockBatchRequestBody(consumer_group=self.consumer_group, client_id=self.instance.client_id,
-                                          mq_set=set(mqs))
+            body = UnlockBatchRequestBody(
+                consumer_group=self.consumer_group, client_id=self.instance.client_id, mq_set=set(mqs)
+            )
             try:
                 await self.instance.mq_client_api.unlock_batch_mq(addr, body, LOCK_TIMEOUT_MS, oneway)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.error("unlockBatchMQ exception, %s: %s", sorted(mqs), e)
                 continue
             for mq in mqs:
@@ -250,7 +271,7 @@ class RebalanceImpl(ABC):
             for topic in list(self.subscription_inner):
                 try:
                     await self.rebalance_by_topic(topic, is_order)
-                except Exception as e:  # noqa: BLE001 - one topic's failure does not stop the others
+                except Exception as e:
                     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                         log.warning("rebalanceByTopic Exception, %s %s: %r", self.consumer_group, topic, e)
             self.truncate_message_queue_not_my_topic()
@@ -278,16 +299,27 @@ class RebalanceImpl(ABC):
         strategy = self.allocate_message_queue_strategy
         try:
             allocated = strategy.allocate(self.consumer_group or "", self.instance.client_id, mq_all, cids)
-        except Exception as e:  # noqa: BLE001
-            log.error("AllocateMessageQueueStrategy.allocate Exception. allocateMessageQueueStrategyName=%s: %r",
-                      strategy.name(), e)
+        except Exception as e:
+            log.error(
+                "AllocateMessageQueueStrategy.allocate Exception. allocateMessageQueueStrategyName=%s: %r",
+                strategy.name(),
+                e,
+            )
             return
         allocate_result_set = set(allocated or ())
         if await self.update_process_queue_table_in_rebalance(topic, allocate_result_set, is_order):
-            log.info("rebalanced result changed. allocateMessageQueueStrategyName=%s, group=%s, topic=%s, "
-                     "clientId=%s, mqAllSize=%d, cidAllSize=%d, rebalanceResultSize=%d, rebalanceResultSet=%s",
-                     strategy.name(), self.consumer_group, topic, self.instance.client_id, len(mq_set), len(cids),
-                     len(allocate_result_set), sorted(allocate_result_set))
+            log.info(
+                "rebalanced result changed. allocateMessageQueueStrategyName=%s, group=%s, topic=%s, "
+                "clientId=%s, mqAllSize=%d, cidAllSize=%d, rebalanceResultSize=%d, rebalanceResultSet=%s",
+                strategy.name(),
+                self.consumer_group,
+                topic,
+                self.instance.client_id,
+                len(mq_set),
+                len(cids),
+                len(allocate_result_set),
+                sorted(allocate_result_set),
+            )
             await self.message_queue_changed(topic, set(mq_set), allocate_result_set)
 
     def truncate_message_queue_not_my_topic(self) -> None:
@@ -296,11 +328,15 @@ class RebalanceImpl(ABC):
                 pq = self.process_queue_table.pop(mq, None)
                 if pq is not None:
                     pq.dropped = True
-                    log.info("doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary mq, %s",
-                             self.consumer_group, mq)
+                    log.info(
+                        "doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary mq, %s",
+                        self.consumer_group,
+                        mq,
+                    )
 
-    async def update_process_queue_table_in_rebalance(self, topic: str, mq_set: set[MessageQueue],
-                                                      is_order: bool) -> bool:
+    async def update_process_queue_table_in_rebalance(
+        self, topic: str, mq_set: set[MessageQueue], is_order: bool
+    ) -> bool:
         changed = False
         for mq, pq in list(self.process_queue_table.items()):
             if mq.topic != topic:
@@ -316,8 +352,11 @@ class RebalanceImpl(ABC):
                 if await self.remove_unnecessary_message_queue(mq, pq):
                     self.process_queue_table.pop(mq, None)
                     changed = True
-                    log.error("[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull is pause, so try to "
-                              "fixed it", self.consumer_group, mq)
+                    log.error(
+                        "[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull is pause, so try to fixed it",
+                        self.consumer_group,
+                        mq,
+                    )
 
         pull_requests: list[Any] = []
         for mq in sorted(mq_set):
@@ -331,7 +370,7 @@ class RebalanceImpl(ABC):
             pq.locked = True  # as 4.9: a new queue starts locked (orderly: it was just locked on the broker)
             try:
                 next_offset = await self.compute_pull_from_where_with_exception(mq)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.info("doRebalance, %s, compute offset failed, %s: %r", self.consumer_group, mq, e)
                 continue
             if next_offset < 0:
@@ -371,24 +410,30 @@ class RebalancePushImpl(RebalanceImpl):
 
     unlock_delay_time_ms: int = UNLOCK_DELAY_TIME_MS
 
-    def __init__(self, push_impl: Any, consumer_group: str | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
-                 instance: Any = None) -> None:
+    def __init__(
+        self,
+        push_impl: Any,
+        consumer_group: str | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
+        instance: Any = None,
+    ) -> None:
         super().__init__(consumer_group, message_model, allocate_message_queue_strategy, instance)
         self.push_impl = push_impl
         self._delayed_unlocks: set[asyncio.Handle] = set()
 
     # settings live on the user-facing consumer (DefaultMQPushConsumer); the impl may hold them itself
     def _conf(self) -> Any:
-        return getattr(self.push_impl, "push_consumer", None) or getattr(self.push_impl, "default_mq_push_consumer",
-                                                                           None) or self.push_impl
+        return (
+            getattr(self.push_impl, "push_consumer", None)
+            or getattr(self.push_impl, "default_mq_push_consumer", None)
+            or self.push_impl
+        )
 
     def consume_type(self) -> ConsumeType:
         return ConsumeType.CONSUME_PASSIVELY
 
-    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue],
-                                    mq_divided: set[MessageQueue]) -> None:
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         sd = self.subscription_inner.get(topic)
         new_version = _now_ms()
         if sd is not None:
@@ -400,14 +445,20 @@ class RebalancePushImpl(RebalanceImpl):
             t = getattr(conf, "pull_threshold_for_topic", -1)
             if t != -1:
                 new_val = max(1, t // current)
-                log.info("The pullThresholdForQueue is changed from %s to %s",
-                         getattr(conf, "pull_threshold_for_queue", None), new_val)
+                log.info(
+                    "The pullThresholdForQueue is changed from %s to %s",
+                    getattr(conf, "pull_threshold_for_queue", None),
+                    new_val,
+                )
                 conf.pull_threshold_for_queue = new_val
             ts = getattr(conf, "pull_threshold_size_for_topic", -1)
             if ts != -1:
                 new_val = max(1, ts // current)
-                log.info("The pullThresholdSizeForQueue is changed from %s to %s",
-                         getattr(conf, "pull_threshold_size_for_queue", None), new_val)
+                log.info(
+                    "The pullThresholdSizeForQueue is changed from %s to %s",
+                    getattr(conf, "pull_threshold_size_for_queue", None),
+                    new_val,
+                )
                 conf.pull_threshold_size_for_queue = new_val
         await _resolve(self.instance.send_heartbeat_to_all_broker_with_lock())
 
@@ -424,8 +475,11 @@ class RebalancePushImpl(RebalanceImpl):
             deadline = time.monotonic() + 1.0
             while not lock.acquire(blocking=False):
                 if time.monotonic() >= deadline:
-                    log.warning("[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged for a while, %s",
-                                mq, getattr(pq, "try_unlock_times", 0))
+                    log.warning(
+                        "[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged for a while, %s",
+                        mq,
+                        getattr(pq, "try_unlock_times", 0),
+                    )
                     inc = getattr(pq, "inc_try_unlock_times", None)
                     if inc is not None:
                         inc()
@@ -473,6 +527,7 @@ class RebalancePushImpl(RebalanceImpl):
 
     async def compute_pull_from_where_with_exception(self, mq: MessageQueue) -> int:
         from rmq_core.client.consumer.store.offset_store import ReadOffsetType
+
         conf = self._conf()
         cfw = ConsumeFromWhere(getattr(conf, "consume_from_where", ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET))
         store = self.push_impl.offset_store
@@ -487,7 +542,7 @@ class RebalancePushImpl(RebalanceImpl):
         if cfw == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if retry:
                 return await fetch_max_offset(self.instance, mq)
-            ts = parse_consume_timestamp(getattr(conf, "consume_timestamp"))
+            ts = parse_consume_timestamp(conf.consume_timestamp)
             return await search_offset(self.instance, mq, ts)
         # LAST_OFFSET and the deprecated LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST / MIN_OFFSET / MAX_OFFSET
         if retry:
@@ -503,23 +558,26 @@ class RebalancePushImpl(RebalanceImpl):
 class RebalancePullImpl(RebalanceImpl):
     """The pull consumer's rebalance: it only tracks the queues; the user pulls them."""
 
-    def __init__(self, pull_impl: Any, consumer_group: str | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
-                 instance: Any = None) -> None:
+    def __init__(
+        self,
+        pull_impl: Any,
+        consumer_group: str | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        allocate_message_queue_strategy: AllocateMessageQueueStrategy | None = None,
+        instance: Any = None,
+    ) -> None:
         super().__init__(consumer_group, message_model, allocate_message_queue_strategy, instance)
         self.pull_impl = pull_impl
 
     def consume_type(self) -> ConsumeType:
         return ConsumeType.CONSUME_ACTIVELY
 
-    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue],
-                                    mq_divided: set[MessageQueue]) -> None:
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         listener = getattr(self.pull_impl, "message_queue_listener", None)
         if listener is not None:
             try:
                 listener(topic, set(mq_all), set(mq_divided))
-            except Exception as e:  # noqa: BLE001 - a listener's failure is logged, as Java
+            except Exception as e:
                 log.error("messageQueueChanged exception: %r", e)
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: Any) -> bool:
@@ -536,4 +594,3 @@ class RebalancePullImpl(RebalanceImpl):
 
     def dispatch_pull_request(self, pull_requests: list[Any]) -> None:
         pass
-

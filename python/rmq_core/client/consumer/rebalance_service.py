@@ -60,7 +60,7 @@ class RebalanceService:
         while not self._stopped:
             try:
                 await asyncio.wait_for(self._event.wait(), self.rebalance_interval_ms / 1000.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._event.clear()
             if self._stopped:
@@ -71,7 +71,7 @@ class RebalanceService:
                     await result
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001 - one failed round does not end the service
+            except Exception as e:
                 log.warning("doRebalance failed: %r", e)
             self.rounds += 1
         log.info("RebalanceService service end")

@@ -8,7 +8,7 @@ before encoding. Thread-safety: not shared; built and sent by one caller.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from rmq_core.common import mix_all
 from rmq_core.message import PROPERTY_WAIT_STORE_MSG_OK, Message

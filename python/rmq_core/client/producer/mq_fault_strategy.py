@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from rmq_core.client.producer.topic_publish_info import ThreadLocalIndex, TopicPublishInfo
 from rmq_core.message import MessageQueue
@@ -85,8 +85,7 @@ class MQFaultStrategy:
             write_queue_nums = tp_info.get_queue_id_by_broker(not_best)
             if write_queue_nums > 0:
                 mq = tp_info.select_one_message_queue()
-                return MessageQueue(mq.topic, not_best,
-                                    tp_info.send_which_queue.increment_and_get() % write_queue_nums)
+                return MessageQueue(mq.topic, not_best, tp_info.send_which_queue.increment_and_get() % write_queue_nums)
             self.latency_fault_tolerance.remove(not_best)
         return tp_info.select_one_message_queue()
 

@@ -22,7 +22,8 @@ import concurrent.futures
 import logging
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import (
@@ -66,10 +67,16 @@ PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 COMPRESS_LEVEL = 5
 SEND_MSG_FAILED_URL = "http://rocketmq.apache.org/docs/faq/"
 # MQBrokerException codes after which sendDefaultImpl tries another queue (DefaultMQProducer.retryResponseCodes)
-RETRY_RESPONSE_CODES = frozenset({
-    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
-    ResponseCode.NO_PERMISSION, 204, 205,  # NO_BUYER_ID, NOT_IN_CURRENT_UNIT
-})
+RETRY_RESPONSE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        204,
+        205,  # NO_BUYER_ID, NOT_IN_CURRENT_UNIT
+    }
+)
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
 Selector = MessageQueueSelector | Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
@@ -88,13 +95,23 @@ def _wire_copy(msg: Message, body: bytes) -> Message:
 
 
 class Producer:
-    def __init__(self, group: str = mix_all.DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
-                 send_msg_timeout: int = 3000, retry_times_when_send_failed: int = 2,
-                 retry_times_when_send_async_failed: int = 2, retry_another_broker_when_not_store_ok: bool = False,
-                 default_topic_queue_nums: int = 4, compress_msg_body_over_howmuch: int = 4096,
-                 max_message_size: int = 4 * 1024 * 1024, instance_name: str = "DEFAULT",
-                 send_latency_fault_enable: bool = False, create_topic_key: str = mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC,
-                 **settings: Any) -> None:
+    def __init__(
+        self,
+        group: str = mix_all.DEFAULT_PRODUCER_GROUP,
+        namesrv_addr: str | None = None,
+        *,
+        send_msg_timeout: int = 3000,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        default_topic_queue_nums: int = 4,
+        compress_msg_body_over_howmuch: int = 4096,
+        max_message_size: int = 4 * 1024 * 1024,
+        instance_name: str = "DEFAULT",
+        send_latency_fault_enable: bool = False,
+        create_topic_key: str = mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        **settings: Any,
+    ) -> None:
         unknown = set(settings) - ClientConfig.setting_names()
         if unknown:
             raise TypeError(f"Producer got unknown settings: {', '.join(sorted(unknown))}")
@@ -143,8 +160,9 @@ class Producer:
         from rmq_core.client.mq_client_manager import MQClientManager
 
         if self.service_state != CREATE_JUST:
-            raise MQClientException.of(f"The producer service state not OK, maybe started once, "
-                                       f"{self.service_state}" + suggest_todo())
+            raise MQClientException.of(
+                f"The producer service state not OK, maybe started once, {self.service_state}" + suggest_todo()
+            )
         self._check_config()
         if self.producer_group != mix_all.CLIENT_INNER_PRODUCER_GROUP:
             self.client_config.change_instance_name_to_pid()
@@ -152,8 +170,10 @@ class Producer:
         instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config)
         if not instance.register_producer(self.producer_group, self):
             self.service_state = CREATE_JUST
-            raise MQClientException.of(f"The producer group[{self.producer_group}] has been created before, specify "
-                                       f"another name please." + suggest_todo())
+            raise MQClientException.of(
+                f"The producer group[{self.producer_group}] has been created before, specify "
+                f"another name please." + suggest_todo()
+            )
         self.instance = instance
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
         try:
@@ -170,8 +190,10 @@ class Producer:
     def start_with_instance(self, instance: MQClientInstance) -> None:
         """Start on an already running instance without starting it (startFactory=false): the inner producer."""
         if not instance.register_producer(self.producer_group, self):
-            raise MQClientException.of(f"The producer group[{self.producer_group}] has been created before, specify "
-                                       f"another name please." + suggest_todo())
+            raise MQClientException.of(
+                f"The producer group[{self.producer_group}] has been created before, specify "
+                f"another name please." + suggest_todo()
+            )
         self.instance = instance
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
         self.service_state = RUNNING
@@ -200,8 +222,10 @@ class Producer:
         if err is not None:
             raise MQClientException.of(err)
         if self.producer_group == mix_all.DEFAULT_PRODUCER_GROUP:
-            raise MQClientException.of(f"producerGroup can not equal {mix_all.DEFAULT_PRODUCER_GROUP}, please "
-                                       f"specify another one." + suggest_todo())
+            raise MQClientException.of(
+                f"producerGroup can not equal {mix_all.DEFAULT_PRODUCER_GROUP}, please "
+                f"specify another one." + suggest_todo()
+            )
 
     def _make_sure_state_ok(self) -> MQClientInstance:
         if self.service_state != RUNNING or self.instance is None:
@@ -241,8 +265,9 @@ class Producer:
         return timeout_ms / 1000 + 2 * self.client_config.mq_client_api_timeout / 1000 + 2
 
     # --- public sends ------------------------------------------------------------------------------------------
-    def send(self, msg: Message, selector: Selector | None = None, arg: Any = None,
-             timeout_ms: int | None = None) -> SendResult:
+    def send(
+        self, msg: Message, selector: Selector | None = None, arg: Any = None, timeout_ms: int | None = None
+    ) -> SendResult:
         """Synchronous send; with ``selector`` the queue is ``selector.select(mqs, msg, arg)`` and there is no retry."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
@@ -259,8 +284,9 @@ class Producer:
         """send(msg, mq): to this queue, no retry."""
         return self.send(msg, lambda _mqs, _m, q: q, mq, timeout_ms)
 
-    def send_async(self, msg: Message, selector: Selector | None = None, arg: Any = None,
-                   timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
+    def send_async(
+        self, msg: Message, selector: Selector | None = None, arg: Any = None, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[SendResult]:
         """Asynchronous send; every failure (including a bad message) is the future's exception."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
@@ -317,21 +343,25 @@ class Producer:
 
     def _validate_name_server_setting(self) -> None:
         if not self.client_config.namesrv_addr_list():
-            raise MQClientException(ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
-                                    "No name server address, please set it." + suggest_todo())
+            raise MQClientException(
+                ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it." + suggest_todo()
+            )
 
     def _no_route(self, topic: str) -> MQClientException:
         self._validate_name_server_setting()
-        return MQClientException(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
-                                 f"No route info of this topic: {topic}" + suggest_todo())
+        return MQClientException(
+            ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {topic}" + suggest_todo()
+        )
 
     async def _send_default_impl(self, msg: Message, mode: str, timeout_ms: int) -> SendResult | None:
         begin_first = _now_ms()
         tp_info = await self.try_to_find_topic_publish_info(msg.topic)
         if tp_info is None or not tp_info.ok():
             raise self._no_route(msg.topic)
-        times_total = {SYNC: 1 + self.retry_times_when_send_failed,
-                       ASYNC: 1 + self.retry_times_when_send_async_failed}.get(mode, 1)
+        times_total = {
+            SYNC: 1 + self.retry_times_when_send_failed,
+            ASYNC: 1 + self.retry_times_when_send_async_failed,
+        }.get(mode, 1)
         mq: MessageQueue | None = None
         exception: BaseException | None = None
         send_result: SendResult | None = None
@@ -375,8 +405,10 @@ class Producer:
             return send_result
         if call_timeout:
             raise RemotingTooMuchRequestError("sendDefaultImpl call timeout")
-        info = (f"Send [{times}] times, still failed, cost [{_now_ms() - begin_first}]ms, Topic: {msg.topic}, "
-                f"BrokersSent: {brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL))
+        info = (
+            f"Send [{times}] times, still failed, cost [{_now_ms() - begin_first}]ms, Topic: {msg.topic}, "
+            f"BrokersSent: {brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL)
+        )
         if isinstance(exception, MQBrokerException):
             code = exception.response_code
         elif isinstance(exception, RemotingConnectError):
@@ -389,8 +421,9 @@ class Producer:
             code = -1
         raise MQClientException(code, info, exception)
 
-    async def _send_select_impl(self, msg: Message, selector: Selector, arg: Any, mode: str,
-                                timeout_ms: int) -> SendResult | None:
+    async def _send_select_impl(
+        self, msg: Message, selector: Selector, arg: Any, mode: str, timeout_ms: int
+    ) -> SendResult | None:
         begin = _now_ms()
         tp_info = await self.try_to_find_topic_publish_info(msg.topic)
         if tp_info is None or not tp_info.ok():
@@ -411,8 +444,7 @@ class Producer:
             raise MQClientException(-1, "select message queue return null.")
         return await self._send_kernel_impl(msg, mq, mode, timeout_ms - cost)
 
-    async def _send_kernel_impl(self, msg: Message, mq: MessageQueue, mode: str,
-                                timeout_ms: int) -> SendResult | None:
+    async def _send_kernel_impl(self, msg: Message, mq: MessageQueue, mode: str, timeout_ms: int) -> SendResult | None:
         instance = self._make_sure_state_ok()
         begin = _now_ms()
         broker_addr = instance.find_broker_address_in_publish(mq.broker_name)
@@ -429,10 +461,19 @@ class Producer:
         if msg.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
         header = SendMessageRequestHeader(
-            producerGroup=self.producer_group, topic=msg.topic, defaultTopic=self.create_topic_key,
-            defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queue_id, sysFlag=sys_flag,
-            bornTimestamp=int(time.time() * 1000), flag=msg.flag, properties=properties_to_string(msg.properties),
-            reconsumeTimes=0, unitMode=self.client_config.unit_mode, batch=isinstance(msg, MessageBatch))
+            producerGroup=self.producer_group,
+            topic=msg.topic,
+            defaultTopic=self.create_topic_key,
+            defaultTopicQueueNums=self.default_topic_queue_nums,
+            queueId=mq.queue_id,
+            sysFlag=sys_flag,
+            bornTimestamp=int(time.time() * 1000),
+            flag=msg.flag,
+            properties=properties_to_string(msg.properties),
+            reconsumeTimes=0,
+            unitMode=self.client_config.unit_mode,
+            batch=isinstance(msg, MessageBatch),
+        )
         if mix_all.is_retry_topic(msg.topic):
             reconsume = msg.properties.pop(PROPERTY_RECONSUME_TIME, None)
             if reconsume is not None:
@@ -443,8 +484,9 @@ class Producer:
         cost = _now_ms() - begin
         if timeout_ms < cost:
             raise RemotingTooMuchRequestError("sendKernelImpl call timeout")
-        return await instance.mq_client_api.send_message(broker_addr, mq.broker_name, _wire_copy(msg, body), header,
-                                                         timeout_ms - cost, mode)
+        return await instance.mq_client_api.send_message(
+            broker_addr, mq.broker_name, _wire_copy(msg, body), header, timeout_ms - cost, mode
+        )
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_group}, {self.service_state}, client_id={self.client_id})"

@@ -33,5 +33,7 @@ class SendResult:
     transaction_id: str | None = None
 
     def __str__(self) -> str:
-        return (f"SendResult [sendStatus={self.send_status.value}, msgId={self.msg_id}, offsetMsgId="
-                f"{self.offset_msg_id}, messageQueue={self.message_queue}, queueOffset={self.queue_offset}]")
+        return (
+            f"SendResult [sendStatus={self.send_status.value}, msgId={self.msg_id}, offsetMsgId="
+            f"{self.offset_msg_id}, messageQueue={self.message_queue}, queueOffset={self.queue_offset}]"
+        )

@@ -28,8 +28,12 @@ class ThreadLocalIndex:
 
 
 class TopicPublishInfo:
-    def __init__(self, message_queue_list: list[MessageQueue] | None = None, order_topic: bool = False,
-                 topic_route_data: TopicRouteData | None = None) -> None:
+    def __init__(
+        self,
+        message_queue_list: list[MessageQueue] | None = None,
+        order_topic: bool = False,
+        topic_route_data: TopicRouteData | None = None,
+    ) -> None:
         self.order_topic = order_topic
         self.have_topic_router_info = False
         self.message_queue_list: list[MessageQueue] = list(message_queue_list or [])
@@ -64,5 +68,7 @@ class TopicPublishInfo:
         return qd.write_queue_nums if qd is not None else -1
 
     def __repr__(self) -> str:
-        return (f"TopicPublishInfo [orderTopic={self.order_topic}, messageQueueList={self.message_queue_list}, "
-                f"haveTopicRouterInfo={self.have_topic_router_info}]")
+        return (
+            f"TopicPublishInfo [orderTopic={self.order_topic}, messageQueueList={self.message_queue_list}, "
+            f"haveTopicRouterInfo={self.have_topic_router_info}]"
+        )

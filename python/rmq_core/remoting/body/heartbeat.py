@@ -29,9 +29,9 @@ from rmq_core.remoting.body.route import BodyDecodeError
 
 
 class ConsumeType(str, Enum):
-    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"    # pull
+    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
-    CONSUME_POP = "CONSUME_POP"              # 5.x
+    CONSUME_POP = "CONSUME_POP"  # 5.x
 
 
 class MessageModel(str, Enum):
@@ -134,10 +134,10 @@ class ConsumerData:
             group_name=d["groupName"],
             consume_type=parse_enum(ConsumeType, d.get("consumeType", "CONSUME_PASSIVELY"), what + " consumeType"),
             message_model=parse_enum(MessageModel, d.get("messageModel", "CLUSTERING"), what + " messageModel"),
-            consume_from_where=parse_enum(ConsumeFromWhere, d.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
-                                          what + " consumeFromWhere"),
-            subscription_data_set=[SubscriptionData.from_json_dict(s)
-                                   for s in _array(d, "subscriptionDataSet", what)],
+            consume_from_where=parse_enum(
+                ConsumeFromWhere, d.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"), what + " consumeFromWhere"
+            ),
+            subscription_data_set=[SubscriptionData.from_json_dict(s) for s in _array(d, "subscriptionDataSet", what)],
             unit_mode=bool(d.get("unitMode", False)),
         )
 
@@ -148,7 +148,7 @@ class HeartbeatData:
     producer_data_set: list[ProducerData] = field(default_factory=list)
     consumer_data_set: list[ConsumerData] = field(default_factory=list)
     heartbeat_fingerprint: int | None = None  # 5.x
-    without_sub: bool | None = None           # 5.x
+    without_sub: bool | None = None  # 5.x
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

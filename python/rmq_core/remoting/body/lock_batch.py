@@ -74,14 +74,22 @@ class LockBatchRequestBody:
     _WHAT = "LockBatchRequestBody"
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"clientId": self.client_id, "consumerGroup": self.consumer_group, "mqSet": _mq_list(self.mq_set),
-                "onlyThisBroker": self.only_this_broker}
+        return {
+            "clientId": self.client_id,
+            "consumerGroup": self.consumer_group,
+            "mqSet": _mq_list(self.mq_set),
+            "onlyThisBroker": self.only_this_broker,
+        }
 
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> Self:
         what = cls._WHAT
-        return cls(consumer_group=_opt_str(d, "consumerGroup", what), client_id=_opt_str(d, "clientId", what),
-                   mq_set=_mq_set(d, "mqSet", what), only_this_broker=bool(d.get("onlyThisBroker", False)))
+        return cls(
+            consumer_group=_opt_str(d, "consumerGroup", what),
+            client_id=_opt_str(d, "clientId", what),
+            mq_set=_mq_set(d, "mqSet", what),
+            only_this_broker=bool(d.get("onlyThisBroker", False)),
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return fastjson.dumps(self.to_json_dict(), unquoted_int_keys=not standard_json).encode("utf-8")

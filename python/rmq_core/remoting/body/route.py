@@ -131,23 +131,35 @@ class QueueData:
     topic_sys_flag: int = 0
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
-                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+        return {
+            "brokerName": self.broker_name,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
 
     @classmethod
     def from_json_dict(cls, d: Any) -> QueueData:
         d = _obj(d, "QueueData")
-        return cls(broker_name=_str(d, "brokerName", "QueueData"),  # type: ignore[arg-type]
-                   read_queue_nums=_int(d, "readQueueNums", "QueueData", 0),
-                   write_queue_nums=_int(d, "writeQueueNums", "QueueData", 0),
-                   perm=_int(d, "perm", "QueueData", 0),
-                   topic_sys_flag=_int(d, "topicSysFlag", "QueueData", 0))
+        return cls(
+            broker_name=_str(d, "brokerName", "QueueData"),  # type: ignore[arg-type]
+            read_queue_nums=_int(d, "readQueueNums", "QueueData", 0),
+            write_queue_nums=_int(d, "writeQueueNums", "QueueData", 0),
+            perm=_int(d, "perm", "QueueData", 0),
+            topic_sys_flag=_int(d, "topicSysFlag", "QueueData", 0),
+        )
 
     @classmethod
     def from_topic_config(cls, broker_name: str, tc: TopicConfig) -> QueueData:
         """``RouteInfoManager#createAndUpdateQueueData``."""
-        return cls(broker_name=broker_name, read_queue_nums=tc.read_queue_nums, write_queue_nums=tc.write_queue_nums,
-                   perm=tc.perm, topic_sys_flag=tc.topic_sys_flag)
+        return cls(
+            broker_name=broker_name,
+            read_queue_nums=tc.read_queue_nums,
+            write_queue_nums=tc.write_queue_nums,
+            perm=tc.perm,
+            topic_sys_flag=tc.topic_sys_flag,
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return _dumps(self.to_json_dict(), standard_json)
@@ -179,12 +191,17 @@ class BrokerData:
         return (rng or random).choice(addrs)
 
     def copy(self) -> BrokerData:
-        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs), self.zone_name,
-                          self.enable_acting_master)
+        return BrokerData(
+            self.cluster, self.broker_name, dict(self.broker_addrs), self.zone_name, self.enable_acting_master
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"brokerAddrs": _sorted_dict(self.broker_addrs), "brokerName": self.broker_name,
-                             "cluster": self.cluster, "enableActingMaster": self.enable_acting_master}
+        d: dict[str, Any] = {
+            "brokerAddrs": _sorted_dict(self.broker_addrs),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+            "enableActingMaster": self.enable_acting_master,
+        }
         if self.zone_name is not None:
             d["zoneName"] = self.zone_name
         return d
@@ -201,10 +218,13 @@ class BrokerData:
             if not isinstance(v, str):
                 raise BodyDecodeError(f"BrokerData.brokerAddrs[{k}] is not a string: {v!r}")
             addrs[_broker_id(k, "BrokerData.brokerAddrs")] = v
-        return cls(cluster=_str(d, "cluster", "BrokerData", required=False) or "",
-                   broker_name=_str(d, "brokerName", "BrokerData"),  # type: ignore[arg-type]
-                   broker_addrs=addrs, zone_name=_str(d, "zoneName", "BrokerData", required=False),
-                   enable_acting_master=_bool(d, "enableActingMaster"))
+        return cls(
+            cluster=_str(d, "cluster", "BrokerData", required=False) or "",
+            broker_name=_str(d, "brokerName", "BrokerData"),  # type: ignore[arg-type]
+            broker_addrs=addrs,
+            zone_name=_str(d, "zoneName", "BrokerData", required=False),
+            enable_acting_master=_bool(d, "enableActingMaster"),
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return _dumps(self.to_json_dict(), standard_json)
@@ -274,9 +294,12 @@ class TopicRouteData:
     def subscribe_message_queues(self, topic: str) -> set[MessageQueue]:
         """The queues a consumer reads (``topicRouteData2TopicSubscribeInfo``): ``readQueueNums`` queues of every
         queue data whose perm is readable (a broker name without a live master still counts: slaves serve reads)."""
-        return {MessageQueue(topic, qd.broker_name, i)
-                for qd in self.queue_datas if perm_name.is_readable(qd.perm)
-                for i in range(qd.read_queue_nums)}
+        return {
+            MessageQueue(topic, qd.broker_name, i)
+            for qd in self.queue_datas
+            if perm_name.is_readable(qd.perm)
+            for i in range(qd.read_queue_nums)
+        }
 
     # -- JSON -------------------------------------------------------------------------------------------------------
     def to_json_dict(self) -> dict[str, Any]:
@@ -305,11 +328,13 @@ class TopicRouteData:
         if not isinstance(fst_raw, dict):
             raise BodyDecodeError("TopicRouteData.filterServerTable is not a JSON object")
         mapping = d.get("topicQueueMappingByBroker")
-        return cls(queue_datas=[QueueData.from_json_dict(q) for q in qds],
-                   broker_datas=[BrokerData.from_json_dict(b) for b in bds],
-                   order_topic_conf=_str(d, "orderTopicConf", "TopicRouteData", required=False),
-                   filter_server_table={str(k): _str_list(v, f"filterServerTable[{k}]") for k, v in fst_raw.items()},
-                   topic_queue_mapping_by_broker=mapping if isinstance(mapping, dict) else None)
+        return cls(
+            queue_datas=[QueueData.from_json_dict(q) for q in qds],
+            broker_datas=[BrokerData.from_json_dict(b) for b in bds],
+            order_topic_conf=_str(d, "orderTopicConf", "TopicRouteData", required=False),
+            filter_server_table={str(k): _str_list(v, f"filterServerTable[{k}]") for k, v in fst_raw.items()},
+            topic_queue_mapping_by_broker=mapping if isinstance(mapping, dict) else None,
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return _dumps(self.to_json_dict(), standard_json)
@@ -337,16 +362,20 @@ class ClusterInfo:
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"brokerAddrTable": {k: v.to_json_dict() for k, v in sorted(self.broker_addr_table.items())},
-                "clusterAddrTable": {k: sorted(v) for k, v in sorted(self.cluster_addr_table.items())}}
+        return {
+            "brokerAddrTable": {k: v.to_json_dict() for k, v in sorted(self.broker_addr_table.items())},
+            "clusterAddrTable": {k: sorted(v) for k, v in sorted(self.cluster_addr_table.items())},
+        }
 
     @classmethod
     def from_json_dict(cls, d: Any) -> ClusterInfo:
         d = _obj(d, "ClusterInfo")
         bat = _obj(_or_empty(d.get("brokerAddrTable")), "ClusterInfo.brokerAddrTable")
         cat = _obj(_or_empty(d.get("clusterAddrTable")), "ClusterInfo.clusterAddrTable")
-        return cls(broker_addr_table={str(k): BrokerData.from_json_dict(v) for k, v in bat.items()},
-                   cluster_addr_table={str(k): set(_str_list(v, f"clusterAddrTable[{k}]")) for k, v in cat.items()})
+        return cls(
+            broker_addr_table={str(k): BrokerData.from_json_dict(v) for k, v in bat.items()},
+            cluster_addr_table={str(k): set(_str_list(v, f"clusterAddrTable[{k}]")) for k, v in cat.items()},
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return _dumps(self.to_json_dict(), standard_json)
@@ -374,8 +403,10 @@ class TopicList:
     @classmethod
     def from_json_dict(cls, d: Any) -> TopicList:
         d = _obj(d, "TopicList")
-        return cls(topic_list=set(_str_list(d.get("topicList"), "TopicList.topicList")),
-                   broker_addr=_str(d, "brokerAddr", "TopicList", required=False))
+        return cls(
+            topic_list=set(_str_list(d.get("topicList"), "TopicList.topicList")),
+            broker_addr=_str(d, "brokerAddr", "TopicList", required=False),
+        )
 
     def encode(self, standard_json: bool = True) -> bytes:
         return _dumps(self.to_json_dict(), standard_json)
@@ -438,11 +469,14 @@ class RegisterBrokerBody:
     extra_wrapper_fields: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wrapper(cls, topic_config_wrapper: Mapping[str, Any], filter_server_list: Iterable[str] = ()) -> RegisterBrokerBody:
+    def from_wrapper(
+        cls, topic_config_wrapper: Mapping[str, Any], filter_server_list: Iterable[str] = ()
+    ) -> RegisterBrokerBody:
         """From a TopicConfigSerializeWrapper-shaped dict (``TopicConfigManager.build_serialize_wrapper()``), whose
         table values may be TopicConfig objects or their JSON dicts."""
-        return cls.from_json_dict({"topicConfigSerializeWrapper": dict(topic_config_wrapper),
-                                   "filterServerList": list(filter_server_list)})
+        return cls.from_json_dict(
+            {"topicConfigSerializeWrapper": dict(topic_config_wrapper), "filterServerList": list(filter_server_list)}
+        )
 
     def wrapper_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"dataVersion": dict(sorted(self.data_version.items()))}
@@ -451,8 +485,10 @@ class RegisterBrokerBody:
         return dict(sorted(d.items()))
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"filterServerList": list(self.filter_server_list),
-                "topicConfigSerializeWrapper": self.wrapper_json_dict()}
+        return {
+            "filterServerList": list(self.filter_server_list),
+            "topicConfigSerializeWrapper": self.wrapper_json_dict(),
+        }
 
     @classmethod
     def wrapper_from_json_dict(cls, w: Any, filter_server_list: list[str] | None = None) -> RegisterBrokerBody:
@@ -462,9 +498,12 @@ class RegisterBrokerBody:
         table_raw = _obj({} if table_raw is None else table_raw, "topicConfigSerializeWrapper.topicConfigTable")
         table = {str(k): _topic_config(k, v) for k, v in table_raw.items()}
         extra = {k: v for k, v in w.items() if k not in ("topicConfigTable", "dataVersion")}
-        return cls(topic_config_table=table,
-                   data_version=_data_version(w.get("dataVersion"), "topicConfigSerializeWrapper.dataVersion"),
-                   filter_server_list=list(filter_server_list or []), extra_wrapper_fields=extra)
+        return cls(
+            topic_config_table=table,
+            data_version=_data_version(w.get("dataVersion"), "topicConfigSerializeWrapper.dataVersion"),
+            filter_server_list=list(filter_server_list or []),
+            extra_wrapper_fields=extra,
+        )
 
     @classmethod
     def from_json_dict(cls, d: Any) -> RegisterBrokerBody:
@@ -496,8 +535,9 @@ class RegisterBrokerBody:
         chunk(_dumps(dict(sorted(self.data_version.items())), False))
         parts.append(struct.pack(">i", len(self.topic_config_table)))
         for tc in self.topic_config_table.values():
-            text = " ".join([tc.topic_name, str(tc.read_queue_nums), str(tc.write_queue_nums), str(tc.perm),
-                             tc.topic_filter_type])
+            text = " ".join(
+                [tc.topic_name, str(tc.read_queue_nums), str(tc.write_queue_nums), str(tc.perm), tc.topic_filter_type]
+            )
             if tc.attributes:
                 text += " " + json.dumps(tc.attributes, separators=(",", ":"), ensure_ascii=False)
             chunk(text.encode("utf-8"))
@@ -530,7 +570,7 @@ class RegisterBrokerBody:
             n = read_int()
             if n < 0 or pos + n > len(raw):
                 raise BodyDecodeError(f"compressed RegisterBrokerBody: chunk of {n} bytes overruns the data")
-            b = raw[pos:pos + n]
+            b = raw[pos : pos + n]
             pos += n
             return b
 
@@ -554,10 +594,16 @@ class RegisterBrokerBody:
                 except ValueError:
                     attrs = None
             try:
-                tc = TopicConfig(topic_name=fields[0], read_queue_nums=int(fields[1]), write_queue_nums=int(fields[2]),
-                                 perm=int(fields[3]), topic_filter_type=fields[4],
-                                 attributes={str(k): str(v) for k, v in attrs.items()} if isinstance(attrs, dict) and attrs
-                                 else None)
+                tc = TopicConfig(
+                    topic_name=fields[0],
+                    read_queue_nums=int(fields[1]),
+                    write_queue_nums=int(fields[2]),
+                    perm=int(fields[3]),
+                    topic_filter_type=fields[4],
+                    attributes={str(k): str(v) for k, v in attrs.items()}
+                    if isinstance(attrs, dict) and attrs
+                    else None,
+                )
             except ValueError as e:
                 raise BodyDecodeError(f"compressed RegisterBrokerBody: bad topic config {text!r}: {e}") from None
             table[tc.topic_name] = tc
@@ -573,8 +619,12 @@ class RegisterBrokerBody:
                 mappings[str(info.get("topic"))] = info
             if mappings:
                 extra["topicQueueMappingInfoMap"] = mappings
-        return cls(topic_config_table=table, data_version=data_version,
-                   filter_server_list=_str_list(fsl_obj, "filterServerList"), extra_wrapper_fields=extra)
+        return cls(
+            topic_config_table=table,
+            data_version=data_version,
+            filter_server_list=_str_list(fsl_obj, "filterServerList"),
+            extra_wrapper_fields=extra,
+        )
 
 
 # --- RegisterBrokerResult --------------------------------------------------------------------------------------

@@ -55,7 +55,13 @@ impl VarColumn {
     fn new(name: &'static str, rows_hint: usize, data_hint: usize) -> Self {
         let mut offsets = Vec::with_capacity(rows_hint + 1);
         offsets.push(0);
-        VarColumn { name, offsets, data: Vec::with_capacity(data_hint), validity: None, null_count: 0 }
+        VarColumn {
+            name,
+            offsets,
+            data: Vec::with_capacity(data_hint),
+            validity: None,
+            null_count: 0,
+        }
     }
 
     #[inline]
@@ -178,7 +184,14 @@ impl ColumnFilter {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        ColumnFilter { tags: Some(tags.into_iter().map(|t| t.as_ref().as_bytes().to_vec()).collect()), min_queue_offset: None }
+        ColumnFilter {
+            tags: Some(
+                tags.into_iter()
+                    .map(|t| t.as_ref().as_bytes().to_vec())
+                    .collect(),
+            ),
+            min_queue_offset: None,
+        }
     }
 }
 
@@ -191,6 +204,9 @@ fn lossy(raw: &[u8]) -> Cow<'_, [u8]> {
 }
 
 /// Decodes every record of `buf` (concatenated, no padding) into columns, keeping the rows `filter` accepts.
+/// One decoded property, borrowed from the record or inflated into an owned buffer.
+type PropertyPair<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 pub fn decode_columns(buf: &[u8], filter: &ColumnFilter) -> Result<Columns> {
     // ~ rows for 100-byte bodies with a few properties; only a capacity hint
     let rows_hint = (buf.len() / 256).min(1 << 20);
@@ -218,10 +234,11 @@ pub fn decode_columns(buf: &[u8], filter: &ColumnFilter) -> Result<Columns> {
         reconsume_times: Vec::with_capacity(rows_hint),
     };
     // per-record scratch: deduplicated (key, value) in first-appearance order
-    let mut props: Vec<(Cow<'_, [u8]>, Cow<'_, [u8]>)> = Vec::with_capacity(16);
+    let mut props: Vec<PropertyPair<'_>> = Vec::with_capacity(16);
     let mut pos = 0usize;
     while pos < buf.len() {
-        let rec = decode_record(&buf[pos..]).map_err(|reason| Error::corrupt(pos as i64, reason))?;
+        let rec =
+            decode_record(&buf[pos..]).map_err(|reason| Error::corrupt(pos as i64, reason))?;
         let at = pos;
         pos += rec.total_size as usize;
         if let Some(min) = filter.min_queue_offset {
@@ -233,13 +250,22 @@ pub fn decode_columns(buf: &[u8], filter: &ColumnFilter) -> Result<Columns> {
         // one UTF-8 check for the whole string: the separators are ASCII, so every piece of a valid one is valid
         let props_utf8 = std::str::from_utf8(rec.properties).is_ok();
         for_each_property(rec.properties, |k, v| {
-            let (k, v) = if props_utf8 { (Cow::Borrowed(k), Cow::Borrowed(v)) } else { (lossy(k), lossy(v)) };
+            let (k, v) = if props_utf8 {
+                (Cow::Borrowed(k), Cow::Borrowed(v))
+            } else {
+                (lossy(k), lossy(v))
+            };
             match props.iter_mut().find(|(ek, _)| *ek == k) {
                 Some(e) => e.1 = v,
                 None => props.push((k, v)),
             }
         });
-        let find = |name: &[u8]| props.iter().find(|(k, _)| k.as_ref() == name).map(|(_, v)| v.as_ref());
+        let find = |name: &[u8]| {
+            props
+                .iter()
+                .find(|(k, _)| k.as_ref() == name)
+                .map(|(_, v)| v.as_ref())
+        };
         let tags = find(b"TAGS");
         if let Some(set) = &filter.tags {
             match tags {
@@ -257,7 +283,10 @@ pub fn decode_columns(buf: &[u8], filter: &ColumnFilter) -> Result<Columns> {
                 )));
             }
             let inflated = miniz_oxide::inflate::decompress_to_vec_zlib(rec.body).map_err(|e| {
-                Error::corrupt(at as i64, format!("compressed body does not inflate (zlib): {:?}", e.status))
+                Error::corrupt(
+                    at as i64,
+                    format!("compressed body does not inflate (zlib): {:?}", e.status),
+                )
             })?;
             c.body.push(&inflated)?;
         } else {
@@ -305,7 +334,14 @@ mod tests {
         create_offset_msg_id, encode_record, Host, RecordFields, STOREHOSTADDRESS_V6_FLAG,
     };
 
-    fn record(qo: i64, phys: i64, sys_flag: i32, body: &[u8], props: &[u8], store: &Host) -> Vec<u8> {
+    fn record(
+        qo: i64,
+        phys: i64,
+        sys_flag: i32,
+        body: &[u8],
+        props: &[u8],
+        store: &Host,
+    ) -> Vec<u8> {
         let born = Host::v4([10, 0, 0, 1], 1234);
         let f = RecordFields {
             queue_id: 2,
@@ -331,7 +367,14 @@ mod tests {
     #[test]
     fn rows_nulls_properties_and_filters() {
         let h = Host::v4([127, 0, 0, 1], 10911);
-        let mut buf = record(5, 100, 0, b"a", b"TAGS\x01x\x02KEYS\x01k1 k2\x02U\x01u\x02TAGS\x01y\x02", &h);
+        let mut buf = record(
+            5,
+            100,
+            0,
+            b"a",
+            b"TAGS\x01x\x02KEYS\x01k1 k2\x02U\x01u\x02TAGS\x01y\x02",
+            &h,
+        );
         buf.extend(record(6, 200, 0, b"", b"", &h));
         buf.extend(record(7, 300, 0, b"ccc", b"TAGS\x01x\x02", &h));
         let c = decode_columns(&buf, &ColumnFilter::default()).unwrap();
@@ -350,23 +393,45 @@ mod tests {
         assert_eq!(c.body.value(1), Some(&b""[..]));
         assert_eq!(
             c.properties.entries(0),
-            vec![(&b"TAGS"[..], &b"y"[..]), (&b"KEYS"[..], &b"k1 k2"[..]), (&b"U"[..], &b"u"[..])]
+            vec![
+                (&b"TAGS"[..], &b"y"[..]),
+                (&b"KEYS"[..], &b"k1 k2"[..]),
+                (&b"U"[..], &b"u"[..])
+            ]
         );
         assert!(c.properties.entries(1).is_empty());
-        assert_eq!(c.msg_id.value(2).unwrap(), create_offset_msg_id(&h, 300).as_bytes());
+        assert_eq!(
+            c.msg_id.value(2).unwrap(),
+            create_offset_msg_id(&h, 300).as_bytes()
+        );
 
-        let f = ColumnFilter { min_queue_offset: Some(6), ..ColumnFilter::with_tags(["x"]) };
+        let f = ColumnFilter {
+            min_queue_offset: Some(6),
+            ..ColumnFilter::with_tags(["x"])
+        };
         let c = decode_columns(&buf, &f).unwrap();
         assert_eq!((c.num_rows, c.queue_offset.clone()), (1, vec![7]));
         assert!(c.tags.validity.is_none());
-        assert_eq!(decode_columns(&buf, &ColumnFilter::with_tags(Vec::<String>::new())).unwrap().num_rows, 0);
+        assert_eq!(
+            decode_columns(&buf, &ColumnFilter::with_tags(Vec::<String>::new()))
+                .unwrap()
+                .num_rows,
+            0
+        );
     }
 
     #[test]
     fn compressed_ipv6_and_errors() {
         let h6 = Host::parse("fe80::1", 9).unwrap();
         let z = miniz_oxide::deflate::compress_to_vec_zlib(b"hello hello hello", 6);
-        let buf = record(0, 0, COMPRESSED_FLAG | STOREHOSTADDRESS_V6_FLAG, &z, b"", &h6);
+        let buf = record(
+            0,
+            0,
+            COMPRESSED_FLAG | STOREHOSTADDRESS_V6_FLAG,
+            &z,
+            b"",
+            &h6,
+        );
         let c = decode_columns(&buf, &ColumnFilter::default()).unwrap();
         assert_eq!(c.body.value(0), Some(&b"hello hello hello"[..]));
         assert_eq!(c.msg_id.value(0).unwrap().len(), 56);
@@ -381,11 +446,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let lz4 = record(0, 0, COMPRESSED_FLAG | 0x200, b"x", b"", &h4);
-        assert!(matches!(decode_columns(&lz4, &ColumnFilter::default()), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            decode_columns(&lz4, &ColumnFilter::default()),
+            Err(Error::InvalidArgument(_))
+        ));
         let mut trunc = record(0, 0, 0, b"abc", b"", &h4);
         trunc.pop();
-        assert!(matches!(decode_columns(&trunc, &ColumnFilter::default()), Err(Error::Corrupt { offset: 0, .. })));
-        assert_eq!(decode_columns(b"", &ColumnFilter::default()).unwrap().num_rows, 0);
+        assert!(matches!(
+            decode_columns(&trunc, &ColumnFilter::default()),
+            Err(Error::Corrupt { offset: 0, .. })
+        ));
+        assert_eq!(
+            decode_columns(b"", &ColumnFilter::default())
+                .unwrap()
+                .num_rows,
+            0
+        );
     }
 }
 
@@ -430,7 +506,10 @@ mod timing {
             buf.resize(at + f.encoded_len(), 0);
             encode_record(&mut buf[at..], &f);
         }
-        for filter in [ColumnFilter::default(), ColumnFilter::with_tags(Vec::<String>::new())] {
+        for filter in [
+            ColumnFilter::default(),
+            ColumnFilter::with_tags(Vec::<String>::new()),
+        ] {
             let mut best = f64::MAX;
             let mut faults_per_call = 0;
             for _ in 0..20 {

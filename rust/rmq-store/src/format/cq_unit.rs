@@ -26,7 +26,11 @@ pub struct CqUnit {
 }
 
 impl CqUnit {
-    pub const PRE_BLANK: CqUnit = CqUnit { offset: 0, size: PRE_BLANK_SIZE, tags_code: 0 };
+    pub const PRE_BLANK: CqUnit = CqUnit {
+        offset: 0,
+        size: PRE_BLANK_SIZE,
+        tags_code: 0,
+    };
 
     #[inline]
     pub fn encode(&self) -> [u8; CQ_STORE_UNIT_SIZE] {

@@ -16,7 +16,12 @@ pub enum GatherError {
     /// `starts` and `ends` differ in length.
     LengthMismatch { starts: usize, ends: usize },
     /// Run `index` is not within the source.
-    OutOfRange { index: usize, start: i64, end: i64, len: usize },
+    OutOfRange {
+        index: usize,
+        start: i64,
+        end: i64,
+        len: usize,
+    },
 }
 
 impl fmt::Display for GatherError {
@@ -25,8 +30,16 @@ impl fmt::Display for GatherError {
             GatherError::LengthMismatch { starts, ends } => {
                 write!(f, "{starts} run starts but {ends} run ends")
             }
-            GatherError::OutOfRange { index, start, end, len } => {
-                write!(f, "run {index} [{start}, {end}) is outside the {len}-byte source")
+            GatherError::OutOfRange {
+                index,
+                start,
+                end,
+                len,
+            } => {
+                write!(
+                    f,
+                    "run {index} [{start}, {end}) is outside the {len}-byte source"
+                )
             }
         }
     }
@@ -37,12 +50,20 @@ impl std::error::Error for GatherError {}
 /// `src[starts[i]..ends[i]]` for every i, concatenated.
 pub fn gather_runs(src: &[u8], starts: &[i64], ends: &[i64]) -> Result<Vec<u8>, GatherError> {
     if starts.len() != ends.len() {
-        return Err(GatherError::LengthMismatch { starts: starts.len(), ends: ends.len() });
+        return Err(GatherError::LengthMismatch {
+            starts: starts.len(),
+            ends: ends.len(),
+        });
     }
     let mut total = 0usize;
     for (index, (&start, &end)) in starts.iter().zip(ends).enumerate() {
         if start < 0 || end < start || end as u64 > src.len() as u64 {
-            return Err(GatherError::OutOfRange { index, start, end, len: src.len() });
+            return Err(GatherError::OutOfRange {
+                index,
+                start,
+                end,
+                len: src.len(),
+            });
         }
         total += (end - start) as usize;
     }
@@ -60,15 +81,26 @@ mod tests {
     #[test]
     fn concatenates_runs_in_order() {
         let src = b"0123456789";
-        assert_eq!(gather_runs(src, &[7, 0, 3, 5], &[10, 2, 3, 6]).unwrap(), b"789015".to_vec());
+        assert_eq!(
+            gather_runs(src, &[7, 0, 3, 5], &[10, 2, 3, 6]).unwrap(),
+            b"789015".to_vec()
+        );
         assert_eq!(gather_runs(src, &[], &[]).unwrap(), Vec::<u8>::new());
     }
 
     #[test]
     fn refuses_bad_runs_before_copying() {
         let src = b"abc";
-        assert_eq!(gather_runs(src, &[0], &[]), Err(GatherError::LengthMismatch { starts: 1, ends: 0 }));
-        let err = GatherError::OutOfRange { index: 1, start: 2, end: 4, len: 3 };
+        assert_eq!(
+            gather_runs(src, &[0], &[]),
+            Err(GatherError::LengthMismatch { starts: 1, ends: 0 })
+        );
+        let err = GatherError::OutOfRange {
+            index: 1,
+            start: 2,
+            end: 4,
+            len: 3,
+        };
         assert_eq!(gather_runs(src, &[0, 2], &[1, 4]), Err(err));
         assert!(gather_runs(src, &[-1], &[1]).is_err());
         assert!(gather_runs(src, &[2], &[1]).is_err());

@@ -71,7 +71,10 @@ pub struct Host {
 
 impl Host {
     pub const fn v4(ip: [u8; 4], port: i32) -> Host {
-        Host { ip: IpAddr::V4(Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3])), port }
+        Host {
+            ip: IpAddr::V4(Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3])),
+            port,
+        }
     }
 
     /// Parses an ip literal; IPv6 iff it contains ':' (the contract's rule), no name resolution.
@@ -121,10 +124,16 @@ impl Host {
     pub fn decode(src: &[u8], v6: bool) -> Host {
         if v6 {
             let ip: [u8; 16] = src[0..16].try_into().unwrap();
-            Host { ip: IpAddr::V6(Ipv6Addr::from(ip)), port: be_i32(src, 16) }
+            Host {
+                ip: IpAddr::V6(Ipv6Addr::from(ip)),
+                port: be_i32(src, 16),
+            }
         } else {
             let ip: [u8; 4] = src[0..4].try_into().unwrap();
-            Host { ip: IpAddr::V4(Ipv4Addr::from(ip)), port: be_i32(src, 4) }
+            Host {
+                ip: IpAddr::V4(Ipv4Addr::from(ip)),
+                port: be_i32(src, 4),
+            }
         }
     }
 }
@@ -146,14 +155,43 @@ pub fn body_crc(body: &[u8]) -> i32 {
 
 /// `MessageExtEncoder.calMsgLength` for a v1 record.
 #[inline]
-pub fn record_len_v1(body_len: usize, topic_len: usize, props_len: usize, born_host_len: usize, store_host_len: usize) -> usize {
-    4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_host_len + 8 + store_host_len + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+pub fn record_len_v1(
+    body_len: usize,
+    topic_len: usize,
+    props_len: usize,
+    born_host_len: usize,
+    store_host_len: usize,
+) -> usize {
+    4 + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + born_host_len
+        + 8
+        + store_host_len
+        + 4
+        + 8
+        + 4
+        + body_len
+        + 1
+        + topic_len
+        + 2
+        + props_len
 }
 
 /// Byte position of STORETIMESTAMP in a record with this sys flag.
 #[inline]
 pub fn store_timestamp_position(sys_flag: i32) -> usize {
-    BORNHOST_POSITION + if sys_flag & BORNHOST_V6_FLAG != 0 { IPV6_HOST_LEN } else { IPV4_HOST_LEN }
+    BORNHOST_POSITION
+        + if sys_flag & BORNHOST_V6_FLAG != 0 {
+            IPV6_HOST_LEN
+        } else {
+            IPV4_HOST_LEN
+        }
 }
 
 /// Everything that goes into a v1 record.
@@ -276,12 +314,23 @@ pub fn decode_record(buf: &[u8]) -> Result<Record<'_>, String> {
     }
     let total = total_size as usize;
     if total > buf.len() {
-        return Err(format!("truncated record: total size {total} but {} bytes left", buf.len()));
+        return Err(format!(
+            "truncated record: total size {total} but {} bytes left",
+            buf.len()
+        ));
     }
     let r = &buf[..total];
     let sys_flag = be_i32(r, SYSFLAG_POSITION);
-    let born_len = if sys_flag & BORNHOST_V6_FLAG != 0 { IPV6_HOST_LEN } else { IPV4_HOST_LEN };
-    let store_len = if sys_flag & STOREHOSTADDRESS_V6_FLAG != 0 { IPV6_HOST_LEN } else { IPV4_HOST_LEN };
+    let born_len = if sys_flag & BORNHOST_V6_FLAG != 0 {
+        IPV6_HOST_LEN
+    } else {
+        IPV4_HOST_LEN
+    };
+    let store_len = if sys_flag & STOREHOSTADDRESS_V6_FLAG != 0 {
+        IPV6_HOST_LEN
+    } else {
+        IPV4_HOST_LEN
+    };
     let mut p = BORNHOST_POSITION;
     // fixed fields up to and including BODYLEN
     let need = p + born_len + 8 + store_len + 4 + 8 + 4;
@@ -301,7 +350,9 @@ pub fn decode_record(buf: &[u8]) -> Result<Record<'_>, String> {
     let body_len = be_i32(r, p);
     p += 4;
     if body_len < 0 || p + body_len as usize > total {
-        return Err(format!("body length {body_len} does not fit in total size {total}"));
+        return Err(format!(
+            "body length {body_len} does not fit in total size {total}"
+        ));
     }
     let body = &r[p..p + body_len as usize];
     p += body_len as usize;
@@ -316,7 +367,9 @@ pub fn decode_record(buf: &[u8]) -> Result<Record<'_>, String> {
     };
     p += topic_len_size;
     if p + topic_len + 2 > total {
-        return Err(format!("topic length {topic_len} does not fit in total size {total}"));
+        return Err(format!(
+            "topic length {topic_len} does not fit in total size {total}"
+        ));
     }
     let topic = &r[p..p + topic_len];
     p += topic_len;
@@ -381,7 +434,10 @@ pub fn check_record(buf: &[u8], check_crc: bool) -> RecordCheck<'_> {
 
 #[inline]
 pub fn is_tx_prepared_or_rollback(sys_flag: i32) -> bool {
-    matches!(sys_flag & TRANSACTION_TYPE_MASK, TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE)
+    matches!(
+        sys_flag & TRANSACTION_TYPE_MASK,
+        TRANSACTION_PREPARED_TYPE | TRANSACTION_ROLLBACK_TYPE
+    )
 }
 
 /// Topic rule of the contract (RocketMQ 4.9 `TopicValidator`): 1..=127 chars of `[A-Za-z0-9%|_-]`.
@@ -389,7 +445,9 @@ pub fn is_tx_prepared_or_rollback(sys_flag: i32) -> bool {
 pub fn is_legal_topic(topic: &str) -> bool {
     !topic.is_empty()
         && topic.len() <= MAX_TOPIC_LEN_V1
-        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }
 
 /// Appends `name \x01 value \x02` for one entry.
@@ -499,7 +557,10 @@ mod tests {
         assert_eq!(tags_hash_bytes(b"TagA"), 2598919);
         // U+1F600 is two UTF-16 code units (0xD83D, 0xDE00)
         assert_eq!(tags_hash("\u{1F600}"), 0xD83D * 31 + 0xDE00);
-        assert_eq!(tags_hash_bytes("é\u{1F600}".as_bytes()), tags_hash("é\u{1F600}"));
+        assert_eq!(
+            tags_hash_bytes("é\u{1F600}".as_bytes()),
+            tags_hash("é\u{1F600}")
+        );
         // wraps like int32
         let long = "x".repeat(100);
         let mut h: i32 = 0;
@@ -513,11 +574,20 @@ mod tests {
     fn properties_parse_like_java() {
         let raw = b"TAGS\x01a\x02KEYS\x01k1 k2\x02\x01x\x02y\x01\x02ab\x02TAGS\x01b\x02";
         let p = decode_properties(raw);
-        assert_eq!(p, vec![("TAGS".into(), "b".into()), ("KEYS".into(), "k1 k2".into())]);
+        assert_eq!(
+            p,
+            vec![("TAGS".into(), "b".into()), ("KEYS".into(), "k1 k2".into())]
+        );
         assert_eq!(find_property(raw, b"TAGS"), Some(&b"b"[..]));
         assert_eq!(decode_properties(b"k\x01v"), vec![("k".into(), "v".into())]);
-        assert_eq!(decode_properties(b"k\x01\x01v\x02"), vec![("k".into(), "\x01v".into())]);
-        assert_eq!(decode_properties(b"k\xff\x01v\x02"), vec![("k\u{FFFD}".into(), "v".into())]);
+        assert_eq!(
+            decode_properties(b"k\x01\x01v\x02"),
+            vec![("k".into(), "\x01v".into())]
+        );
+        assert_eq!(
+            decode_properties(b"k\xff\x01v\x02"),
+            vec![("k\u{FFFD}".into(), "v".into())]
+        );
     }
 
     #[test]
@@ -545,9 +615,15 @@ mod tests {
         assert_eq!(n, 91 + 12 + 5 + 1 + 7);
         let r = decode_record(&buf).unwrap();
         assert_eq!(r.total_size as usize, n);
-        assert_eq!((r.queue_id, r.flag, r.queue_offset, r.physical_offset), (3, 7, 42, 4096));
+        assert_eq!(
+            (r.queue_id, r.flag, r.queue_offset, r.physical_offset),
+            (3, 7, 42, 4096)
+        );
         assert_eq!((r.born_host, r.store_host), (born, store));
-        assert_eq!((r.store_timestamp, r.body, r.topic), (222, &b"hello"[..], &b"T"[..]));
+        assert_eq!(
+            (r.store_timestamp, r.body, r.topic),
+            (222, &b"hello"[..], &b"T"[..])
+        );
         assert_eq!(r.body_crc, body_crc(b"hello"));
         assert!(matches!(check_record(&buf, true), RecordCheck::Record(_)));
         buf[BODYCRC_POSITION] ^= 0x01;
@@ -592,7 +668,10 @@ mod tests {
     #[test]
     fn offset_msg_id() {
         let h = Host::v4([127, 0, 0, 1], 10911);
-        assert_eq!(create_offset_msg_id(&h, 0), "7F00000100002A9F0000000000000000");
+        assert_eq!(
+            create_offset_msg_id(&h, 0),
+            "7F00000100002A9F0000000000000000"
+        );
         let h6 = Host::parse("::1", 1).unwrap();
         assert_eq!(create_offset_msg_id(&h6, 1).len(), 56);
     }

@@ -16,8 +16,9 @@ class AllocateMessageQueueAveragely(AllocateMessageQueueStrategy):
     def name(self) -> str:
         return "AVG"
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not self.check(consumer_group, current_cid, mq_all, cid_all):
             return []
         n_mq, n_cid = len(mq_all), len(cid_all)

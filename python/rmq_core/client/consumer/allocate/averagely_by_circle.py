@@ -15,8 +15,9 @@ class AllocateMessageQueueAveragelyByCircle(AllocateMessageQueueStrategy):
     def name(self) -> str:
         return "AVG_BY_CIRCLE"
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not self.check(consumer_group, current_cid, mq_all, cid_all):
             return []
         index = list(cid_all).index(current_cid)

@@ -28,6 +28,7 @@ class AllocateMessageQueueByConfig(AllocateMessageQueueStrategy):
     def name(self) -> str:
         return "CONFIG"
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         return list(self.message_queue_list)

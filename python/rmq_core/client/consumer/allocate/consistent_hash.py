@@ -71,8 +71,9 @@ class AllocateMessageQueueConsistentHash(AllocateMessageQueueStrategy):
     def name(self) -> str:
         return "CONSISTENT_HASH"
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not self.check(consumer_group, current_cid, mq_all, cid_all):
             return []
         router = ConsistentHashRouter(cid_all, self.virtual_node_cnt, self.hash_function or md5_hash)

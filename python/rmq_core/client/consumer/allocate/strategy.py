@@ -27,8 +27,9 @@ class AllocateMessageQueueStrategy(ABC):
         """The strategy's RocketMQ name (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG)."""
 
     @abstractmethod
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         """The queues ``current_cid`` consumes; ``mq_all`` and ``cid_all`` are expected sorted."""
 
     @staticmethod
@@ -41,8 +42,12 @@ class AllocateMessageQueueStrategy(ABC):
         if not cid_all:
             raise ValueError("cidAll is null or cidAll empty")
         if current_cid not in cid_all:
-            log.info("[BUG] ConsumerGroup: %s The consumerId: %s not in cidAll: %s", consumer_group, current_cid,
-                     list(cid_all))
+            log.info(
+                "[BUG] ConsumerGroup: %s The consumerId: %s not in cidAll: %s",
+                consumer_group,
+                current_cid,
+                list(cid_all),
+            )
             return False
         return True
 

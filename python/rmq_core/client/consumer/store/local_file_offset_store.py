@@ -34,8 +34,11 @@ def encode_offset_table(table: dict[MessageQueue, int]) -> str:
     """OffsetSerializeWrapper JSON (fastjson layout: object keys, sorted fields)."""
     parts = []
     for mq, off in sorted(table.items()):
-        key = json.dumps({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
-                         separators=(",", ":"), ensure_ascii=False)
+        key = json.dumps(
+            {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
         parts.append(f"{key}:{int(off)}")
     return '{"offsetTable":{' + ",".join(parts) + "}}"
 

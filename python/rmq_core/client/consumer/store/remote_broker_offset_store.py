@@ -43,7 +43,7 @@ class RemoteBrokerOffsetStore(OffsetTable):
             return off
         try:
             off = self.instance.run_sync(self.fetch_consume_offset_from_broker(mq), self._timeout_s())
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._store_error(mq, e)
         self.update_offset(mq, off, False)
         return off
@@ -55,7 +55,7 @@ class RemoteBrokerOffsetStore(OffsetTable):
             return off
         try:
             off = await self.fetch_consume_offset_from_broker(mq)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._store_error(mq, e)
         self.update_offset(mq, off, False)
         return off
@@ -82,9 +82,14 @@ class RemoteBrokerOffsetStore(OffsetTable):
             if mq in mqs:
                 try:
                     await self.update_consume_offset_to_broker_async(mq, off, True)
-                    log.info("[persistAll] Group: %s ClientId: %s updateConsumeOffsetToBroker %s %d",
-                             self.group_name, self.instance.client_id, mq, off)
-                except Exception as e:  # noqa: BLE001
+                    log.info(
+                        "[persistAll] Group: %s ClientId: %s updateConsumeOffsetToBroker %s %d",
+                        self.group_name,
+                        self.instance.client_id,
+                        mq,
+                        off,
+                    )
+                except Exception as e:
                     log.error("updateConsumeOffsetToBroker exception, %s: %s", mq, e)
             else:
                 unused.append(mq)
@@ -99,7 +104,7 @@ class RemoteBrokerOffsetStore(OffsetTable):
         if off is not None:
             try:
                 self.update_consume_offset_to_broker(mq, off, True)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.error("updateConsumeOffsetToBroker exception, %s: %s", mq, e)
 
     async def persist_async(self, mq: MessageQueue) -> None:
@@ -108,7 +113,7 @@ class RemoteBrokerOffsetStore(OffsetTable):
         if off is not None:
             try:
                 await self.update_consume_offset_to_broker_async(mq, off, True)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.error("updateConsumeOffsetToBroker exception, %s: %s", mq, e)
 
     def remove_offset(self, mq: MessageQueue) -> None:
@@ -126,13 +131,15 @@ class RemoteBrokerOffsetStore(OffsetTable):
             found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
         if found is None:
             from rmq_core.client.exceptions import MQClientException
+
             raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist")
         return str(found.broker_addr)
 
     async def update_consume_offset_to_broker_async(self, mq: MessageQueue, offset: int, is_oneway: bool) -> None:
         addr = await self._find_broker(mq)
-        header = UpdateConsumerOffsetRequestHeader(consumerGroup=self.group_name, topic=mq.topic,
-                                                   queueId=mq.queue_id, commitOffset=offset)
+        header = UpdateConsumerOffsetRequestHeader(
+            consumerGroup=self.group_name, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset
+        )
         api = self.instance.mq_client_api
         if is_oneway:
             await api.update_consumer_offset_oneway(addr, header)
@@ -142,5 +149,8 @@ class RemoteBrokerOffsetStore(OffsetTable):
     async def fetch_consume_offset_from_broker(self, mq: MessageQueue) -> int:
         addr = await self._find_broker(mq)
         header = QueryConsumerOffsetRequestHeader(consumerGroup=self.group_name, topic=mq.topic, queueId=mq.queue_id)
-        return int(await self.instance.mq_client_api.query_consumer_offset(
-            addr, header, self.instance.client_config.mq_client_api_timeout))
+        return int(
+            await self.instance.mq_client_api.query_consumer_offset(
+                addr, header, self.instance.client_config.mq_client_api_timeout
+            )
+        )
