@@ -62,7 +62,7 @@ def test_parse_delay_levels():
 def test_decode_refuses_bad_documents_and_encodes_rocketmq_layout(root):
     c = BrokerController(_config(root))
     try:
-        svc = ScheduleMessageService(c)
+        svc = ScheduleMessageService(c.broker_config)
         assert svc.max_delay_level == 3
         svc.decode('{"offsetTable":{1:5,3:7}}')
         assert svc.offset_table == {1: 5, 3: 7}

@@ -85,22 +85,40 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(cfg, config_dir)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.consumer_filter_manager = ConsumerFilterManager(config_dir)
-        self.consumer_manager = ConsumerManager(on_event=DefaultConsumerIdsChangeListener(self))
+        self.consumer_manager = ConsumerManager(
+            on_event=DefaultConsumerIdsChangeListener(cfg, self.consumer_filter_manager)
+        )
         self.producer_manager = ProducerManager()
         self.rebalance_lock_manager = RebalanceLockManager()
         self.broker_stats_manager = BrokerStatsManager(cfg.broker_cluster_name)
-        self.pull_request_hold_service = PullRequestHoldService(self)
-        self.schedule_message_service = ScheduleMessageService(self)
+        self.schedule_message_service = ScheduleMessageService(cfg, self.broker_stats_manager)
+        self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
 
     def _register_processors(self) -> None:
         server = self.remoting_server
+        cfg = self.broker_config
         self.pull_message_processor = PullMessageProcessor(self)
         self.send_message_processor = SendMessageProcessor(self)
-        self.consumer_manage_processor = ConsumerManageProcessor(self)
-        self.client_manage_processor = ClientManageProcessor(self)
-        self.admin_broker_processor = AdminBrokerProcessor(self)
+        self.consumer_manage_processor = ConsumerManageProcessor(
+            self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
+        )
+        self.client_manage_processor = ClientManageProcessor(
+            cfg,
+            self.subscription_group_manager,
+            self.topic_config_manager,
+            self.consumer_manager,
+            self.producer_manager,
+        )
+        self.admin_broker_processor = AdminBrokerProcessor(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.rebalance_lock_manager,
+            self.register_broker_all,
+        )
         self.query_message_processor = QueryMessageProcessor(self)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
@@ -219,11 +237,18 @@ class BrokerController:
             self.consumer_filter_manager,
         ):
             manager.load()
+        self.pull_request_hold_service = PullRequestHoldService(
+            cfg,
+            self.message_store,
+            self.loop,
+            lambda conn, request: self.pull_message_processor.run_request_when_wakeup(conn, request),
+            self.remoting_server,
+        )
         self._register_processors()
         self.message_store.add_arrival_listener(self._on_message_arriving)
         self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()
-        self.schedule_message_service.start()
+        self.schedule_message_service.start(self.message_store)
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)

@@ -32,7 +32,8 @@ from rmq_core.remoting.header import (
 )
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
     from rmq_core.remoting.transport import Connection
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def _as_connection(channel: Any) -> Connection:
     return getattr(channel, "conn", channel)
 
 
-def notify_consumer_ids_changed(controller: BrokerController, group: str, channels: Iterable[Any]) -> int:
+def notify_consumer_ids_changed(group: str, channels: Iterable[Any]) -> int:
     """Send NOTIFY_CONSUMER_IDS_CHANGED (oneway) for ``group`` to every channel; returns how many were sent."""
     if group is None:
         log.error("notifyConsumerIdsChanged consumerGroup is null")
@@ -71,10 +72,12 @@ def notify_consumer_ids_changed(controller: BrokerController, group: str, channe
 
 
 class DefaultConsumerIdsChangeListener:
-    """``DefaultConsumerIdsChangeListener(controller)`` is the ConsumerManager's ``on_event(event, group, *args)``."""
+    """``DefaultConsumerIdsChangeListener(broker_config, consumer_filter_manager)`` is the ConsumerManager's
+    ``on_event(event, group, *args)``."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker_config: BrokerConfig, consumer_filter_manager: ConsumerFilterManager) -> None:
+        self.broker_config = broker_config
+        self.consumer_filter_manager = consumer_filter_manager
 
     def __call__(self, event: Any, group: str, *args: Any) -> None:
         self.handle(event, group, *args)
@@ -87,10 +90,10 @@ class DefaultConsumerIdsChangeListener:
             if name == "CHANGE":
                 if not args or args[0] is None:
                     return
-                if self.controller.broker_config.notify_consumer_ids_changed_enable:
-                    notify_consumer_ids_changed(self.controller, group, list(args[0]))
+                if self.broker_config.notify_consumer_ids_changed_enable:
+                    notify_consumer_ids_changed(group, list(args[0]))
             elif name == "UNREGISTER":
-                self.controller.consumer_filter_manager.unregister(group)
+                self.consumer_filter_manager.unregister(group)
             elif name == "REGISTER":
                 if not args or args[0] is None:
                     return
@@ -106,4 +109,4 @@ class DefaultConsumerIdsChangeListener:
         """Java's ConsumerFilterManager.register(group, subList): each SQL92 subscription is (re-)registered (a bad
         expression is logged; pulls then answer FILTER_DATA_NOT_EXIST) and filters on topics the group no longer
         subscribes are marked dead."""
-        self.controller.consumer_filter_manager.register_subscriptions(group, list(subscriptions))
+        self.consumer_filter_manager.register_subscriptions(group, list(subscriptions))

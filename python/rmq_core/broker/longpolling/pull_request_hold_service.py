@@ -23,7 +23,7 @@ Invariants:
 4. ``shutdown()`` answers every parked pull whose connection is open (re-run without suspension) and empties the
    table; nothing is parked afterwards (a late suspend is answered at once).
 
-Thread-safety: everything runs on ``controller.loop``. ``notify_message_arriving`` may be called from any thread
+Thread-safety: everything runs on the broker's ``loop``. ``notify_message_arriving`` may be called from any thread
 (the store calls its listeners on the putting thread): off the loop it hops over with ``call_soon_threadsafe``.
 """
 
@@ -33,15 +33,21 @@ import asyncio
 import functools
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.common.clock import now_ms
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.remoting.transport import Connection, RemotingServer
+    from rmq_core.store import MessageStore
+
+#: How a woken pull is run again: ``PullMessageProcessor.run_request_when_wakeup(conn, request)``.
+RunRequestWhenWakeup = Callable[["Connection", RemotingCommand], None]
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +85,24 @@ def build_key(topic: str, queue_id: int) -> str:
 
 
 class PullRequestHoldService:
-    """``PullRequestHoldService(controller)``: ``start()``, ``suspend_pull_request``, ``notify_message_arriving``,
-    ``check_hold_request``, ``shutdown()``."""
+    """``PullRequestHoldService(broker_config, message_store, loop, run_request_when_wakeup, remoting_server)``:
+    ``start()``, ``suspend_pull_request``, ``notify_message_arriving``, ``check_hold_request``, ``shutdown()``."""
 
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        message_store: MessageStore,
+        loop: asyncio.AbstractEventLoop,
+        run_request_when_wakeup: RunRequestWhenWakeup,
+        remoting_server: RemotingServer | None = None,
+        now_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.broker_config = broker_config
+        self.message_store = message_store
+        self._loop = loop
+        self.run_request_when_wakeup = run_request_when_wakeup
+        self.remoting_server = remoting_server  # its closed connections drop their parked pulls
+        self.now_ms = now_ms
         self.pull_request_table: dict[str, list[PullRequest]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
@@ -92,7 +111,7 @@ class PullRequestHoldService:
     # --- lifecycle ---------------------------------------------------------------------------------------------
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        return self.controller.loop
+        return self._loop
 
     def _on_loop(self) -> bool:
         try:
@@ -109,13 +128,13 @@ class PullRequestHoldService:
             return
         self._stopped = False
         self._task = self.loop.create_task(self._run(), name="PullRequestHoldService")
-        server = getattr(self.controller, "remoting_server", None)
+        server = self.remoting_server
         if server is not None and not self._close_callback_registered:
             server.on_close.append(self._on_connection_closed)
             self._close_callback_registered = True
 
     def check_interval_ms(self) -> int:
-        cfg = self.controller.broker_config
+        cfg = self.broker_config
         return LONG_POLLING_CHECK_INTERVAL_MS if cfg.long_polling_enable else max(1, int(cfg.short_polling_time_mills))
 
     async def _run(self) -> None:
@@ -142,7 +161,7 @@ class PullRequestHoldService:
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        server = getattr(self.controller, "remoting_server", None)
+        server = self.remoting_server
         if server is not None and self._close_callback_registered:
             try:
                 server.on_close.remove(self._on_connection_closed)
@@ -170,7 +189,7 @@ class PullRequestHoldService:
 
     def _recheck_after_parking(self, topic: str, queue_id: int, key: str, pr: PullRequest) -> None:
         try:
-            newest = self.controller.message_store.get_max_offset_in_queue(topic, queue_id)
+            newest = self.message_store.get_max_offset_in_queue(topic, queue_id)
         except Exception:
             log.exception("re-reading the max offset of %s after parking a pull failed", key)
             return
@@ -190,9 +209,7 @@ class PullRequestHoldService:
         if count > MAX_RECHECK_UNITS:
             return True
         try:
-            _, units = self.controller.message_store.scan_consume_queue(
-                topic, queue_id, max(0, pr.pull_from_this_offset), count
-            )
+            _, units = self.message_store.scan_consume_queue(topic, queue_id, max(0, pr.pull_from_this_offset), count)
         except Exception:
             log.exception("scanning %s@%d after parking a pull failed; waking it", topic, queue_id)
             return True
@@ -249,7 +266,7 @@ class PullRequestHoldService:
             newest = max_offset
             if newest <= pr.pull_from_this_offset:
                 try:
-                    newest = self.controller.message_store.get_max_offset_in_queue(topic, queue_id)
+                    newest = self.message_store.get_max_offset_in_queue(topic, queue_id)
                 except Exception:
                     log.exception("reading the max offset of %s failed", key)
             if newest > pr.pull_from_this_offset:
@@ -288,7 +305,7 @@ class PullRequestHoldService:
                 continue
             try:
                 queue_id = int(qid)
-                offset = self.controller.message_store.get_max_offset_in_queue(topic, queue_id)
+                offset = self.message_store.get_max_offset_in_queue(topic, queue_id)
                 self._notify(topic, queue_id, offset, None, 0, None, now_ms)
             except Exception:
                 log.exception("check hold request failed. topic=%s, queueId=%s", topic, qid)
@@ -342,7 +359,7 @@ class PullRequestHoldService:
             log.info("parked pull from %s dropped: connection closed", pr.conn.remote_address)
             return
         try:
-            self.controller.pull_message_processor.run_request_when_wakeup(pr.conn, pr.request_command)
+            self.run_request_when_wakeup(pr.conn, pr.request_command)
         except Exception:
             log.exception("execute request when wakeup failed.")
 
@@ -354,4 +371,4 @@ class PullRequestHoldService:
         return [pr for requests in self.pull_request_table.values() for pr in requests]
 
     def _now(self) -> int:
-        return int(self.controller.now_ms())
+        return int(self.now_ms())

@@ -5,7 +5,7 @@ that the consumption path needs.
   be a system topic — both answered SYSTEM_ERROR with RocketMQ's remark (4.9's code; 5.x says INVALID_PARAMETER);
   negative queue counts are refused too (RocketMQ does not check them). A config equal to the current one answers
   SUCCESS without a change (5.x); otherwise the TopicConfigManager is updated and a name-server registration is
-  scheduled (``controller.register_broker_all()``). 5.x ``attributes`` (``+k=v,-k``) are applied to the topic's
+  scheduled (``register_broker_all()``). 5.x ``attributes`` (``+k=v,-k``) are applied to the topic's
   current attributes.
 - UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body a SubscriptionGroupConfig JSON; refused on a slave; the group name is
   validated (5.x).
@@ -23,6 +23,7 @@ Thread-safety: runs on the broker's event loop only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.common.mix_all import is_system_topic, validate_group, validate_topic
@@ -49,8 +50,12 @@ from rmq_core.remoting.header import (
 )
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.rebalance_lock_manager import RebalanceLockManager
+    from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
+    from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +98,7 @@ def alter_attributes(current: dict[str, str] | None, modification: dict[str, str
 
 
 class AdminBrokerProcessor:
-    """``AdminBrokerProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``AdminBrokerProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
     request_codes = (
         RequestCode.UPDATE_AND_CREATE_TOPIC,
@@ -107,8 +112,21 @@ class AdminBrokerProcessor:
         RequestCode.UNLOCK_BATCH_MQ,
     )
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        message_store: MessageStore,
+        topic_config_manager: TopicConfigManager,
+        subscription_group_manager: SubscriptionGroupManager,
+        rebalance_lock_manager: RebalanceLockManager,
+        register_broker_all: Callable[[], None],
+    ) -> None:
+        self.broker_config = broker_config
+        self.message_store = message_store
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.rebalance_lock_manager = rebalance_lock_manager
+        self.register_broker_all = register_broker_all  # re-register with the name servers soon (coalesced)
         self._handlers = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
@@ -131,7 +149,7 @@ class AdminBrokerProcessor:
 
     # --- topics and groups -----------------------------------------------------------------------------------
     def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        if self.controller.is_slave:
+        if self.broker_config.is_slave:
             return _error(request, SLAVE_REMARK)
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
         topic = header.topic
@@ -147,7 +165,7 @@ class AdminBrokerProcessor:
                 f"readQueueNums ({header.readQueueNums}) and writeQueueNums "
                 f"({header.writeQueueNums}) must not be negative",
             )
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         current: TopicConfig | None = manager.select_topic_config(topic)
         try:
             attributes = alter_attributes(current.attributes if current else None, parse_attributes(header.attributes))
@@ -166,11 +184,11 @@ class AdminBrokerProcessor:
         if config == current:  # idempotent (5.x): nothing to store or announce
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
         manager.update_topic_config(config)
-        self.controller.register_broker_all()
+        self.register_broker_all()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def update_and_create_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        if self.controller.is_slave:
+        if self.broker_config.is_slave:
             return _error(request, SLAVE_REMARK)
         if not request.body:
             return _error(request, "the request has no body (SubscriptionGroupConfig JSON expected)")
@@ -183,11 +201,11 @@ class AdminBrokerProcessor:
         if reason is not None:
             return _error(request, reason)
         log.info("updateAndCreateSubscriptionGroup %s called by %s", config.group_name, conn.remote_address)
-        self.controller.subscription_group_manager.update_subscription_group_config(config)
+        self.subscription_group_manager.update_subscription_group_config(config)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        content = self.controller.topic_config_manager.encode(False)
+        content = self.topic_config_manager.encode(False)
         if not content:
             return _error(request, "No topic in this broker")
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
@@ -195,21 +213,19 @@ class AdminBrokerProcessor:
     # --- offsets ---------------------------------------------------------------------------------------------
     def get_max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(GetMaxOffsetRequestHeader, request.ext_fields)
-        return _offset(request, self.controller.message_store.get_max_offset_in_queue(h.topic, h.queueId))
+        return _offset(request, self.message_store.get_max_offset_in_queue(h.topic, h.queueId))
 
     def get_min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(GetMinOffsetRequestHeader, request.ext_fields)
-        return _offset(request, self.controller.message_store.get_min_offset_in_queue(h.topic, h.queueId))
+        return _offset(request, self.message_store.get_min_offset_in_queue(h.topic, h.queueId))
 
     def search_offset_by_timestamp(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(SearchOffsetRequestHeader, request.ext_fields)
-        return _offset(
-            request, self.controller.message_store.get_offset_in_queue_by_time(h.topic, h.queueId, h.timestamp)
-        )
+        return _offset(request, self.message_store.get_offset_in_queue_by_time(h.topic, h.queueId, h.timestamp))
 
     def get_earliest_msg_storetime(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
-        timestamp = self.controller.message_store.get_earliest_message_time(h.topic, h.queueId)
+        timestamp = self.message_store.get_earliest_message_time(h.topic, h.queueId)
         return RemotingCommand.response_to(
             request,
             ResponseCode.SUCCESS,
@@ -221,9 +237,7 @@ class AdminBrokerProcessor:
         body = _decode_body(LockBatchRequestBody, request)
         if isinstance(body, str):
             return _error(request, body)
-        locked = self.controller.rebalance_lock_manager.try_lock_batch(
-            body.consumer_group, set(body.mq_set), body.client_id
-        )
+        locked = self.rebalance_lock_manager.try_lock_batch(body.consumer_group, set(body.mq_set), body.client_id)
         response_body = LockBatchResponseBody(lock_ok_mq_set=set(locked))
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=response_body.encode())
 
@@ -231,7 +245,7 @@ class AdminBrokerProcessor:
         body = _decode_body(UnlockBatchRequestBody, request)
         if isinstance(body, str):
             return _error(request, body)
-        self.controller.rebalance_lock_manager.unlock_batch(body.consumer_group, set(body.mq_set), body.client_id)
+        self.rebalance_lock_manager.unlock_batch(body.consumer_group, set(body.mq_set), body.client_id)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
 

@@ -32,9 +32,11 @@ Thread-safety: runs on the broker's event loop only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
+from rmq_core.common.clock import now_ms
 from rmq_core.common.mix_all import get_retry_topic, validate_group
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.sys_flag import build_topic_sys_flag
@@ -47,7 +49,11 @@ from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import UnregisterClientRequestHeader, decode_header
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
+    from rmq_core.broker.client.producer_manager import ProducerManager
+    from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
 
 log = logging.getLogger(__name__)
@@ -57,12 +63,25 @@ IS_SUB_CHANGE = "IS_SUB_CHANGE"
 
 
 class ClientManageProcessor:
-    """``ClientManageProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``ClientManageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
     request_codes = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        subscription_group_manager: SubscriptionGroupManager,
+        topic_config_manager: TopicConfigManager,
+        consumer_manager: ConsumerManager,
+        producer_manager: ProducerManager,
+        now_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.broker_config = broker_config
+        self.subscription_group_manager = subscription_group_manager
+        self.topic_config_manager = topic_config_manager
+        self.consumer_manager = consumer_manager
+        self.producer_manager = producer_manager
+        self.now_ms = now_ms
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.HEART_BEAT:
@@ -87,7 +106,7 @@ class ClientManageProcessor:
             )
         if expression_type == ExpressionType.TAG:
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
-        if not self.controller.broker_config.enable_property_filter:
+        if not self.broker_config.enable_property_filter:
             return RemotingCommand.response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
@@ -106,7 +125,7 @@ class ClientManageProcessor:
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def _channel_info(self, conn: Connection, client_id: str, request: RemotingCommand) -> ClientChannelInfo:
-        return ClientChannelInfo(conn, client_id, request.language, request.version, self.controller.now_ms())
+        return ClientChannelInfo(conn, client_id, request.language, request.version, self.now_ms())
 
     # --- HEART_BEAT ------------------------------------------------------------------------------------------
     def heart_beat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -130,29 +149,28 @@ class ClientManageProcessor:
                 return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=reason)
         info = self._channel_info(conn, heartbeat.client_id, request)
         without_sub = bool(getattr(heartbeat, "without_sub", False))
-        ctl = self.controller
         for data in heartbeat.consumer_data_set:
             group = data.group_name
-            group_config = ctl.subscription_group_manager.find_subscription_group_config(group)
+            group_config = self.subscription_group_manager.find_subscription_group_config(group)
             notify = True
             if group_config is not None:
                 notify = group_config.notify_consumer_ids_changed_enable
                 topic_sys_flag = build_topic_sys_flag(False, True) if data.unit_mode else 0
-                ctl.topic_config_manager.create_topic_in_send_message_back_method(
+                self.topic_config_manager.create_topic_in_send_message_back_method(
                     get_retry_topic(group), group_config.retry_queue_nums, PERM_WRITE | PERM_READ, topic_sys_flag
                 )
             sub_list = list(data.subscription_data_set)
             if without_sub and not sub_list:
-                current = ctl.consumer_manager.get_consumer_group_info(group)
+                current = self.consumer_manager.get_consumer_group_info(group)
                 if current is not None:
                     sub_list = list(current.subscription_table.values())
-            changed = ctl.consumer_manager.register_consumer(
+            changed = self.consumer_manager.register_consumer(
                 group, info, data.consume_type, data.message_model, data.consume_from_where, sub_list, notify
             )
             if changed:
                 log.info("registerConsumer info changed %s %s", group, conn.remote_address)
         for pdata in heartbeat.producer_data_set:
-            ctl.producer_manager.register_producer(pdata.group_name, info)
+            self.producer_manager.register_producer(pdata.group_name, info)
         return RemotingCommand.response_to(
             request, ResponseCode.SUCCESS, ext_fields={IS_SUPPORT_HEART_BEAT_V2: "true", IS_SUB_CHANGE: "true"}
         )
@@ -161,11 +179,10 @@ class ClientManageProcessor:
     def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         info = self._channel_info(conn, header.clientID, request)
-        ctl = self.controller
         if header.producerGroup is not None:
-            ctl.producer_manager.unregister_producer(header.producerGroup, info)
+            self.producer_manager.unregister_producer(header.producerGroup, info)
         if header.consumerGroup is not None:
-            group_config = ctl.subscription_group_manager.find_subscription_group_config(header.consumerGroup)
+            group_config = self.subscription_group_manager.find_subscription_group_config(header.consumerGroup)
             notify = True if group_config is None else group_config.notify_consumer_ids_changed_enable
-            ctl.consumer_manager.unregister_consumer(header.consumerGroup, info, notify)
+            self.consumer_manager.unregister_consumer(header.consumerGroup, info, notify)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)

@@ -38,8 +38,10 @@ from rmq_core.remoting.header import (
 )
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
+    from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
     from rmq_core.remoting.transport import Connection
+    from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ _CQ_PHY_OFFSET = struct.Struct(">q")
 
 
 class ConsumerManageProcessor:
-    """``ConsumerManageProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``ConsumerManageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
     request_codes = (
         RequestCode.QUERY_CONSUMER_OFFSET,
@@ -55,8 +57,17 @@ class ConsumerManageProcessor:
         RequestCode.GET_CONSUMER_LIST_BY_GROUP,
     )
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        consumer_manager: ConsumerManager,
+        consumer_offset_manager: ConsumerOffsetManager,
+        message_store: MessageStore,
+        store_config: StoreConfig,
+    ) -> None:
+        self.consumer_manager = consumer_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.message_store = message_store
+        self.store_config = store_config
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -73,7 +84,7 @@ class ConsumerManageProcessor:
     # --- GET_CONSUMER_LIST_BY_GROUP --------------------------------------------------------------------------
     def get_consumer_list_by_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
-        info = self.controller.consumer_manager.get_consumer_group_info(header.consumerGroup)
+        info = self.consumer_manager.get_consumer_group_info(header.consumerGroup)
         if info is not None:
             client_ids = list(info.get_all_client_ids())
             if client_ids:
@@ -89,7 +100,7 @@ class ConsumerManageProcessor:
     # --- UPDATE_CONSUMER_OFFSET ------------------------------------------------------------------------------
     def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
-        self.controller.consumer_offset_manager.commit_offset(
+        self.consumer_offset_manager.commit_offset(
             conn.remote_address, header.consumerGroup, header.topic, header.queueId, header.commitOffset
         )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
@@ -97,9 +108,7 @@ class ConsumerManageProcessor:
     # --- QUERY_CONSUMER_OFFSET -------------------------------------------------------------------------------
     def query_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
-        offset = self.controller.consumer_offset_manager.query_offset(
-            header.consumerGroup, header.topic, header.queueId
-        )
+        offset = self.consumer_offset_manager.query_offset(header.consumerGroup, header.topic, header.queueId)
         if offset >= 0:
             return _offset_response(request, offset)
         if header.setZeroIfNotFound is False:
@@ -108,7 +117,7 @@ class ConsumerManageProcessor:
                 ResponseCode.QUERY_NOT_FOUND,
                 remark="Not found, do not set to zero, maybe this group boot first",
             )
-        store = self.controller.message_store
+        store = self.message_store
         min_offset = store.get_min_offset_in_queue(header.topic, header.queueId)
         if min_offset <= 0 and not self.check_in_disk_by_consume_offset(header.topic, header.queueId, 0):
             return _offset_response(request, 0)
@@ -121,12 +130,12 @@ class ConsumerManageProcessor:
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         """4.9 ``DefaultMessageStore#checkInDiskByConsumeOffset``: is the message at ``consume_offset`` older than the
         share of RAM the store expects to keep in the page cache? A missing unit is "not on disk"."""
-        store = self.controller.message_store
+        store = self.message_store
         _next, units = store.scan_consume_queue(topic, queue_id, consume_offset, 1)
         if len(units) < _CQ_PHY_OFFSET.size:
             return False
         (offset_py,) = _CQ_PHY_OFFSET.unpack_from(units, 0)
-        cfg = self.controller.message_store_config
+        cfg = self.store_config
         memory = cfg.total_physical_memory * cfg.access_message_in_memory_max_ratio // 100
         return store.max_physical_offset - offset_py > memory
 

@@ -35,10 +35,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.common.clock import now_ms
 from rmq_core.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from rmq_core.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -52,8 +53,9 @@ from rmq_core.remoting import fastjson
 from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
-    from rmq_core.store import PutMessageResult
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
+    from rmq_core.store import MessageStore, PutMessageResult
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +148,22 @@ def message_timeup(msg_ext: MessageExt) -> tuple[Message, int]:
 
 
 class ScheduleMessageService(ConfigManager):
-    """``ScheduleMessageService(controller)``; ``start()`` / ``shutdown()`` on the broker's loop; ``persist()``,
+    """``ScheduleMessageService(broker_config, broker_stats_manager)``; ``start(message_store)`` / ``shutdown()`` on
+    the broker's loop; ``persist()``,
     ``load()``; ``offset_table`` {level: next offset}; ``delay_level_table`` {level: ms}; ``max_delay_level``."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        super().__init__(os.path.join(controller.broker_config.store_config_dir, "delayOffset.json"))
-        self.controller = controller
-        self.delay_level_table: dict[int, int] = parse_delay_levels(controller.broker_config.message_delay_level)
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        broker_stats_manager: BrokerStatsManager | None = None,
+        now_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        super().__init__(os.path.join(broker_config.store_config_dir, "delayOffset.json"))
+        self.broker_config = broker_config
+        self.broker_stats_manager = broker_stats_manager
+        self.now_ms = now_ms
+        self.message_store: MessageStore | None = None  # the broker's store, from start() on
+        self.delay_level_table: dict[int, int] = parse_delay_levels(broker_config.message_delay_level)
         self.max_delay_level: int = max(self.delay_level_table)
         self.offset_table: dict[int, int] = {}
         self._started = False
@@ -190,7 +201,7 @@ class ScheduleMessageService(ConfigManager):
 
     def correct_delay_offset(self) -> None:
         """``correctDelayOffset``: an offset below the queue's min or above its max is moved to that bound."""
-        store = self.controller.message_store
+        store = self.message_store
         if store is None:
             return
         for level, offset in list(self.offset_table.items()):
@@ -212,17 +223,24 @@ class ScheduleMessageService(ConfigManager):
                 self.offset_table[level] = fixed
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, message_store: MessageStore) -> None:
         """Load the offsets and start delivering on the broker's loop (call it on that loop)."""
         if self._started:
             return
+        self.message_store = message_store
         self.load()
-        self._loop = self.controller.loop
+        self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.current_thread()
         self._started = True
-        self.controller.message_store.add_arrival_listener(self._on_arrival)
+        message_store.add_arrival_listener(self._on_arrival)
         for level in sorted(self.delay_level_table):
             self._schedule(level, 0.0)
+
+    @property
+    def _store(self) -> MessageStore:
+        if self.message_store is None:
+            raise RuntimeError("ScheduleMessageService is not started")
+        return self.message_store
 
     def shutdown(self) -> None:
         """Stop delivering and persist the offsets (idempotent; on the loop). Pending timers are cancelled at once;
@@ -235,7 +253,7 @@ class ScheduleMessageService(ConfigManager):
             handle.cancel()
         self._handles.clear()
         try:
-            self.controller.message_store.remove_arrival_listener(self._on_arrival)
+            self._store.remove_arrival_listener(self._on_arrival)
         except ValueError:
             pass
         self.persist()
@@ -302,7 +320,7 @@ class ScheduleMessageService(ConfigManager):
         """Deliver every due message of ``level`` in order (on the loop). Returns None when the level queue is
         drained, else the seconds until its head is due (0.1 s after a failed put, retried without advancing), or
         ``_IN_FLIGHT`` while a SYNC_FLUSH re-put runs in the executor."""
-        store = self.controller.message_store
+        store = self._store
         queue_id = delay_level_to_queue_id(level)
         delay_ms = self.delay_level_table[level]
         while self._started:
@@ -335,7 +353,7 @@ class ScheduleMessageService(ConfigManager):
                 self.offset_table[level] = fixed
                 continue
             for msg_ext in decode_messages(r.body, decompress=False):  # re-put bodies byte for byte
-                now = self.controller.now_ms()
+                now = self.now_ms()
                 deliver_at = msg_ext.store_timestamp + delay_ms
                 if deliver_at > now + delay_ms:  # correctDeliverTimestamp: a store time in the future (clock step)
                     deliver_at = now
@@ -371,7 +389,7 @@ class ScheduleMessageService(ConfigManager):
                 msg_ext.commitlog_offset,
             )
             return True
-        store = self.controller.message_store
+        store = self._store
 
         def put() -> PutMessageResult:
             return store.put_message(
@@ -383,7 +401,7 @@ class ScheduleMessageService(ConfigManager):
                 reconsume_times=msg_ext.reconsume_times,
             )
 
-        if self.controller.message_store_config.flush_disk_type == "SYNC_FLUSH" and self._loop is not None:
+        if store.config.flush_disk_type == "SYNC_FLUSH" and self._loop is not None:
             self._in_flight.add(level)
             fut = self._loop.run_in_executor(None, put)
             fut.add_done_callback(functools.partial(self._put_done, level, msg_ext, msg, queue_id))
@@ -420,8 +438,8 @@ class ScheduleMessageService(ConfigManager):
                 result.status.name,
             )
             return False
-        stats = getattr(self.controller, "broker_stats_manager", None)
-        if stats is not None and hasattr(stats, "inc_topic_put_nums"):
+        stats = self.broker_stats_manager
+        if stats is not None:
             try:
                 stats.inc_topic_put_nums(msg.topic, 1, 1)
                 stats.inc_topic_put_size(msg.topic, result.wrote_bytes)
