@@ -37,7 +37,7 @@ from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
-    from rmq_core.client.consumer.push_consumer import DefaultMQPushConsumerImpl
+    from rmq_core.client.consumer.consume_message_service import PushConsumerImplView
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class ConsumeMessageConcurrentlyService:
 
     def __init__(
         self,
-        impl: DefaultMQPushConsumerImpl,
+        impl: PushConsumerImplView,
         listener: Callable[[Sequence[MessageExt], ConsumeConcurrentlyContext], Any],
     ) -> None:
         self.impl = impl

@@ -20,12 +20,12 @@ import threading
 import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_MAX_OFFSET, MessageExt
 
 if TYPE_CHECKING:
-    from rmq_core.client.consumer.push_consumer import PushConsumer
+    from rmq_core.client.consumer.consume_message_service import ExpiredMessageSender
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ class ProcessQueue:
                 self.msg_tree.put(m.queue_offset, m)
 
     # --- consume timeout --------------------------------------------------------------------------------------
-    def clean_expired_msg(self, push_consumer: PushConsumer | Any, now_ms: int | None = None) -> int:
+    def clean_expired_msg(self, push_consumer: ExpiredMessageSender, now_ms: int | None = None) -> int:
         """Send back (delay level 3) up to 16 first messages whose consumption started more than
         ``consume_timeout`` minutes ago and drop them from the cache; returns how many were sent back.
         Nothing for orderly consumers."""
