@@ -4,7 +4,8 @@ registration) and runs it on one asyncio event loop on a background thread; ``Br
 Start order (``start()`` returns once the broker accepts connections):
   1. bind the remoting server (port 0 → a free port) without serving yet, so the store host is known;
   2. open the MessageStore (recovering after a crash) with ``store_host = (broker_ip1, port)``;
-  3. load topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json, delayOffset.json;
+  3. load topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json, delayOffset.json, and adopt
+     the topics that have ConsumeQueues in the store but no config (a store written by ``MessageStore``);
   4. register the processors, hook the hold service to the store's arrivals, start the hold and schedule services;
   5. start serving, start the periodic tasks, register with the name servers.
 Shutdown reverses it: stop serving, answer parked pulls, unregister from the name servers, persist every config,
@@ -237,6 +238,7 @@ class BrokerController:
             self.consumer_filter_manager,
         ):
             manager.load()
+        self.topic_config_manager.adopt_store_topics(self.message_store.topics())
         self.pull_request_hold_service = PullRequestHoldService(
             cfg,
             self.message_store,

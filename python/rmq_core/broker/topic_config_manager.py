@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
@@ -213,6 +213,31 @@ class TopicConfigManager(ConfigManager):
         self.topic_config_table[topic] = cfg
         self._commit(cfg)
         return cfg
+
+    def adopt_store_topics(self, queues: Iterable[tuple[str, int]]) -> list[TopicConfig]:
+        """Give a config to every topic that has ConsumeQueues in the store but none in topics.json (a directory
+        written through ``MessageStore``, or copied without its ``config/``), so that the broker routes and serves it:
+        read/write queue count = highest queue id + 1, perm RW. ``queues`` is the store's (topic, queue_id) list.
+        Topics with a config keep it; names RocketMQ's validator refuses are logged and skipped. Persisted once."""
+        highest: dict[str, int] = {}
+        for topic, queue_id in queues:
+            if topic not in self.topic_config_table:
+                highest[topic] = max(highest.get(topic, -1), int(queue_id))
+        adopted: list[TopicConfig] = []
+        for topic in sorted(highest):
+            reason = mix_all.validate_topic(topic)
+            if reason is not None:
+                log.warning("store topic %r has ConsumeQueues but is not adopted: %s", topic, reason)
+                continue
+            n = highest[topic] + 1
+            cfg = TopicConfig(topic, read_queue_nums=n, write_queue_nums=n, perm=PERM_READ | PERM_WRITE)
+            self.topic_config_table[topic] = cfg
+            adopted.append(cfg)
+            log.info("adopted topic %s from the store's ConsumeQueues (%d queues): it had no config", topic, n)
+        if adopted:
+            self.data_version.next_version()
+            self.persist()
+        return adopted
 
     def create_topic_if_absent(self, cfg: TopicConfig) -> TopicConfig:
         existing = self.topic_config_table.get(cfg.topic_name)
