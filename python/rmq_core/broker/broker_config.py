@@ -59,6 +59,10 @@ class BrokerConfig:
     max_message_size: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    cluster_topic_enable: bool = True  # the cluster-name topic is writable (RW) / not (0)
+    broker_topic_enable: bool = True  # the broker-name topic is writable (RW) / not (0)
+    commercial_base_count: int = 1
     trace_on: bool = True  # sent as TRACE_ON on send responses; a Java client with tracing on skips traces on "false"
     region_id: str = "DefaultRegion"
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024

@@ -100,7 +100,18 @@ class BrokerController:
     def _register_processors(self) -> None:
         server = self.remoting_server
         cfg = self.broker_config
-        self.pull_message_processor = PullMessageProcessor(self)
+        self.pull_message_processor = PullMessageProcessor(
+            cfg,
+            self.broker_addr,
+            self.message_store,
+            self.pull_request_hold_service,
+            self.subscription_group_manager,
+            self.topic_config_manager,
+            self.consumer_manager,
+            self.consumer_filter_manager,
+            self.consumer_offset_manager,
+            self.broker_stats_manager,
+        )
         self.send_message_processor = SendMessageProcessor(self)
         self.consumer_manage_processor = ConsumerManageProcessor(
             self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config

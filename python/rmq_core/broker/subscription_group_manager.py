@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.common import mix_all
 from rmq_core.common.data_version import DataVersion
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.remoting import fastjson
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ def subscription_group_json(cfg: SubscriptionGroupConfig) -> dict[str, Any]:
 
 
 class SubscriptionGroupManager(ConfigManager):
-    def __init__(self, broker_config: Any, config_dir: str) -> None:
+    def __init__(self, broker_config: BrokerConfig, config_dir: str) -> None:
         super().__init__(os.path.join(os.fspath(config_dir), SUBSCRIPTION_GROUP_FILE))
         self.broker_config = broker_config
         self.subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
@@ -77,7 +80,7 @@ class SubscriptionGroupManager(ConfigManager):
         cfg = self.subscription_group_table.get(group)
         if cfg is not None:
             return cfg
-        if not (getattr(self.broker_config, "auto_create_subscription_group", True) or is_sys_consumer_group(group)):
+        if not (self.broker_config.auto_create_subscription_group or is_sys_consumer_group(group)):
             return None
         reason = mix_all.validate_group(group)
         if reason is not None:

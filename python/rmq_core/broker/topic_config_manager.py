@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
 from rmq_core.common import mix_all
@@ -36,6 +36,9 @@ from rmq_core.common.data_version import DataVersion
 from rmq_core.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.remoting import fastjson
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ def parse_topic_config_table(table: Any) -> dict[str, TopicConfig]:
 
 
 class TopicConfigManager(ConfigManager):
-    def __init__(self, broker_config: Any, config_dir: str) -> None:
+    def __init__(self, broker_config: BrokerConfig, config_dir: str) -> None:
         super().__init__(os.path.join(os.fspath(config_dir), TOPICS_FILE))
         self.broker_config = broker_config
         self.topic_config_table: dict[str, TopicConfig] = {}
@@ -90,21 +93,19 @@ class TopicConfigManager(ConfigManager):
 
     def _init_system_topics(self) -> None:
         bc = self.broker_config
-        cluster = str(getattr(bc, "broker_cluster_name", "DefaultCluster"))
-        broker_name = str(getattr(bc, "broker_name", "broker-a"))
+        cluster = bc.broker_cluster_name
+        broker_name = bc.broker_name
         rw = PERM_READ | PERM_WRITE
         self._put_system(mix_all.RMQ_SYS_SELF_TEST_TOPIC, 1)
-        if getattr(bc, "auto_create_topic_enable", True):
-            self._put_system(
-                mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, int(getattr(bc, "default_topic_queue_nums", 8)), PERM_INHERIT | rw
-            )
+        if bc.auto_create_topic_enable:
+            self._put_system(mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC, bc.default_topic_queue_nums, PERM_INHERIT | rw)
         self._put_system(mix_all.RMQ_SYS_BENCHMARK_TOPIC, 1024)
-        self._put_system(cluster, None, PERM_INHERIT | (rw if getattr(bc, "cluster_topic_enable", True) else 0))
-        self._put_system(broker_name, 1, PERM_INHERIT | (rw if getattr(bc, "broker_topic_enable", True) else 0))
+        self._put_system(cluster, None, PERM_INHERIT | (rw if bc.cluster_topic_enable else 0))
+        self._put_system(broker_name, 1, PERM_INHERIT | (rw if bc.broker_topic_enable else 0))
         self._put_system(mix_all.RMQ_SYS_OFFSET_MOVED_EVENT, 1)
         self._put_system(mix_all.RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
-        if getattr(bc, "trace_topic_enable", False):
-            self._put_system(str(getattr(bc, "msg_trace_topic_name", mix_all.RMQ_SYS_TRACE_TOPIC)), 1)
+        if bc.trace_topic_enable:
+            self._put_system(bc.msg_trace_topic_name, 1)
         self._put_system(f"{cluster}_{REPLY_TOPIC_POSTFIX}", 1)
         self._put_system(mix_all.RMQ_SYS_TRANS_HALF_TOPIC, 1)
         self._put_system(mix_all.RMQ_SYS_TRANS_OP_HALF_TOPIC, 1)
@@ -167,9 +168,7 @@ class TopicConfigManager(ConfigManager):
                 remote_address,
             )
             return None
-        if default_topic == mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC and not getattr(
-            self.broker_config, "auto_create_topic_enable", True
-        ):
+        if default_topic == mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
             default_cfg.perm = PERM_READ | PERM_WRITE
         if not is_inherited(default_cfg.perm):
             log.warning(

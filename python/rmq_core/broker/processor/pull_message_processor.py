@@ -35,8 +35,10 @@ import json
 import logging
 import math
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.filter.expression_message_filter import (
     ExpressionForRetryMessageFilter,
     ExpressionMessageFilter,
@@ -51,6 +53,7 @@ from rmq_core.broker.stats.broker_stats_manager import (
     StatsType,
 )
 from rmq_core.common import perm_name, sys_flag
+from rmq_core.common.clock import now_ms
 from rmq_core.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType
@@ -68,7 +71,15 @@ from rmq_core.store import GetMessageResult
 from rmq_core.store_status import GetMessageStatus
 
 if TYPE_CHECKING:
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
+    from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
+    from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
+    from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
+    from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +161,33 @@ def encode_offset_moved_event(
 
 
 class PullMessageProcessor:
-    """``PullMessageProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``PullMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        broker_addr: str,
+        message_store: MessageStore,
+        pull_request_hold_service: PullRequestHoldService,
+        subscription_group_manager: SubscriptionGroupManager,
+        topic_config_manager: TopicConfigManager,
+        consumer_manager: ConsumerManager,
+        consumer_filter_manager: ConsumerFilterManager,
+        consumer_offset_manager: ConsumerOffsetManager,
+        broker_stats_manager: BrokerStatsManager,
+        now_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.broker_config = broker_config
+        self.broker_addr = broker_addr  # host:port of this broker, the born host of the offset-moved events it stores
+        self.message_store = message_store
+        self.pull_request_hold_service = pull_request_hold_service
+        self.subscription_group_manager = subscription_group_manager
+        self.topic_config_manager = topic_config_manager
+        self.consumer_manager = consumer_manager
+        self.consumer_filter_manager = consumer_filter_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.broker_stats_manager = broker_stats_manager
+        self.now_ms = now_ms
 
     # --- entry points ------------------------------------------------------------------------------------------
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -185,18 +219,17 @@ class PullMessageProcessor:
 
     # --- hooks (Java keeps the list on the processor; here it lives in the BrokerStatsManager) -----------------
     def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
-        self.controller.broker_stats_manager.register_consume_message_hook(hook)
+        self.broker_stats_manager.register_consume_message_hook(hook)
 
     def has_consume_message_hook(self) -> bool:
-        return bool(self.controller.broker_stats_manager.has_consume_message_hook())
+        return bool(self.broker_stats_manager.has_consume_message_hook())
 
     # --- processRequest ----------------------------------------------------------------------------------------
     def _process_request(
         self, conn: Connection, request: RemotingCommand, broker_allow_suspend: bool
     ) -> RemotingCommand | None:
-        controller = self.controller
-        cfg = controller.broker_config
-        begin_time_mills = controller.now_ms()
+        cfg = self.broker_config
+        begin_time_mills = self.now_ms()
         request_header = decode_header(PullMessageRequestHeader, request.ext_fields)
         response_header = PullMessageResponseHeader()
         group, topic, queue_id = request_header.consumerGroup, request_header.topic, request_header.queueId
@@ -210,7 +243,7 @@ class PullMessageProcessor:
         if not perm_name.is_readable(cfg.broker_permission):
             return answer(ResponseCode.NO_PERMISSION, f"the broker[{cfg.broker_ip1}] pulling message is forbidden")
 
-        subscription_group_config = controller.subscription_group_manager.find_subscription_group_config(group)
+        subscription_group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if subscription_group_config is None:
             return answer(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -226,7 +259,7 @@ class PullMessageProcessor:
 
         suspend_timeout_millis_long = request_header.suspendTimeoutMillis if has_suspend_flag else 0
 
-        topic_config = controller.topic_config_manager.select_topic_config(topic)
+        topic_config = self.topic_config_manager.select_topic_config(topic)
         if topic_config is None:
             log.error("the topic %s not exist, consumer: %s", topic, client_addr)
             return answer(
@@ -251,11 +284,11 @@ class PullMessageProcessor:
             try:
                 subscription_data = filter_api_build(topic, request_header.subscription, request_header.expressionType)
                 if not is_tag_type(subscription_data.expression_type):
-                    consumer_filter_data = type(controller.consumer_filter_manager).build(
+                    consumer_filter_data = ConsumerFilterManager.build(
                         topic,
                         group,
-                        request_header.subscription,
-                        request_header.expressionType,
+                        subscription_data.sub_string,  # the request's, checked non-empty by filter_api_build
+                        subscription_data.expression_type,
                         request_header.subVersion,
                     )
                     if consumer_filter_data is None:  # Java: assert consumerFilterData != null
@@ -266,7 +299,7 @@ class PullMessageProcessor:
                 )
                 return answer(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         else:
-            consumer_group_info = controller.consumer_manager.get_consumer_group_info(group)
+            consumer_group_info = self.consumer_manager.get_consumer_group_info(group)
             if consumer_group_info is None:
                 log.warning("the consumer's group info not exist, group: %s", group)
                 return answer(
@@ -296,7 +329,7 @@ class PullMessageProcessor:
                 )
                 return answer(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             if not is_tag_type(subscription_data.expression_type):
-                consumer_filter_data = controller.consumer_filter_manager.get(topic, group)
+                consumer_filter_data = self.consumer_filter_manager.get(topic, group)
                 if consumer_filter_data is None:
                     return answer(
                         ResponseCode.FILTER_DATA_NOT_EXIST,
@@ -323,16 +356,16 @@ class PullMessageProcessor:
         message_filter: ExpressionMessageFilter
         if cfg.filter_support_retry:
             message_filter = ExpressionForRetryMessageFilter(
-                subscription_data, consumer_filter_data, controller.consumer_filter_manager
+                subscription_data, consumer_filter_data, self.consumer_filter_manager
             )
         else:
             message_filter = ExpressionMessageFilter(
-                subscription_data, consumer_filter_data, controller.consumer_filter_manager
+                subscription_data, consumer_filter_data, self.consumer_filter_manager
             )
 
         get_message_result: GetMessageResult | None
         try:
-            get_message_result = controller.message_store.get_message(
+            get_message_result = self.message_store.get_message(
                 group,
                 topic,
                 queue_id,
@@ -368,9 +401,7 @@ class PullMessageProcessor:
         store_offset_enable = store_offset_enable and has_commit_offset_flag
         store_offset_enable = store_offset_enable and cfg.broker_role != SLAVE
         if store_offset_enable:
-            controller.consumer_offset_manager.commit_offset(
-                client_addr, group, topic, queue_id, request_header.commitOffset
-            )
+            self.consumer_offset_manager.commit_offset(client_addr, group, topic, queue_id, request_header.commitOffset)
         return response
 
     def _answer_by_result(
@@ -388,8 +419,7 @@ class PullMessageProcessor:
         suspend_timeout_millis_long: int,
         begin_time_mills: int,
     ) -> RemotingCommand | None:
-        controller = self.controller
-        cfg = controller.broker_config
+        cfg = self.broker_config
         group, topic, queue_id = request_header.consumerGroup, request_header.topic, request_header.queueId
         status = result.status
         remark = status.name
@@ -460,12 +490,12 @@ class PullMessageProcessor:
         else:  # pragma: no cover - every GetMessageStatus is handled above
             raise AssertionError(f"unknown GetMessageStatus {status!r}")
 
-        stats = controller.broker_stats_manager
+        stats = self.broker_stats_manager
         if stats.has_consume_message_hook():
             context = ConsumeMessageContext(consumer_group=group, topic=topic, queue_id=queue_id)
             owner = request.ext_fields.get(COMMERCIAL_OWNER)
             if code == ResponseCode.SUCCESS:
-                commercial_base_count = int(getattr(cfg, "commercial_base_count", 1))
+                commercial_base_count = cfg.commercial_base_count
                 context.commercial_rcv_stats = StatsType.RCV_SUCCESS
                 context.commercial_rcv_times = msg_count_for_commercial(result.body) * commercial_base_count
                 context.commercial_rcv_size = result.buffer_total_size
@@ -489,8 +519,8 @@ class PullMessageProcessor:
             body = result.body
             if cfg.transfer_msg_by_heap:
                 store_timestamp = last_store_timestamp(body)
-                stats.record_disk_fall_behind_time(group, topic, queue_id, controller.now_ms() - store_timestamp)
-                stats.inc_group_get_latency(group, topic, queue_id, controller.now_ms() - begin_time_mills)
+                stats.record_disk_fall_behind_time(group, topic, queue_id, self.now_ms() - store_timestamp)
+                stats.inc_group_get_latency(group, topic, queue_id, self.now_ms() - begin_time_mills)
         elif code == ResponseCode.PULL_NOT_FOUND:
             if broker_allow_suspend and has_suspend_flag:
                 polling_time_mills = suspend_timeout_millis_long
@@ -500,12 +530,12 @@ class PullMessageProcessor:
                     request,
                     conn,
                     polling_time_mills,
-                    controller.now_ms(),
+                    self.now_ms(),
                     request_header.queueOffset,
                     subscription_data,
                     message_filter,
                 )
-                controller.pull_request_hold_service.suspend_pull_request(topic, queue_id, pull_request)
+                self.pull_request_hold_service.suspend_pull_request(topic, queue_id, pull_request)
                 return None
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             if cfg.broker_role != SLAVE or cfg.offset_check_in_slave:
@@ -539,15 +569,14 @@ class PullMessageProcessor:
     ) -> None:
         """PullMessageProcessor#generateOffsetMovedEvent: one message to ``OFFSET_MOVED_EVENT`` queue 0, tags and
         keys = the group, body = the OffsetMovedEvent JSON. A failure is logged, never answered."""
-        controller = self.controller
-        broker_name = controller.broker_config.broker_name
+        broker_name = self.broker_config.broker_name
         try:
             body = encode_offset_moved_event(consumer_group, topic, broker_name, queue_id, offset_request, offset_new)
             msg = Message(RMQ_SYS_OFFSET_MOVED_EVENT, body, tags=consumer_group)
             msg.put_property(PROPERTY_DELAY_TIME_LEVEL, "0")  # setDelayTimeLevel(0) writes DELAY=0
             msg.keys = consumer_group
-            host, _, port = controller.broker_addr.rpartition(":")
-            result = controller.message_store.put_message(msg, 0, (host, int(port)), sys_flag=0, reconsume_times=0)
+            host, _, port = self.broker_addr.rpartition(":")
+            result = self.message_store.put_message(msg, 0, (host, int(port)), sys_flag=0, reconsume_times=0)
             if not result.ok:
                 log.warning("generateOffsetMovedEvent put failed: %s", result.status.name)
         except Exception:
