@@ -212,13 +212,13 @@ def evaluate(
     for taken_at, committed in snapshots:
         for q, offset in committed.items():
             for o in range(offset):
-                key = stored.get((q, o))
-                if key is None:
+                held = stored.get((q, o))
+                if held is None:
                     continue
-                first = ledger.first_delivery.get(key)
+                first = ledger.first_delivery.get(held)
                 if first is None or first > taken_at + slack:
                     rep.offset_passed += 1
-                    rep.problems.append(f"offset {offset} of queue {q} committed before {key} at {o} was consumed")
+                    rep.problems.append(f"offset {offset} of queue {q} committed before {held} at {o} was consumed")
                     break
     del rep.problems[20:]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
-from soak_broker import Ledger, SoakReport, evaluate, run_soak  # noqa: E402
+from soak_broker import Ledger, SoakReport, evaluate, run_soak
 
 
 def test_evaluate_counts_lost_corrupt_passed_and_duplicates():
