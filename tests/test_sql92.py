@@ -116,3 +116,10 @@ def test_message_selector_by_sql_is_used_by_the_store(tmp_path):
         assert r.next_begin_offset == 20
         none = store.get_message("g", "T", 0, 0, 32, MessageSelector.by_sql("n > 100"))
         assert none.status == GetMessageStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 20
+
+
+@pytest.mark.parametrize("expr", ["a = 3.5L", "a = 1e3L", "a > " + "9" * 5000, "a = 12L3"])
+def test_malformed_numeric_literals_are_parse_errors(expr):
+    """Found by fuzz/sql92: a float with a long suffix and a literal too long for int() escaped as a bare ValueError."""
+    with pytest.raises(FilterParseError):
+        Sql92Filter(expr)

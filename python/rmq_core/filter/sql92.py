@@ -85,11 +85,22 @@ def _tokenize(src: str) -> list[_Tok]:
 
 
 def _number(text: str) -> int | float:
-    if text[-1] in "lL":
-        v = int(text[:-1])
-        if not -(1 << 63) <= v < (1 << 63):
-            raise FilterParseError(f"integer literal out of long range: {text}")
-        return v
+    """A numeric literal's value. A ``L`` suffix only follows an integer (Java's DECIMAL_LITERAL); integers are Java
+    longs; anything else that does not convert is a FilterParseError (never a bare ValueError)."""
+    try:
+        if text[-1] in "lL":
+            if not text[:-1].lstrip("+-").isdigit():
+                raise FilterParseError(f"malformed long literal: {text}")
+            v = int(text[:-1])
+        elif any(c in text for c in ".eE"):
+            return float(text)
+        else:
+            v = int(text)
+    except ValueError as e:  # e.g. more digits than int() converts
+        raise FilterParseError(f"malformed numeric literal {text[:40]!r}: {e}") from None
+    if not -(1 << 63) <= v < (1 << 63):
+        raise FilterParseError(f"integer literal out of long range: {text}")
+    return v
     if any(c in text for c in ".eE"):
         return float(text)
     v = int(text)
