@@ -21,8 +21,10 @@ Thread-safety: targets keep no state between calls except the config managers' s
 from __future__ import annotations
 
 import array
+import atexit
 import dataclasses
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 
@@ -149,6 +151,7 @@ def broker_conf(data: bytes) -> None:
 
 
 _SCRATCH = tempfile.mkdtemp(prefix="rmq-fuzz-config-")
+atexit.register(shutil.rmtree, _SCRATCH, True)
 
 
 def config_json(data: bytes) -> None:
