@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from rmq_core import _backend
 from rmq_core.broker.broker_config import BrokerConfig, parse_properties
+from rmq_core.broker.config_manager import ConfigManager
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
@@ -154,22 +155,28 @@ _SCRATCH = tempfile.mkdtemp(prefix="rmq-fuzz-config-")
 atexit.register(shutil.rmtree, _SCRATCH, True)
 
 
+_CONFIG_MANAGERS: list[ConfigManager] = []
+
+
 def config_json(data: bytes) -> None:
+    if not _CONFIG_MANAGERS:  # built once: each decode replaces or merges tables, and a bad document changes nothing
+        cfg = BrokerConfig(store_path_root_dir=_SCRATCH, broker_name="fuzz")
+        _CONFIG_MANAGERS.extend(
+            [
+                TopicConfigManager(cfg, _SCRATCH),
+                SubscriptionGroupManager(cfg, _SCRATCH),
+                ConsumerOffsetManager(_SCRATCH),
+                ConsumerFilterManager(_SCRATCH),
+                ScheduleMessageService(cfg),
+            ]
+        )
     text = data.decode("utf-8", "replace")
-    cfg = BrokerConfig(store_path_root_dir=_SCRATCH, broker_name="fuzz")
-    managers = [
-        TopicConfigManager(cfg, _SCRATCH),
-        SubscriptionGroupManager(cfg, _SCRATCH),
-        ConsumerOffsetManager(_SCRATCH),
-        ConsumerFilterManager(_SCRATCH),
-        ScheduleMessageService(cfg),
-    ]
-    for manager in managers:
+    for manager in _CONFIG_MANAGERS:
         try:
             manager.decode(text)
         except (ValueError, RmqError):
-            pass
-        manager.encode()  # whatever was accepted can be written back
+            continue
+        manager.encode()  # what was accepted can be written back
 
 
 TARGETS: dict[str, Target] = {
