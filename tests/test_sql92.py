@@ -123,3 +123,26 @@ def test_malformed_numeric_literals_are_parse_errors(expr):
     """Found by fuzz/sql92: a float with a long suffix and a literal too long for int() escaped as a bare ValueError."""
     with pytest.raises(FilterParseError):
         Sql92Filter(expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "(" * 2000 + "a > 1" + ")" * 2000,
+        "NOT " * 5000 + "a > 1",
+        " AND ".join(["a > 1"] * 3000),
+        "a > " + "- " * 3000 + "b",
+    ],
+)
+def test_hostile_nesting_and_length_are_refused_not_a_crash(expr):
+    """Found by fuzz/sql92: deep nesting exhausted the interpreter's stack (RecursionError) while parsing, and a long
+    operator chain would while evaluating; both are refused at compile time with a FilterParseError."""
+    with pytest.raises(FilterParseError, match=r"nested more than|more than .* operators"):
+        Sql92Filter(expr)
+
+
+def test_selectors_within_the_limits_still_compile_and_evaluate():
+    deep = "(" * 40 + "a > 1" + ")" * 40
+    long = " OR ".join([f"a = {i}" for i in range(200)])
+    assert Sql92Filter(deep)({"a": "2"}) is True
+    assert Sql92Filter(long)({"a": "150"}) is True

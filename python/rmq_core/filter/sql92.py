@@ -191,11 +191,20 @@ def _not(a: Any) -> bool | None:
     return not a
 
 
+#: Limits that keep a hostile selector from exhausting the interpreter's stack (a parse descends a few frames per
+#: nesting level; a compiled selector evaluates one frame per operator on its longest path). Real selectors are far
+#: smaller; past a limit the selector is refused with a FilterParseError (found by fuzz/sql92).
+MAX_NESTING = 64
+MAX_OPERATORS = 512
+
+
 class _Parser:
     def __init__(self, src: str) -> None:
         self.src = src
         self.toks = _tokenize(src)
         self.i = 0
+        self.nesting = 0
+        self.operators = 0
         self.booleans: set[int] = set()  # ids of nodes that yield booleans (asBooleanExpression)
         self.keep: list[Node] = []  # keeps every node alive so ids stay unique while parsing
 
@@ -223,7 +232,18 @@ class _Parser:
             )
         return t
 
+    def nest(self) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise FilterParseError(f"selector nested more than {MAX_NESTING} deep: {self.src[:80]!r}")
+
+    def operator(self) -> None:
+        self.operators += 1
+        if self.operators > MAX_OPERATORS:
+            raise FilterParseError(f"selector has more than {MAX_OPERATORS} operators: {self.src[:80]!r}")
+
     def boolean(self, node: Node) -> Node:
+        self.operator()
         self.keep.append(node)
         self.booleans.add(id(node))
         return node
@@ -336,15 +356,23 @@ class _Parser:
 
     def unary(self) -> Node:
         if self.accept("op", "+"):
+            self.nest()
+            self.operator()
             inner = self.unary()
+            self.nesting -= 1
             return lambda p: _numeric(inner(p))
         if self.accept("op", "-"):
             if self.peek().kind == "num":
                 return _constant(-self.take().value)
+            self.nest()
+            self.operator()
             inner = self.unary()
+            self.nesting -= 1
             return lambda p: _negate(inner(p))
         if self.accept("kw", "NOT"):
+            self.nest()
             inner = self.need_boolean(self.unary(), "NOT")
+            self.nesting -= 1
             return self.boolean(lambda p: _not(inner(p)))
         return self.primary()
 
@@ -359,8 +387,10 @@ class _Parser:
         if t.kind == "id":
             return _property(t.value)
         if t.kind == "op" and t.text == "(":
+            self.nest()
             node = self.or_expr()
             self.expect("op", ")")
+            self.nesting -= 1
             return node  # keeps its boolean-ness
         raise FilterParseError(f"unexpected {t.text or 'end of input'!r} at position {t.pos} in {self.src!r}")
 
