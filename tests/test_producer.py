@@ -348,7 +348,7 @@ def test_an_unreachable_name_server_is_skipped(tmp_path: Path) -> None:
             results = [p.send(Message("FailoverTopic", f"m{i}".encode())) for i in range(3)]
             assert all(r.send_status == SendStatus.SEND_OK for r in results)
             api = p.instance.mq_client_api  # type: ignore[union-attr]
-            assert api.namesrv_addr_list[api._namesrv_index] == ns.address
+            assert api.chosen_namesrv_addr == ns.address
         finally:
             p.shutdown()
 
