@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers import wait_until
+from admin_helpers import create_topic
+from helpers import wait_until  # noqa: F401 (re-exported to the tests)
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message_encoding import properties_to_string
@@ -19,8 +20,6 @@ from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
-    CreateTopicRequestHeader,
-    GetRouteInfoRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_header,
@@ -40,31 +39,7 @@ class PushCluster:
         return self.namesrv.address
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
-        h = CreateTopicRequestHeader(
-            topic=topic,
-            defaultTopic="TBW102",
-            readQueueNums=queues,
-            writeQueueNums=queues,
-            perm=6,
-            topicFilterType="SINGLE_TAG",
-            topicSysFlag=0,
-            order=False,
-        )
-        r = self.client.invoke_sync(
-            self.broker.address,
-            RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)),
-            timeout=5.0,
-        )
-        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
-
-        def routed() -> bool:
-            req = RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-            )
-            resp = self.client.invoke_sync(self.namesrv_addr, req, timeout=5.0)
-            return resp.code == ResponseCode.SUCCESS and f'"readQueueNums":{queues}' in (resp.body or b"").decode()
-
-        wait_until(routed, f"the name server to route {topic}")
+        create_topic(self.broker.address, topic, queues, namesrv=self.namesrv_addr)
 
     def send(
         self, topic: str, body: bytes, queue_id: int, tags: str | None = None, properties: dict[str, str] | None = None

@@ -302,14 +302,11 @@ def test_namesrv_data_loss_both_ways(spark, tmp_path):  # noqa: F811
     """The namesrv source against a broker whose oldest CommitLog files were deleted (min offset corrected): a
     starting offset below the queue's min fails naming the queue and both offsets, or with failOnDataLoss=false
     reads from the min, every remaining message once."""
-    from pull_helpers import create_topic
-
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from admin_helpers import create_topic
 
     with cluster(tmp_path, mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=80) as (ns, brokers):
         b = brokers[0]
-        with BlockingRemotingClient() as c:
-            create_topic(c, b.address, "LossT", queues=1)
+        create_topic(b.address, "LossT", queues=1)
         producer = Producer("spark_loss_prod", namesrv_addr=ns.address)
         producer.start()
         try:
