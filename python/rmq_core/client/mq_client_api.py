@@ -164,6 +164,9 @@ class MQClientAPIImpl:
                 log.warning("name server %s unreachable: %s", addr, e)
                 last = e
                 continue
+            except RemotingTimeoutError:
+                selector.choose(addr)  # connected: it stays the choice (rule 3)
+                raise
             selector.choose(addr)
             return response
         assert last is not None

@@ -7,7 +7,9 @@ The rule:
    a random value (so clients given the same list spread over the name servers) and advances once per choice; the
    first address that can be reached becomes the chosen one. When none can be reached the request fails with the
    last connect error.
-3. Only a failed connect moves the choice; an answer that is not success, or a timeout, does not (as in RocketMQ).
+3. Only a failed connect (or a connection lost during the request) moves the choice; an answer that is not
+   success, or a timeout on a connected name server, does not: that name server stays the chosen one (as in
+   RocketMQ, where the choice is made when the channel connects).
 
 Invariants: ``chosen`` is None or an address that answered; ``rotation`` yields each address of the list once.
 Thread-safety: used from one event loop (the owning ``MQClientAPIImpl``'s).
@@ -23,8 +25,9 @@ INDEX_SEED_BOUND = 999
 
 
 class NameServerSelector:
-    def __init__(self, rng: random.Random | None = None) -> None:
-        self._index = (rng or random.Random()).randrange(INDEX_SEED_BOUND)
+    def __init__(self, index: int | None = None) -> None:
+        """``index``: where the round robin starts (the first choice is the address after it); random by default."""
+        self._index = random.randrange(INDEX_SEED_BOUND) if index is None else index
         self.chosen: str | None = None
 
     def current(self, addrs: Sequence[str]) -> str | None:

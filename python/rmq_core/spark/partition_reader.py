@@ -33,7 +33,7 @@ from rmq_core.common import sys_flag
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.remoting.header import PullMessageRequestHeader
-from rmq_core.spark.options import EARLIEST, RocketMQOptions
+from rmq_core.spark.options import DEFAULT_READ_GROUP, EARLIEST, RocketMQOptions
 from rmq_core.spark.planner import check_data_loss
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
 
     key = (part.topic, part.broker_name, part.queue_id)
     flt = _make_filter(part.topic, opts)
-    group = opts.consumer_group or "rmq_spark_reader"
+    group = opts.consumer_group or DEFAULT_READ_GROUP
     assert opts.namesrv is not None and part.broker_addr is not None
     # no suspend, no commit, the subscription in the request: the pull answers at once and changes nothing
     flag = sys_flag.build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True)
