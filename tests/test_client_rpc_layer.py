@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from pathlib import Path
 
 import pytest
 from client_helpers_core import SilentServer, cluster
+from send_helpers import send_header
 
 from rmq_core.client import (
     BlockingMQClientAPI,
@@ -53,18 +53,8 @@ def _dead_addr() -> str:
 
 
 def _send_header(topic: str, queue_id: int, msg: Message) -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        producerGroup="RpcProducer",
-        topic=topic,
-        defaultTopic="TBW102",
-        defaultTopicQueueNums=4,
-        queueId=queue_id,
-        sysFlag=0,
-        bornTimestamp=int(time.time() * 1000),
-        flag=0,
-        properties=properties_to_string(msg.properties),
-        batch=isinstance(msg, MessageBatch),
-    )
+    props = properties_to_string(msg.properties)
+    return send_header(topic, queue_id=queue_id, properties=props, batch=isinstance(msg, MessageBatch))
 
 
 def _pull_header(topic: str, queue_id: int, offset: int) -> PullMessageRequestHeader:
