@@ -283,7 +283,7 @@ def test_errors_carry_code_remark_and_address(tmp_path: Path) -> None:
         addr = broker.address
         with pytest.raises(MQClientException) as route:
             api.get_topic_route_info_from_name_server("NoSuchRpcTopic")
-        assert route.value.response_code == ResponseCode.TOPIC_NOT_EXIST
+        assert route.value.response_code == ResponseCode.TOPIC_NOT_EXIST and route.value.addr == ns.address
         assert (route.value.remark or "").startswith("No topic route info in name server for the topic: NoSuchRpc")
         with pytest.raises(MQBrokerException) as nobody:
             api.get_consumer_id_list_by_group(addr, "nobody_here")

@@ -184,7 +184,7 @@ class MQClientAPIImpl:
             return TopicRouteData.decode(response.body)
         if response.code == ResponseCode.TOPIC_NOT_EXIST and allow_topic_not_exist:
             log.warning("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
-        raise MQClientException(response.code, response.remark)
+        raise MQClientException(response.code, response.remark, addr=self.chosen_namesrv_addr)
 
     async def get_default_topic_route_info_from_name_server(self, topic: str, timeout_ms: float) -> TopicRouteData:
         return await self.get_topic_route_info_from_name_server(topic, timeout_ms, allow_topic_not_exist=False)
