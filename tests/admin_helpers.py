@@ -1,8 +1,10 @@
 """The one way a test creates a topic or a subscription group, or waits for a route: through the RPC layer's
 blocking face (``BlockingMQClientAPI``), as an admin tool does: UPDATE_AND_CREATE_TOPIC on each broker, then, given a
 name server, wait until it routes the topic to each of them with the topic's read queues (a broker registers a new
-topic with its name servers in the background); UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. Tests of the admin processor
-itself send their raw requests instead.
+topic with its name servers in the background); UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. Where no RPC can do it (a
+slave refuses UPDATE_AND_CREATE_TOPIC; a test that needs the topic before the broker registers), ``add_topic_config``
+puts the config straight into the broker's TopicConfigManager on its loop. Tests of the admin processor itself send
+their raw requests instead.
 
 Invariants: a refused creation raises the ``RocketMQRpcError`` carrying the broker's code and remark; a route not
 there in time raises TimeoutError naming the last answer. Thread-safety: each call opens and closes its own client.
@@ -10,8 +12,10 @@ there in time raises TimeoutError naming the last answer. Thread-safety: each ca
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
+from rmq_core.broker import Broker
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import MQClientException
 from rmq_core.common.perm_name import DEFAULT_PERM
@@ -43,6 +47,15 @@ def create_topic(
                 api.create_topic(addr, config)
         else:
             api.create_topic_and_wait(addrs, config, timeout)
+
+
+def add_topic_config(broker: Broker, config: TopicConfig) -> None:
+    """``config`` straight into ``broker``'s TopicConfigManager, on the broker's loop (no RPC, no registration)."""
+
+    async def put() -> None:
+        broker.controller.topic_config_manager.update_topic_config(config)
+
+    asyncio.run_coroutine_threadsafe(put(), broker.controller.loop).result(10)
 
 
 def create_subscription_group(broker_addr: str, config: SubscriptionGroupConfig) -> None:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from admin_helpers import add_topic_config
 from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 
 from rmq_core.broker import Broker, BrokerConfig
@@ -63,12 +64,8 @@ def on_loop(broker: Broker, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 
 def add_topic(broker: Broker, topic: str = TOPIC, queues: int = 4, perm: int = 6) -> None:
-    """Straight into the TopicConfigManager (works on a slave too, where UPDATE_AND_CREATE_TOPIC is refused)."""
-    on_loop(
-        broker,
-        broker.controller.topic_config_manager.update_topic_config,
-        TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm),
-    )
+    """The pull tests' topic, straight into the TopicConfigManager (works on a slave too)."""
+    add_topic_config(broker, TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm))
 
 
 def subscription_json(
