@@ -30,16 +30,16 @@ import sys
 import tempfile
 import time
 
+from rmq_core.client.mq_client_api import pull_message_request, send_message_request
 from rmq_core.common import sys_flag
 from rmq_core.message_encoding import properties_to_string
-from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     SendMessageRequestHeader,
     decode_header,
-    encode_header,
 )
 from rmq_core.remoting.transport import RemotingClient
 
@@ -72,7 +72,7 @@ def send_request(topic: str, queue_id: int, body: bytes, props: dict[str, str]) 
         properties=properties_to_string(props),
         reconsumeTimes=0,
     )
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body)
+    return send_message_request(h, body)
 
 
 def pull_request(topic: str, queue_id: int, offset: int, n: int = 32, suspend_ms: int = 15000) -> RemotingCommand:
@@ -89,7 +89,7 @@ def pull_request(topic: str, queue_id: int, offset: int, n: int = 32, suspend_ms
         subVersion=0,
         expressionType="TAG",
     )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(h))
+    return pull_message_request(h)
 
 
 class _FramePipe(asyncio.Protocol):

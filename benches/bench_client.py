@@ -40,15 +40,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import (
-    CreateTopicRequestHeader,
-    GetRouteInfoRequestHeader,
-    encode_header,
-)
-from rmq_core.remoting.transport import BlockingRemotingClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUES = 4
@@ -89,31 +83,9 @@ def start_server(store_dir: str) -> tuple[subprocess.Popen[str], str, str]:
 
 
 def create_topic(namesrv: str, broker: str, topic: str, queues: int = QUEUES) -> None:
-    header = CreateTopicRequestHeader(
-        topic=topic,
-        defaultTopic="TBW102",
-        readQueueNums=queues,
-        writeQueueNums=queues,
-        perm=6,
-        topicFilterType="SINGLE_TAG",
-        topicSysFlag=0,
-        order=False,
-    )
-    with BlockingRemotingClient() as c:
-        r = c.invoke_sync(
-            broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)), timeout=5.0
-        )
-        if r.code != ResponseCode.SUCCESS:
-            raise RuntimeError(f"create {topic}: {r.code} {r.remark}")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            req = RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-            )
-            if c.invoke_sync(namesrv, req, timeout=5.0).code == ResponseCode.SUCCESS:
-                return
-            time.sleep(0.05)
-    raise RuntimeError(f"{topic} not routed by the name server")
+    """The topic on the broker, once the name server routes it there."""
+    with BlockingMQClientAPI(namesrv, 5000) as api:
+        api.create_topic_and_wait([broker], TopicConfig(topic, queues, queues))
 
 
 # ------------------------------------------------------------------------------------------------ measurements

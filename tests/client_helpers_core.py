@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from helpers import wait_until
+from admin_helpers import wait_for_route
+from helpers import wait_until  # noqa: F401 (re-exported to the tests)
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.topic_config import TopicConfig
@@ -58,18 +59,8 @@ def cluster(root: Path, n_brokers: int = 1, **broker_kw: Any) -> Iterator[tuple[
 def wait_registered(ns: NameServer, broker_names: list[str], timeout: float = 10.0) -> None:
     """Wait until the name server routes each broker's own topic (a broker registers in the background after its
     start returns; a client asking earlier would rightly get TOPIC_NOT_EXIST)."""
-    with BlockingRemotingClient() as c:
-        for name in broker_names:
-            wait_until(
-                lambda name=name: (
-                    c.invoke_sync(
-                        ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}), 5.0
-                    ).code
-                    == ResponseCode.SUCCESS
-                ),
-                f"the route of {name}",
-                timeout=timeout,
-            )
+    for name in broker_names:
+        wait_for_route(ns.address, name, timeout=timeout)
 
 
 class RecordingConsumer:

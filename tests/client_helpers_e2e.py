@@ -19,19 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers import wait_until
+from admin_helpers import create_topic
+from helpers import wait_until  # noqa: F401 (re-exported to the tests)
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message import MessageExt, decode_messages
 from rmq_core.namesrv import NameServer
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import (
-    CreateTopicRequestHeader,
-    GetRouteInfoRequestHeader,
-    encode_header,
-)
-from rmq_core.remoting.transport import BlockingRemotingClient
 
 # 18 delay levels of one second each: retries come back quickly (level 3 + reconsume times is used by the broker)
 FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
@@ -63,38 +56,7 @@ class Cluster:
     def create_topic(self, topic: str, queues: int = 4, order: bool = False) -> None:
         """Create ``topic`` on every broker with ``queues`` read/write queues; returns once the name server routes it
         to every broker."""
-        header = CreateTopicRequestHeader(
-            topic=topic,
-            defaultTopic="TBW102",
-            readQueueNums=queues,
-            writeQueueNums=queues,
-            perm=6,
-            topicFilterType="SINGLE_TAG",
-            topicSysFlag=0,
-            order=order,
-        )
-        with BlockingRemotingClient() as c:
-            for b in self.brokers:
-                r = c.invoke_sync(
-                    b.address,
-                    RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)),
-                    timeout=5.0,
-                )
-                assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
-
-            def routed() -> bool:
-                req = RemotingCommand.request(
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-                )
-                resp = c.invoke_sync(self.namesrv_addr, req, timeout=5.0)
-                if resp.code != ResponseCode.SUCCESS or not resp.body:
-                    return False
-                body = resp.body.decode("utf-8", "replace")
-                return (
-                    all(f"broker-{i}" in body for i in range(len(self.brokers))) and f'"readQueueNums":{queues}' in body
-                )
-
-            wait_until(routed, f"the name server to route {topic}", timeout=10.0)
+        create_topic([b.address for b in self.brokers], topic, queues, order=order, namesrv=self.namesrv_addr)
 
     def stored(self, topic: str, queue_id: int = 0, broker_index: int = 0) -> list[MessageExt]:
         """Every message a broker's store holds in one queue."""

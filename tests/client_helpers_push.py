@@ -6,25 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers import wait_until
+from admin_helpers import create_topic
+from helpers import wait_until  # noqa: F401 (re-exported to the tests)
+from send_helpers import send_request
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.namesrv import NameServer
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import (
-    CreateTopicRequestHeader,
-    GetRouteInfoRequestHeader,
-    SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_header,
-    encode_header,
 )
 from rmq_core.remoting.transport import BlockingRemotingClient
 
@@ -40,31 +36,7 @@ class PushCluster:
         return self.namesrv.address
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
-        h = CreateTopicRequestHeader(
-            topic=topic,
-            defaultTopic="TBW102",
-            readQueueNums=queues,
-            writeQueueNums=queues,
-            perm=6,
-            topicFilterType="SINGLE_TAG",
-            topicSysFlag=0,
-            order=False,
-        )
-        r = self.client.invoke_sync(
-            self.broker.address,
-            RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)),
-            timeout=5.0,
-        )
-        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
-
-        def routed() -> bool:
-            req = RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-            )
-            resp = self.client.invoke_sync(self.namesrv_addr, req, timeout=5.0)
-            return resp.code == ResponseCode.SUCCESS and f'"readQueueNums":{queues}' in (resp.body or b"").decode()
-
-        wait_until(routed, f"the name server to route {topic}")
+        create_topic(self.broker.address, topic, queues, namesrv=self.namesrv_addr)
 
     def send(
         self, topic: str, body: bytes, queue_id: int, tags: str | None = None, properties: dict[str, str] | None = None
@@ -73,21 +45,9 @@ class PushCluster:
         props = dict(properties or {})
         if tags:
             props["TAGS"] = tags
-        h = SendMessageRequestHeader(
-            producerGroup="PG",
-            topic=topic,
-            defaultTopic="TBW102",
-            defaultTopicQueueNums=4,
-            queueId=queue_id,
-            sysFlag=0,
-            bornTimestamp=int(time.time() * 1000),
-            flag=0,
-            properties=properties_to_string(props) if props else None,
-        )
+        properties = properties_to_string(props) if props else None
         r = self.client.invoke_sync(
-            self.broker.address,
-            RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_header(h, short_names=True), body),
-            timeout=5.0,
+            self.broker.address, send_request(topic, body, queue_id=queue_id, properties=properties), timeout=5.0
         )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return decode_header(SendMessageResponseHeader, r.ext_fields).queueOffset

@@ -13,17 +13,16 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from admin_helpers import add_topic_config
 from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common import sys_flag
-from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message, tags_hash
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
-    CreateTopicRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -65,33 +64,8 @@ def on_loop(broker: Broker, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 
 def add_topic(broker: Broker, topic: str = TOPIC, queues: int = 4, perm: int = 6) -> None:
-    """Straight into the TopicConfigManager (works on a slave too, where UPDATE_AND_CREATE_TOPIC is refused)."""
-    on_loop(
-        broker,
-        broker.controller.topic_config_manager.update_topic_config,
-        TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm),
-    )
-
-
-def create_topic(client: BlockingRemotingClient, addr: str, topic: str = TOPIC, queues: int = 4, perm: int = 6) -> None:
-    header = CreateTopicRequestHeader(
-        topic=topic,
-        defaultTopic="TBW102",
-        readQueueNums=queues,
-        writeQueueNums=queues,
-        perm=perm,
-        topicFilterType="SINGLE_TAG",
-        topicSysFlag=0,
-        order=False,
-    )
-    r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)))
-    assert r.code == 0, r.remark
-
-
-def update_group(client: BlockingRemotingClient, addr: str, cfg: SubscriptionGroupConfig) -> None:
-    body = json.dumps(cfg.to_json_dict()).encode()
-    r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body))
-    assert r.code == 0, r.remark
+    """The pull tests' topic, straight into the TopicConfigManager (works on a slave too)."""
+    add_topic_config(broker, TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm))
 
 
 def subscription_json(

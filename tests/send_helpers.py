@@ -9,7 +9,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 
@@ -31,11 +31,9 @@ T = TypeVar("T")
 SMALL_FILES = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 1000}
 
 
-def send_request(
+def send_header(
     topic: str,
-    body: bytes,
     *,
-    code: int = RequestCode.SEND_MESSAGE_V2,
     queue_id: int = 0,
     properties: str | None = None,
     sys_flag: int = 0,
@@ -48,8 +46,9 @@ def send_request(
     batch: bool | None = None,
     producer_group: str = "PG",
     unit_mode: bool | None = None,
-) -> RemotingCommand:
-    h = SendMessageRequestHeader(
+) -> SendMessageRequestHeader:
+    """A send header as a RocketMQ producer fills it (born now unless given)."""
+    return SendMessageRequestHeader(
         producerGroup=producer_group,
         topic=topic,
         defaultTopic=default_topic,
@@ -64,6 +63,11 @@ def send_request(
         maxReconsumeTimes=max_reconsume_times,
         batch=batch,
     )
+
+
+def send_request(topic: str, body: bytes, *, code: int = RequestCode.SEND_MESSAGE_V2, **header: Any) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (default), SEND_BATCH_MESSAGE or SEND_MESSAGE with ``send_header(topic, **header)``."""
+    h = send_header(topic, **header)
     short = code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
     return RemotingCommand.request(code, encode_header(h, short_names=short), body)
 

@@ -6,23 +6,11 @@ from __future__ import annotations
 
 import time
 
+from admin_helpers import create_topic, route_of
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.body.route import TopicRouteData
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
-
-
-def _route(client: BlockingRemotingClient, namesrv: str, topic: str) -> TopicRouteData | None:
-    r = client.invoke_sync(
-        namesrv,
-        RemotingCommand.request(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-        ),
-    )
-    return TopicRouteData.decode(r.body) if r.code == ResponseCode.SUCCESS else None
 
 
 def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
@@ -34,25 +22,8 @@ def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
         time.sleep(0.05)
 
 
-def _create_topic(client: BlockingRemotingClient, broker: Broker, topic: str, queues: int) -> None:
-    h = CreateTopicRequestHeader(
-        topic=topic,
-        defaultTopic="TBW102",
-        readQueueNums=queues,
-        writeQueueNums=queues,
-        perm=6,
-        topicFilterType="SINGLE_TAG",
-        topicSysFlag=0,
-        order=False,
-    )
-    r = client.invoke_sync(
-        broker.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h))
-    )
-    assert r.code == ResponseCode.SUCCESS, r.remark
-
-
 def test_two_masters_and_a_slave_register_with_one_name_server(tmp_path) -> None:
-    with NameServer(listen_port=0) as ns, BlockingRemotingClient() as client:
+    with NameServer(listen_port=0) as ns:
 
         def cfg(name: str, broker_id: int = 0, role: str = "ASYNC_MASTER") -> BrokerConfig:
             return BrokerConfig(
@@ -65,11 +36,11 @@ def test_two_masters_and_a_slave_register_with_one_name_server(tmp_path) -> None
             )
 
         with Broker(cfg("broker-a")) as a, Broker(cfg("broker-b")) as b, Broker(cfg("broker-a", 1, "SLAVE")) as a_slave:
-            _create_topic(client, a, "ClusterTopic", 4)
-            _create_topic(client, b, "ClusterTopic", 2)
+            create_topic(a.address, "ClusterTopic", 4)
+            create_topic(b.address, "ClusterTopic", 2)
 
             def complete() -> TopicRouteData | None:
-                route = _route(client, ns.address, "ClusterTopic")
+                route = route_of(ns.address, "ClusterTopic")
                 if route is None or len(route.queue_datas) < 2:
                     return None
                 addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
@@ -87,4 +58,4 @@ def test_two_masters_and_a_slave_register_with_one_name_server(tmp_path) -> None
             assert a.controller.master_addr is None
 
         # shutting down unregisters: the topic has no route any more
-        assert _wait(lambda: _route(client, ns.address, "ClusterTopic") is None)
+        assert _wait(lambda: route_of(ns.address, "ClusterTopic") is None)

@@ -26,7 +26,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CPP_CLIENT = ROOT / "compat" / "cpp" / "cpp_client.py"
 sys.path.insert(0, str(ROOT / "compat" / "cpp"))
 sys.path.insert(0, str(ROOT / "compat" / "tools"))
+from admin_helpers import create_topic, wait_for_route  # noqa: E402
 from apache_rocketmq import apache_rocketmq  # noqa: E402, F401  (the module-scoped fixture)
 from cpp_client import expected  # noqa: E402
 from remoting_proxy import RemotingProxy  # noqa: E402
@@ -127,26 +127,13 @@ def _invoke(client: BlockingRemotingClient, addr: str, code: int, ext: dict[str,
     return client.invoke_sync(addr, RemotingCommand.request(code, ext), timeout=5.0)
 
 
-def _wait_for_route(client: BlockingRemotingClient, ns_addr: str, topic: str) -> None:
-    """Readiness, not speed: the broker registers with the name server on start and after a topic is created."""
-    deadline = time.monotonic() + 30
-    while True:
-        r = _invoke(client, ns_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        if r.code == ResponseCode.SUCCESS:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"the name server has no route for {topic} 30 s after the broker started: {r.remark}")
-        time.sleep(0.05)
-
-
 @contextmanager
 def _proxied(ns_addr: str, broker_addr: str, tmp_path: Path) -> Iterator[Cluster]:
     proxy = RemotingProxy(str(tmp_path / "wire.jsonl"))
     ns_route = proxy.add_route(ns_addr, name="namesrv")
     proxy.add_route(broker_addr, name="broker")
     with proxy:
-        with BlockingRemotingClient() as c:
-            _wait_for_route(c, ns_addr, "TBW102")
+        wait_for_route(ns_addr, "TBW102", timeout=30)  # readiness, not speed
         home = tmp_path / "cpp-home"
         home.mkdir()
         yield Cluster(ns_addr, broker_addr, proxy, ns_route.address, home)
@@ -230,24 +217,8 @@ def _check_wire(cluster: Cluster, groups: set[str]) -> None:
 
 
 def _create_topic(cluster: Cluster, topic: str, queues: int) -> None:
-    with BlockingRemotingClient() as c:
-        r = _invoke(
-            c,
-            cluster.broker_addr,
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "readQueueNums": queues,
-                "writeQueueNums": queues,
-                "perm": PERM_READ | PERM_WRITE,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": "false",
-            },
-        )
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        _wait_for_route(c, cluster.ns_addr, topic)
+    create_topic(cluster.broker_addr, topic, queues, perm=PERM_READ | PERM_WRITE)
+    wait_for_route(cluster.ns_addr, topic, timeout=30)
 
 
 def _scenario(cluster: Cluster, create_first: bool, prime_offsets: bool = False) -> None:

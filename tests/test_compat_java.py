@@ -9,35 +9,17 @@ The Java programs are built by compat/java/build.sh (cached); set RMQ_COMPAT_JAV
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import java_scenarios as sc
 import pytest
+from admin_helpers import wait_for_route
 from java_compat import java_classpath
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.namesrv import NameServer
-from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
 
 pytestmark = pytest.mark.compat_java
-
-
-def wait_for_route(namesrv: str, topic: str = "TBW102", timeout: float = 10.0) -> None:
-    """Until the name server answers a route for ``topic`` (the broker's first registration is asynchronous)."""
-    deadline = time.monotonic() + timeout
-    with BlockingRemotingClient() as client:
-        while True:
-            resp = client.invoke_sync(
-                namesrv, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-            )
-            if resp.code == ResponseCode.SUCCESS:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the broker did not register with the name server: {resp.code} {resp.remark}")
-            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +41,7 @@ def rmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         )
         broker = Broker(cfg).start()
         try:
-            wait_for_route(ns.address)
+            wait_for_route(ns.address, "TBW102")
             yield ns.address, broker.address
         finally:
             broker.shutdown()

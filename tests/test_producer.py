@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from admin_helpers import add_topic_config
 from client_helpers_core import SilentServer, cluster, fake_broker_registration, wait_until
-from send_helpers import max_offset, on_loop, stored
+from send_helpers import max_offset, stored
 
 from rmq_core.broker import Broker
 from rmq_core.client import MQClientException, Producer, SelectMessageQueueByHash, SendStatus
@@ -177,8 +178,7 @@ def test_retry_on_another_broker_when_one_is_down(tmp_path: Path) -> None:
             wait_until(lambda: "TBW102" in inst.topic_route_table)
             # the topic on both brokers; the producer's route lists both
             for broker in (a, b):
-                tcm = broker.controller.topic_config_manager
-                on_loop(broker, lambda tcm=tcm: tcm.update_topic_config(TopicConfig("TwoTopic", 4, 4, 6)))
+                add_topic_config(broker, TopicConfig("TwoTopic", 4, 4, 6))
                 broker.controller.register_broker_all()
             wait_until(
                 lambda: (
@@ -292,8 +292,7 @@ def _two_broker_topic(p: Producer, brokers: list[Broker], topic: str) -> None:
     assert inst is not None
     wait_until(lambda: "TBW102" in inst.topic_route_table)
     for broker in brokers:
-        tcm = broker.controller.topic_config_manager
-        on_loop(broker, lambda tcm=tcm: tcm.update_topic_config(TopicConfig(topic, 4, 4, 6)))
+        add_topic_config(broker, TopicConfig(topic, 4, 4, 6))
         broker.controller.register_broker_all()
     names = {b.controller.broker_config.broker_name for b in brokers}
     wait_until(
@@ -348,7 +347,7 @@ def test_an_unreachable_name_server_is_skipped(tmp_path: Path) -> None:
             results = [p.send(Message("FailoverTopic", f"m{i}".encode())) for i in range(3)]
             assert all(r.send_status == SendStatus.SEND_OK for r in results)
             api = p.instance.mq_client_api  # type: ignore[union-attr]
-            assert api.namesrv_addr_list[api._namesrv_index] == ns.address
+            assert api.chosen_namesrv_addr == ns.address
         finally:
             p.shutdown()
 

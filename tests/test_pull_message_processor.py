@@ -9,12 +9,12 @@ import json
 import os
 
 import pytest
+from admin_helpers import create_subscription_group, create_topic
 from pull_helpers import (
     ALL_FLAGS,
     GROUP,
     TOPIC,
     add_topic,
-    create_topic,
     heartbeat,
     on_loop,
     pull,
@@ -22,7 +22,6 @@ from pull_helpers import (
     running_broker,
     stored_offset,
     subscription_json,
-    update_group,
 )
 
 from rmq_core.broker.stats.broker_stats_manager import ConsumeMessageContext, StatsType
@@ -75,7 +74,7 @@ def test_missing_subscription_group(tmp_path, client):
 
 
 def test_group_consume_disabled_is_no_permission(broker, client):
-    update_group(client, broker.address, SubscriptionGroupConfig(GROUP, consume_enable=False))
+    create_subscription_group(broker.address, SubscriptionGroupConfig(GROUP, consume_enable=False))
     r = pull(client, broker.address)
     assert r.code == ResponseCode.NO_PERMISSION
     assert r.remark == f"subscription group no permission, {GROUP}"
@@ -88,7 +87,7 @@ def test_topic_not_exist(broker, client):
 
 
 def test_topic_not_readable_is_no_permission(broker, client):
-    create_topic(client, broker.address, "WriteOnly", perm=2)
+    create_topic(broker.address, "WriteOnly", perm=2)
     r = pull(client, broker.address, "WriteOnly")
     assert r.code == ResponseCode.NO_PERMISSION
     assert r.remark == "the topic[WriteOnly] pulling message is forbidden"
@@ -137,7 +136,7 @@ def test_no_consumer_group_info_is_subscription_not_exist(broker, client):
 
 
 def test_broadcast_forbidden_is_no_permission(broker, client):
-    update_group(client, broker.address, SubscriptionGroupConfig(GROUP, consume_broadcast_enable=False))
+    create_subscription_group(broker.address, SubscriptionGroupConfig(GROUP, consume_broadcast_enable=False))
     heartbeat(client, broker.address, message_model="BROADCASTING")
     r = pull(client, broker.address, flags=0)
     assert r.code == ResponseCode.NO_PERMISSION
@@ -151,7 +150,7 @@ def test_broadcast_allowed_by_default(broker, client):
 
 
 def test_topic_not_subscribed_is_subscription_not_exist(broker, client):
-    create_topic(client, broker.address, "Other")
+    create_topic(broker.address, "Other")
     heartbeat(client, broker.address, subscriptions=[subscription_json("Other")])
     r = pull(client, broker.address, flags=0)
     assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
@@ -381,7 +380,7 @@ def test_without_filter_support_retry_the_retry_topic_is_not_filtered(tmp_path, 
 def test_slave_read_enable_suggests_the_group_broker_id(tmp_path, client):
     with running_broker(tmp_path, slave_read_enable=True) as b:
         add_topic(b)
-        update_group(client, b.address, SubscriptionGroupConfig(GROUP, broker_id=3))
+        create_subscription_group(b.address, SubscriptionGroupConfig(GROUP, broker_id=3))
         put(b)
         r = pull(client, b.address)
     assert r.code == ResponseCode.SUCCESS and r.ext_fields["suggestWhichBrokerId"] == "3"

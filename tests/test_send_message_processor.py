@@ -8,7 +8,8 @@ import time
 import zlib
 
 import pytest
-from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, on_loop, send_request, stored
+from admin_helpers import add_topic_config
+from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, send_request, stored
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.perm_name import PERM_READ
@@ -36,10 +37,6 @@ def broker(tmp_path):
 def _assert_ext(resp: RemotingCommand, region: str = "DefaultRegion", trace: str = "true") -> None:
     assert resp.ext_fields["MSG_REGION"] == region
     assert resp.ext_fields["TRACE_ON"] == trace
-
-
-def _create_topic(broker: Broker, cfg: TopicConfig) -> None:
-    on_loop(broker, lambda: broker.controller.topic_config_manager.update_topic_config(cfg))
 
 
 # --- single sends --------------------------------------------------------------------------------------------
@@ -122,7 +119,7 @@ def test_topic_not_auto_created_when_disabled(tmp_path, client):
         _assert_ext(resp)
         assert b.controller.topic_config_manager.select_topic_config("NoSuchTopic") is None
         assert max_offset(b, "NoSuchTopic") == 0
-        _create_topic(b, TopicConfig("Made", 2, 2))
+        add_topic_config(b, TopicConfig("Made", 2, 2))
         assert invoke(client, b, send_request("Made", b"x", queue_id=1)).code == ResponseCode.SUCCESS
 
 
@@ -172,7 +169,7 @@ def test_not_writable_broker(tmp_path, client):
 
 
 def test_not_writable_topic(broker, client):
-    _create_topic(broker, TopicConfig("ReadOnly", 1, 1, perm=PERM_READ))
+    add_topic_config(broker, TopicConfig("ReadOnly", 1, 1, perm=PERM_READ))
     resp = invoke(client, broker, send_request("ReadOnly", b"x"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert resp.remark == "the topic[ReadOnly] sending message is forbidden"

@@ -21,10 +21,12 @@ from spark_helpers import (
     store_messages,
 )
 
-from rmq_core.client import Producer, PullConsumer
+from rmq_core.client import MQBrokerException, Producer, PullConsumer
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.message import Message, MessageQueue
-from rmq_core.spark.rpc import SourceRpc
+from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.header import QueryConsumerOffsetRequestHeader
 from rmq_core.store import MessageStore
 
 pytestmark = pytest.mark.slow
@@ -261,7 +263,7 @@ def test_namesrv_batch_equals_pull_consumer_filters_and_consumer_group_commit(sp
         try:
             q.processAllAvailable()
             before = {mq: 0 for mq in range(4)}
-            with SourceRpc(ns.address) as rpc:
+            with BlockingMQClientAPI(ns.address) as rpc:
                 before = {qid: rpc.get_max_offset(brokers[0].address, TOPIC, qid) for qid in range(4)}
             # Spark commits a micro-batch's end to the source when it plans the next one
             p2 = Producer("spark_test_prod", namesrv_addr=ns.address)
@@ -275,10 +277,20 @@ def test_namesrv_batch_equals_pull_consumer_filters_and_consumer_group_commit(sp
             q.stop()
         addr = brokers[0].address
         mqs = {MessageQueue(TOPIC, "broker-a", q) for q in range(4)}
-        with SourceRpc(ns.address) as rpc:
+        with BlockingMQClientAPI(ns.address) as rpc:
+
+            def committed(queue_id: int) -> int | None:
+                q = QueryConsumerOffsetRequestHeader(consumerGroup="spark_cg", topic=TOPIC, queueId=queue_id)
+                try:
+                    return rpc.query_consumer_offset(addr, q)
+                except MQBrokerException as e:  # QUERY_NOT_FOUND: nothing committed yet
+                    if e.response_code != ResponseCode.QUERY_NOT_FOUND:
+                        raise
+                    return None
+
             deadline = time.monotonic() + 10
             while True:
-                got = {mq.queue_id: rpc.query_consumer_offset(addr, "spark_cg", TOPIC, mq.queue_id) for mq in mqs}
+                got = {mq.queue_id: committed(mq.queue_id) for mq in mqs}
                 maxes = before
                 if got == maxes or time.monotonic() > deadline:
                     break
@@ -290,14 +302,11 @@ def test_namesrv_data_loss_both_ways(spark, tmp_path):  # noqa: F811
     """The namesrv source against a broker whose oldest CommitLog files were deleted (min offset corrected): a
     starting offset below the queue's min fails naming the queue and both offsets, or with failOnDataLoss=false
     reads from the min, every remaining message once."""
-    from pull_helpers import create_topic
-
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from admin_helpers import create_topic
 
     with cluster(tmp_path, mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=80) as (ns, brokers):
         b = brokers[0]
-        with BlockingRemotingClient() as c:
-            create_topic(c, b.address, "LossT", queues=1)
+        create_topic(b.address, "LossT", queues=1)
         producer = Producer("spark_loss_prod", namesrv_addr=ns.address)
         producer.start()
         try:

@@ -252,82 +252,54 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _admin_client():
-    from rmq_core.remoting.transport import BlockingRemotingClient
-
-    return BlockingRemotingClient(name="rmq-core-cli")
-
-
-def _brokers_of_cluster(client, namesrv: str, cluster: str | None) -> list[tuple[str, str]]:
-    """(broker name, master address) of every broker (of ``cluster`` if given) the name server knows."""
-    from rmq_core.remoting.body.route import ClusterInfo
-    from rmq_core.remoting.codes import RequestCode, ResponseCode
-    from rmq_core.remoting.command import RemotingCommand
-
-    r = client.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-    if r.code != ResponseCode.SUCCESS:
-        raise SystemExit(f"error: name server {namesrv}: {r.code} {r.remark}")
-    info = ClusterInfo.decode(r.body or b"{}")
-    names = set(info.cluster_addr_table.get(cluster, [])) if cluster else set(info.broker_addr_table)
-    out = []
-    for name in sorted(names):
-        bd = info.broker_addr_table.get(name)
-        addr = bd.broker_addrs.get(0) if bd else None
-        if addr:
-            out.append((name, addr))
-    return out
-
-
 def cmd_topic_create(args: argparse.Namespace) -> int:
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.client.exceptions import RocketMQRpcError
     from rmq_core.common.mix_all import validate_topic
-    from rmq_core.remoting.codes import RequestCode, ResponseCode
-    from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.header import CreateTopicRequestHeader, encode_header
+    from rmq_core.common.topic_config import TopicConfig
 
     problem = validate_topic(args.topic)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    header = CreateTopicRequestHeader(
-        topic=args.topic,
-        defaultTopic="TBW102",
-        readQueueNums=args.queues,
-        writeQueueNums=args.queues,
-        perm=args.perm,
-        topicFilterType="SINGLE_TAG",
-        topicSysFlag=0,
-        order=args.order,
-    )
-    with _admin_client() as client:
-        targets = [("", args.broker)] if args.broker else _brokers_of_cluster(client, args.namesrv, args.cluster)
+    config = TopicConfig(args.topic, args.queues, args.queues, args.perm, order=args.order)
+    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
+        if args.broker:
+            targets = [("", args.broker)]
+        else:
+            try:
+                targets = sorted(api.master_addrs(args.cluster or None).items())
+            except RocketMQRpcError as e:
+                raise SystemExit(f"error: name server {args.namesrv}: {e}") from None
         if not targets:
             print("error: no broker to create the topic on", file=sys.stderr)
             return 1
         failed = 0
         for name, addr in targets:
-            r = client.invoke_sync(
-                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))
-            )
-            ok = r.code == ResponseCode.SUCCESS
-            failed += not ok
+            try:
+                api.create_topic(addr, config)
+                problem = None
+            except RocketMQRpcError as e:
+                problem = f"{e.response_code} {e.remark}"
+                failed += 1
             print(
-                f"{'created' if ok else 'FAILED'} {args.topic} on {name or addr} ({addr})"
-                + ("" if ok else f": {r.code} {r.remark}")
+                f"{'created' if problem is None else 'FAILED'} {args.topic} on {name or addr} ({addr})"
+                + ("" if problem is None else f": {problem}")
             )
     return 1 if failed else 0
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
-    from rmq_core.remoting.body.route import TopicList
-    from rmq_core.remoting.codes import RequestCode, ResponseCode
-    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.client.exceptions import RocketMQRpcError
 
-    with _admin_client() as client:
-        r = client.invoke_sync(args.namesrv, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-    if r.code != ResponseCode.SUCCESS:
-        print(f"error: {r.code} {r.remark}", file=sys.stderr)
-        return 1
-    for topic in sorted(TopicList.decode(r.body or b"{}").topic_list):
+    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
+        try:
+            topics = api.get_topic_list_from_name_server()
+        except RocketMQRpcError as e:
+            print(f"error: {e.response_code} {e.remark}", file=sys.stderr)
+            return 1
+    for topic in sorted(topics.topic_list):
         print(topic)
     return 0
 

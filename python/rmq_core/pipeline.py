@@ -317,64 +317,25 @@ def wait_for_balance(consumers: Sequence[Any], topic: str, queues: int, timeout_
 
 
 # ------------------------------------------------------------------------------------------------ admin
-def create_topic(namesrv: str, topic: str, queues: int, broker_addrs: Sequence[str], timeout_s: float = 30.0) -> None:
-    """UPDATE_AND_CREATE_TOPIC on every broker; returns once the name server routes the topic."""
-    from rmq_core.remoting.codes import RequestCode, ResponseCode
-    from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.header import CreateTopicRequestHeader, GetRouteInfoRequestHeader, encode_header
-    from rmq_core.remoting.transport import BlockingRemotingClient
+ADMIN_TIMEOUT_MS = 5000
 
-    header = CreateTopicRequestHeader(
-        topic=topic,
-        defaultTopic="TBW102",
-        readQueueNums=queues,
-        writeQueueNums=queues,
-        perm=6,
-        topicFilterType="SINGLE_TAG",
-        topicSysFlag=0,
-        order=False,
-    )
-    with BlockingRemotingClient(name="rmq-core-pipeline") as c:
-        for addr in broker_addrs:
-            r = c.invoke_sync(
-                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header)), timeout=5.0
-            )
-            if r.code != ResponseCode.SUCCESS:
-                raise RuntimeError(f"creating topic {topic} on {addr}: {r.code} {r.remark}")
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            req = RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic=topic))
-            )
-            r = c.invoke_sync(namesrv, req, timeout=5.0)
-            if (
-                r.code == ResponseCode.SUCCESS
-                and r.body
-                and f'"readQueueNums":{queues}' in r.body.decode("utf-8", "replace")
-            ):
-                return
-            time.sleep(0.05)
-    raise RuntimeError(f"the name server {namesrv} did not route {topic} within {timeout_s:.0f} s")
+
+def create_topic(namesrv: str, topic: str, queues: int, broker_addrs: Sequence[str], timeout_s: float = 30.0) -> None:
+    """UPDATE_AND_CREATE_TOPIC on every broker; returns once the name server routes the topic to each of them with
+    ``queues`` read queues (decided from the decoded route)."""
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.common.topic_config import TopicConfig
+
+    with BlockingMQClientAPI(namesrv, ADMIN_TIMEOUT_MS, name="rmq-core-pipeline") as api:
+        api.create_topic_and_wait(broker_addrs, TopicConfig(topic, queues, queues), timeout_s)
 
 
 def master_brokers(namesrv: str) -> list[str]:
-    """The master address of every broker the name server knows (GET_BROKER_CLUSTER_INFO)."""
-    from rmq_core.remoting.body.route import ClusterInfo
-    from rmq_core.remoting.codes import RequestCode, ResponseCode
-    from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    """The master address of every broker the name server knows (GET_BROKER_CLUSTER_INFO), by broker name."""
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 
-    with BlockingRemotingClient(name="rmq-core-pipeline") as c:
-        r = c.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout=5.0)
-    if r.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"name server {namesrv}: GET_BROKER_CLUSTER_INFO returned {r.code} {r.remark}")
-    info = ClusterInfo.decode(r.body or b"{}")
-    addrs = []
-    for name in sorted(info.broker_addr_table):
-        addr = info.broker_addr_table[name].broker_addrs.get(0)
-        if addr:
-            addrs.append(addr)
-    return addrs
+    with BlockingMQClientAPI(namesrv, ADMIN_TIMEOUT_MS, name="rmq-core-pipeline") as api:
+        return [addr for _name, addr in sorted(api.master_addrs().items())]
 
 
 # ------------------------------------------------------------------------------------------------ spark

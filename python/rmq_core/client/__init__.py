@@ -2,6 +2,7 @@
 
 One import line per module (concurrent edits merge easily)."""
 
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.consumer.allocate import (
     AllocateMessageQueueAveragely,
@@ -32,7 +33,8 @@ from rmq_core.client.consumer.rebalance_service import RebalanceService
 from rmq_core.client.consumer.store.local_file_offset_store import LocalFileOffsetStore
 from rmq_core.client.consumer.store.offset_store import OffsetStore, ReadOffsetType
 from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
-from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingTimeoutError
+from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingTimeoutError, RocketMQRpcError
+from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.mq_client_instance import FindBrokerResult, MQClientInstance
 from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.client.producer import (

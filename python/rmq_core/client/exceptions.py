@@ -1,9 +1,19 @@
-"""Client exceptions, as RocketMQ's client raises them (``MQClientException``, ``MQBrokerException``,
-``RemotingConnectException`` / ``RemotingTimeoutException`` / ``RemotingTooMuchRequestException``) and the client error
-codes (``ClientErrorCode``).
+"""The one error hierarchy of RocketMQ RPCs (``MQClientAPIImpl`` and its blocking face): every failed request raises
+a ``RocketMQRpcError``, as RocketMQ's client raises them (``MQClientException``, ``MQBrokerException``,
+``RemotingConnectException`` / ``RemotingTimeoutException`` / ``RemotingTooMuchRequestException``), and the client
+error codes (``ClientErrorCode``).
 
-Invariants: ``MQClientException.response_code`` is a broker ResponseCode or a ClientErrorCode (or -1 when neither);
-``MQBrokerException`` carries the broker's response code, remark and address. Messages follow RocketMQ's wording.
+    RocketMQRpcError                       response_code, remark, addr
+    ├── MQClientException                  a client-side failure, or an answer the client names (TOPIC_NOT_EXIST)
+    ├── MQBrokerException                  a broker or name server answered a code that is not success
+    └── RemotingError                      no answer: response_code -1
+        ├── RemotingConnectError           (also a ConnectionError)
+        ├── RemotingTimeoutError           (also a TimeoutError)
+        └── RemotingTooMuchRequestError
+
+Invariants: ``response_code`` is a broker ResponseCode or a ClientErrorCode (or -1 when neither, and for every
+``RemotingError``); ``remark`` is the broker's remark (or the client's message); ``addr`` is where the request went
+(None when it is not one address). Messages follow RocketMQ's wording.
 Thread-safety: plain exception classes.
 """
 
@@ -24,12 +34,25 @@ class ClientErrorCode:
     CREATE_REPLY_MESSAGE_EXCEPTION = 10007
 
 
-class MQClientException(RmqError):
-    """``MQClientException(code, message)``; ``response_code`` is the code, ``error_message`` the bare message."""
+class RocketMQRpcError(RmqError):
+    """A RocketMQ RPC failed: ``response_code`` (-1 when there was no answer), ``remark``, ``addr``."""
 
-    def __init__(self, code: int, message: str | None, cause: BaseException | None = None) -> None:
+    response_code: int = -1
+    remark: str | None = None
+    addr: str | None = None
+
+
+class MQClientException(RocketMQRpcError):
+    """``MQClientException(code, message)``; ``response_code`` is the code, ``error_message`` (= ``remark``) the bare
+    message."""
+
+    def __init__(
+        self, code: int, message: str | None, cause: BaseException | None = None, addr: str | None = None
+    ) -> None:
         self.response_code = code
         self.error_message = message
+        self.remark = message
+        self.addr = addr
         text = f"CODE: {code}  DESC: {message}" if code != -1 else str(message)
         super().__init__(text)
         if cause is not None:
@@ -41,13 +64,14 @@ class MQClientException(RmqError):
         return cls(-1, message, cause)
 
 
-class MQBrokerException(RmqError):
-    """A broker answered with a response code the client cannot treat as success."""
+class MQBrokerException(RocketMQRpcError):
+    """A broker (or name server) answered with a response code the client cannot treat as success."""
 
     def __init__(self, response_code: int, remark: str | None, broker_addr: str | None = None) -> None:
         self.response_code = response_code
         self.remark = remark
         self.broker_addr = broker_addr
+        self.addr = broker_addr
         text = f"CODE: {response_code}  DESC: {remark}"
         if broker_addr:
             text += f" BROKER: {broker_addr}"
@@ -58,8 +82,8 @@ class MQBrokerException(RmqError):
         return self.remark
 
 
-class RemotingError(RmqError):
-    """A request did not get a response: the connection failed or the wait timed out."""
+class RemotingError(RocketMQRpcError):
+    """A request did not get a response: the connection failed or the wait timed out (``response_code`` -1)."""
 
 
 class RemotingConnectError(RemotingError, ConnectionError):

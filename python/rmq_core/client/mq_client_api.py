@@ -1,5 +1,13 @@
-"""MQClientAPIImpl (4.9 ``org.apache.rocketmq.client.impl.MQClientAPIImpl``): every RPC a client makes to name servers
-and brokers, as ``async def`` methods on the owning ``MQClientInstance``'s loop, over one ``RemotingClient``.
+"""MQClientAPIImpl (4.9 ``org.apache.rocketmq.client.impl.MQClientAPIImpl``): the one RocketMQ RPC layer. Every
+request a client, the Spark source, the CLI, the pipeline, the benchmarks or a test makes to a name server or broker
+is built and its answer decoded here, as ``async def`` methods over one ``RemotingClient``; the blocking face
+(``rmq_core.client.blocking_mq_client_api``) runs these same methods on its own loop thread.
+
+RPCs: name server: GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER; broker: send
+(SEND_MESSAGE_V2, SEND_BATCH_MESSAGE), PULL_MESSAGE, GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP,
+QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP, HEART_BEAT, UNREGISTER_CLIENT,
+CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, and the admin UPDATE_AND_CREATE_TOPIC and
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
 
 Invariants:
 1. Requests carry RocketMQ's request codes and custom headers (``rmq_core.remoting.header``) and JSON bodies
@@ -9,14 +17,17 @@ Invariants:
    SLAVE_NOT_AVAILABLE → ``SendResult``; a pull answers SUCCESS → FOUND, PULL_NOT_FOUND → NO_NEW_MSG,
    PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, PULL_OFFSET_MOVED → OFFSET_ILLEGAL; a route query TOPIC_NOT_EXIST →
    ``MQClientException(17, remark)``; every other unexpected code → ``MQBrokerException(code, remark, addr)``.
+   Every failure is a ``RocketMQRpcError`` (``rmq_core.client.exceptions``) carrying the code and remark.
 3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
-4. Name server requests go to the current name server; one that cannot be reached makes the next in the list current.
+4. Name server requests follow ``NameServerSelector``'s rule (RocketMQ's): the chosen name server while it can be
+   reached, else the next one round robin.
 
-Thread-safety: call only on the instance's event loop (the ``RemotingClient`` is loop-bound).
+Thread-safety: call only on the owner's event loop (the ``RemotingClient`` is loop-bound).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -29,16 +40,21 @@ from rmq_core.client.exceptions import (
     RemotingTimeoutError,
     suggest_todo,
 )
+from rmq_core.client.name_server_selector import NameServerSelector
 from rmq_core.client.producer.message_batch import MessageBatch
 from rmq_core.client.producer.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus
+from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
+from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
-from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
     ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -68,11 +84,21 @@ PROPERTY_TRACE_SWITCH = "TRACE_ON"
 SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
 
 
+def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: bool = False) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch body) with the short header names (invariant 1)."""
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand.request(code, encode_header(header, short_names=True), body)
+
+
+def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
+
+
 class MQClientAPIImpl:
     def __init__(self, remoting_client: RemotingClient, client_config: ClientConfig) -> None:
         self.remoting_client = remoting_client
         self.client_config = client_config
-        self._namesrv_index = 0
+        self.name_server_selector = NameServerSelector()
 
     # --- plumbing ----------------------------------------------------------------------------------------------
     @property
@@ -107,22 +133,41 @@ class MQClientAPIImpl:
         except OSError as e:
             raise RemotingConnectError(addr, e) from None
 
+    @property
+    def chosen_namesrv_addr(self) -> str | None:
+        """The name server requests go to (None before the first one answered)."""
+        return self.name_server_selector.chosen
+
     async def invoke_name_server(self, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """``request`` to a name server chosen by ``NameServerSelector``'s rule (invariant 4)."""
         addrs = self.namesrv_addr_list
         if not addrs:
             raise MQClientException(
                 ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it." + suggest_todo()
             )
+        selector = self.name_server_selector
+        chosen = selector.current(addrs)
         last: RemotingConnectError | None = None
-        for i in range(len(addrs)):
-            idx = (self._namesrv_index + i) % len(addrs)
+        if chosen is not None:
             try:
-                response = await self.invoke(addrs[idx], request, timeout_ms)
+                return await self.invoke(chosen, request, timeout_ms)
             except RemotingConnectError as e:
-                log.warning("name server %s unreachable: %s", addrs[idx], e)
+                log.warning("name server %s unreachable: %s", chosen, e)
+                selector.forget(chosen)
+                last = e
+        for addr in selector.rotation(addrs):
+            if addr == chosen and last is not None:
+                continue  # just failed to connect
+            try:
+                response = await self.invoke(addr, request, timeout_ms)
+            except RemotingConnectError as e:
+                log.warning("name server %s unreachable: %s", addr, e)
                 last = e
                 continue
-            self._namesrv_index = idx
+            except RemotingTimeoutError:
+                selector.choose(addr)  # connected: it stays the choice (rule 3)
+                raise
+            selector.choose(addr)
             return response
         assert last is not None
         raise last
@@ -139,10 +184,27 @@ class MQClientAPIImpl:
             return TopicRouteData.decode(response.body)
         if response.code == ResponseCode.TOPIC_NOT_EXIST and allow_topic_not_exist:
             log.warning("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
-        raise MQClientException(response.code, response.remark)
+        raise MQClientException(response.code, response.remark, addr=self.chosen_namesrv_addr)
 
     async def get_default_topic_route_info_from_name_server(self, topic: str, timeout_ms: float) -> TopicRouteData:
         return await self.get_topic_route_info_from_name_server(topic, timeout_ms, allow_topic_not_exist=False)
+
+    async def get_broker_cluster_info(self, timeout_ms: float) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO: every broker the name server knows, by name and by cluster."""
+        response = await self.invoke_name_server(
+            RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout_ms
+        )
+        if response.code == ResponseCode.SUCCESS:
+            return ClusterInfo.decode(response.body or b"{}")
+        raise MQBrokerException(response.code, response.remark, self.chosen_namesrv_addr)
+
+    async def get_topic_list_from_name_server(self, timeout_ms: float) -> TopicList:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic the name server routes."""
+        request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        response = await self.invoke_name_server(request, timeout_ms)
+        if response.code == ResponseCode.SUCCESS:
+            return TopicList.decode(response.body or b"{}")
+        raise MQClientException(response.code, response.remark, addr=self.chosen_namesrv_addr)
 
     # --- send --------------------------------------------------------------------------------------------------
     async def send_message(
@@ -158,8 +220,7 @@ class MQClientAPIImpl:
         ONEWAY returns None once the frame is written."""
         if mode not in SEND_MODES:
             raise ValueError(f"send mode must be one of {SEND_MODES}, not {mode!r}")
-        code = RequestCode.SEND_BATCH_MESSAGE if isinstance(msg, MessageBatch) else RequestCode.SEND_MESSAGE_V2
-        request = RemotingCommand.request(code, encode_header(header, short_names=True), msg.body)
+        request = send_message_request(header, msg.body, isinstance(msg, MessageBatch))
         if mode == "ONEWAY":
             await self.invoke_oneway(addr, request, timeout_ms)
             return None
@@ -198,8 +259,7 @@ class MQClientAPIImpl:
 
     # --- pull --------------------------------------------------------------------------------------------------
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float) -> PullResultExt:
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
-        response = await self.invoke(addr, request, timeout_ms)
+        response = await self.invoke(addr, pull_message_request(header), timeout_ms)
         return self.process_pull_response(response, addr)
 
     def process_pull_response(self, response: RemotingCommand, addr: str) -> PullResultExt:
@@ -354,6 +414,36 @@ class MQClientAPIImpl:
             SearchOffsetRequestHeader(topic=topic, queueId=queue_id, timestamp=timestamp),
             timeout_ms,
         )
+
+    # --- admin (MQClientAPIImpl#createTopic, #createSubscriptionGroup) -----------------------------------------
+    async def create_topic(
+        self, addr: str, topic_config: TopicConfig, timeout_ms: float, default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC
+    ) -> None:
+        """UPDATE_AND_CREATE_TOPIC on one broker (the broker then registers the topic with its name servers)."""
+        h = CreateTopicRequestHeader(
+            topic=topic_config.topic_name,
+            defaultTopic=default_topic,
+            readQueueNums=topic_config.read_queue_nums,
+            writeQueueNums=topic_config.write_queue_nums,
+            perm=topic_config.perm,
+            topicFilterType=topic_config.topic_filter_type,
+            topicSysFlag=topic_config.topic_sys_flag,
+            order=topic_config.order,
+        )
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(h)), timeout_ms
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientException(response.code, response.remark, addr=addr)
+
+    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, timeout_ms: float) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker."""
+        body = json.dumps(config.to_json_dict()).encode()
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), timeout_ms
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientException(response.code, response.remark, addr=addr)
 
     async def close(self) -> None:
         await self.remoting_client.close()

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 EARLIEST = -2
 LATEST = -1
+# the groups the data source uses when none is given (not RocketMQ's DEFAULT_PRODUCER, which a producer may not use)
 DEFAULT_READ_GROUP = "rmq_spark_reader"
-DEFAULT_PRODUCER_GROUP = "rmq_spark_writer"
+DEFAULT_WRITE_GROUP = "rmq_spark_writer"
 
 # offsets spec: "earliest" | "latest" | {(topic, broker, qid): offset} (offset may be -2/-1)
 OffsetSpec = str | dict[tuple[str, str, int], int]
@@ -217,7 +218,7 @@ def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
         namesrv=namesrv,
         path=path,
         topic=topic,
-        producer_group=(_get(opts, "producerGroup") or "").strip() or DEFAULT_PRODUCER_GROUP,
+        producer_group=(_get(opts, "producerGroup") or "").strip() or DEFAULT_WRITE_GROUP,
         send_batch_size=_int(opts, "sendBatchSize", 128, 1),  # type: ignore[arg-type]
         write_queue_nums=_int(opts, "writeQueueNums", 4, 1),  # type: ignore[arg-type]
         lock_timeout_ms=_int(opts, "lockTimeoutMs", 120_000, 0),  # type: ignore[arg-type]

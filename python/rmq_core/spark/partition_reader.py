@@ -28,10 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
+from rmq_core.client.consumer.pull_result import PullStatus
+from rmq_core.common import sys_flag
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import build_subscription_data
-from rmq_core.remoting.codes import ResponseCode
-from rmq_core.spark.options import EARLIEST, RocketMQOptions
+from rmq_core.remoting.header import PullMessageRequestHeader
+from rmq_core.spark.options import DEFAULT_READ_GROUP, EARLIEST, RocketMQOptions
 from rmq_core.spark.planner import check_data_loss
 
 log = logging.getLogger(__name__)
@@ -133,29 +135,35 @@ def _read_path(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterator[
 
 
 def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterator[pa.RecordBatch]:
-    from rmq_core.spark.rpc import SourceRpc
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 
     key = (part.topic, part.broker_name, part.queue_id)
     flt = _make_filter(part.topic, opts)
-    group = opts.consumer_group or "rmq_spark_reader"
+    group = opts.consumer_group or DEFAULT_READ_GROUP
     assert opts.namesrv is not None and part.broker_addr is not None
-    with SourceRpc(opts.namesrv, opts.timeout_ms) as rpc:
+    # no suspend, no commit, the subscription in the request: the pull answers at once and changes nothing
+    flag = sys_flag.build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True)
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc") as rpc:
         if part.start == EARLIEST:
             cur = rpc.get_min_offset(part.broker_addr, part.topic, part.queue_id)
         else:
             cur = part.start
         while cur < part.end:
-            ans = rpc.pull(
-                part.broker_addr,
-                group,
-                part.topic,
-                part.queue_id,
-                cur,
-                min(opts.pull_batch_size, part.end - cur),
-                flt.expression,
-                flt.expression_type,
+            header = PullMessageRequestHeader(
+                consumerGroup=group,
+                topic=part.topic,
+                queueId=part.queue_id,
+                queueOffset=cur,
+                maxMsgNums=min(opts.pull_batch_size, part.end - cur),
+                sysFlag=flag,
+                commitOffset=0,
+                suspendTimeoutMillis=0,
+                subscription=flt.expression or "*",
+                subVersion=0,
+                expressionType=flt.expression_type,
             )
-            if ans.code == ResponseCode.PULL_OFFSET_MOVED or (cur < ans.min_offset):
+            ans = rpc.pull_message(part.broker_addr, header)
+            if ans.pull_status == PullStatus.OFFSET_ILLEGAL or (cur < ans.min_offset):
                 if cur < ans.min_offset:
                     cur = check_data_loss(
                         key, cur, ans.min_offset, opts.fail_on_data_loss, " (found when the task ran)"
@@ -165,13 +173,13 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
                     f"{part.topic}:{part.broker_name}:{part.queue_id}: offset {cur} is past the "
                     f"queue's max offset {ans.max_offset} (was the queue reset?)"
                 )
-            if ans.code == ResponseCode.SUCCESS and ans.body:
-                rb = _to_batch(ans.body, part.broker_name, flt.tags)
+            if ans.pull_status == PullStatus.FOUND and ans.message_binary:
+                rb = _to_batch(ans.message_binary, part.broker_name, flt.tags)
                 if rb.num_rows and ans.next_begin_offset > part.end:
                     rb = _below(rb, part.end)
                 if rb.num_rows:
                     yield rb
-            elif ans.code == ResponseCode.PULL_NOT_FOUND:
+            elif ans.pull_status == PullStatus.NO_NEW_MSG:
                 if ans.max_offset <= cur:
                     raise RuntimeError(
                         f"{part.topic}:{part.broker_name}:{part.queue_id}: planned to read up to "
@@ -180,6 +188,6 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
             if ans.next_begin_offset <= cur:
                 raise RuntimeError(
                     f"{part.topic}:{part.broker_name}:{part.queue_id}: the broker did not advance "
-                    f"from offset {cur} (code {ans.code}, next {ans.next_begin_offset})"
+                    f"from offset {cur} ({ans.pull_status.name}, next {ans.next_begin_offset})"
                 )
             cur = ans.next_begin_offset

@@ -58,13 +58,13 @@ def fetch_queues(opts: RocketMQOptions) -> list[QueueInfo]:
                 if t in wanted
             ]
         return sorted(out, key=lambda i: i.key)
-    from rmq_core.spark.rpc import SourceRpc
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 
     assert opts.namesrv is not None
     out = []
-    with SourceRpc(opts.namesrv, opts.timeout_ms) as rpc:
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc") as rpc:
         for topic in opts.topics:
-            route = rpc.topic_route(topic)
+            route = rpc.get_topic_route_info_from_name_server(topic)
             for qd in route.queue_datas:
                 if not perm_name.is_readable(qd.perm):
                     continue

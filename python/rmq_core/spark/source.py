@@ -194,17 +194,21 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.opts.namesrv is None:
             log.debug("consumerGroup %s: offsets are not committed for the path source", group)
             return
-        from rmq_core.spark.rpc import SourceRpc
+        from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+        from rmq_core.remoting.header import UpdateConsumerOffsetRequestHeader
 
         try:
-            with SourceRpc(self.opts.namesrv, self.opts.timeout_ms) as rpc:
+            with BlockingMQClientAPI(self.opts.namesrv, self.opts.timeout_ms, name="rmq-spark-rpc") as rpc:
                 if not self._queues:
                     self._fetch()
                 for k, off in sorted(from_json(end).items()):
                     q = self._queues.get(k)
                     if q is None or q.broker_addr is None or off < 0:
                         continue
-                    rpc.update_consumer_offset(q.broker_addr, group, k[0], k[2], off)
+                    header = UpdateConsumerOffsetRequestHeader(
+                        consumerGroup=group, topic=k[0], queueId=k[2], commitOffset=off
+                    )
+                    rpc.update_consumer_offset(q.broker_addr, header)
         except Exception as e:  # the checkpoint is the source of truth; the broker copy is informative
             log.warning("consumerGroup %s: committing offsets to the brokers failed: %s", group, e)
 

@@ -361,6 +361,17 @@ class ClusterInfo:
                 out.extend(bd.broker_addrs[i] for i in sorted(bd.broker_addrs))
         return out
 
+    def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name → master address, by name, of every broker (of ``cluster`` if given) that has a master."""
+        names = self.cluster_addr_table.get(cluster, set()) if cluster is not None else self.broker_addr_table
+        out: dict[str, str] = {}
+        for name in sorted(names):
+            bd = self.broker_addr_table.get(name)
+            addr = bd.broker_addrs.get(MASTER_ID) if bd is not None else None
+            if addr:
+                out[name] = addr
+        return out
+
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "brokerAddrTable": {k: v.to_json_dict() for k, v in sorted(self.broker_addr_table.items())},
