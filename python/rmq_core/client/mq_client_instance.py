@@ -115,10 +115,17 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class MQClientInstance:
-    def __init__(self, client_config: ClientConfig, instance_index: int = 0, client_id: str | None = None) -> None:
+    def __init__(
+        self,
+        client_config: ClientConfig,
+        instance_index: int = 0,
+        client_id: str | None = None,
+        on_shutdown: Callable[[MQClientInstance], None] | None = None,
+    ) -> None:
         self.client_config = client_config
         self.instance_index = instance_index
         self.client_id = client_id or client_config.build_mq_client_id()
+        self._on_shutdown = on_shutdown  # the MQClientManager forgets the instance (remove_client_factory)
         self.boot_timestamp = int(time.time() * 1000)
         self.loop = asyncio.new_event_loop()
         self.remoting_client = RemotingClient(request_handler=self._process_request)
@@ -291,9 +298,8 @@ class MQClientInstance:
                 log.exception("client instance %s shutdown failed", self.client_id)
             self.service_state = SHUTDOWN_ALREADY
             self._stop_loop()
-        from rmq_core.client.mq_client_manager import MQClientManager
-
-        MQClientManager.get_instance().remove_client_factory(self.client_id, self)
+        if self._on_shutdown is not None:
+            self._on_shutdown(self)
 
     async def _shutdown_async(self) -> None:
         await self.persist_all_consumer_offset()

@@ -36,7 +36,12 @@ class MQClientManager:
         with self._lock:
             instance = self._factory_table.get(client_id)
             if instance is None:
-                instance = MQClientInstance(client_config.clone(), next(self._index), client_id)
+                instance = MQClientInstance(
+                    client_config.clone(),
+                    next(self._index),
+                    client_id,
+                    on_shutdown=lambda inst: self.remove_client_factory(inst.client_id, inst),
+                )
                 self._factory_table[client_id] = instance
             return instance
 
