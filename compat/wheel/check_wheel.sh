@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs a built wheel into a fresh virtual environment per Python (3.11, 3.12, 3.13 from pyenv) and checks it
 # works there: pip install with no Rust toolchain on PATH and only binary packages (nothing is compiled), then
+# the base install holding only rmq_core and orjson, "rmq_core[spark]" resolving PySpark (pip --dry-run),
 # round_trip.py (name server + broker + producer + pull consumer through the public API) and `rmq-core serve`
 # started, answering `rmq-core topic list`, and stopped with SIGTERM (exit 0).
 #   compat/wheel/check_wheel.sh [dist/rmq_core-*.whl]      (./dev wheel runs it after building)
@@ -34,6 +35,14 @@ for minor in $PYTHONS; do
     echo "FAIL python $minor: pip install"; cat "$WORK/pip-$minor.log"; fail=1; continue
   fi
   secs=$(echo "$(date +%s.%N) - $start" | bc)
+  # the base install is what the client and broker need (orjson), nothing more
+  installed=$("$env_dir/bin/python" -m pip list --format=freeze --disable-pip-version-check --exclude pip --exclude setuptools | cut -d= -f1 | tr 'A-Z_' 'a-z-' | sort | paste -sd' ' -)
+  if [ "$installed" != "orjson rmq-core" ]; then echo "FAIL python $minor: the base install pulled: $installed"; fail=1; continue; fi
+  # the spark extra pulls PySpark (resolved, not installed: --dry-run)
+  env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/pip" install -q --disable-pip-version-check --dry-run \
+    --report "$WORK/spark-$minor.json" "rmq_core[spark] @ file://$WHEEL" </dev/null >"$WORK/spark-$minor.log" 2>&1 || true
+  spark=$("$env_dir/bin/python" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(" ".join(sorted(i["metadata"]["name"].lower() + "==" + i["metadata"]["version"] for i in r["install"])))' "$WORK/spark-$minor.json" 2>/dev/null || true)
+  case " $spark " in *" pyspark=="*) ;; *) echo "FAIL python $minor: rmq_core[spark] does not pull pyspark: ${spark:-$(cat "$WORK/spark-$minor.log")}"; fail=1; continue ;; esac
   if env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" command -v cargo rustc >/dev/null 2>&1; then
     echo "check_wheel: cargo/rustc still on the clean PATH" >&2; exit 1
   fi
@@ -66,7 +75,7 @@ for minor in $PYTHONS; do
   if ! printf '%s\n' "$topics" | grep -qx TBW102; then echo "FAIL python $minor: topic list answered: $topics"; fail=1; continue; fi
   if [ "$rc" -ne 0 ]; then echo "FAIL python $minor: rmq-core serve exited $rc after SIGTERM"; cat "$WORK/serve-$minor.err"; fail=1; continue; fi
   grep -q "shutting down" "$WORK/serve-$minor.out" || { echo "FAIL python $minor: serve did not shut down cleanly"; fail=1; continue; }
-  printf 'OK   python %s: pip install %.1f s (only binary packages, no cargo on PATH); round trip %s; serve %s answered topic list (%s topics), SIGTERM exit 0\n' \
-    "$("$env_dir/bin/python" -c 'import sys; print(sys.version.split()[0])')" "$secs" "$out" "$ns" "$(printf '%s\n' "$topics" | grep -c .)"
+  printf 'OK   python %s: pip install %.1f s (only binary packages, no cargo on PATH) installed [%s]; [spark] resolves [%s]; round trip %s; serve %s answered topic list (%s topics), SIGTERM exit 0\n' \
+    "$("$env_dir/bin/python" -c 'import sys; print(sys.version.split()[0])')" "$secs" "$installed" "$spark" "$out" "$ns" "$(printf '%s\n' "$topics" | grep -c .)"
 done
 exit $fail
