@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rmq_core.client import Producer, PullConsumer, SendResult
+    from rmq_core.client.consumer.pull_consumer import PullConsumer
+    from rmq_core.client.producer.producer import Producer
+    from rmq_core.client.producer.send_result import SendResult
     from rmq_core.message import MessageExt, MessageQueue
 
 PULL_BATCH = 32
@@ -40,7 +42,7 @@ class TestProducer:
     def producer(self) -> Producer:
         """The started rmq_core ``Producer`` (for sends the helper does not cover)."""
         if self._producer is None:
-            from rmq_core.client import Producer
+            from rmq_core.client.producer.producer import Producer
 
             p = Producer(self.group, namesrv_addr=self.namesrv_addr)
             p.start()
@@ -90,7 +92,7 @@ class TestConsumer:
     @property
     def consumer(self) -> PullConsumer:
         if self._consumer is None:
-            from rmq_core.client import PullConsumer
+            from rmq_core.client.consumer.pull_consumer import PullConsumer
 
             c = PullConsumer(self.group, namesrv_addr=self.namesrv_addr)
             c.start()
@@ -100,7 +102,7 @@ class TestConsumer:
     def consume(self, topic: str, n: int, timeout: float = 10.0, *, expression: str = "*") -> list[MessageExt]:
         """The next ``n`` messages of ``topic`` (matching ``expression``), in queue order then offset order within
         each pull round; waits up to ``timeout`` seconds for them."""
-        from rmq_core.client import PullStatus
+        from rmq_core.client.consumer.pull_result import PullStatus
 
         deadline = time.monotonic() + timeout
         got = self._pending.pop(topic, [])
