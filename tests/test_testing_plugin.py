@@ -78,6 +78,13 @@ USER_TESTS = """
         assert broker == "the project's own broker fixture"
 """
 
+FAILING_USER_TEST = """
+
+    def test_wants_more(rocketmq_topic, rocketmq_producer, rocketmq_consumer):
+        rocketmq_producer.produce(rocketmq_topic, 2)
+        rocketmq_consumer.consume(rocketmq_topic, 3, timeout=0.5)
+"""
+
 USER_CONFTEST = """
     import pytest
 
@@ -92,25 +99,17 @@ def run_user_tests(pytester: pytest.Pytester, *args: str, timeout: float = 120) 
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", *args, timeout=timeout)
 
 
-def test_user_tests_pass_on_the_in_process_cluster(pytester: pytest.Pytester) -> None:
+def test_user_tests_on_the_in_process_cluster(pytester: pytest.Pytester, tmp_path) -> None:
+    """The user's tests pass; a failing one (a consume waiting for more than was produced) is reported as failed, not
+    swallowed; the store (kept by --rocketmq-store) has the plugin's small CommitLog files, not RocketMQ's 1 GiB."""
+    store = tmp_path / "store"
     pytester.makeconftest(USER_CONFTEST)
-    pytester.makepyfile(test_user=USER_TESTS)
-    result = run_user_tests(pytester)
-    result.assert_outcomes(passed=7)
-
-
-def test_failing_user_test_is_reported(pytester: pytest.Pytester) -> None:
-    """The fixtures do not swallow failures: a consume that waits for more than was produced fails the test."""
-    pytester.makepyfile(
-        test_user="""
-        def test_wants_more(rocketmq_topic, rocketmq_producer, rocketmq_consumer):
-            rocketmq_producer.produce(rocketmq_topic, 2)
-            rocketmq_consumer.consume(rocketmq_topic, 3, timeout=0.5)
-        """
-    )
-    result = run_user_tests(pytester)
-    result.assert_outcomes(failed=1)
+    pytester.makepyfile(test_user=USER_TESTS + FAILING_USER_TEST)
+    result = run_user_tests(pytester, f"--rocketmq-store={store}")
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*TimeoutError: consumed 2 of 3 messages from rocketmq-test-*"])
+    sizes = [f.stat().st_size for f in (store / "commitlog").iterdir()]
+    assert sizes == [4 * 1024 * 1024], sizes
 
 
 def test_plugin_is_registered_and_imports_nothing_heavy() -> None:
@@ -153,19 +152,6 @@ def test_store_and_broker_conf_options(pytester: pytest.Pytester, tmp_path) -> N
     assert [f.name for f in commit_log] == ["00000000000000000000"]
     assert commit_log[0].stat().st_size == 2 * 1024 * 1024  # the conf's size; the plugin's default is 4 MiB
     assert (store / "config" / "topics.json").exists()
-
-
-def test_default_commit_log_files_are_small(pytester: pytest.Pytester, tmp_path) -> None:
-    store = tmp_path / "store"
-    pytester.makepyfile(
-        test_user="""
-        def test_one_message(rocketmq_topic, rocketmq_producer):
-            rocketmq_producer.produce(rocketmq_topic, 1)
-        """
-    )
-    run_user_tests(pytester, f"--rocketmq-store={store}").assert_outcomes(passed=1)
-    sizes = [f.stat().st_size for f in (store / "commitlog").iterdir()]
-    assert sizes == [4 * 1024 * 1024], sizes
 
 
 def test_external_namesrv_with_store_options_is_a_usage_error(pytester: pytest.Pytester, tmp_path) -> None:
