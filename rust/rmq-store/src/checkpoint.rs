@@ -16,7 +16,6 @@
 //! Thread-safety: one `Mutex` around the file; callers serialise flushes anyway.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -54,8 +53,7 @@ impl Checkpoint {
         let mut buf = [0u8; 40];
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if len >= 40 {
-            file.read_exact_at(&mut buf, 0)
-                .map_err(|e| Error::io(path, e))?;
+            read_exact_at(&file, &mut buf, 0).map_err(|e| Error::io(path, e))?;
         }
         let at = |i: usize| i64::from_be_bytes(buf[i..i + 8].try_into().unwrap());
         let loaded = CheckpointData {
@@ -90,10 +88,35 @@ impl Checkpoint {
         put(CHECKPOINT_MASTER_FLUSHED_OFFSET, 0);
         put(CHECKPOINT_CONFIRM_PHY_OFFSET, d.confirm_phy_offset);
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all_at(&buf, 0)
-            .map_err(|e| Error::io(&self.path, e))?;
+        write_all_at(&file, &buf, 0).map_err(|e| Error::io(&self.path, e))?;
         file.set_len(CHECKPOINT_FILE_SIZE as u64)
             .map_err(|e| Error::io(&self.path, e))?;
         file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
+}
+
+/// Positioned reads and writes: `pread`/`pwrite` on Unix; elsewhere a seek then a read/write on the handle (the
+/// callers hold the file alone: at open, or under the `Mutex`).
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(mut file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
+}
+
+#[cfg(not(unix))]
+fn write_all_at(mut file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    file.seek(SeekFrom::Start(offset))?;
+    file.write_all(buf)
 }

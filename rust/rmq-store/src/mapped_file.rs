@@ -5,6 +5,10 @@
 //! Format: a file named by its global start offset (see `format::file_name`), created full size with
 //! `posix_fallocate` and zero-filled, so a full disk fails at creation (`Error::Io`) instead of SIGBUS later.
 //!
+//! Portability: Linux gets `posix_fallocate` and `MADV_POPULATE_WRITE`; other systems (macOS, Windows) zero-extend
+//! with `set_len` (a full disk may then surface on a later write) and skip pre-faulting. On Windows a file still
+//! mapped cannot be deleted: `delete` reports the error and the file stays until the next start.
+//!
 //! Invariants:
 //!   1. Bytes below `wrote_position` are immutable while the engine is shared (readers need no lock);
 //!      the single writer (the engine's write mutex holder) only writes at or above it, then publishes
@@ -18,7 +22,6 @@
 //! Thread-safety: `Send + Sync`; writes are `unsafe` and callers uphold invariant 1.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -59,12 +62,10 @@ impl MappedFile {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        // SAFETY: plain syscall on an fd we own.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
-        if rc != 0 {
+        if let Err(e) = reserve(&file, file_size) {
             drop(file);
             let _ = std::fs::remove_file(path);
-            return Err(Error::io(path, std::io::Error::from_raw_os_error(rc)));
+            return Err(Error::io(path, e));
         }
         Self::map(path, file, file_from_offset, file_size, 0)
     }
@@ -245,16 +246,8 @@ impl MappedFile {
         if to <= from || self.deleted.load(Ordering::Acquire) {
             return;
         }
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
         // SAFETY: the range lies inside our live mapping; populate does not change contents.
-        let rc = unsafe {
-            libc::madvise(
-                self.mmap.as_mut_ptr().add(from) as *mut libc::c_void,
-                to - from,
-                MADV_POPULATE_WRITE,
-            )
-        };
-        if rc == 0 {
+        if unsafe { populate_write(self.mmap.as_mut_ptr().add(from), to - from) } {
             self.warmed_to.store(to, Ordering::Release);
         } else {
             self.warmed_to.store(self.file_size, Ordering::Release); // unsupported: stop trying
@@ -301,6 +294,41 @@ pub fn last_non_zero_end(bytes: &[u8]) -> usize {
         }
     }
     0
+}
+
+/// Reserves `file_size` zero bytes for a new store file. Linux: `posix_fallocate` (blocks allocated now, so a full
+/// disk is an error here rather than a SIGBUS on a later write through the mapping). Elsewhere (macOS has no
+/// `posix_fallocate`; Windows): `set_len`, which zero-extends the file (sparse where the file system supports it).
+#[cfg(target_os = "linux")]
+fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: plain syscall on an fd we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
+    file.set_len(file_size as u64)
+}
+
+/// Pre-faults `[ptr, ptr + len)` writable (`MADV_POPULATE_WRITE`, Linux 5.14+); false when unsupported (older
+/// kernels, other systems), and the caller then stops asking.
+///
+/// # Safety
+/// The range must lie inside a live writable mapping.
+#[cfg(target_os = "linux")]
+unsafe fn populate_write(ptr: *mut u8, len: usize) -> bool {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    libc::madvise(ptr as *mut libc::c_void, len, MADV_POPULATE_WRITE) == 0
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn populate_write(_ptr: *mut u8, _len: usize) -> bool {
+    false
 }
 
 #[cfg(test)]

@@ -39,7 +39,6 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -269,16 +268,38 @@ fn lock_root(root: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
+    match try_lock_exclusive(&file) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(Error::Locked(path)),
+        Err(err) => Err(Error::io(&path, err)),
+    }
+}
+
+/// An advisory exclusive lock on the whole file, released when the file is closed; Ok(false) when another
+/// process (or another open store in this one) holds it. Unix: `flock(LOCK_EX | LOCK_NB)`; elsewhere std's
+/// `File::try_lock` (Windows: `LockFileEx`).
+#[cfg(unix)]
+fn try_lock_exclusive(file: &File) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
     // SAFETY: plain syscall on an fd we own.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::Locked(path));
-        }
-        return Err(Error::io(&path, err));
+    if rc == 0 {
+        return Ok(true);
     }
-    Ok(file)
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(err)
+}
+
+#[cfg(not(unix))]
+fn try_lock_exclusive(file: &File) -> std::io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 fn load_queues(root: &Path, file_size: usize) -> Result<QueueTable> {

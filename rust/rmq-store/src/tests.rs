@@ -430,11 +430,13 @@ fn batch_full_by_count_and_bytes() {
     assert!(store.is_the_batch_full(1, 32, 1, 8, true));
 }
 
+#[cfg(unix)]
 fn commitlog_file(dir: &Path, start: u64) -> PathBuf {
     dir.join("commitlog").join(format!("{start:020}"))
 }
 
 #[test]
+#[cfg(unix)] // writes torn bytes with pwrite (std::os::unix::fs::FileExt)
 fn recovery_truncates_torn_tail_abnormal() {
     let dir = TempDir::new();
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
@@ -487,6 +489,7 @@ fn recovery_truncates_torn_tail_abnormal() {
 }
 
 #[test]
+#[cfg(unix)] // writes torn bytes with pwrite (std::os::unix::fs::FileExt)
 fn recovery_stops_at_corrupt_crc_in_the_middle() {
     let dir = TempDir::new();
     let store = MessageStore::open(dir.path(), small_config()).unwrap();

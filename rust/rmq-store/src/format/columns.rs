@@ -465,7 +465,7 @@ mod tests {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod timing {
     use super::*;
     use crate::format::message::{encode_record, Host, RecordFields};
