@@ -542,8 +542,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=100_000, help="lean sends before the timed parts of a session")
     p.add_argument("--messages", type=int, default=100_000, help="lean sends timed")
     p.add_argument("--backlog", type=int, default=100_000, help="messages of the backlog fill (then pulled)")
-    p.add_argument("--sync-warmup", type=int, default=50_000, help="warm-up sends of a SYNC_FLUSH session")
-    p.add_argument("--sync-messages", type=int, default=50_000, help="timed sends of a SYNC_FLUSH session")
+    p.add_argument("--sync-warmup", type=int, default=20_000, help="warm-up sends of a SYNC_FLUSH session")
+    p.add_argument("--sync-messages", type=int, default=20_000, help="timed sends of a SYNC_FLUSH session")
     p.add_argument("--java-messages", type=int, default=20_000, help="sends of each Java producer run")
     p.add_argument("--java-threads", type=int, default=4, help="threads of the sync Java producer")
     p.add_argument("--window", type=int, default=128, help="requests in flight (lean sender, async Java producer)")
@@ -572,6 +572,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (a `cmd &`)
     atexit.register(_stop_all)
     if "apache" in args.brokers:
         server_classpath()  # compat/apache/build.sh: fetched once, before any clock
