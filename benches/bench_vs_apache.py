@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,7 +61,7 @@ from rmq_core.remoting.transport import BlockingRemotingClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from apache_rocketmq import ApacheRocketMQ, server_classpath  # noqa: E402
+from apache_rocketmq import ApacheRocketMQ, _port_free, server_classpath  # noqa: E402
 from bench_client import java_result  # noqa: E402
 
 FIRST_PORT, LAST_PORT = 20000, 20999
@@ -102,15 +101,6 @@ def status_kib(pid: int, key: str) -> int:
 
 
 _next_port = FIRST_PORT
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def take_ports() -> tuple[int, int]:
@@ -314,6 +304,7 @@ class Run:
     hwm_mib: float | None = None
     failed: int = 0
     note: str = ""
+    sender_cpu_s: float | None = None  # this process (the lean sender / puller) over the same part
 
     @property
     def cpu_per_10k(self) -> float | None:
@@ -350,22 +341,26 @@ class Bench:
     # --- helpers -----------------------------------------------------------------------------------------
     def phase(self, s: Session, key: str, fn: Callable[[], Run]) -> Run | None:
         """Run one timed part, with the broker's CPU and peak RSS around it; errors recorded, the run goes on."""
-        cpu0 = cpu_seconds(s.pid)
         try:
+            cpu0, own0 = cpu_seconds(s.pid), time.process_time()
             run = fn()
+            if run.cpu_s is None and run.messages:
+                run.cpu_s = cpu_seconds(s.pid) - cpu0
+                if not key.startswith("java"):  # the Java producer is its own process
+                    run.sender_cpu_s = time.process_time() - own0
+            run.hwm_mib = status_kib(s.pid, "VmHWM") / 1024
         except KeyboardInterrupt:
             raise
-        except BaseException as e:
+        except BaseException as e:  # the broker process gone included (its /proc entry with it)
             msg = f"{s.kind} {s.flush} {key}: {type(e).__name__}: {e}"
             self.results.errors.append(msg)
             print(f"   FAILED {msg}", flush=True)
             traceback.print_exc(limit=4)
             return None
-        if run.cpu_s is None and run.messages:
-            run.cpu_s = cpu_seconds(s.pid) - cpu0
-        run.hwm_mib = status_kib(s.pid, "VmHWM") / 1024
         self.results.add(key, s.kind, run)
-        cpu = f", broker CPU {run.cpu_per_10k:.3f} s/10k" if run.cpu_per_10k is not None else ""
+        cpu = "" if run.cpu_per_10k is None else f", broker CPU {run.cpu_per_10k:.3f} s/10k"
+        if run.sender_cpu_s is not None:
+            cpu += f" (this process {run.sender_cpu_s / run.messages * 10_000:.3f})"
         fail = f", {run.failed} FAILED" if run.failed else ""
         print(f"   {key:<11} {run.value:>12,.3f} {_unit(key)}{cpu}, VmHWM {run.hwm_mib:.0f} MiB{fail}{run.note}")
         return run
