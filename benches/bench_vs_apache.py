@@ -305,6 +305,7 @@ class Run:
     failed: int = 0
     note: str = ""
     sender_cpu_s: float | None = None  # this process (the lean sender / puller) over the same part
+    broker_cores: float | None = None  # the broker's CPU seconds per wall-clock second over the same part
 
     @property
     def cpu_per_10k(self) -> float | None:
@@ -342,12 +343,13 @@ class Bench:
     def phase(self, s: Session, key: str, fn: Callable[[], Run]) -> Run | None:
         """Run one timed part, with the broker's CPU and peak RSS around it; errors recorded, the run goes on."""
         try:
-            cpu0, own0 = cpu_seconds(s.pid), time.process_time()
+            cpu0, own0, wall0 = cpu_seconds(s.pid), time.process_time(), time.perf_counter()
             run = fn()
             if run.cpu_s is None and run.messages:
                 run.cpu_s = cpu_seconds(s.pid) - cpu0
-                if not key.startswith("java"):  # the Java producer is its own process
+                if not key.startswith("java"):  # the Java producer is its own process (and its JVM start-up)
                     run.sender_cpu_s = time.process_time() - own0
+                    run.broker_cores = run.cpu_s / (time.perf_counter() - wall0)
             run.hwm_mib = status_kib(s.pid, "VmHWM") / 1024
         except KeyboardInterrupt:
             raise
@@ -360,7 +362,9 @@ class Bench:
         self.results.add(key, s.kind, run)
         cpu = "" if run.cpu_per_10k is None else f", broker CPU {run.cpu_per_10k:.3f} s/10k"
         if run.sender_cpu_s is not None:
-            cpu += f" (this process {run.sender_cpu_s / run.messages * 10_000:.3f})"
+            cpu += (
+                f" (this process {run.sender_cpu_s / run.messages * 10_000:.3f}), broker cores {run.broker_cores:.2f}"
+            )
         fail = f", {run.failed} FAILED" if run.failed else ""
         print(f"   {key:<11} {run.value:>12,.3f} {_unit(key)}{cpu}, VmHWM {run.hwm_mib:.0f} MiB{fail}{run.note}")
         return run
