@@ -23,9 +23,11 @@ first...); in each round each broker gets a fresh ASYNC_FLUSH session and a fres
 
 Every response is checked (a send answered with anything but SUCCESS is a failure, counted and shown). For each run:
 the figure, the broker's CPU seconds per 10,000 messages (utime + stime of the broker process, for Apache the
-broker JVM, from /proc/<pid>/stat before and after the timed part) and its peak RSS (VmHWM) after it. The table
+broker JVM, from /proc/<pid>/stat before and after the timed part), the cores it used (that CPU per wall-clock
+second), the benchmark process's own CPU (the lean sender's) and the broker's peak RSS (VmHWM) after it. The table
 gives the median per broker, the ratio rmq_core / Apache and every run. The sender shares the machine's cores with
-the broker, as in the issue's figures; the machine may be shared with other work: say so when quoting figures.
+the broker, as in the issue's figures. On a machine shared with other work a one-thread broker gets a smaller share
+of the cores than a many-thread one: say so when quoting figures, and read msg/s beside the CPU and cores columns.
 
 Bounded: every phase has a timeout and every loop a count; processes are stopped in ``finally`` and at exit (also on
 Ctrl-C and SIGTERM), temporary directories removed. A phase that fails prints its error and the run goes on (its
@@ -476,6 +478,7 @@ def summary(results: Results, brokers: tuple[str, ...]) -> dict[str, Any]:
                 "runs": [r.value for r in runs],
                 "cpu_s_per_10k_median": _median(cpus),
                 "cpu_s_per_10k_runs": cpus,
+                "broker_cores_median": _median([r.broker_cores for r in runs if r.broker_cores is not None]),
                 "peak_rss_mib_max": max(hwms) if hwms else None,
                 "failed": sum(r.failed for r in runs),
             }
@@ -494,7 +497,7 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     print()
     print(
         f"{'workload (1 KiB messages)':<38}{'unit':>6}{'rmq_core':>11}{'Apache':>11}{'ratio':>7}"
-        f"{'CPU s/10k r':>13}{'CPU s/10k A':>13}{'CPU ratio':>10}{'HWM MiB r/A':>13}"
+        f"{'CPU s/10k r':>13}{'CPU s/10k A':>13}{'CPU ratio':>10}{'cores r/A':>13}{'HWM MiB r/A':>13}"
     )
     for w in WORKLOADS:
         row = summ[w.key]
@@ -502,14 +505,18 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
         cr = "-" if row["cpu_ratio"] is None else f"{row['cpu_ratio']:.2f}"
         ca, cb = (cell(row, b, "cpu_s_per_10k_median") for b in ("rmq_core", "apache"))
         ha, hb = (cell(row, b, "peak_rss_mib_max") for b in ("rmq_core", "apache"))
+        ka, kb = (cell(row, b, "broker_cores_median") for b in ("rmq_core", "apache"))
+        cores = "-" if ka is None and kb is None else f"{ka or 0:.2f} / {kb or 0:.2f}"
         print(
             f"{w.label:<38}{w.unit:>6}{_fmt(cell(row, 'rmq_core', 'median'), w.unit):>11}"
             f"{_fmt(cell(row, 'apache', 'median'), w.unit):>11}{ratio:>7}"
             f"{'-' if ca is None else f'{ca:.3f}':>13}{'-' if cb is None else f'{cb:.3f}':>13}{cr:>10}"
-            f"{('-' if ha is None else f'{ha:.0f}') + ' / ' + ('-' if hb is None else f'{hb:.0f}'):>13}"
+            f"{cores:>13}{('-' if ha is None else f'{ha:.0f}') + ' / ' + ('-' if hb is None else f'{hb:.0f}'):>13}"
         )
     print("ratio: rmq_core / Apache (medians); for ms, MiB and s rows lower is better. CPU: the broker process's")
-    print("utime+stime per 10,000 messages over the timed part; HWM: the broker's peak RSS (VmHWM), highest run.")
+    print("utime+stime per 10,000 messages over the timed part; cores: that CPU per wall-clock second (lean runs);")
+    print("HWM: the broker's peak RSS (VmHWM), highest run. On a loaded machine a one-thread broker gets a smaller")
+    print("share of the cores than a many-thread one: read msg/s beside the cores and CPU columns.")
     print()
     print("every run, in order (rmq_core | Apache):")
     for w in WORKLOADS:
