@@ -7,6 +7,7 @@ served by the other. Module functions (tags_hash, properties codec, decode_messa
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 
 import pytest
@@ -306,3 +307,21 @@ def test_errors_are_the_same_classes(tmp_path):
         with pytest.raises(StoreError):
             MessageStore(str(tmp_path / name), small_config(), backend=name)
         s.close()
+
+
+_RAW_TEXT = st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"bc", b"\xff", b"\xe6\x97", "é".encode()]), max_size=12)
+
+
+@SETTINGS
+@given(_RAW_TEXT.map(b"".join).filter(len), _RAW_TEXT.map(b"".join), st.binary(max_size=40))
+def test_decode_messages_parity_raw_bytes(topic, props, body):
+    """Records whose topic and properties are not valid UTF-8 (written by another client): both decoders give the same
+    objects, with U+FFFD where the bytes do not decode, as ``bytes.decode("utf-8", "replace")`` does."""
+    placeholder = "T" * len(topic)
+    rec = sp.build_record(topic=placeholder, body=body, properties=props, physical_offset=77)
+    rec = rec.replace(placeholder.encode() + struct.pack(">h", len(props)), topic + struct.pack(">h", len(props)), 1)
+    a = _backend.load("rust").decode_messages(rec * 2)
+    b = _backend.load("python").decode_messages(rec * 2)
+    assert [m.to_dict() for m in a] == [m.to_dict() for m in b]
+    assert a[0].topic == topic.decode("utf-8", "replace")
+    assert a[1].properties == sp.parse_properties(props)

@@ -197,65 +197,6 @@ class MessageExt(Message):
         )
 
 
-# The row layout the Rust decoder hands to _message_exts_from_rows (keep in step with rust/rmq-py/src/codec.rs).
-MESSAGE_EXT_ROW = (
-    "topic",
-    "body",
-    "flag",
-    "properties",
-    "queue_id",
-    "queue_offset",
-    "commitlog_offset",
-    "store_size",
-    "body_crc",
-    "sys_flag",
-    "born_timestamp",
-    "born_host",
-    "store_timestamp",
-    "store_host",
-    "reconsume_times",
-    "prepared_transaction_offset",
-    "msg_id",
-    "broker_name",
-)
-
-
-def _message_exts_from_rows(rows: list[tuple[Any, ...]]) -> list[MessageExt]:
-    """MessageExt objects from decoded row tuples, without running ``__init__``.
-
-    Plain attribute stores here compile to CPython's specialised slot stores, which is cheaper than setting
-    18 attributes per message through the C API; the Rust decoder creates the values and calls this once per body.
-    """
-    new = object.__new__
-    cls = MessageExt
-    out: list[MessageExt] = []
-    append = out.append
-    for t in rows:
-        m = new(cls)
-        (
-            m.topic,
-            m.body,
-            m.flag,
-            m.properties,
-            m.queue_id,
-            m.queue_offset,
-            m.commitlog_offset,
-            m.store_size,
-            m.body_crc,
-            m.sys_flag,
-            m.born_timestamp,
-            m.born_host,
-            m.store_timestamp,
-            m.store_host,
-            m.reconsume_times,
-            m.prepared_transaction_offset,
-            m.msg_id,
-            m.broker_name,
-        ) = t
-        append(m)
-    return out
-
-
 def _all_slots(cls: type) -> tuple[str, ...]:
     cached = _SLOTS_CACHE.get(cls)
     if cached is None:

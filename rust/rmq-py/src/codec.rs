@@ -1,6 +1,6 @@
 //! Module functions of `rmq_core._core` (contract §0) and the conversions the engine bindings share:
-//! properties dict ⇄ bytes, `(ip, port)` ⇄ `Host`, record → row tuple → `MessageExt`
-//! (the rows become objects in `rmq_core.message._message_exts_from_rows`, one call per body).
+//! properties dict ⇄ bytes, `(ip, port)` ⇄ `Host`, record → `MessageExt` (allocated and its slots filled here,
+//! through the slot descriptors' C setters: no `__init__`, no attribute lookup, no intermediate tuple).
 //!
 //! Decisions (the Python twin matches them):
 //!   * `encode_properties`: keys and non-None values must be `str` (else TypeError); no escaping.
@@ -32,14 +32,12 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use rmq_store::format::columns::{self, ColumnFilter, VarColumn};
 use rmq_store::format::gather;
 use rmq_store::format::message::{self, decode_record, Host};
 
 use crate::errors;
-
-static FROM_ROWS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// Java `String.hashCode` of `tags` (UTF-16 code units, int32 wrap).
 #[pyfunction]
@@ -129,9 +127,104 @@ pub fn create_offset_msg_id(
     ))
 }
 
-/// Builds `MessageExt` objects without `__init__`, caching host tuples and topics that repeat.
+/// `MessageExt`'s slots in the order `MessageExtBuilder::build` fills them (every slot of the class and its base).
+const MESSAGE_EXT_SLOTS: [&str; 18] = [
+    "topic",
+    "body",
+    "flag",
+    "properties",
+    "queue_id",
+    "queue_offset",
+    "commitlog_offset",
+    "store_size",
+    "body_crc",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "msg_id",
+    "broker_name",
+];
+
+type AllocFn = unsafe extern "C" fn(*mut ffi::PyTypeObject, ffi::Py_ssize_t) -> *mut ffi::PyObject;
+type DescrSetFn =
+    unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
+
+/// `rmq_core.message.MessageExt`, its allocator, and the slot descriptors with their setter (`member_descriptor`'s
+/// `tp_descr_set`, reached through `PyType_GetSlot`, which the limited API allows for static types since 3.10):
+/// one allocation and 18 direct slot stores per message, no attribute lookup, no `__init__`, no row tuple.
+struct MessageExtType {
+    cls: Py<PyType>,
+    alloc: AllocFn,
+    set: DescrSetFn,
+    descrs: Vec<Py<PyAny>>,
+}
+
+static MESSAGE_EXT: PyOnceLock<MessageExtType> = PyOnceLock::new();
+
+impl MessageExtType {
+    fn load(py: Python<'_>) -> PyResult<MessageExtType> {
+        let cls = py
+            .import("rmq_core.message")?
+            .getattr("MessageExt")?
+            .cast_into::<PyType>()?;
+        let mut descrs = Vec::with_capacity(MESSAGE_EXT_SLOTS.len());
+        let mut set: Option<DescrSetFn> = None;
+        for name in MESSAGE_EXT_SLOTS {
+            let d = cls.getattr(name)?;
+            let dt = d.get_type();
+            if dt.name()? != "member_descriptor" {
+                return Err(PyTypeError::new_err(format!(
+                    "MessageExt.{name} is a {}, not a slot: the decoder fills slots",
+                    dt.name()?
+                )));
+            }
+            // SAFETY: a live static type object; Py_tp_descr_set of member_descriptor is its C setter (or NULL).
+            let f = unsafe { ffi::PyType_GetSlot(dt.as_type_ptr(), ffi::Py_tp_descr_set) };
+            if f.is_null() {
+                return Err(PyTypeError::new_err("member_descriptor has no setter"));
+            }
+            // SAFETY: the slot's documented signature is descrsetfunc.
+            set = Some(unsafe { std::mem::transmute::<*mut c_void, DescrSetFn>(f) });
+            descrs.push(d.unbind());
+        }
+        // SAFETY: a live heap type; Py_tp_alloc is always set (PyType_GenericAlloc for a Python class).
+        let a = unsafe { ffi::PyType_GetSlot(cls.as_type_ptr(), ffi::Py_tp_alloc) };
+        if a.is_null() {
+            return Err(PyTypeError::new_err("MessageExt has no tp_alloc"));
+        }
+        Ok(MessageExtType {
+            cls: cls.unbind(),
+            // SAFETY: the slot's documented signature is allocfunc.
+            alloc: unsafe { std::mem::transmute::<*mut c_void, AllocFn>(a) },
+            set: set.expect("18 slots"),
+            descrs,
+        })
+    }
+}
+
+/// `str` from UTF-8 with U+FFFD for what does not decode: CPython's own decoder with errors="replace", exactly
+/// what the Python twin calls (one pass; no Rust-side validation first).
+#[inline]
+fn utf8_replace<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    // SAFETY: pointer and length of a live slice; the error handler name is a NUL-terminated literal.
+    unsafe {
+        let p = ffi::PyUnicode_DecodeUTF8(
+            raw.as_ptr() as *const std::os::raw::c_char,
+            raw.len() as ffi::Py_ssize_t,
+            c"replace".as_ptr(),
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, p)?.cast_into_unchecked::<PyString>())
+    }
+}
+
+/// Builds `MessageExt` objects without `__init__`, caching host tuples, topics and property names that repeat.
 pub struct MessageExtBuilder<'py> {
     py: Python<'py>,
+    ty: &'py MessageExtType,
     born: Option<(Host, Bound<'py, PyTuple>)>,
     store: Option<(Host, Bound<'py, PyTuple>)>,
     topic: Option<(Vec<u8>, Bound<'py, PyString>)>,
@@ -143,6 +236,7 @@ impl<'py> MessageExtBuilder<'py> {
     pub fn new(py: Python<'py>) -> PyResult<Self> {
         Ok(MessageExtBuilder {
             py,
+            ty: MESSAGE_EXT.get_or_try_init(py, || MessageExtType::load(py))?,
             born: None,
             store: None,
             topic: None,
@@ -176,15 +270,20 @@ impl<'py> MessageExtBuilder<'py> {
             }
             let key = match keys.iter().find(|(kb, _)| kb.as_slice() == k) {
                 Some((_, s)) => s.clone(),
-                None => {
-                    let s = lossy_str(py, k);
-                    if keys.len() < 32 {
-                        keys.push((k.to_vec(), s.clone()));
+                None => match utf8_replace(py, k) {
+                    Ok(s) => {
+                        if keys.len() < 32 {
+                            keys.push((k.to_vec(), s.clone()));
+                        }
+                        s
                     }
-                    s
-                }
+                    Err(e) => {
+                        err = Some(e);
+                        return;
+                    }
+                },
             };
-            if let Err(e) = d.set_item(key, lossy_str(py, v)) {
+            if let Err(e) = utf8_replace(py, v).and_then(|v| d.set_item(key, v)) {
                 err = Some(e);
             }
         });
@@ -194,15 +293,13 @@ impl<'py> MessageExtBuilder<'py> {
         }
     }
 
-    /// One record as the row tuple `rmq_core.message._message_exts_from_rows` turns into a MessageExt, in
-    /// `MESSAGE_EXT_ROW` order. Filling slots from Python bytecode (CPython specialises slot stores) is cheaper
-    /// than 18 C-API setattr calls per message; the values themselves are all created here.
-    pub fn row(&mut self, rec: &message::Record<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    /// One record as a `MessageExt`, every slot set (MESSAGE_EXT_SLOTS order).
+    pub fn build(&mut self, rec: &message::Record<'_>) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let topic = match &self.topic {
             Some((k, v)) if k.as_slice() == rec.topic => v.clone(),
             _ => {
-                let v = lossy_str(py, rec.topic);
+                let v = utf8_replace(py, rec.topic)?;
                 self.topic = Some((rec.topic.to_vec(), v.clone()));
                 v
             }
@@ -232,7 +329,19 @@ impl<'py> MessageExtBuilder<'py> {
             PyString::new(py, &msg_id).into_any(),
             py.None().into_bound(py),
         ];
-        PyTuple::new(py, items)
+        let ty = self.ty;
+        // SAFETY: `cls` is a live type object; tp_alloc returns a new reference (zeroed slots) or NULL with an error.
+        let obj = unsafe {
+            Bound::from_owned_ptr_or_err(py, (ty.alloc)(ty.cls.bind(py).as_type_ptr(), 0))?
+        };
+        for (descr, v) in ty.descrs.iter().zip(items.iter()) {
+            // SAFETY: the member descriptor's setter on an instance of its class; it takes its own reference to
+            // `v` (ours is dropped with `items`) and returns -1 with an error set on failure.
+            if unsafe { (ty.set)(descr.as_ptr(), obj.as_ptr(), v.as_ptr()) } != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(obj)
     }
 }
 
@@ -246,12 +355,12 @@ pub fn decode_messages<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let _ = decompress; // see the module header: the Python wrapper inflates
     let mut builder = MessageExtBuilder::new(py)?;
-    let rows = PyList::empty(py);
+    let out = PyList::empty(py);
     let mut pos = 0usize;
     while pos < buf.len() {
         match decode_record(&buf[pos..]) {
             Ok(rec) => {
-                rows.append(builder.row(&rec)?)?;
+                out.append(builder.build(&rec)?)?;
                 pos += rec.total_size as usize;
             }
             Err(reason) => {
@@ -263,8 +372,7 @@ pub fn decode_messages<'py>(
             }
         }
     }
-    let build = FROM_ROWS.import(py, "rmq_core.message", "_message_exts_from_rows")?;
-    Ok(build.call1((rows,))?.cast_into::<PyList>()?)
+    Ok(out)
 }
 
 /// Read-only bytes owned by Rust (a column buffer of `decode_columns`), exposed through the buffer protocol so
