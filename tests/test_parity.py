@@ -325,3 +325,40 @@ def test_decode_messages_parity_raw_bytes(topic, props, body):
     assert [m.to_dict() for m in a] == [m.to_dict() for m in b]
     assert a[0].topic == topic.decode("utf-8", "replace")
     assert a[1].properties == sp.parse_properties(props)
+
+
+@SETTINGS
+@given(
+    st.lists(st.one_of(st.none(), st.text(alphabet="0123456789ABCDEF", min_size=1, max_size=32)), max_size=20),
+    st.integers(0, 2**70),
+    st.text(alphabet="0123456789ABCDEF", min_size=28, max_size=28),
+)
+def test_assign_uniq_keys_parity(existing, start, prefix):
+    """Both backends give the messages without a UNIQ_KEY the same ids (prefix + counter & 0xFFFF as 4 hex digits),
+    in order, leave the others alone, and draw exactly one counter value per id."""
+    import itertools
+
+    out = []
+    for backend in ("rust", "python"):
+        msgs = [Message("T", b"", tags="A", properties=None if u is None else {"UNIQ_KEY": u}) for u in existing]
+        counter = itertools.count(start)
+        n = _backend.load(backend).assign_uniq_keys(msgs, prefix, counter)
+        out.append(([m.properties for m in msgs], n, next(counter)))
+    assert out[0] == out[1]
+    props, n, after = out[0]
+    assert n == existing.count(None) and after == start + n
+    ids = [p["UNIQ_KEY"] for p, u in zip(props, existing) if u is None]
+    assert ids == [f"{prefix}{(start + i) & 0xFFFF:04X}" for i in range(n)]
+    assert all(list(p) == ["TAGS", "UNIQ_KEY"] for p in props)  # appended after the existing entries
+
+
+def test_assign_uniq_keys_errors_are_the_same():
+    import itertools
+
+    class NoProps:
+        properties = None
+
+    for bad, exc in (([NoProps()], TypeError), ([object()], AttributeError)):
+        for backend in ("rust", "python"):
+            with pytest.raises(exc):
+                _backend.load(backend).assign_uniq_keys(bad, "0" * 28, itertools.count())

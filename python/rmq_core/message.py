@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -289,6 +289,14 @@ class _UniqIdGenerator:
         nxt_year, nxt_mon = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
         self._month_start_ms = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
         self._next_month_ms = calendar.timegm((nxt_year, nxt_mon, 1, 0, 0, 0)) * 1000
+
+    def batch_prefix(self) -> tuple[str, Iterator[int]]:
+        """The first 28 hex digits of every id created now, and the counter giving the last 4 (``& 0xFFFF``, as 4
+        uppercase hex digits): ``assign_uniq_keys`` makes a batch's ids from them without a call per message."""
+        now = time.time_ns() // 1_000_000
+        if now >= self._next_month_ms:
+            self._roll_month(now)
+        return f"{self._prefix}{(now - self._month_start_ms) & 0x7FFFFFFF:08X}", self._counter
 
     def __call__(self) -> str:
         now = time.time_ns() // 1_000_000

@@ -30,6 +30,7 @@ use std::os::raw::{c_int, c_void};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
@@ -100,6 +101,38 @@ pub fn properties_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, 
 #[pyfunction]
 pub fn decode_properties<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     properties_dict(py, raw)
+}
+
+/// For every message of `msgs` whose `properties` lack `UNIQ_KEY`: `properties["UNIQ_KEY"] = prefix + "%04X" %
+/// (next(counter) & 0xFFFF)`, in list order; returns how many were assigned. `in`, `next` and item assignment go
+/// through the generic protocols, so a message that is not what it should be raises what the Python twin raises.
+#[pyfunction]
+pub fn assign_uniq_keys(
+    py: Python<'_>,
+    msgs: &Bound<'_, PyList>,
+    prefix: &str,
+    counter: &Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let (a_props, key) = (intern!(py, "properties"), intern!(py, "UNIQ_KEY"));
+    let mut id = String::with_capacity(prefix.len() + 4);
+    let mut assigned = 0usize;
+    for m in msgs.iter() {
+        let props = m.getattr(a_props)?;
+        if props.contains(key)? {
+            continue;
+        }
+        let c = counter.call_method0(intern!(py, "__next__"))?;
+        let c: u16 = c.bitand(0xFFFF)?.extract()?;
+        id.clear();
+        id.push_str(prefix);
+        for shift in [12u16, 8, 4, 0] {
+            id.push(HEX[((c >> shift) & 0xF) as usize] as char);
+        }
+        props.set_item(key, PyString::new(py, &id))?;
+        assigned += 1;
+    }
+    Ok(assigned)
 }
 
 /// `(ip, port)` → `Host`.
