@@ -28,6 +28,7 @@ from .format.message import (
     decode_messages,
     decode_properties,
     encode_properties,
+    split_put_batch,
     tags_hash,
 )
 from .message_store import StoreEngine
@@ -41,5 +42,6 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "gather_runs",
+    "split_put_batch",
     "tags_hash",
 ]

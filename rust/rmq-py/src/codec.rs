@@ -28,7 +28,7 @@ use std::borrow::Cow;
 use std::os::raw::{c_int, c_void};
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -115,6 +115,14 @@ pub fn assign_uniq_keys(
 ) -> PyResult<usize> {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let (a_props, key) = (intern!(py, "properties"), intern!(py, "UNIQ_KEY"));
+    // SAFETY: PyIter_Check only reads the type's tp_iternext slot.
+    if unsafe { ffi::PyIter_Check(counter.as_ptr()) } == 0 {
+        return Err(PyTypeError::new_err(format!(
+            "'{}' object is not an iterator",
+            counter.get_type().name()?
+        )));
+    }
+    let it = counter;
     let mut id = String::with_capacity(prefix.len() + 4);
     let mut assigned = 0usize;
     for m in msgs.iter() {
@@ -122,8 +130,19 @@ pub fn assign_uniq_keys(
         if props.contains(key)? {
             continue;
         }
-        let c = counter.call_method0(intern!(py, "__next__"))?;
-        let c: u16 = c.bitand(0xFFFF)?.extract()?;
+        // SAFETY: `counter` is a live object; PyIter_Next returns a new reference, or NULL at the end (no error
+        // set) or on an error (set). Only called on objects PyIter_Check accepted (below).
+        let c = unsafe { ffi::PyIter_Next(it.as_ptr()) };
+        let c = if c.is_null() {
+            return Err(PyErr::take(py).unwrap_or_else(|| PyStopIteration::new_err(())));
+        } else {
+            // SAFETY: a new reference from PyIter_Next
+            unsafe { Bound::from_owned_ptr(py, c) }
+        };
+        let c: u16 = match c.extract::<u64>() {
+            Ok(v) => (v & 0xFFFF) as u16,
+            Err(_) => c.bitand(0xFFFF)?.extract()?,
+        };
         id.clear();
         id.push_str(prefix);
         for shift in [12u16, 8, 4, 0] {
@@ -133,6 +152,110 @@ pub fn assign_uniq_keys(
         assigned += 1;
     }
     Ok(assigned)
+}
+
+/// `put_messages`' `[(message, queue_id), ...]` as `([message, ...], [queue_id, ...])` when `batch` is a list of
+/// 2-tuples; None for anything else (the caller then unpacks it item by item and raises what unpacking raises).
+#[pyfunction]
+pub fn split_put_batch<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
+    let Ok(batch) = batch.cast::<PyList>() else {
+        return Ok(None);
+    };
+    let mut msgs = Vec::with_capacity(batch.len());
+    let mut queue_ids = Vec::with_capacity(batch.len());
+    for item in batch.iter() {
+        match item.cast_exact::<PyTuple>() {
+            Ok(t) if t.len() == 2 => {
+                msgs.push(t.get_item(0)?);
+                queue_ids.push(t.get_item(1)?);
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some((PyList::new(py, msgs)?, PyList::new(py, queue_ids)?)))
+}
+
+type DescrGetFn = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// `Message`'s `topic`, `body`, `flag`, `properties` slot descriptors (inherited unchanged by `MessageExt`) and
+/// `member_descriptor`'s C getter: what `put_messages` reads from each message without an attribute lookup.
+pub struct MessageFields {
+    classes: [Py<PyType>; 2],
+    get: DescrGetFn,
+    descrs: [Py<PyAny>; 4],
+}
+
+static MESSAGE_FIELDS: PyOnceLock<MessageFields> = PyOnceLock::new();
+
+impl MessageFields {
+    pub fn get(py: Python<'_>) -> PyResult<&MessageFields> {
+        MESSAGE_FIELDS.get_or_try_init(py, || {
+            let module = py.import("rmq_core.message")?;
+            let message = module.getattr("Message")?.cast_into::<PyType>()?;
+            let ext = module.getattr("MessageExt")?.cast_into::<PyType>()?;
+            let mut descrs = Vec::with_capacity(4);
+            let mut get = None;
+            for name in ["topic", "body", "flag", "properties"] {
+                let d = message.getattr(name)?;
+                if !ext.getattr(name)?.is(&d) || d.get_type().name()? != "member_descriptor" {
+                    return Err(PyTypeError::new_err(format!(
+                        "Message.{name} is not a slot shared with MessageExt"
+                    )));
+                }
+                // SAFETY: a live static type object; Py_tp_descr_get of member_descriptor is its C getter.
+                let f = unsafe {
+                    ffi::PyType_GetSlot(d.get_type().as_type_ptr(), ffi::Py_tp_descr_get)
+                };
+                if f.is_null() {
+                    return Err(PyTypeError::new_err("member_descriptor has no getter"));
+                }
+                // SAFETY: the slot's documented signature is descrgetfunc.
+                get = Some(unsafe { std::mem::transmute::<*mut c_void, DescrGetFn>(f) });
+                descrs.push(d.unbind());
+            }
+            let descrs: [Py<PyAny>; 4] = descrs.try_into().expect("four descriptors");
+            Ok(MessageFields {
+                classes: [message.unbind(), ext.unbind()],
+                get: get.expect("four descriptors"),
+                descrs,
+            })
+        })
+    }
+
+    /// `[topic, body, flag, properties]` of `m` when its type is exactly Message or MessageExt (an unset slot
+    /// raises AttributeError, as getattr does); None for any other type.
+    #[inline]
+    pub fn read<'py>(&self, m: &Bound<'py, PyAny>) -> PyResult<Option<[Bound<'py, PyAny>; 4]>> {
+        let py = m.py();
+        let tp = m.get_type_ptr();
+        if !self
+            .classes
+            .iter()
+            .any(|c| c.as_ptr() as *mut ffi::PyTypeObject == tp)
+        {
+            return Ok(None);
+        }
+        let one = |d: &Py<PyAny>| -> PyResult<Bound<'py, PyAny>> {
+            // SAFETY: the member descriptor's getter on an instance of its class (checked above); it returns a
+            // new reference, or NULL with an error set.
+            unsafe {
+                Bound::from_owned_ptr_or_err(py, (self.get)(d.as_ptr(), m.as_ptr(), tp.cast()))
+            }
+        };
+        Ok(Some([
+            one(&self.descrs[0])?,
+            one(&self.descrs[1])?,
+            one(&self.descrs[2])?,
+            one(&self.descrs[3])?,
+        ]))
+    }
 }
 
 /// `(ip, port)` → `Host`.

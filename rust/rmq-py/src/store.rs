@@ -178,20 +178,29 @@ impl StoreEngine {
         let mut flags: Vec<i32> = Vec::with_capacity(n);
         let mut prop_ends: Vec<usize> = Vec::with_capacity(n);
         let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
+        let fields = codec::MessageFields::get(py)?;
         for m in msgs.iter() {
-            let topic = m.getattr(a_topic)?;
+            // Message / MessageExt: their four slots read through the descriptors directly; anything else
+            // (a subclass, a duck-typed object) through getattr
+            let [topic, body, flag, props] = match fields.read(&m)? {
+                Some(v) => v,
+                None => [
+                    m.getattr(a_topic)?,
+                    m.getattr(a_body)?,
+                    m.getattr(a_flag)?,
+                    m.getattr(a_props)?,
+                ],
+            };
             topics.push(
                 topic
                     .cast_into::<PyString>()
                     .map_err(|_| PyTypeError::new_err("message topic must be str"))?,
             );
-            let body = m.getattr(a_body)?;
             bodies.push(
                 body.cast_into::<PyBytes>()
                     .map_err(|_| PyTypeError::new_err("message body must be bytes"))?,
             );
-            flags.push(m.getattr(a_flag)?.extract()?);
-            let props = m.getattr(a_props)?;
+            flags.push(flag.extract()?);
             if !props.is_none() {
                 let d = props
                     .cast::<PyDict>()
