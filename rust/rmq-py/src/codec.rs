@@ -7,6 +7,10 @@
 //!   * `decode_messages(buf, decompress=True)`: `decompress` is accepted and ignored (the engine returns the
 //!     stored body; `rmq_core.message.decode_messages` inflates). Any record that does not decode (BLANK,
 //!     bad magic, truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
+//!   * `assign_uniq_keys(msgs, prefix, counter)`: `in`, `next` (PyIter_Next) and item assignment through the generic
+//!     protocols, so errors are Python's own; `split_put_batch(batch)`: None unless a list of exact 2-tuples.
+//!   * `put_messages` (store.rs) reads the slots of exact `Message`/`MessageExt` instances
+//!     through the member descriptors' C getter (`MessageFields`), other types through getattr.
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
 //!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: `buf` any C-contiguous byte buffer (`bytes`,
