@@ -364,24 +364,6 @@ def test_assign_uniq_keys_errors_are_the_same():
                 _backend.load(backend).assign_uniq_keys(bad, "0" * 28, itertools.count())
 
 
-@SETTINGS
-@given(
-    st.one_of(
-        st.lists(st.tuples(st.integers(), st.integers())),
-        st.lists(st.one_of(st.tuples(st.integers(), st.integers()), st.tuples(st.integers()), st.integers())),
-        st.tuples(st.tuples(st.integers(), st.integers())),
-    )
-)
-def test_split_put_batch_parity(batch):
-    a = _backend.load("rust").split_put_batch(batch)
-    b = _backend.load("python").split_put_batch(batch)
-    assert a == b
-    if isinstance(batch, list) and all(type(t) is tuple and len(t) == 2 for t in batch):
-        assert a == ([m for m, _ in batch], [q for _, q in batch])
-    else:
-        assert a is None
-
-
 def test_put_reads_subclasses_and_unset_slots_like_getattr(tmp_path):
     """put_messages reads Message/MessageExt slots directly; a subclass that overrides an attribute is read through
     it, and a message whose slot was never set raises AttributeError, on both backends, storing nothing."""

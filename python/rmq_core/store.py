@@ -276,12 +276,8 @@ class MessageStore:
         reconsume_times: int = 0,
     ) -> PutMessageResults:
         """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation."""
-        split = self._impl.split_put_batch(batch)  # a list of 2-tuples, split in one engine call
-        if split is not None:
-            msgs, queue_ids = split
-        else:
-            msgs = [m for m, _ in batch]
-            queue_ids = [q for _, q in batch]
+        msgs = [m for m, _ in batch]
+        queue_ids = [q for _, q in batch]
         raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times)
         return PutMessageResults(raw, self.config.store_host)
 

@@ -28,7 +28,6 @@ from .format.message import (
     decode_messages,
     decode_properties,
     encode_properties,
-    split_put_batch,
     tags_hash,
 )
 from .message_store import StoreEngine
@@ -42,6 +41,5 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "gather_runs",
-    "split_put_batch",
     "tags_hash",
 ]

@@ -8,7 +8,7 @@
 //!     stored body; `rmq_core.message.decode_messages` inflates). Any record that does not decode (BLANK,
 //!     bad magic, truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
 //!   * `assign_uniq_keys(msgs, prefix, counter)`: `in`, `next` (PyIter_Next) and item assignment through the generic
-//!     protocols, so errors are Python's own; `split_put_batch(batch)`: None unless a list of exact 2-tuples.
+//!     protocols, so errors are Python's own.
 //!   * `put_messages` (store.rs) reads the slots of exact `Message`/`MessageExt` instances
 //!     through the member descriptors' C getter (`MessageFields`), other types through getattr.
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
@@ -156,30 +156,6 @@ pub fn assign_uniq_keys(
         assigned += 1;
     }
     Ok(assigned)
-}
-
-/// `put_messages`' `[(message, queue_id), ...]` as `([message, ...], [queue_id, ...])` when `batch` is a list of
-/// 2-tuples; None for anything else (the caller then unpacks it item by item and raises what unpacking raises).
-#[pyfunction]
-pub fn split_put_batch<'py>(
-    py: Python<'py>,
-    batch: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
-    let Ok(batch) = batch.cast::<PyList>() else {
-        return Ok(None);
-    };
-    let mut msgs = Vec::with_capacity(batch.len());
-    let mut queue_ids = Vec::with_capacity(batch.len());
-    for item in batch.iter() {
-        match item.cast_exact::<PyTuple>() {
-            Ok(t) if t.len() == 2 => {
-                msgs.push(t.get_item(0)?);
-                queue_ids.push(t.get_item(1)?);
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok(Some((PyList::new(py, msgs)?, PyList::new(py, queue_ids)?)))
 }
 
 type DescrGetFn = unsafe extern "C" fn(

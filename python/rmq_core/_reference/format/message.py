@@ -147,17 +147,6 @@ def assign_uniq_keys(msgs: list[Any], prefix: str, counter: Iterator[int]) -> in
     return assigned
 
 
-def split_put_batch(batch: Any) -> tuple[list[Any], list[Any]] | None:
-    """``[(message, queue_id), ...]`` as ``([message, ...], [queue_id, ...])`` when ``batch`` is a list of 2-tuples;
-    None for anything else (the caller then unpacks it item by item)."""
-    if not isinstance(batch, list):
-        return None
-    for item in batch:
-        if type(item) is not tuple or len(item) != 2:
-            return None
-    return [m for m, _ in batch], [q for _, q in batch]
-
-
 def decode_properties(raw: bytes) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``; invalid UTF-8 becomes U+FFFD."""
     text = bytes(raw).decode("utf-8", errors="replace")
