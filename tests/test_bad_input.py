@@ -324,3 +324,22 @@ def test_full_disk_real_tmpfs(backend, tmp_path):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["ballast_errno"] == 28  # ENOSPC: the filesystem really was full
     _check_full_disk(out)
+
+
+def test_message_body_types():
+    """Message takes bytes as they are and copies bytes-like bodies into bytes; anything else is a TypeError."""
+
+    class Sub(bytes):
+        pass
+
+    raw = b"abc"
+    assert Message(T, raw).body is raw
+    for like in (bytearray(raw), memoryview(raw), Sub(raw)):
+        m = Message(T, like)
+        assert type(m.body) is bytes and m.body == raw
+    for bad in ("abc", None, 3, [1, 2]):
+        with pytest.raises(TypeError, match="body must be bytes"):
+            Message(T, bad)  # type: ignore[arg-type]
+    m = Message(T, raw, tags="A", keys=["k1", "k2"], properties={"x": 1}, delay_time_level=3)
+    assert m.properties == {"TAGS": "A", "KEYS": "k1 k2", "DELAY": "3", "x": "1"}
+    assert list(Message(T, raw, tags="").properties) == [] and Message(T, raw).tags is None

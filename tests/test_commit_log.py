@@ -157,3 +157,25 @@ def test_max_min_physical_offset_and_delete(backend):
     assert (store.min_physical_offset, store.max_physical_offset) == (3 * CL_SIZE, end)
     r = put_ok(store, Message(TOPIC, b"next"), 0)
     assert r.commitlog_offset == end and r.queue_offset == 16
+
+
+def test_default_uniq_key_assigned_once_per_message_without_one(backend):
+    """With the store's default generator (ids made for the whole batch at once), every message without a UNIQ_KEY
+    gets a distinct 32-hex-digit one, on the object and in its record; a producer's own UNIQ_KEY is kept."""
+    import re
+
+    from rmq_core.message import create_uniq_id
+
+    s = backend.open(uniq_id=create_uniq_id)
+    msgs = [Message("UniqTopic", b"x", tags="A") for _ in range(300)]
+    msgs[7].put_property("UNIQ_KEY", "MINE")
+    assert s.put_messages([(m, 0) for m in msgs]).all_ok
+    s.put_message(msgs[0], 1)  # already has one now: kept
+    ids = [m.uniq_key for m in msgs]
+    assert ids[7] == "MINE"
+    others = ids[:7] + ids[8:]
+    assert all(re.fullmatch("[0-9A-F]{32}", u) for u in others) and len(set(others)) == 299
+    assert len({u[:20] for u in others}) == 1  # ip + pid + generator hash
+    got = s.get_message("g", "UniqTopic", 0, 0, 32).decode() + s.get_message("g", "UniqTopic", 1, 0, 1).decode()
+    assert [m.uniq_key for m in got] == ids[:32] + [ids[0]]
+    assert [list(m.properties) for m in got[:2]] == [["TAGS", "UNIQ_KEY"]] * 2

@@ -7,6 +7,7 @@ served by the other. Module functions (tags_hash, properties codec, decode_messa
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 
 import pytest
@@ -306,3 +307,84 @@ def test_errors_are_the_same_classes(tmp_path):
         with pytest.raises(StoreError):
             MessageStore(str(tmp_path / name), small_config(), backend=name)
         s.close()
+
+
+_RAW_TEXT = st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"bc", b"\xff", b"\xe6\x97", "é".encode()]), max_size=12)
+
+
+@SETTINGS
+@given(_RAW_TEXT.map(b"".join).filter(len), _RAW_TEXT.map(b"".join), st.binary(max_size=40))
+def test_decode_messages_parity_raw_bytes(topic, props, body):
+    """Records whose topic and properties are not valid UTF-8 (written by another client): both decoders give the same
+    objects, with U+FFFD where the bytes do not decode, as ``bytes.decode("utf-8", "replace")`` does."""
+    placeholder = "T" * len(topic)
+    rec = sp.build_record(topic=placeholder, body=body, properties=props, physical_offset=77)
+    rec = rec.replace(placeholder.encode() + struct.pack(">h", len(props)), topic + struct.pack(">h", len(props)), 1)
+    a = _backend.load("rust").decode_messages(rec * 2)
+    b = _backend.load("python").decode_messages(rec * 2)
+    assert [m.to_dict() for m in a] == [m.to_dict() for m in b]
+    assert a[0].topic == topic.decode("utf-8", "replace")
+    assert a[1].properties == sp.parse_properties(props)
+
+
+@SETTINGS
+@given(
+    st.lists(st.one_of(st.none(), st.text(alphabet="0123456789ABCDEF", min_size=1, max_size=32)), max_size=20),
+    st.integers(0, 2**70),
+    st.text(alphabet="0123456789ABCDEF", min_size=28, max_size=28),
+)
+def test_assign_uniq_keys_parity(existing, start, prefix):
+    """Both backends give the messages without a UNIQ_KEY the same ids (prefix + counter & 0xFFFF as 4 hex digits),
+    in order, leave the others alone, and draw exactly one counter value per id."""
+    import itertools
+
+    out = []
+    for backend in ("rust", "python"):
+        msgs = [Message("T", b"", tags="A", properties=None if u is None else {"UNIQ_KEY": u}) for u in existing]
+        counter = itertools.count(start)
+        n = _backend.load(backend).assign_uniq_keys(msgs, prefix, counter)
+        out.append(([m.properties for m in msgs], n, next(counter)))
+    assert out[0] == out[1]
+    props, n, after = out[0]
+    assert n == existing.count(None) and after == start + n
+    ids = [p["UNIQ_KEY"] for p, u in zip(props, existing) if u is None]
+    assert ids == [f"{prefix}{(start + i) & 0xFFFF:04X}" for i in range(n)]
+    assert all(list(p) == ["TAGS", "UNIQ_KEY"] for p in props)  # appended after the existing entries
+
+
+def test_assign_uniq_keys_errors_are_the_same():
+    import itertools
+
+    class NoProps:
+        properties = None
+
+    for bad, exc in (([NoProps()], TypeError), ([object()], AttributeError)):
+        for backend in ("rust", "python"):
+            with pytest.raises(exc):
+                _backend.load(backend).assign_uniq_keys(bad, "0" * 28, itertools.count())
+
+
+def test_put_reads_subclasses_and_unset_slots_like_getattr(tmp_path):
+    """put_messages reads Message/MessageExt slots directly; a subclass that overrides an attribute is read through
+    it, and a message whose slot was never set raises AttributeError, on both backends, storing nothing."""
+
+    class Renamed(Message):
+        __slots__ = ()
+
+        @property  # type: ignore[override]
+        def topic(self) -> str:
+            return "Overridden"
+
+        @topic.setter
+        def topic(self, value: str) -> None:
+            pass
+
+    for backend in ("rust", "python"):
+        with MessageStore(str(tmp_path / backend), small_config(), backend=backend, uniq_id=UniqIds()) as s:
+            assert s.put_messages([(Renamed("Ignored", b"x"), 0), (Message("Plain", b"y"), 0)]).all_ok
+            assert s.get_max_offset_in_queue("Overridden", 0) == 1 and s.get_max_offset_in_queue("Plain", 0) == 1
+            blank = Message.__new__(Message)
+            blank.properties = {"UNIQ_KEY": "X"}
+            with pytest.raises(AttributeError):
+                s.put_messages([(Message("Plain", b"z"), 0), (blank, 0)])
+            assert s.get_max_offset_in_queue("Plain", 0) == 1

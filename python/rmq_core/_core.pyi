@@ -3,16 +3,17 @@
 Users import ``rmq_core`` (the facade), never this module.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 from typing_extensions import Buffer
 
-from rmq_core.message import MessageExt
+from rmq_core.message import Message, MessageExt
 
 __all__ = [
     "ColumnBuffer",
     "StoreEngine",
+    "assign_uniq_keys",
     "create_offset_msg_id",
     "decode_columns",
     "decode_messages",
@@ -26,6 +27,7 @@ def tags_hash(tags: str) -> int: ...
 def encode_properties(props: dict[str, str | None]) -> bytes: ...
 def decode_properties(raw: bytes) -> dict[str, str]: ...
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]: ...
+def assign_uniq_keys(msgs: list[Message], prefix: str, counter: Iterator[int]) -> int: ...
 def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str: ...
 def decode_columns(
     buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None

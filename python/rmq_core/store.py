@@ -33,6 +33,7 @@ from rmq_core.message import (
     UNIQ_KEY,
     Message,
     MessageExt,
+    _UniqIdGenerator,
     create_offset_msg_id,
     create_uniq_id,
     decode_messages,
@@ -292,9 +293,13 @@ class MessageStore:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
         uniq = self._uniq_id
-        for m in msgs:  # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
-            if UNIQ_KEY not in m.properties:
-                m.properties[UNIQ_KEY] = uniq()
+        # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
+        if type(uniq) is _UniqIdGenerator:  # the default generator: the whole batch's ids in one engine call
+            self._impl.assign_uniq_keys(msgs, *uniq.batch_prefix())
+        else:
+            for m in msgs:
+                if UNIQ_KEY not in m.properties:
+                    m.properties[UNIQ_KEY] = uniq()
         now = self._clock()
         raw = self._engine.put_messages(
             msgs,

@@ -23,6 +23,7 @@ This package never imports ``rmq_core._core``.
 from .format.columns import decode_columns
 from .format.gather import gather_runs
 from .format.message import (
+    assign_uniq_keys,
     create_offset_msg_id,
     decode_messages,
     decode_properties,
@@ -33,6 +34,7 @@ from .message_store import StoreEngine
 
 __all__ = [
     "StoreEngine",
+    "assign_uniq_keys",
     "create_offset_msg_id",
     "decode_columns",
     "decode_messages",

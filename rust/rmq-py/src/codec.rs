@@ -1,12 +1,16 @@
 //! Module functions of `rmq_core._core` (contract §0) and the conversions the engine bindings share:
-//! properties dict ⇄ bytes, `(ip, port)` ⇄ `Host`, record → row tuple → `MessageExt`
-//! (the rows become objects in `rmq_core.message._message_exts_from_rows`, one call per body).
+//! properties dict ⇄ bytes, `(ip, port)` ⇄ `Host`, record → `MessageExt` (allocated and its slots filled here,
+//! through the slot descriptors' C setters: no `__init__`, no attribute lookup, no intermediate tuple).
 //!
 //! Decisions (the Python twin matches them):
 //!   * `encode_properties`: keys and non-None values must be `str` (else TypeError); no escaping.
 //!   * `decode_messages(buf, decompress=True)`: `decompress` is accepted and ignored (the engine returns the
 //!     stored body; `rmq_core.message.decode_messages` inflates). Any record that does not decode (BLANK,
 //!     bad magic, truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
+//!   * `assign_uniq_keys(msgs, prefix, counter)`: `in`, `next` (PyIter_Next) and item assignment through the generic
+//!     protocols, so errors are Python's own.
+//!   * `put_messages` (store.rs) reads the slots of exact `Message`/`MessageExt` instances
+//!     through the member descriptors' C getter (`MessageFields`), other types through getattr.
 //!   * hosts: `ip` must be an IPv4/IPv6 literal (no name lookup), port must fit an int32; else ValueError.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
 //!   * `decode_columns(buf, tag_filter=None, min_queue_offset=None)`: `buf` any C-contiguous byte buffer (`bytes`,
@@ -28,18 +32,17 @@ use std::borrow::Cow;
 use std::os::raw::{c_int, c_void};
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use rmq_store::format::columns::{self, ColumnFilter, VarColumn};
 use rmq_store::format::gather;
 use rmq_store::format::message::{self, decode_record, Host};
 
 use crate::errors;
-
-static FROM_ROWS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// Java `String.hashCode` of `tags` (UTF-16 code units, int32 wrap).
 #[pyfunction]
@@ -104,6 +107,137 @@ pub fn decode_properties<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py
     properties_dict(py, raw)
 }
 
+/// For every message of `msgs` whose `properties` lack `UNIQ_KEY`: `properties["UNIQ_KEY"] = prefix + "%04X" %
+/// (next(counter) & 0xFFFF)`, in list order; returns how many were assigned. `in`, `next` and item assignment go
+/// through the generic protocols, so a message that is not what it should be raises what the Python twin raises.
+#[pyfunction]
+pub fn assign_uniq_keys(
+    py: Python<'_>,
+    msgs: &Bound<'_, PyList>,
+    prefix: &str,
+    counter: &Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let (a_props, key) = (intern!(py, "properties"), intern!(py, "UNIQ_KEY"));
+    // SAFETY: PyIter_Check only reads the type's tp_iternext slot.
+    if unsafe { ffi::PyIter_Check(counter.as_ptr()) } == 0 {
+        return Err(PyTypeError::new_err(format!(
+            "'{}' object is not an iterator",
+            counter.get_type().name()?
+        )));
+    }
+    let it = counter;
+    let mut id = String::with_capacity(prefix.len() + 4);
+    let mut assigned = 0usize;
+    for m in msgs.iter() {
+        let props = m.getattr(a_props)?;
+        if props.contains(key)? {
+            continue;
+        }
+        // SAFETY: `counter` is a live object; PyIter_Next returns a new reference, or NULL at the end (no error
+        // set) or on an error (set). Only called on objects PyIter_Check accepted (below).
+        let c = unsafe { ffi::PyIter_Next(it.as_ptr()) };
+        let c = if c.is_null() {
+            return Err(PyErr::take(py).unwrap_or_else(|| PyStopIteration::new_err(())));
+        } else {
+            // SAFETY: a new reference from PyIter_Next
+            unsafe { Bound::from_owned_ptr(py, c) }
+        };
+        let c: u16 = match c.extract::<u64>() {
+            Ok(v) => (v & 0xFFFF) as u16,
+            Err(_) => c.bitand(0xFFFF)?.extract()?,
+        };
+        id.clear();
+        id.push_str(prefix);
+        for shift in [12u16, 8, 4, 0] {
+            id.push(HEX[((c >> shift) & 0xF) as usize] as char);
+        }
+        props.set_item(key, PyString::new(py, &id))?;
+        assigned += 1;
+    }
+    Ok(assigned)
+}
+
+type DescrGetFn = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// `Message`'s `topic`, `body`, `flag`, `properties` slot descriptors (inherited unchanged by `MessageExt`) and
+/// `member_descriptor`'s C getter: what `put_messages` reads from each message without an attribute lookup.
+pub struct MessageFields {
+    classes: [Py<PyType>; 2],
+    get: DescrGetFn,
+    descrs: [Py<PyAny>; 4],
+}
+
+static MESSAGE_FIELDS: PyOnceLock<MessageFields> = PyOnceLock::new();
+
+impl MessageFields {
+    pub fn get(py: Python<'_>) -> PyResult<&MessageFields> {
+        MESSAGE_FIELDS.get_or_try_init(py, || {
+            let module = py.import("rmq_core.message")?;
+            let message = module.getattr("Message")?.cast_into::<PyType>()?;
+            let ext = module.getattr("MessageExt")?.cast_into::<PyType>()?;
+            let mut descrs = Vec::with_capacity(4);
+            let mut get = None;
+            for name in ["topic", "body", "flag", "properties"] {
+                let d = message.getattr(name)?;
+                if !ext.getattr(name)?.is(&d) || d.get_type().name()? != "member_descriptor" {
+                    return Err(PyTypeError::new_err(format!(
+                        "Message.{name} is not a slot shared with MessageExt"
+                    )));
+                }
+                // SAFETY: a live static type object; Py_tp_descr_get of member_descriptor is its C getter.
+                let f = unsafe {
+                    ffi::PyType_GetSlot(d.get_type().as_type_ptr(), ffi::Py_tp_descr_get)
+                };
+                if f.is_null() {
+                    return Err(PyTypeError::new_err("member_descriptor has no getter"));
+                }
+                // SAFETY: the slot's documented signature is descrgetfunc.
+                get = Some(unsafe { std::mem::transmute::<*mut c_void, DescrGetFn>(f) });
+                descrs.push(d.unbind());
+            }
+            let descrs: [Py<PyAny>; 4] = descrs.try_into().expect("four descriptors");
+            Ok(MessageFields {
+                classes: [message.unbind(), ext.unbind()],
+                get: get.expect("four descriptors"),
+                descrs,
+            })
+        })
+    }
+
+    /// `[topic, body, flag, properties]` of `m` when its type is exactly Message or MessageExt (an unset slot
+    /// raises AttributeError, as getattr does); None for any other type.
+    #[inline]
+    pub fn read<'py>(&self, m: &Bound<'py, PyAny>) -> PyResult<Option<[Bound<'py, PyAny>; 4]>> {
+        let py = m.py();
+        let tp = m.get_type_ptr();
+        if !self
+            .classes
+            .iter()
+            .any(|c| c.as_ptr() as *mut ffi::PyTypeObject == tp)
+        {
+            return Ok(None);
+        }
+        let one = |d: &Py<PyAny>| -> PyResult<Bound<'py, PyAny>> {
+            // SAFETY: the member descriptor's getter on an instance of its class (checked above); it returns a
+            // new reference, or NULL with an error set.
+            unsafe {
+                Bound::from_owned_ptr_or_err(py, (self.get)(d.as_ptr(), m.as_ptr(), tp.cast()))
+            }
+        };
+        Ok(Some([
+            one(&self.descrs[0])?,
+            one(&self.descrs[1])?,
+            one(&self.descrs[2])?,
+            one(&self.descrs[3])?,
+        ]))
+    }
+}
+
 /// `(ip, port)` → `Host`.
 pub fn host_from_py(host: &Bound<'_, PyAny>) -> PyResult<Host> {
     let (ip, port): (String, i64) = host.extract()?;
@@ -129,9 +263,104 @@ pub fn create_offset_msg_id(
     ))
 }
 
-/// Builds `MessageExt` objects without `__init__`, caching host tuples and topics that repeat.
+/// `MessageExt`'s slots in the order `MessageExtBuilder::build` fills them (every slot of the class and its base).
+const MESSAGE_EXT_SLOTS: [&str; 18] = [
+    "topic",
+    "body",
+    "flag",
+    "properties",
+    "queue_id",
+    "queue_offset",
+    "commitlog_offset",
+    "store_size",
+    "body_crc",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "msg_id",
+    "broker_name",
+];
+
+type AllocFn = unsafe extern "C" fn(*mut ffi::PyTypeObject, ffi::Py_ssize_t) -> *mut ffi::PyObject;
+type DescrSetFn =
+    unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
+
+/// `rmq_core.message.MessageExt`, its allocator, and the slot descriptors with their setter (`member_descriptor`'s
+/// `tp_descr_set`, reached through `PyType_GetSlot`, which the limited API allows for static types since 3.10):
+/// one allocation and 18 direct slot stores per message, no attribute lookup, no `__init__`, no row tuple.
+struct MessageExtType {
+    cls: Py<PyType>,
+    alloc: AllocFn,
+    set: DescrSetFn,
+    descrs: Vec<Py<PyAny>>,
+}
+
+static MESSAGE_EXT: PyOnceLock<MessageExtType> = PyOnceLock::new();
+
+impl MessageExtType {
+    fn load(py: Python<'_>) -> PyResult<MessageExtType> {
+        let cls = py
+            .import("rmq_core.message")?
+            .getattr("MessageExt")?
+            .cast_into::<PyType>()?;
+        let mut descrs = Vec::with_capacity(MESSAGE_EXT_SLOTS.len());
+        let mut set: Option<DescrSetFn> = None;
+        for name in MESSAGE_EXT_SLOTS {
+            let d = cls.getattr(name)?;
+            let dt = d.get_type();
+            if dt.name()? != "member_descriptor" {
+                return Err(PyTypeError::new_err(format!(
+                    "MessageExt.{name} is a {}, not a slot: the decoder fills slots",
+                    dt.name()?
+                )));
+            }
+            // SAFETY: a live static type object; Py_tp_descr_set of member_descriptor is its C setter (or NULL).
+            let f = unsafe { ffi::PyType_GetSlot(dt.as_type_ptr(), ffi::Py_tp_descr_set) };
+            if f.is_null() {
+                return Err(PyTypeError::new_err("member_descriptor has no setter"));
+            }
+            // SAFETY: the slot's documented signature is descrsetfunc.
+            set = Some(unsafe { std::mem::transmute::<*mut c_void, DescrSetFn>(f) });
+            descrs.push(d.unbind());
+        }
+        // SAFETY: a live heap type; Py_tp_alloc is always set (PyType_GenericAlloc for a Python class).
+        let a = unsafe { ffi::PyType_GetSlot(cls.as_type_ptr(), ffi::Py_tp_alloc) };
+        if a.is_null() {
+            return Err(PyTypeError::new_err("MessageExt has no tp_alloc"));
+        }
+        Ok(MessageExtType {
+            cls: cls.unbind(),
+            // SAFETY: the slot's documented signature is allocfunc.
+            alloc: unsafe { std::mem::transmute::<*mut c_void, AllocFn>(a) },
+            set: set.expect("18 slots"),
+            descrs,
+        })
+    }
+}
+
+/// `str` from UTF-8 with U+FFFD for what does not decode: CPython's own decoder with errors="replace", exactly
+/// what the Python twin calls (one pass; no Rust-side validation first).
+#[inline]
+fn utf8_replace<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    // SAFETY: pointer and length of a live slice; the error handler name is a NUL-terminated literal.
+    unsafe {
+        let p = ffi::PyUnicode_DecodeUTF8(
+            raw.as_ptr() as *const std::os::raw::c_char,
+            raw.len() as ffi::Py_ssize_t,
+            c"replace".as_ptr(),
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, p)?.cast_into_unchecked::<PyString>())
+    }
+}
+
+/// Builds `MessageExt` objects without `__init__`, caching host tuples, topics and property names that repeat.
 pub struct MessageExtBuilder<'py> {
     py: Python<'py>,
+    ty: &'py MessageExtType,
     born: Option<(Host, Bound<'py, PyTuple>)>,
     store: Option<(Host, Bound<'py, PyTuple>)>,
     topic: Option<(Vec<u8>, Bound<'py, PyString>)>,
@@ -143,6 +372,7 @@ impl<'py> MessageExtBuilder<'py> {
     pub fn new(py: Python<'py>) -> PyResult<Self> {
         Ok(MessageExtBuilder {
             py,
+            ty: MESSAGE_EXT.get_or_try_init(py, || MessageExtType::load(py))?,
             born: None,
             store: None,
             topic: None,
@@ -176,15 +406,20 @@ impl<'py> MessageExtBuilder<'py> {
             }
             let key = match keys.iter().find(|(kb, _)| kb.as_slice() == k) {
                 Some((_, s)) => s.clone(),
-                None => {
-                    let s = lossy_str(py, k);
-                    if keys.len() < 32 {
-                        keys.push((k.to_vec(), s.clone()));
+                None => match utf8_replace(py, k) {
+                    Ok(s) => {
+                        if keys.len() < 32 {
+                            keys.push((k.to_vec(), s.clone()));
+                        }
+                        s
                     }
-                    s
-                }
+                    Err(e) => {
+                        err = Some(e);
+                        return;
+                    }
+                },
             };
-            if let Err(e) = d.set_item(key, lossy_str(py, v)) {
+            if let Err(e) = utf8_replace(py, v).and_then(|v| d.set_item(key, v)) {
                 err = Some(e);
             }
         });
@@ -194,15 +429,13 @@ impl<'py> MessageExtBuilder<'py> {
         }
     }
 
-    /// One record as the row tuple `rmq_core.message._message_exts_from_rows` turns into a MessageExt, in
-    /// `MESSAGE_EXT_ROW` order. Filling slots from Python bytecode (CPython specialises slot stores) is cheaper
-    /// than 18 C-API setattr calls per message; the values themselves are all created here.
-    pub fn row(&mut self, rec: &message::Record<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    /// One record as a `MessageExt`, every slot set (MESSAGE_EXT_SLOTS order).
+    pub fn build(&mut self, rec: &message::Record<'_>) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let topic = match &self.topic {
             Some((k, v)) if k.as_slice() == rec.topic => v.clone(),
             _ => {
-                let v = lossy_str(py, rec.topic);
+                let v = utf8_replace(py, rec.topic)?;
                 self.topic = Some((rec.topic.to_vec(), v.clone()));
                 v
             }
@@ -232,7 +465,19 @@ impl<'py> MessageExtBuilder<'py> {
             PyString::new(py, &msg_id).into_any(),
             py.None().into_bound(py),
         ];
-        PyTuple::new(py, items)
+        let ty = self.ty;
+        // SAFETY: `cls` is a live type object; tp_alloc returns a new reference (zeroed slots) or NULL with an error.
+        let obj = unsafe {
+            Bound::from_owned_ptr_or_err(py, (ty.alloc)(ty.cls.bind(py).as_type_ptr(), 0))?
+        };
+        for (descr, v) in ty.descrs.iter().zip(items.iter()) {
+            // SAFETY: the member descriptor's setter on an instance of its class; it takes its own reference to
+            // `v` (ours is dropped with `items`) and returns -1 with an error set on failure.
+            if unsafe { (ty.set)(descr.as_ptr(), obj.as_ptr(), v.as_ptr()) } != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(obj)
     }
 }
 
@@ -246,12 +491,12 @@ pub fn decode_messages<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let _ = decompress; // see the module header: the Python wrapper inflates
     let mut builder = MessageExtBuilder::new(py)?;
-    let rows = PyList::empty(py);
+    let out = PyList::empty(py);
     let mut pos = 0usize;
     while pos < buf.len() {
         match decode_record(&buf[pos..]) {
             Ok(rec) => {
-                rows.append(builder.row(&rec)?)?;
+                out.append(builder.build(&rec)?)?;
                 pos += rec.total_size as usize;
             }
             Err(reason) => {
@@ -263,8 +508,7 @@ pub fn decode_messages<'py>(
             }
         }
     }
-    let build = FROM_ROWS.import(py, "rmq_core.message", "_message_exts_from_rows")?;
-    Ok(build.call1((rows,))?.cast_into::<PyList>()?)
+    Ok(out)
 }
 
 /// Read-only bytes owned by Rust (a column buffer of `decode_columns`), exposed through the buffer protocol so

@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -177,20 +178,29 @@ impl StoreEngine {
         let mut flags: Vec<i32> = Vec::with_capacity(n);
         let mut prop_ends: Vec<usize> = Vec::with_capacity(n);
         let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
+        let fields = codec::MessageFields::get(py)?;
         for m in msgs.iter() {
-            let topic = m.getattr(a_topic)?;
+            // Message / MessageExt: their four slots read through the descriptors directly; anything else
+            // (a subclass, a duck-typed object) through getattr
+            let [topic, body, flag, props] = match fields.read(&m)? {
+                Some(v) => v,
+                None => [
+                    m.getattr(a_topic)?,
+                    m.getattr(a_body)?,
+                    m.getattr(a_flag)?,
+                    m.getattr(a_props)?,
+                ],
+            };
             topics.push(
                 topic
                     .cast_into::<PyString>()
                     .map_err(|_| PyTypeError::new_err("message topic must be str"))?,
             );
-            let body = m.getattr(a_body)?;
             bodies.push(
                 body.cast_into::<PyBytes>()
                     .map_err(|_| PyTypeError::new_err("message body must be bytes"))?,
             );
-            flags.push(m.getattr(a_flag)?.extract()?);
-            let props = m.getattr(a_props)?;
+            flags.push(flag.extract()?);
             if !props.is_none() {
                 let d = props
                     .cast::<PyDict>()
@@ -213,17 +223,22 @@ impl StoreEngine {
         }
         let store = &self.store;
         let results = py.detach(|| store.put_messages(&put, &ctx)).py_err(py)?;
-        PyList::new(
-            py,
-            results.iter().map(|r| {
-                (
-                    r.status as i32,
-                    r.commitlog_offset,
-                    r.queue_offset,
-                    r.wrote_bytes,
-                )
-            }),
-        )
+        let out = PyList::empty(py);
+        for r in &results {
+            let t = (
+                r.status as i32,
+                r.commitlog_offset,
+                r.queue_offset,
+                r.wrote_bytes,
+            )
+                .into_pyobject(py)?;
+            // A tuple of ints cannot be part of a cycle (CPython untracks such tuples itself, lazily): untracked
+            // now, a 100,000-message batch's results do not set off collections of everything the caller holds.
+            // SAFETY: `t` is a live tuple we just created; untracking a GC object is always allowed.
+            unsafe { ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) };
+            out.append(t)?;
+        }
+        Ok(out)
     }
 
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums, tag_codes, property_filter))]

@@ -32,6 +32,7 @@ import re
 import socket
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from rmq_core.errors import CorruptRecordError
@@ -129,6 +130,21 @@ def encode_properties(props: dict[str, str]) -> bytes:
     return "".join(
         f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
     ).encode()
+
+
+UNIQ_KEY = "UNIQ_KEY"
+
+
+def assign_uniq_keys(msgs: list[Any], prefix: str, counter: Iterator[int]) -> int:
+    """For every message whose ``properties`` lack UNIQ_KEY: ``prefix`` + the next counter value's low 16 bits as 4
+    uppercase hex digits (the broker's SendMessageProcessor assigns it when the producer did not); the count."""
+    assigned = 0
+    for m in msgs:
+        props = m.properties
+        if UNIQ_KEY not in props:
+            props[UNIQ_KEY] = f"{prefix}{next(counter) & 0xFFFF:04X}"
+            assigned += 1
+    return assigned
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
