@@ -119,6 +119,10 @@ def test_dump_all_commands(sides: dict[str, Side]) -> None:
         ("consumerProgress", ("-g", GROUP)),
         ("consumerProgress", ()),
         ("consumerConnection", ("-g", GROUP)),
+        ("producerConnection", ("-g", "AdminProducer", "-t", TOPIC)),
+        ("queryMsgByOffset", ("-t", TOPIC, "-b", BROKER_NAME, "-i", 0, "-o", 0)),
+        ("topicClusterList", ("-t", TOPIC)),
+        ("topicList", ("-c",)),
         ("getBrokerConfig", ("-b", "{broker}")),
     ):
         res = both(sides, cmd, *args, check=False)

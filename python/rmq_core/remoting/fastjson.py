@@ -5,6 +5,10 @@ which standard JSON parsers reject. ``loads`` accepts both forms and returns int
 ``dumps`` writes int keys bare (``unquoted_int_keys=True``, fastjson's default, what RocketMQ's config files and
 old-version route bodies use) or quoted (standard JSON, what route data uses for clients ≥ V4_9_4).
 
+fastjson also writes maps keyed by objects (``Map<MessageQueue, OffsetWrapper>`` in ConsumeStats, TopicStatsTable)
+with the key's JSON object as the key: ``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``. ``dumps`` writes a
+``RawKey`` key verbatim for that (``loads`` does not read such maps back).
+
 Invariant: ``loads(dumps(x, unquoted_int_keys=b)) == x`` for JSON-shaped ``x`` with str or int keys.
 """
 
@@ -62,6 +66,10 @@ def _quote_bare_keys(text: str) -> tuple[str, bool]:
     return "".join(out), found
 
 
+class RawKey(str):
+    """A map key ``dumps`` writes verbatim (already JSON: an object key as fastjson writes one)."""
+
+
 def _int_keys(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {(int(k) if isinstance(k, str) and _is_int(k) else k): _int_keys(v) for k, v in obj.items()}
@@ -106,6 +114,8 @@ def dumps(obj: Any, *, unquoted_int_keys: bool = True, pretty: bool = False, ens
                     raise TypeError(f"unsupported key {k!r}")
                 key = (
                     str(k)
+                    if isinstance(k, RawKey)
+                    else str(k)
                     if (isinstance(k, int) and unquoted_int_keys)
                     else json.dumps(str(k), ensure_ascii=ensure_ascii)
                 )
