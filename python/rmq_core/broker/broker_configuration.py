@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 FILE_NAME = "broker.properties"
 
 
+_JAVA_NAMES = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}  # not plain camelCase in BrokerConfig.java
+
+
 def camel(name: str) -> str:
+    if name in _JAVA_NAMES:
+        return _JAVA_NAMES[name]
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 

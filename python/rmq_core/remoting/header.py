@@ -440,3 +440,9 @@ class ConsumeMessageDirectlyResultRequestHeader:
 class QueryConsumeTimeSpanRequestHeader:
     topic: str = required()
     group: str = required()
+
+
+@dataclass
+class DeleteTopicFromNamesrvRequestHeader:
+    topic: str = required()
+    clusterName: str | None = optional()
