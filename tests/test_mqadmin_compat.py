@@ -282,6 +282,40 @@ def test_order_conf_kv_config_on_the_name_server(sides: dict[str, Side]) -> None
         assert "No config item, Namespace: ORDER_TOPIC_CONFIG Key: AdminTopic" in text, (name, text)
 
 
+def _client_id(side: Side) -> str:
+    return parse_table(run_mqadmin(side.namesrv, "consumerConnection", "-g", GROUP))[0]["#ClientId"]
+
+
+def test_consumer_status_running_info_from_the_client(sides: dict[str, Side]) -> None:
+    """GET_CONSUMER_RUNNING_INFO (307) forwarded by the broker to the live Java consumer."""
+    res = {
+        name: run_mqadmin(side.namesrv, "consumerStatus", "-g", GROUP, "-i", _client_id(side))
+        for name, side in sides.items()
+    }
+    for name, text in res.items():
+        assert "#Consumer Properties#" in text and f"{TOPIC}" in text, (name, text)
+        assert "#Consumer MQ Detail#" in text, (name, text)
+
+
+def test_query_msg_by_id_consumed_directly_by_the_client(sides: dict[str, Side]) -> None:
+    """CONSUME_MESSAGE_DIRECTLY (309): the broker attaches the message and forwards it to the named client."""
+    res = {}
+    for name, side in sides.items():
+        msg_id = str(side.sends[0]["offsetMsgId"])
+        res[name] = run_mqadmin(side.namesrv, "queryMsgById", "-i", msg_id, "-g", GROUP, "-d", _client_id(side))
+    for name, text in res.items():
+        assert "ConsumeMessageDirectlyResult" in text and "consumeResult=CR_SUCCESS" in text, (name, text)
+
+
+def test_reset_offset_by_time(sides: dict[str, Side]) -> None:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222): rewind the live consumer to before the first message; both brokers answer
+    the same table and the consumers commit the rewound offsets (then consume everything again)."""
+    res = both(sides, "resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", 1_000_000_000_000, "-f", "true")
+    rows = {name: parse_table(text, "#brokerName") for name, text in res.items()}
+    assert rows["rmq_core"] == rows["apache"]
+    assert sorted(r["#offset"] for r in rows["rmq_core"]) == ["0"] * 4
+
+
 def test_delete_topic_and_subscription_group(sides: dict[str, Side]) -> None:
     doomed, group = "AdminDoomedTopic", "AdminDoomedGroup"
     for side in sides.values():

@@ -31,6 +31,7 @@ from typing import Any
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.broker_configuration import BrokerConfiguration
 from rmq_core.broker.broker_outer_api import BrokerOuterAPI
+from rmq_core.broker.client.broker_to_client import BrokerToClient
 from rmq_core.broker.client.consumer_manager import ConsumerManager
 from rmq_core.broker.client.default_consumer_ids_change_listener import (
     DefaultConsumerIdsChangeListener,
@@ -41,6 +42,7 @@ from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
+from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
 from rmq_core.broker.processor.admin_stats_processor import AdminStatsProcessor
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
@@ -140,6 +142,17 @@ class BrokerController:
             self.broker_runtime_stats,
             self.now_ms,
         )
+        self.broker_to_client = BrokerToClient(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.consumer_offset_manager,
+            self.consumer_manager,
+            self.remoting_server,
+        )
+        self.admin_consumer_processor = AdminConsumerProcessor(
+            cfg, self.message_store, self.consumer_manager, self.broker_to_client
+        )
         self.query_message_processor = QueryMessageProcessor(self)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
@@ -166,6 +179,7 @@ class BrokerController:
             ),
             (self.admin_broker_processor, AdminBrokerProcessor.request_codes),
             (self.admin_stats_processor, AdminStatsProcessor.request_codes),
+            (self.admin_consumer_processor, AdminConsumerProcessor.request_codes),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull

@@ -32,3 +32,7 @@ def version_ordinal(desc: str) -> int:
     if not 4 <= major <= 5:
         raise ValueError(f"{desc}: only 4.x and 5.x versions are known")
     return V4_0_0_SNAPSHOT + (major - 4) * 200 + minor * 20 + patch * 2 + (0 if snapshot else 1)
+
+
+V3_0_7_SNAPSHOT = 28  # clients from here on take RESET_CONSUMER_CLIENT_OFFSET / GET_CONSUMER_STATUS_FROM_CLIENT
+V3_1_8_SNAPSHOT = 62  # clients from here on answer GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY

@@ -4,6 +4,10 @@ ConsumeStats.java, OffsetWrapper.java):
 - GET_TOPIC_STATS_INFO (202) → TopicStatsTable ``{"offsetTable":{MQ:{"lastUpdateTimestamp","maxOffset","minOffset"}}}``
 - GET_CONSUME_STATS (208) → ConsumeStats ``{"consumeTps":d,"offsetTable":{MQ:{"brokerOffset","consumerOffset",
   "lastTimestamp"}}}``
+- RESET_CONSUMER_CLIENT_OFFSET (220) and INVOKE_BROKER_TO_RESET_OFFSET (222) → ResetOffsetBody
+  ``{"offsetTable":{MQ:offset}}``
+- INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) → GetConsumerStatusBody ``{"consumerTable":{clientId:{MQ:offset}},
+  "messageQueueTable":{}}``; each client's table is passed on as the client wrote it (``fastjson.RawValue``).
 
 where ``MQ`` is a MessageQueue JSON object used as the map key, as fastjson writes ``Map<MessageQueue, …>``
 (``{"brokerName","queueId","topic"}``; see ``fastjson.RawKey``). Fields in alphabetical order, as fastjson writes them.
@@ -74,3 +78,21 @@ class ConsumeStats:
     def encode(self) -> bytes:
         table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
         return fastjson.dumps({"consumeTps": float(self.consume_tps), "offsetTable": table}).encode("utf-8")
+
+
+@dataclass
+class ResetOffsetBody:
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        table = {mq_key(mq): int(v) for mq, v in sorted(self.offset_table.items())}
+        return fastjson.dumps({"offsetTable": table}).encode("utf-8")
+
+
+@dataclass
+class GetConsumerStatusBody:
+    consumer_table: dict[str, fastjson.RawValue] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        doc = {"consumerTable": dict(sorted(self.consumer_table.items())), "messageQueueTable": {}}
+        return fastjson.dumps(doc).encode("utf-8")
