@@ -50,6 +50,7 @@ from rmq_core.broker.processor.pull_message_processor import PullMessageProcesso
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
+from rmq_core.broker.stats.broker_metrics import BrokerMetrics, MetricsSnapshot
 from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
@@ -100,6 +101,7 @@ class BrokerController:
         self.broker_stats_manager = BrokerStatsManager(cfg.broker_cluster_name)
         self.broker_runtime_stats = BrokerRuntimeStats(self.broker_stats_manager, self.now_ms())
         self.configuration = BrokerConfiguration(cfg)
+        self.broker_metrics: BrokerMetrics | None = None  # started in start() when metrics_prom_exporter_port >= 0
         self.schedule_message_service = ScheduleMessageService(cfg, self.broker_stats_manager)
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
@@ -279,6 +281,19 @@ class BrokerController:
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
         self._every(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S, self._scan_not_active_channels, "scan channels")
         self._every(1.0, lambda: self.broker_runtime_stats.sample(self.now_ms()), "sample runtime stats", 0.0)
+        if cfg.metrics_prom_exporter_port >= 0:
+            self.broker_metrics = BrokerMetrics(
+                cfg,
+                self.message_store,
+                self.broker_stats_manager,
+                self.topic_config_manager,
+                self.subscription_group_manager,
+                self.consumer_offset_manager,
+                self.consumer_manager,
+                self.producer_manager,
+                self._call_on_loop,
+            )
+            self.broker_metrics.start(cfg.broker_ip1, cfg.metrics_prom_exporter_port)
         if self.namesrv_addrs():
             self._every(
                 cfg.register_name_server_period / 1000.0,
@@ -395,6 +410,20 @@ class BrokerController:
                 log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
                 self.master_addr = result.master_addr
 
+    def _call_on_loop(self, fn: Callable[[], MetricsSnapshot]) -> MetricsSnapshot:
+        """Run ``fn`` on the broker's loop from another thread (the metrics scrape) and return its result."""
+
+        async def run() -> MetricsSnapshot:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the Prometheus endpoint, None when it is off."""
+        metrics = self.broker_metrics
+        return f"{self.broker_config.broker_ip1}:{metrics.port}" if metrics is not None else None
+
     def _on_loop(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
 
@@ -419,6 +448,8 @@ class BrokerController:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.broker_metrics is not None:
+            self.broker_metrics.stop()
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
         if self.namesrv_addrs():
