@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 
-from pull_helpers import GROUP, TOPIC, add_topic, heartbeat, pull, running_broker, update_offset
+from pull_helpers import GROUP, SMALL_FILES, TOPIC, add_topic, heartbeat, pull, running_broker, update_offset
 from send_helpers import send_request
 
+from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.stats.broker_runtime_stats import GET, PUT, BrokerRuntimeStats, java_double
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.common.mq_version import version_desc, version_ordinal
@@ -186,3 +188,39 @@ def test_metrics_endpoint_scraped_during_a_run(tmp_path) -> None:  # type: ignor
         assert _metric(second, "rocketmq_messages_in_total", topic=TOPIC) == 8
         assert _metric(second, "rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == 2
         assert _metric(second, "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 6
+
+
+def test_topics_by_cluster_and_delete_topic_in_namesrv(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rmq_core.remoting.body.route import TopicList
+    from rmq_core.remoting.header import DeleteTopicFromNamesrvRequestHeader, GetTopicsByClusterRequestHeader
+
+    with (
+        NameServer(listen_port=0) as ns,
+        BlockingRemotingClient() as client,
+        Broker(
+            BrokerConfig(
+                listen_port=0,
+                store_path_root_dir=str(tmp_path / "broker"),
+                namesrv_addr=ns.address,
+                broker_name="broker-a",
+                **SMALL_FILES,
+            )
+        ) as broker,
+    ):
+        add_topic(broker, "ClusterTopic")
+
+        def topics(cluster: str) -> set[str]:
+            r = _call(client, ns.address, RequestCode.GET_TOPICS_BY_CLUSTER, GetTopicsByClusterRequestHeader(cluster))
+            assert r.code == 0, r.remark
+            return TopicList.decode(bytes(r.body)).topic_list
+
+        deadline = time.monotonic() + 10
+        while "ClusterTopic" not in topics("DefaultCluster"):
+            assert time.monotonic() < deadline, "the broker never registered the topic"
+            time.sleep(0.05)
+        assert topics("OtherCluster") == set()
+        h = DeleteTopicFromNamesrvRequestHeader(topic="ClusterTopic", clusterName="DefaultCluster")
+        assert _call(client, ns.address, RequestCode.DELETE_TOPIC_IN_NAMESRV, h).code == 0
+        assert "ClusterTopic" not in topics("DefaultCluster")
+        r = _call(client, broker.address, RequestCode.VIEW_BROKER_STATS_DATA)
+        assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "statsAll" in (r.remark or "")

@@ -19,6 +19,10 @@ that the consumption path needs.
 - GET_BROKER_CONFIG (26): body the Properties text of BrokerConfiguration, header ``version`` its DataVersion JSON.
 - UPDATE_BROKER_CONFIG (25): body Properties text, applied live and persisted (BrokerConfiguration); a change of
   ``brokerPermission`` re-registers with the name servers at once (4.9 does too).
+- The other requests of 4.9.7's AdminBrokerProcessor that mqadmin sends (ACL, statsAll's VIEW_BROKER_STATS_DATA,
+  brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
+  QUERY_CONSUME_TIME_SPAN, QUERY_CORRECTION_OFFSET, GET_ALL_PRODUCER_INFO, RESUME_CHECK_HALF_MESSAGE) answer
+  REQUEST_CODE_NOT_SUPPORTED with a remark saying what rmq_core does not support (``UNSUPPORTED``).
 - LOCK_BATCH_MQ (41): body LockBatchRequestBody → body LockBatchResponseBody ``lockOKMQSet`` (the queues this client
   now holds, RebalanceLockManager, 60 s expiry); UNLOCK_BATCH_MQ (42): releases the client's locks.
 
@@ -75,6 +79,29 @@ log = logging.getLogger(__name__)
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 
+# 4.9.7 admin requests rmq_core's broker does not serve, with the reason given to the caller
+UNSUPPORTED: dict[int, str] = {
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.DELETE_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: "ACL is not supported by rmq_core",
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.QUERY_CONSUME_TIME_SPAN: "QUERY_CONSUME_TIME_SPAN is not supported by rmq_core yet",
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: "cleaning expired ConsumeQueues on request is not supported by rmq_core",
+    RequestCode.QUERY_CORRECTION_OFFSET: "QUERY_CORRECTION_OFFSET is not supported by rmq_core",
+    RequestCode.CLONE_GROUP_OFFSET: "cloneGroupOffset is not supported by rmq_core yet",
+    RequestCode.VIEW_BROKER_STATS_DATA: "per-minute stats (statsAll) are not kept by rmq_core: its counters are "
+    "cumulative; see GET_BROKER_RUNTIME_INFO or the Prometheus endpoint",
+    RequestCode.CLEAN_UNUSED_TOPIC: "cleaning unused topics on request is not supported by rmq_core",
+    RequestCode.GET_BROKER_CONSUME_STATS: "brokerConsumeStats is not supported by rmq_core yet; use consumerProgress",
+    RequestCode.QUERY_CONSUME_QUEUE: "queryCq is not supported by rmq_core",
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: "transactional half messages are not supported by rmq_core",
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: "use updateBrokerConfig -k brokerPermission on rmq_core",
+    RequestCode.GET_ALL_PRODUCER_INFO: "GET_ALL_PRODUCER_INFO is not supported by rmq_core; use producerConnection",
+    RequestCode.DELETE_EXPIRED_COMMITLOG: "deleting expired CommitLog files on request is not supported by rmq_core",
+}
+
+
 class TopicAttributesError(ValueError):
     """A topic ``attributes`` modification string that does not parse (AttributeParser's rules)."""
 
@@ -127,6 +154,7 @@ class AdminBrokerProcessor:
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
         RequestCode.GET_BROKER_CONFIG,
         RequestCode.UPDATE_BROKER_CONFIG,
+        *UNSUPPORTED,
     )
 
     def __init__(
@@ -166,6 +194,10 @@ class AdminBrokerProcessor:
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(request.code)  # type: ignore[call-overload]
+        if handler is None and request.code in UNSUPPORTED:
+            return RemotingCommand.response_to(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=UNSUPPORTED[request.code]
+            )
         if handler is None:
             return RemotingCommand.response_to(
                 request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
