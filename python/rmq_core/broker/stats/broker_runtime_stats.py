@@ -65,7 +65,7 @@ class BrokerRuntimeStats:
 
     def sample(self, now_ms: int) -> None:
         put, got = self.totals()
-        groups = {k: v["value"] for k, v in self.stats_manager.snapshot().get(GROUP_GET_NUMS, {}).items()}
+        groups = self.stats_manager.values(GROUP_GET_NUMS)
         day = datetime.datetime.fromtimestamp(now_ms / 1000).date()
         with self._lock:
             if self._samples and now_ms <= self._samples[-1][0]:
