@@ -224,3 +224,55 @@ def test_topics_by_cluster_and_delete_topic_in_namesrv(tmp_path) -> None:  # typ
         assert "ClusterTopic" not in topics("DefaultCluster")
         r = _call(client, broker.address, RequestCode.VIEW_BROKER_STATS_DATA)
         assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "statsAll" in (r.remark or "")
+
+
+def test_broker_forwards_reset_offset_and_consumer_status_to_the_group_clients(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) reach a consumer's own
+    connection as RESET_CONSUMER_CLIENT_OFFSET (oneway) and GET_CONSUMER_STATUS_FROM_CLIENT; what the client answers
+    comes back to the admin, its MessageQueue-keyed table unchanged."""
+    from rmq_core.remoting.header import GetConsumerStatusRequestHeader, ResetOffsetRequestHeader
+
+    seen: list[RemotingCommand] = []
+    client_table = f'{{{{"brokerName":"broker-a","queueId":0,"topic":"{TOPIC}"}}:5}}'
+
+    async def on_request(conn, request: RemotingCommand):  # type: ignore[no-untyped-def]
+        seen.append(request)
+        if request.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            body = f'{{"consumerTable":{{}},"messageQueueTable":{client_table}}}'.encode()
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+        return None
+
+    with (
+        running_broker(tmp_path) as broker,
+        BlockingRemotingClient(request_handler=on_request) as consumer,
+        BlockingRemotingClient() as admin,
+    ):
+        add_topic(broker, TOPIC, queues=1)
+        for _ in range(4):
+            assert admin.invoke_sync(broker.address, send_request(TOPIC, b"z")).code == 0
+        heartbeat(consumer, broker.address)
+        update_offset(consumer, broker.address, 3)
+        h = GetConsumerStatusRequestHeader(topic=TOPIC, group=GROUP)
+        r = _call(admin, broker.address, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, h)
+        assert r.code == 0, r.remark
+        assert (
+            bytes(r.body).decode()
+            == f'{{"consumerTable":{{"127.0.0.1@test":{client_table}}},"messageQueueTable":{{}}}}'
+        )
+        reset = ResetOffsetRequestHeader(topic=TOPIC, group=GROUP, timestamp=-1, isForce=False)
+        r = _call(admin, broker.address, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+        expected = f'{{"offsetTable":{{{{"brokerName":"broker-a","queueId":0,"topic":"{TOPIC}"}}:3}}}}'
+        assert r.code == 0 and bytes(r.body).decode() == expected  # not forced: the committed 3 is before max 4
+        deadline = time.monotonic() + 5
+        while not any(c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET for c in seen):
+            assert time.monotonic() < deadline, "the client never got RESET_CONSUMER_CLIENT_OFFSET"
+            time.sleep(0.02)
+        got = next(c for c in seen if c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+        assert got.ext_fields["group"] == GROUP and bytes(got.body).decode() == expected
+        r = _call(
+            admin,
+            broker.address,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+            ResetOffsetRequestHeader(topic=TOPIC, group="nobody", timestamp=-1, isForce=True),
+        )
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "THe consumer group <nobody> not exist"
