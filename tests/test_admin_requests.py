@@ -276,3 +276,26 @@ def test_broker_forwards_reset_offset_and_consumer_status_to_the_group_clients(t
             ResetOffsetRequestHeader(topic=TOPIC, group="nobody", timestamp=-1, isForce=True),
         )
         assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "THe consumer group <nobody> not exist"
+
+
+def test_producer_connection_list_of_a_live_producer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rmq_core.remoting.header import GetProducerConnectionListRequestHeader
+
+    with running_broker(tmp_path) as broker, BlockingRemotingClient() as client:
+        body = {"clientID": "127.0.0.1@producer", "producerDataSet": [{"groupName": "PG1"}], "consumerDataSet": []}
+        r = client.invoke_sync(
+            broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps(body).encode())
+        )
+        assert r.code == 0, r.remark
+        h = GetProducerConnectionListRequestHeader(producerGroup="PG1")
+        r = _call(client, broker.address, RequestCode.GET_PRODUCER_CONNECTION_LIST, h)
+        conns = json.loads(bytes(r.body))["connectionSet"]
+        assert r.code == 0 and [(c["clientId"], c["version"] > 0) for c in conns] == [("127.0.0.1@producer", True)]
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", conns[0]["clientAddr"])
+        r = _call(
+            client,
+            broker.address,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST,
+            GetProducerConnectionListRequestHeader(producerGroup="nobody"),
+        )
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "the producer group[nobody] not exist"
