@@ -299,3 +299,43 @@ def test_producer_connection_list_of_a_live_producer(tmp_path) -> None:  # type:
             GetProducerConnectionListRequestHeader(producerGroup="nobody"),
         )
         assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "the producer group[nobody] not exist"
+
+
+def test_broker_permission_update_reaches_the_routes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """UPDATE_BROKER_CONFIG brokerPermission=4 (read only) re-registers at once with every topic's perm replaced by
+    the broker's, as 4.9's registerBrokerAll does; 6 again restores the topics' own perm."""
+    from rmq_core.remoting.body.route import TopicRouteData
+    from rmq_core.remoting.header import GetRouteInfoRequestHeader
+
+    with (
+        NameServer(listen_port=0) as ns,
+        BlockingRemotingClient() as client,
+        Broker(
+            BrokerConfig(
+                listen_port=0,
+                store_path_root_dir=str(tmp_path / "broker"),
+                namesrv_addr=ns.address,
+                broker_name="broker-a",
+                **SMALL_FILES,
+            )
+        ) as broker,
+    ):
+        add_topic(broker, "PermTopic")
+
+        def perm() -> int | None:
+            r = _call(
+                client, ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic="PermTopic")
+            )
+            return TopicRouteData.decode(r.body).queue_datas[0].perm if r.code == 0 else None
+
+        def wait_perm(expected: int) -> None:
+            deadline = time.monotonic() + 10
+            while perm() != expected:
+                assert time.monotonic() < deadline, f"route perm never became {expected} (is {perm()})"
+                time.sleep(0.05)
+
+        wait_perm(6)
+        assert _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4").code == 0
+        wait_perm(4)
+        assert _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6").code == 0
+        wait_perm(6)
