@@ -339,3 +339,19 @@ def test_broker_permission_update_reaches_the_routes(tmp_path) -> None:  # type:
         wait_perm(4)
         assert _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6").code == 0
         wait_perm(6)
+
+
+def test_all_subscription_groups_and_topic_consumed_by_who(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rmq_core.remoting.header import QueryTopicConsumeByWhoRequestHeader
+
+    with running_broker(tmp_path) as broker, BlockingRemotingClient() as client:
+        add_topic(broker, TOPIC)
+        heartbeat(client, broker.address)
+        r = _call(client, broker.address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        doc = fastjson.loads(bytes(r.body), int_keys=False)
+        assert r.code == 0 and set(doc) == {"subscriptionGroupTable", "dataVersion"}
+        assert doc["subscriptionGroupTable"][GROUP]["groupName"] == GROUP
+        update_offset(client, broker.address, 1, group="OffsetOnlyGroup")
+        h = QueryTopicConsumeByWhoRequestHeader(topic=TOPIC)
+        r = _call(client, broker.address, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, h)
+        assert json.loads(bytes(r.body)) == {"groupList": sorted([GROUP, "OffsetOnlyGroup"])}
