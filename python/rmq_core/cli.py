@@ -238,6 +238,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     cfg = _broker_config(args, args.namesrv_addr)
     if args.host is not None:
         cfg.broker_ip1 = args.host
+    if args.metrics_port is not None:
+        cfg.metrics_prom_exporter_port = args.metrics_port
     broker = Broker(cfg)
     broker.start()
     print(
@@ -245,6 +247,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
         f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir}",
         flush=True,
     )
+    if broker.controller.metrics_address is not None:
+        print(f"rmq-core broker: metrics at http://{broker.controller.metrics_address}/metrics", flush=True)
     try:
         _wait_for_signal()
     finally:
@@ -475,6 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("-n", "--namesrv-addr", default=None, help="name servers, 'host:port;host:port'")
     br.add_argument("--host", default=None, help="address to listen on and advertise (brokerIP1)")
     broker_args(br, with_config=True)
+    br.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on this port (0: any free port; needs rmq_core[metrics])",
+    )
     br.set_defaults(func=cmd_broker)
 
     topic = sub.add_parser("topic", help="create or list topics", description="Topic administration.")

@@ -72,6 +72,8 @@ class BrokerConfig:
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
+    # RocketMQ 5's name: the Prometheus endpoint's port (-1 off, 0 a free port); needs rmq_core[metrics]
+    metrics_prom_exporter_port: int = -1
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -29,7 +29,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from rmq_core.broker.broker_config import BrokerConfig
+from rmq_core.broker.broker_configuration import BrokerConfiguration
 from rmq_core.broker.broker_outer_api import BrokerOuterAPI
+from rmq_core.broker.client.broker_to_client import BrokerToClient
 from rmq_core.broker.client.consumer_manager import ConsumerManager
 from rmq_core.broker.client.default_consumer_ids_change_listener import (
     DefaultConsumerIdsChangeListener,
@@ -40,15 +42,20 @@ from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
+from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
+from rmq_core.broker.processor.admin_stats_processor import AdminStatsProcessor
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
+from rmq_core.broker.stats.broker_metrics import BrokerMetrics, MetricsSnapshot
+from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq_core.broker.topic_config_manager import TopicConfigManager
+from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.transport import RemotingClient, RemotingServer
 from rmq_core.store import MessageStore, StoreConfig
@@ -92,6 +99,9 @@ class BrokerController:
         self.producer_manager = ProducerManager()
         self.rebalance_lock_manager = RebalanceLockManager()
         self.broker_stats_manager = BrokerStatsManager(cfg.broker_cluster_name)
+        self.broker_runtime_stats = BrokerRuntimeStats(self.broker_stats_manager, self.now_ms())
+        self.configuration = BrokerConfiguration(cfg)
+        self.broker_metrics: BrokerMetrics | None = None  # started in start() when metrics_prom_exporter_port >= 0
         self.schedule_message_service = ScheduleMessageService(cfg, self.broker_stats_manager)
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
@@ -130,6 +140,31 @@ class BrokerController:
             self.subscription_group_manager,
             self.rebalance_lock_manager,
             self.register_broker_all,
+            self.consumer_offset_manager,
+            self.configuration,
+        )
+        self.admin_stats_processor = AdminStatsProcessor(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.consumer_manager,
+            self.producer_manager,
+            self.schedule_message_service,
+            self.broker_runtime_stats,
+            self.now_ms,
+        )
+        self.broker_to_client = BrokerToClient(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.consumer_offset_manager,
+            self.consumer_manager,
+            self.remoting_server,
+        )
+        self.admin_consumer_processor = AdminConsumerProcessor(
+            cfg, self.message_store, self.consumer_manager, self.broker_to_client
         )
         self.query_message_processor = QueryMessageProcessor(self)
         table: list[tuple[Any, tuple[int, ...]]] = [
@@ -155,20 +190,9 @@ class BrokerController:
                 self.client_manage_processor,
                 (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG),
             ),
-            (
-                self.admin_broker_processor,
-                (
-                    RequestCode.UPDATE_AND_CREATE_TOPIC,
-                    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                    RequestCode.GET_ALL_TOPIC_CONFIG,
-                    RequestCode.GET_MAX_OFFSET,
-                    RequestCode.GET_MIN_OFFSET,
-                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                    RequestCode.GET_EARLIEST_MSG_STORETIME,
-                    RequestCode.LOCK_BATCH_MQ,
-                    RequestCode.UNLOCK_BATCH_MQ,
-                ),
-            ),
+            (self.admin_broker_processor, AdminBrokerProcessor.request_codes),
+            (self.admin_stats_processor, AdminStatsProcessor.request_codes),
+            (self.admin_consumer_processor, AdminConsumerProcessor.request_codes),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
@@ -247,6 +271,7 @@ class BrokerController:
             self.subscription_group_manager,
             self.consumer_offset_manager,
             self.consumer_filter_manager,
+            self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
         self.topic_config_manager.adopt_store_topics(self.message_store.topics())
@@ -266,6 +291,20 @@ class BrokerController:
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
         self._every(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S, self._scan_not_active_channels, "scan channels")
+        self._every(1.0, lambda: self.broker_runtime_stats.sample(self.now_ms()), "sample runtime stats", 0.0)
+        if cfg.metrics_prom_exporter_port >= 0:
+            self.broker_metrics = BrokerMetrics(
+                cfg,
+                self.message_store,
+                self.broker_stats_manager,
+                self.topic_config_manager,
+                self.subscription_group_manager,
+                self.consumer_offset_manager,
+                self.consumer_manager,
+                self.producer_manager,
+                self._call_on_loop,
+            )
+            self.broker_metrics.start(cfg.broker_ip1, cfg.metrics_prom_exporter_port)
         if self.namesrv_addrs():
             self._every(
                 cfg.register_name_server_period / 1000.0,
@@ -362,6 +401,10 @@ class BrokerController:
         self._register_pending = False
         cfg = self.broker_config
         wrapper = self.topic_config_manager.build_serialize_wrapper()
+        perm = cfg.broker_permission
+        if not (perm & PERM_READ and perm & PERM_WRITE):  # BrokerController#registerBrokerAll: the broker's perm wins
+            for topic_config in wrapper["topicConfigTable"].values():
+                topic_config["perm"] = perm
         results = await self.broker_outer_api.register_broker_all(
             self.namesrv_addrs(),
             cfg.broker_cluster_name,
@@ -377,6 +420,20 @@ class BrokerController:
             if self.is_slave and result.master_addr and result.master_addr != self.master_addr:
                 log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
                 self.master_addr = result.master_addr
+
+    def _call_on_loop(self, fn: Callable[[], MetricsSnapshot]) -> MetricsSnapshot:
+        """Run ``fn`` on the broker's loop from another thread (the metrics scrape) and return its result."""
+
+        async def run() -> MetricsSnapshot:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the Prometheus endpoint, None when it is off."""
+        metrics = self.broker_metrics
+        return f"{self.broker_config.broker_ip1}:{metrics.port}" if metrics is not None else None
 
     def _on_loop(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
@@ -402,6 +459,8 @@ class BrokerController:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.broker_metrics is not None:
+            self.broker_metrics.stop()
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
         if self.namesrv_addrs():

@@ -1,6 +1,11 @@
 """The name server's request processor (``namesrv/processor/DefaultRequestProcessor.java`` and, for routes,
 5.x's ``ClientRequestProcessor``): REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC,
-GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
+GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER; the admin requests of 4.9.7: PUT_KV_CONFIG,
+GET_KV_CONFIG, DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE (KVConfigManager), DELETE_TOPIC_IN_NAMESRV,
+GET_TOPICS_BY_CLUSTER, GET_SYSTEM_TOPIC_LIST_FROM_NS. REGISTER_BROKER answers the ``ORDER_TOPIC_CONFIG`` namespace as
+its body (a KVTable), as 4.9 does. The other requests of 4.9's DefaultRequestProcessor (WIPE/ADD_WRITE_PERM_OF_BROKER,
+GET_UNIT_TOPIC_LIST and its two siblings, UPDATE/GET_NAMESRV_CONFIG, QUERY_DATA_VERSION) answer
+REQUEST_CODE_NOT_SUPPORTED with a remark naming what is not supported.
 
 Invariants:
 1. A request is fully validated (header fields, body CRC32, body JSON) before any table changes; a bad one answers
@@ -20,14 +25,23 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from rmq_core.namesrv.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.route import BodyDecodeError, RegisterBrokerBody
 from rmq_core.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
     HeaderError,
+    PutKVConfigRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
@@ -63,11 +77,43 @@ class DefaultRequestProcessor:
         RequestCode.GET_ROUTEINFO_BY_TOPIC,
         RequestCode.GET_BROKER_CLUSTER_INFO,
         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.GET_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.GET_KVLIST_BY_NAMESPACE,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.GET_TOPICS_BY_CLUSTER,
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_NAMESRV_CONFIG,
     )
+    # 4.9.7 requests this name server does not serve, and why (answered REQUEST_CODE_NOT_SUPPORTED)
+    UNSUPPORTED = {
+        int(RequestCode.WIPE_WRITE_PERM_OF_BROKER): "wiping a broker's write permission on the name server is not "
+        "supported by rmq_core; use updateBrokerConfig -k brokerPermission on the broker",
+        int(RequestCode.UPDATE_NAMESRV_CONFIG): "the rmq_core name server has no runtime configuration to update",
+        int(RequestCode.GET_NAMESRV_CONFIG): "the rmq_core name server has no runtime configuration to report",
+    }
 
-    def __init__(self, route_info_manager: RouteInfoManager, now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        route_info_manager: RouteInfoManager,
+        now_ms: Callable[[], int] | None = None,
+        kv_config_manager: KVConfigManager | None = None,
+    ) -> None:
         self.route_info_manager = route_info_manager
+        self.kv_config_manager = kv_config_manager or KVConfigManager()
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._admin: dict[int, Callable[[Any, RemotingCommand], RemotingCommand]] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list_from_ns,
+        }
 
     def register_to(self, server: Any) -> None:
         for code in self.CODES:
@@ -86,6 +132,13 @@ class DefaultRequestProcessor:
                 return self.get_broker_cluster_info(conn, request)
             if code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
                 return self.get_all_topic_list_from_nameserver(conn, request)
+            handler = self._admin.get(code)
+            if handler is not None:
+                return handler(conn, request)
+            if code in self.UNSUPPORTED:
+                return RemotingCommand.response_to(
+                    request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=self.UNSUPPORTED[code]
+                )
         except HeaderError as e:
             log.warning("request %d from %s: %s", code, _peer(conn), e)
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
@@ -132,8 +185,13 @@ class DefaultRequestProcessor:
             heartbeat_timeout_millis=header.heartbeatTimeoutMillis,
         )
         resp_header = RegisterBrokerResponseHeader(haServerAddr=result.ha_server_addr, masterAddr=result.master_addr)
-        # the order-topic KV table would go in the body; this name server keeps no KV config, so there is none
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, ext_fields=encode_header(resp_header))
+        order_topics = self.kv_config_manager.get_kv_list_by_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields=encode_header(resp_header),
+            body=KVTable(order_topics).encode() if order_topics is not None else None,
+        )
 
     # --- UNREGISTER_BROKER (104) -------------------------------------------------------------------------------
     def unregister_broker(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -164,6 +222,52 @@ class DefaultRequestProcessor:
     # --- GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) --------------------------------------------------------------
     def get_all_topic_list_from_nameserver(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topics = self.route_info_manager.get_all_topic_list()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=topics.encode(standard_json=False))
+
+    # --- KV config (100, 101, 102, 219) ------------------------------------------------------------------------
+    def put_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(PutKVConfigRequestHeader, request.ext_fields)
+        self.kv_config_manager.put(h.namespace, h.key, h.value)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def get_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetKVConfigRequestHeader, request.ext_fields)
+        value = self.kv_config_manager.get(h.namespace, h.key)
+        if value is None:
+            return RemotingCommand.response_to(
+                request, ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {h.namespace} Key: {h.key}"
+            )
+        return RemotingCommand.response_to(
+            request, ResponseCode.SUCCESS, ext_fields=encode_header(GetKVConfigResponseHeader(value=value))
+        )
+
+    def delete_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(DeleteKVConfigRequestHeader, request.ext_fields)
+        self.kv_config_manager.delete(h.namespace, h.key)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def get_kv_list_by_namespace(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetKVListByNamespaceRequestHeader, request.ext_fields)
+        table = self.kv_config_manager.get_kv_list_by_namespace(h.namespace)
+        if table is None:
+            return RemotingCommand.response_to(
+                request, ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {h.namespace}"
+            )
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=KVTable(table).encode())
+
+    # --- topics (216, 224, 304) --------------------------------------------------------------------------------
+    def delete_topic_in_namesrv(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(DeleteTopicFromNamesrvRequestHeader, request.ext_fields)
+        self.route_info_manager.delete_topic(h.topic, h.clusterName)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def get_topics_by_cluster(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetTopicsByClusterRequestHeader, request.ext_fields)
+        topics = self.route_info_manager.get_topics_by_cluster(h.cluster)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=topics.encode(standard_json=False))
+
+    def get_system_topic_list_from_ns(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topics = self.route_info_manager.get_system_topic_list()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=topics.encode(standard_json=False))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 from rmq_core.namesrv.default_request_processor import DefaultRequestProcessor
+from rmq_core.namesrv.kv_config_manager import KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting.transport import Connection, RemotingServer
 
@@ -38,6 +39,7 @@ class NameServer:
         host: str = "127.0.0.1",
         scan_not_active_broker_interval_s: float = SCAN_NOT_ACTIVE_BROKER_INTERVAL_S,
         now_ms: Callable[[], int] | None = None,
+        kv_config_path: str | None = None,
     ) -> None:
         self.host = host
         self.listen_port = listen_port
@@ -45,7 +47,9 @@ class NameServer:
         self.now_ms: Callable[[], int] = now_ms or (lambda: int(time.time() * 1000))
         self.route_info_manager = RouteInfoManager()
         self.remoting_server = RemotingServer(host, listen_port)
-        self.processor = DefaultRequestProcessor(self.route_info_manager, self.now_ms)
+        self.kv_config_manager = KVConfigManager(kv_config_path)  # None: in memory only
+        self.kv_config_manager.load()
+        self.processor = DefaultRequestProcessor(self.route_info_manager, self.now_ms, self.kv_config_manager)
         self.processor.register_to(self.remoting_server)
         self.remoting_server.on_close.append(self._on_channel_close)
         self._scan_task: asyncio.Task[None] | None = None

@@ -237,8 +237,36 @@ class RouteInfoManager:
     def get_all_topic_list(self) -> TopicList:
         return TopicList(topic_list=set(self.topic_queue_table))
 
-    def delete_topic(self, topic: str) -> None:
-        self.topic_queue_table.pop(topic, None)
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
+        """Drop the topic's route; with ``cluster_name`` only its queues on that cluster's brokers (4.9.7)."""
+        if not cluster_name:
+            self.topic_queue_table.pop(topic, None)
+            return
+        by_broker = self.topic_queue_table.get(topic)
+        if by_broker is None:
+            return
+        for name in self.cluster_addr_table.get(cluster_name, ()):
+            if by_broker.pop(name, None) is not None:
+                log.info("deleteTopic, remove one broker's topic %s %s", name, topic)
+        if not by_broker:
+            del self.topic_queue_table[topic]
+
+    def get_topics_by_cluster(self, cluster: str) -> TopicList:
+        names = self.cluster_addr_table.get(cluster, set())
+        return TopicList(topic_list={t for t, by in self.topic_queue_table.items() if names & by.keys()})
+
+    def get_system_topic_list(self) -> TopicList:
+        """The cluster and broker names (the topics brokers create for them) and one broker address (4.9.7)."""
+        topics: set[str] = set()
+        for cluster, names in self.cluster_addr_table.items():
+            topics.add(cluster)
+            topics |= names
+        addr = None
+        for bd in self.broker_addr_table.values():
+            if bd.broker_addrs:
+                addr = next(iter(bd.broker_addrs.values()))
+                break
+        return TopicList(topic_list=topics, broker_addr=addr)
 
     # --- liveness ----------------------------------------------------------------------------------------------
     def scan_not_active_broker(self, now_ms: int | None = None) -> int:

@@ -5,6 +5,12 @@ which standard JSON parsers reject. ``loads`` accepts both forms and returns int
 ``dumps`` writes int keys bare (``unquoted_int_keys=True``, fastjson's default, what RocketMQ's config files and
 old-version route bodies use) or quoted (standard JSON, what route data uses for clients ≥ V4_9_4).
 
+fastjson also writes maps keyed by objects (``Map<MessageQueue, OffsetWrapper>`` in ConsumeStats, TopicStatsTable)
+with the key's JSON object as the key: ``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``. ``dumps`` writes a
+``RawKey`` key verbatim for that and a ``RawValue`` value verbatim (``loads`` does not read such maps back;
+``raw_field(text, name)`` cuts a top-level field's JSON text out of a document unparsed, so such a map can be passed
+on).
+
 Invariant: ``loads(dumps(x, unquoted_int_keys=b)) == x`` for JSON-shaped ``x`` with str or int keys.
 """
 
@@ -62,6 +68,77 @@ def _quote_bare_keys(text: str) -> tuple[str, bool]:
     return "".join(out), found
 
 
+class RawKey(str):
+    """A map key ``dumps`` writes verbatim (already JSON: an object key as fastjson writes one)."""
+
+
+class RawValue(str):
+    """A value ``dumps`` writes verbatim (already JSON, e.g. a map with object keys cut out by ``raw_field``)."""
+
+
+def raw_field(text: str | bytes, name: str) -> str | None:
+    """The JSON text of the top-level object's field ``name`` (any value, object keys included), or None."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8")
+    depth, i, n = 0, 0, len(text)
+    key = json.dumps(name)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = _string_end(text, i)
+            if depth == 1 and text[i : j + 1] == key:
+                k = j + 1
+                while k < n and text[k] in _WS:
+                    k += 1
+                if k < n and text[k] == ":":
+                    start = k + 1
+                    return text[start : _value_end(text, start)].strip()
+            i = j + 1
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+        i += 1
+    return None
+
+
+def _string_end(text: str, i: int) -> int:
+    j = i + 1
+    while j < len(text):
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == '"':
+            return j
+        j += 1
+    raise ValueError("unterminated string in JSON")
+
+
+def _value_end(text: str, i: int) -> int:
+    """The index just past the JSON value starting at or after ``i``."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = _string_end(text, i) + 1
+            if depth == 0:
+                return i
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            if depth == 0:
+                return i
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "," and depth == 0:
+            return i
+        i += 1
+    return i
+
+
 def _int_keys(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {(int(k) if isinstance(k, str) and _is_int(k) else k): _int_keys(v) for k, v in obj.items()}
@@ -106,6 +183,8 @@ def dumps(obj: Any, *, unquoted_int_keys: bool = True, pretty: bool = False, ens
                     raise TypeError(f"unsupported key {k!r}")
                 key = (
                     str(k)
+                    if isinstance(k, RawKey)
+                    else str(k)
                     if (isinstance(k, int) and unquoted_int_keys)
                     else json.dumps(str(k), ensure_ascii=ensure_ascii)
                 )
@@ -116,6 +195,8 @@ def dumps(obj: Any, *, unquoted_int_keys: bool = True, pretty: bool = False, ens
             if not seq:
                 return "[]"
             return "[" + ",".join(f"{pad}{enc(v, depth + 1)}" for v in seq) + end + "]"
+        if isinstance(o, RawValue):
+            return str(o)
         return json.dumps(o, ensure_ascii=ensure_ascii)
 
     return enc(obj, 0)

@@ -327,3 +327,122 @@ class UnRegisterBrokerRequestHeader:
 class GetRouteInfoRequestHeader:
     topic: str = required()
     acceptStandardJsonOnly: bool | None = optional()
+
+
+# --- admin and introspection requests (issue 12; AdminBrokerProcessor, name server KV config) ----------------------
+@dataclass
+class DeleteTopicRequestHeader:
+    topic: str = required()
+
+
+@dataclass
+class GetTopicStatsInfoRequestHeader:
+    topic: str = required()
+
+
+@dataclass
+class GetConsumeStatsRequestHeader:
+    consumerGroup: str = required()
+    topic: str | None = optional()
+
+
+@dataclass
+class GetConsumerConnectionListRequestHeader:
+    consumerGroup: str = required()
+
+
+@dataclass
+class GetProducerConnectionListRequestHeader:
+    producerGroup: str = required()
+
+
+@dataclass
+class QueryTopicConsumeByWhoRequestHeader:
+    topic: str = required()
+
+
+@dataclass
+class DeleteSubscriptionGroupRequestHeader:
+    groupName: str = required()
+    removeOffset: bool = optional(False)
+
+
+@dataclass
+class GetBrokerConfigResponseHeader:
+    version: str = required()
+
+
+@dataclass
+class GetTopicsByClusterRequestHeader:
+    cluster: str = required()
+
+
+@dataclass
+class PutKVConfigRequestHeader:
+    namespace: str = required()
+    key: str = required()
+    value: str = required()
+
+
+@dataclass
+class GetKVConfigRequestHeader:
+    namespace: str = required()
+    key: str = required()
+
+
+@dataclass
+class GetKVConfigResponseHeader:
+    value: str | None = optional()
+
+
+@dataclass
+class DeleteKVConfigRequestHeader:
+    namespace: str = required()
+    key: str = required()
+
+
+@dataclass
+class GetKVListByNamespaceRequestHeader:
+    namespace: str = required()
+
+
+@dataclass
+class ResetOffsetRequestHeader:
+    topic: str = required()
+    group: str = required()
+    timestamp: int = required()
+    isForce: bool = required()
+
+
+@dataclass
+class GetConsumerStatusRequestHeader:
+    topic: str = required()
+    group: str = required()
+    clientAddr: str | None = optional()
+
+
+@dataclass
+class GetConsumerRunningInfoRequestHeader:
+    consumerGroup: str = required()
+    clientId: str = required()
+    jstackEnable: bool | None = optional()
+
+
+@dataclass
+class ConsumeMessageDirectlyResultRequestHeader:
+    consumerGroup: str = required()
+    clientId: str | None = optional()
+    msgId: str | None = optional()
+    brokerName: str | None = optional()
+
+
+@dataclass
+class QueryConsumeTimeSpanRequestHeader:
+    topic: str = required()
+    group: str = required()
+
+
+@dataclass
+class DeleteTopicFromNamesrvRequestHeader:
+    topic: str = required()
+    clusterName: str | None = optional()

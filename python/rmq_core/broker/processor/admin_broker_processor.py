@@ -12,6 +12,17 @@ that the consumption path needs.
 - GET_ALL_TOPIC_CONFIG (21): body the TopicConfigManager's serialized wrapper (``{"topicConfigTable":…,"dataVersion":…}``).
 - GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) / SEARCH_OFFSET_BY_TIMESTAMP (29): response header ``offset``;
   GET_EARLIEST_MSG_STORETIME (32): response header ``timestamp`` — straight from the MessageStore.
+- DELETE_TOPIC_IN_BROKER (215): refused on a slave, validated as on creation (no system topic); the topic's config
+  goes (re-registered with the name servers). Its ConsumeQueue files stay on disk (4.9's cleanUnusedTopic deletes
+  them; rmq_core's store has no such call yet) and its consumer offsets stay (as in 4.9).
+- DELETE_SUBSCRIPTIONGROUP (207): refused on a slave; the group's config goes, and its offsets when ``removeOffset``.
+- GET_BROKER_CONFIG (26): body the Properties text of BrokerConfiguration, header ``version`` its DataVersion JSON.
+- UPDATE_BROKER_CONFIG (25): body Properties text, applied live and persisted (BrokerConfiguration); a change of
+  ``brokerPermission`` re-registers with the name servers at once (4.9 does too).
+- The other requests of 4.9.7's AdminBrokerProcessor that mqadmin sends (ACL, statsAll's VIEW_BROKER_STATS_DATA,
+  brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
+  QUERY_CONSUME_TIME_SPAN, QUERY_CORRECTION_OFFSET, GET_ALL_PRODUCER_INFO, RESUME_CHECK_HALF_MESSAGE) answer
+  REQUEST_CODE_NOT_SUPPORTED with a remark saying what rmq_core does not support (``UNSUPPORTED``).
 - LOCK_BATCH_MQ (41): body LockBatchRequestBody → body LockBatchResponseBody ``lockOKMQSet`` (the queues this client
   now holds, RebalanceLockManager, 60 s expiry); UNLOCK_BATCH_MQ (42): releases the client's locks.
 
@@ -26,6 +37,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.broker.broker_config import parse_properties
 from rmq_core.common.mix_all import is_system_topic, validate_group, validate_topic
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
@@ -39,6 +51,9 @@ from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -51,7 +66,9 @@ from rmq_core.remoting.header import (
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.broker_configuration import BrokerConfiguration
     from rmq_core.broker.client.rebalance_lock_manager import RebalanceLockManager
+    from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
@@ -60,6 +77,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+# 4.9.7 admin requests rmq_core's broker does not serve, with the reason given to the caller
+UNSUPPORTED: dict[int, str] = {
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.DELETE_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: "ACL is not supported by rmq_core",
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: "ACL is not supported by rmq_core",
+    RequestCode.QUERY_CONSUME_TIME_SPAN: "QUERY_CONSUME_TIME_SPAN is not supported by rmq_core yet",
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: "cleaning expired ConsumeQueues on request is not supported by rmq_core",
+    RequestCode.QUERY_CORRECTION_OFFSET: "QUERY_CORRECTION_OFFSET is not supported by rmq_core",
+    RequestCode.CLONE_GROUP_OFFSET: "cloneGroupOffset is not supported by rmq_core yet",
+    RequestCode.VIEW_BROKER_STATS_DATA: "per-minute stats (statsAll) are not kept by rmq_core: its counters are "
+    "cumulative; see GET_BROKER_RUNTIME_INFO or the Prometheus endpoint",
+    RequestCode.CLEAN_UNUSED_TOPIC: "cleaning unused topics on request is not supported by rmq_core",
+    RequestCode.GET_BROKER_CONSUME_STATS: "brokerConsumeStats is not supported by rmq_core yet; use consumerProgress",
+    RequestCode.QUERY_CONSUME_QUEUE: "queryCq is not supported by rmq_core",
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: "transactional half messages are not supported by rmq_core",
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: "use updateBrokerConfig -k brokerPermission on rmq_core",
+    RequestCode.GET_ALL_PRODUCER_INFO: "GET_ALL_PRODUCER_INFO is not supported by rmq_core; use producerConnection",
+    RequestCode.DELETE_EXPIRED_COMMITLOG: "deleting expired CommitLog files on request is not supported by rmq_core",
+}
 
 
 class TopicAttributesError(ValueError):
@@ -110,6 +150,11 @@ class AdminBrokerProcessor:
         RequestCode.GET_EARLIEST_MSG_STORETIME,
         RequestCode.LOCK_BATCH_MQ,
         RequestCode.UNLOCK_BATCH_MQ,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.GET_BROKER_CONFIG,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        *UNSUPPORTED,
     )
 
     def __init__(
@@ -120,6 +165,8 @@ class AdminBrokerProcessor:
         subscription_group_manager: SubscriptionGroupManager,
         rebalance_lock_manager: RebalanceLockManager,
         register_broker_all: Callable[[], None],
+        consumer_offset_manager: ConsumerOffsetManager | None = None,
+        configuration: BrokerConfiguration | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.message_store = message_store
@@ -127,6 +174,8 @@ class AdminBrokerProcessor:
         self.subscription_group_manager = subscription_group_manager
         self.rebalance_lock_manager = rebalance_lock_manager
         self.register_broker_all = register_broker_all  # re-register with the name servers soon (coalesced)
+        self.consumer_offset_manager = consumer_offset_manager
+        self.configuration = configuration
         self._handlers = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
@@ -137,10 +186,18 @@ class AdminBrokerProcessor:
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
         }
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(request.code)  # type: ignore[call-overload]
+        if handler is None and request.code in UNSUPPORTED:
+            return RemotingCommand.response_to(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=UNSUPPORTED[request.code]
+            )
         if handler is None:
             return RemotingCommand.response_to(
                 request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
@@ -202,6 +259,58 @@ class AdminBrokerProcessor:
             return _error(request, reason)
         log.info("updateAndCreateSubscriptionGroup %s called by %s", config.group_name, conn.remote_address)
         self.subscription_group_manager.update_subscription_group_config(config)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.broker_config.is_slave:
+            return _error(request, SLAVE_REMARK)
+        topic = decode_header(DeleteTopicRequestHeader, request.ext_fields).topic
+        log.info("deleteTopic %s called by %s", topic, conn.remote_address)
+        reason = validate_topic(topic)
+        if reason is not None:
+            return _error(request, reason)
+        if is_system_topic(topic):
+            return _error(request, f"The topic[{topic}] is conflict with system topic.")
+        self.topic_config_manager.delete_topic_config(topic)
+        self.register_broker_all()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.broker_config.is_slave:
+            return _error(request, SLAVE_REMARK)
+        h = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
+        log.info("deleteSubscriptionGroup %s called by %s", h.groupName, conn.remote_address)
+        self.subscription_group_manager.delete_subscription_group_config(h.groupName)
+        if h.removeOffset and self.consumer_offset_manager is not None:
+            self.consumer_offset_manager.remove_offset(h.groupName)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    # --- broker configuration --------------------------------------------------------------------------------
+    def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.configuration is None:
+            return _error(request, "this broker has no configuration to report")
+        version = fastjson.dumps(self.configuration.data_version.to_json_dict())
+        return RemotingCommand.response_to(
+            request,
+            ResponseCode.SUCCESS,
+            body=self.configuration.all_configs_format_string().encode("utf-8"),
+            ext_fields=encode_header(GetBrokerConfigResponseHeader(version=version)),
+        )
+
+    def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if self.configuration is None:
+            return _error(request, "this broker has no configuration to update")
+        log.info("updateBrokerConfig called by %s", conn.remote_address)
+        if request.body:
+            try:
+                props = parse_properties(bytes(request.body).decode("utf-8"))
+                changed = self.configuration.update(props)
+            except (UnicodeDecodeError, ValueError) as e:
+                return _error(request, f"string2Properties error: {e}")
+            self.configuration.persist()
+            if "brokerPermission" in changed:
+                self.topic_config_manager.data_version.next_version()
+                self.register_broker_all()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

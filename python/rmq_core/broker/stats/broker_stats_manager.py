@@ -285,6 +285,11 @@ class BrokerStatsManager:
             item = self._table.get(name, {}).get(key)
             return StatsItem(item.value, item.times) if item is not None else None
 
+    def values(self, name: str) -> dict[str, int]:
+        """``{stat key: value}`` of one stat name (a copy; what a sampler needs without a whole snapshot)."""
+        with self._lock:
+            return {k: it.value for k, it in self._table.get(name, {}).items()}
+
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """``{stat name: {stat key: {"value": v, "times": t}}}`` for the counters, ``{stat name: {key: v}}`` for the
         moment stats; a deep copy."""

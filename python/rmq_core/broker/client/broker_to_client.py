@@ -1,0 +1,162 @@
+"""Broker2Client (br/client/net/Broker2Client.java): the requests a broker sends to its clients on their own
+connections for the admin tools — the offset reset and the consumer status of INVOKE_BROKER_TO_RESET_OFFSET (222) and
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223), and the pass-through ``call_client`` of GET_CONSUMER_RUNNING_INFO (307) and
+CONSUME_MESSAGE_DIRECTLY (309).
+
+- ``reset_offset(topic, group, timestamp, is_force)``: per write queue the offset at ``timestamp`` (the max offset for
+  -1; 0 when none) — taken when ``is_force`` or when it is before the group's committed offset, else the committed
+  one; sent oneway as RESET_CONSUMER_CLIENT_OFFSET (ResetOffsetBody) to each of the group's clients (V3_0_7 or later)
+  and answered with the same table. Errors as 4.9: no topic → SYSTEM_ERROR; a queue without committed offset →
+  SYSTEM_ERROR "THe consumer group <G> not exist"; no client → CONSUMER_NOT_ONLINE.
+- ``get_consume_status(topic, group, client_id)``: GET_CONSUMER_STATUS_FROM_CLIENT to each client (or the one named),
+  5 s each; their ``messageQueueTable`` bodies gathered by client id (a client that fails is skipped, as in 4.9).
+- ``call_client(conn, request)``: forward and return the client's response (timeout → CONSUME_MSG_TIMEOUT).
+
+Invariants: the committed offsets are not changed here — the clients commit the reset offsets themselves.
+Thread-safety: runs on the broker's event loop (``Connection.send`` must be called from it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from rmq_core.common.mq_version import V3_0_7_SNAPSHOT, version_desc
+from rmq_core.message import MessageQueue
+from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOffsetBody
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import GetConsumerStatusRequestHeader, ResetOffsetRequestHeader, encode_header
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
+    from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
+    from rmq_core.remoting.transport import Connection, RemotingServer
+    from rmq_core.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+CALL_CLIENT_TIMEOUT_S = 5.0
+CONSUME_MSG_TIMEOUT = 207  # ResponseCode.CONSUME_MSG_TIMEOUT
+
+
+class BrokerToClient:
+    """``BrokerToClient(...collaborators)``; see the module docstring."""
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        message_store: MessageStore,
+        topic_config_manager: TopicConfigManager,
+        consumer_offset_manager: ConsumerOffsetManager,
+        consumer_manager: ConsumerManager,
+        remoting_server: RemotingServer,
+    ) -> None:
+        self.broker_config = broker_config
+        self.message_store = message_store
+        self.topic_config_manager = topic_config_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.consumer_manager = consumer_manager
+        self.remoting_server = remoting_server
+
+    def reset_offset(
+        self, request: RemotingCommand, topic: str, group: str, timestamp: int, is_force: bool
+    ) -> RemotingCommand:
+        config = self.topic_config_manager.select_topic_config(topic)
+        if config is None:
+            return _error(request, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        table: dict[MessageQueue, int] = {}
+        store = self.message_store
+        for qid in range(config.write_queue_nums):
+            mq = MessageQueue(topic, self.broker_config.broker_name, qid)
+            committed = self.consumer_offset_manager.query_offset(group, topic, qid)
+            if committed == -1:
+                return _error(request, f"THe consumer group <{group}> not exist")
+            if timestamp == -1:
+                at_time = store.get_max_offset_in_queue(topic, qid)
+            else:
+                at_time = store.get_offset_in_queue_by_time(topic, qid, timestamp)
+            at_time = max(at_time, 0)
+            table[mq] = at_time if is_force or at_time < committed else committed
+        body = ResetOffsetBody(table).encode()
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, isForce=is_force)
+        ext = encode_header(header)
+        ext.pop("isForce", None)  # 4.9's Broker2Client leaves isForce unset (false) on the client request
+        info = self.consumer_manager.get_consumer_group_info(group)
+        if info is None or not info.channel_info_table:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                remark=f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                f"Timestamp: {timestamp}",
+            )
+        for conn, channel in list(info.channel_info_table.items()):
+            if channel.version < V3_0_7_SNAPSHOT:
+                return _error(
+                    request, f"the client does not support this feature. version={version_desc(channel.version)}"
+                )
+            to_client = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(ext), body)
+            try:
+                conn.send(to_client.mark_oneway())
+                log.info(
+                    "[reset-offset] reset offset success. topic=%s, group=%s, clientId=%s",
+                    topic,
+                    group,
+                    channel.client_id,
+                )
+            except ConnectionError as e:
+                log.error("[reset-offset] reset offset exception. topic=%s, group=%s, error=%s", topic, group, e)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body)
+
+    async def get_consume_status(
+        self, request: RemotingCommand, topic: str, group: str, client_id: str | None
+    ) -> RemotingCommand:
+        info = self.consumer_manager.get_consumer_group_info(group)
+        if info is None or not info.channel_info_table:
+            return _error(request, f"No Any Consumer online in the consumer group: [{group}]")
+        ext = encode_header(GetConsumerStatusRequestHeader(topic=topic, group=group))
+        tables: dict[str, fastjson.RawValue] = {}
+        for conn, channel in list(info.channel_info_table.items()):
+            if channel.version < V3_0_7_SNAPSHOT:
+                return _error(
+                    request, f"the client does not support this feature. version={version_desc(channel.version)}"
+                )
+            if client_id and client_id != channel.client_id:
+                continue
+            to_client = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, dict(ext))
+            try:
+                response = await self.remoting_server.invoke(conn, to_client, CALL_CLIENT_TIMEOUT_S)
+                if response.code == ResponseCode.SUCCESS and response.body:
+                    raw = fastjson.raw_field(bytes(response.body), "messageQueueTable")
+                    if raw is not None:
+                        tables[channel.client_id] = fastjson.RawValue(raw)
+            except (TimeoutError, ConnectionError, ValueError) as e:
+                log.error(
+                    "[get-consumer-status] get consumer status exception. topic=%s, group=%s, error=%s", topic, group, e
+                )
+            if client_id:
+                break
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=GetConsumerStatusBody(tables).encode())
+
+    async def call_client(
+        self, request: RemotingCommand, conn: Connection, group: str, client_id: str, code: int
+    ) -> RemotingCommand:
+        forward = RemotingCommand.request(code, dict(request.ext_fields), request.body)
+        try:
+            response = await self.remoting_server.invoke(conn, forward, CALL_CLIENT_TIMEOUT_S)
+        except TimeoutError as e:
+            return RemotingCommand.response_to(
+                request, CONSUME_MSG_TIMEOUT, remark=f"consumer <{group}> <{client_id}> Timeout: {e}"
+            )
+        except (ConnectionError, OSError) as e:
+            return _error(request, f"invoke consumer <{group}> <{client_id}> Exception: {e}")
+        return RemotingCommand.response_to(
+            request, response.code, remark=response.remark, ext_fields=dict(response.ext_fields), body=response.body
+        )
+
+
+def _error(request: RemotingCommand, remark: str) -> RemotingCommand:
+    return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=remark)

@@ -1,0 +1,98 @@
+"""The per-queue offset tables of the admin requests (rp/admin/TopicStatsTable.java, TopicOffset.java,
+ConsumeStats.java, OffsetWrapper.java):
+
+- GET_TOPIC_STATS_INFO (202) → TopicStatsTable ``{"offsetTable":{MQ:{"lastUpdateTimestamp","maxOffset","minOffset"}}}``
+- GET_CONSUME_STATS (208) → ConsumeStats ``{"consumeTps":d,"offsetTable":{MQ:{"brokerOffset","consumerOffset",
+  "lastTimestamp"}}}``
+- RESET_CONSUMER_CLIENT_OFFSET (220) and INVOKE_BROKER_TO_RESET_OFFSET (222) → ResetOffsetBody
+  ``{"offsetTable":{MQ:offset}}``
+- INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) → GetConsumerStatusBody ``{"consumerTable":{clientId:{MQ:offset}},
+  "messageQueueTable":{}}``; each client's table is passed on as the client wrote it (``fastjson.RawValue``).
+
+where ``MQ`` is a MessageQueue JSON object used as the map key, as fastjson writes ``Map<MessageQueue, …>``
+(``{"brokerName","queueId","topic"}``; see ``fastjson.RawKey``). Fields in alphabetical order, as fastjson writes them.
+
+Plain data; no shared state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq_core.message import MessageQueue
+from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.lock_batch import mq_to_json_dict
+
+
+def mq_key(mq: MessageQueue) -> fastjson.RawKey:
+    """A MessageQueue as the key of a fastjson map."""
+    return fastjson.RawKey(fastjson.dumps(mq_to_json_dict(mq)))
+
+
+@dataclass
+class TopicOffset:
+    min_offset: int = 0
+    max_offset: int = 0
+    last_update_timestamp: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "lastUpdateTimestamp": self.last_update_timestamp,
+            "maxOffset": self.max_offset,
+            "minOffset": self.min_offset,
+        }
+
+
+@dataclass
+class TopicStatsTable:
+    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
+        return fastjson.dumps({"offsetTable": table}).encode("utf-8")
+
+
+@dataclass
+class OffsetWrapper:
+    broker_offset: int = 0
+    consumer_offset: int = 0
+    last_timestamp: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset,
+            "lastTimestamp": self.last_timestamp,
+        }
+
+
+@dataclass
+class ConsumeStats:
+    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consume_tps: float = 0.0
+
+    def compute_total_diff(self) -> int:
+        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
+    def encode(self) -> bytes:
+        table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
+        return fastjson.dumps({"consumeTps": float(self.consume_tps), "offsetTable": table}).encode("utf-8")
+
+
+@dataclass
+class ResetOffsetBody:
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        table = {mq_key(mq): int(v) for mq, v in sorted(self.offset_table.items())}
+        return fastjson.dumps({"offsetTable": table}).encode("utf-8")
+
+
+@dataclass
+class GetConsumerStatusBody:
+    consumer_table: dict[str, fastjson.RawValue] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        doc = {"consumerTable": dict(sorted(self.consumer_table.items())), "messageQueueTable": {}}
+        return fastjson.dumps(doc).encode("utf-8")
