@@ -16,6 +16,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   recovery.py           normal/abnormal CommitLog recovery, dirty-unit truncation, re-dispatch
   get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
   message_store.py      StoreEngine
+  store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
 
 This package never imports ``rmq_core._core``.
 """
@@ -30,14 +31,17 @@ from .format.message import (
     tags_hash,
 )
 from .message_store import StoreEngine
+from .store_reader import StoreReader, mapped_file_size
 
 __all__ = [
     "StoreEngine",
+    "StoreReader",
     "create_offset_msg_id",
     "decode_columns",
     "decode_messages",
     "decode_properties",
     "encode_properties",
     "gather_runs",
+    "mapped_file_size",
     "tags_hash",
 ]

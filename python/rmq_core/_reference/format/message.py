@@ -32,6 +32,7 @@ import re
 import socket
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from rmq_core.errors import CorruptRecordError
@@ -311,11 +312,90 @@ def record_properties(rec: Any) -> dict[str, str]:
     return decode_properties(bytes(rec[start:total]))
 
 
-def record_store_timestamp(rec: Any) -> int:
-    """STORETIMESTAMP of a record (needs at least the bytes up to it); its position depends on the born host."""
-    sys_flag = _I32.unpack_from(rec, SYSFLAG_POSITION)[0]
-    pos = BORNHOST_POSITION + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
-    return _I64.unpack_from(rec, pos)[0]
+def record_store_timestamp(rec: Any, pos: int = 0) -> int:
+    """STORETIMESTAMP of the record at ``rec[pos]`` (needs at least the bytes up to it); its position depends on the
+    born host."""
+    return int(_I64.unpack_from(rec, pos + store_timestamp_position(record_sys_flag(rec, pos)))[0])
+
+
+# --- record accessors: one field of the record that starts at ``buf[pos]`` (the Rust twins take the record's
+# slice). The caller makes sure the bytes are there (``struct.error`` otherwise): ``MIN_RECORD_LEN_V1_IPV4`` bytes
+# cover every fixed field of an IPv4 record, ``store_timestamp_position(sys_flag) + 8`` the store timestamp.
+
+RECORD_HEADER_LEN = 8  # TOTALSIZE + MAGIC: what tells whether a record starts here
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP in a record with this sys flag (after a 4- or 16-byte born ip)."""
+    return BORNHOST_POSITION + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
+
+
+def record_total_size(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + TOTALSIZE_POSITION)[0])
+
+
+def record_magic(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + MAGIC_POSITION)[0])
+
+
+def is_message_magic(magic: int) -> bool:
+    """A message record's magic (v1 or v2), not BLANK or anything else."""
+    return magic in (MAGIC_V1, MAGIC_V2)
+
+
+def record_queue_offset(buf: Any, pos: int = 0) -> int:
+    return int(_I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0])
+
+
+def record_physical_offset(buf: Any, pos: int = 0) -> int:
+    """PHYSICALOFFSET: the record's own CommitLog offset (Java's ``wroteOffset``)."""
+    return int(_I64.unpack_from(buf, pos + PHY_POS_POSITION)[0])
+
+
+def record_sys_flag(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0])
+
+
+def record_born_timestamp(buf: Any, pos: int = 0) -> int:
+    return int(_I64.unpack_from(buf, pos + BORN_TIMESTAMP_POSITION)[0])
+
+
+def record_born_host(buf: Any, pos: int = 0) -> tuple[str, int]:
+    return decode_host(buf, pos + BORNHOST_POSITION, bool(record_sys_flag(buf, pos) & BORNHOST_V6_FLAG))
+
+
+def record_store_host(buf: Any, pos: int = 0) -> tuple[str, int]:
+    sys_flag = record_sys_flag(buf, pos)
+    return decode_host(buf, pos + store_timestamp_position(sys_flag) + 8, bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))
+
+
+def record_offset_msg_id(buf: Any, pos: int = 0) -> str:
+    """The offset msg id of the record (store host + PHYSICALOFFSET)."""
+    return create_offset_msg_id(record_store_host(buf, pos), record_physical_offset(buf, pos))
+
+
+def record_head_matches(rec: Any, phy_offset: int) -> bool:
+    """Whether ``rec`` (exactly one record's bytes, read at CommitLog offset ``phy_offset``) looks whole: TOTALSIZE
+    equals its length and is at least the fixed part, the magic is a message magic and PHYSICALOFFSET is
+    ``phy_offset``. No CRC: what a reader beside a live writer checks before serving a record."""
+    return (
+        len(rec) >= MIN_RECORD_LEN_V1_IPV4
+        and record_total_size(rec) == len(rec)
+        and is_message_magic(record_magic(rec))
+        and record_physical_offset(rec) == phy_offset
+    )
+
+
+def walk_records(buf: Any) -> Iterator[tuple[int, int]]:
+    """``(position, TOTALSIZE)`` of each record of concatenated records (a pull body), while a TOTALSIZE can be read
+    and is positive; the last one may run past the end of ``buf`` (the caller decides)."""
+    pos, n = 0, len(buf)
+    while pos + 4 <= n:
+        size = record_total_size(buf, pos)
+        if size <= 0:
+            return
+        yield pos, size
+        pos += size
 
 
 def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: Any) -> Any:

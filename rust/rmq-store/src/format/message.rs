@@ -546,6 +546,88 @@ pub fn create_offset_msg_id(host: &Host, offset: i64) -> String {
     s
 }
 
+// --- record accessors: one field of the record that starts at `rec[0]` (the record, or a buffer starting with it).
+// The caller makes sure the bytes are there (`rec.len() >= MIN_RECORD_LEN_V1_IPV4` covers every fixed field of an
+// IPv4 record; `store_timestamp_position(sys_flag) + 8` the store timestamp).
+
+/// Bytes of the TOTALSIZE + MAGIC header that tells whether a record starts here.
+pub const RECORD_HEADER_LEN: usize = 8;
+
+#[inline]
+pub fn record_total_size(rec: &[u8]) -> i32 {
+    be_i32(rec, TOTALSIZE_POSITION)
+}
+
+#[inline]
+pub fn record_magic(rec: &[u8]) -> i32 {
+    be_i32(rec, MAGIC_POSITION)
+}
+
+/// A message record's magic (v1 or v2), not BLANK or anything else.
+#[inline]
+pub fn is_message_magic(magic: i32) -> bool {
+    magic == MAGIC_V1 || magic == MAGIC_V2
+}
+
+#[inline]
+pub fn record_queue_offset(rec: &[u8]) -> i64 {
+    be_i64(rec, QUEUE_OFFSET_POSITION)
+}
+
+/// PHYSICALOFFSET: the record's own CommitLog offset (Java's `wroteOffset`).
+#[inline]
+pub fn record_physical_offset(rec: &[u8]) -> i64 {
+    be_i64(rec, PHY_POS_POSITION)
+}
+
+#[inline]
+pub fn record_sys_flag(rec: &[u8]) -> i32 {
+    be_i32(rec, SYSFLAG_POSITION)
+}
+
+#[inline]
+pub fn record_born_timestamp(rec: &[u8]) -> i64 {
+    be_i64(rec, BORN_TIMESTAMP_POSITION)
+}
+
+#[inline]
+pub fn record_born_host(rec: &[u8]) -> Host {
+    Host::decode(
+        &rec[BORNHOST_POSITION..],
+        record_sys_flag(rec) & BORNHOST_V6_FLAG != 0,
+    )
+}
+
+#[inline]
+pub fn record_store_timestamp(rec: &[u8]) -> i64 {
+    be_i64(rec, store_timestamp_position(record_sys_flag(rec)))
+}
+
+#[inline]
+pub fn record_store_host(rec: &[u8]) -> Host {
+    let sys_flag = record_sys_flag(rec);
+    Host::decode(
+        &rec[store_timestamp_position(sys_flag) + 8..],
+        sys_flag & STOREHOSTADDRESS_V6_FLAG != 0,
+    )
+}
+
+/// The offset msg id of the record (store host + PHYSICALOFFSET).
+pub fn record_offset_msg_id(rec: &[u8]) -> String {
+    create_offset_msg_id(&record_store_host(rec), record_physical_offset(rec))
+}
+
+/// Whether `rec` (exactly one record's bytes, read at CommitLog offset `phy_offset`) looks whole: TOTALSIZE equals
+/// its length and is at least the fixed part, the magic is a message magic and PHYSICALOFFSET is `phy_offset`. No
+/// CRC: what a reader beside a live writer checks before serving a record (a torn or not yet written one fails).
+#[inline]
+pub fn record_head_matches(rec: &[u8], phy_offset: i64) -> bool {
+    rec.len() >= MIN_RECORD_LEN_V1_IPV4
+        && record_total_size(rec) as i64 == rec.len() as i64
+        && is_message_magic(record_magic(rec))
+        && record_physical_offset(rec) == phy_offset
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
