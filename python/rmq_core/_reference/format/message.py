@@ -57,12 +57,21 @@ IPV4_HOST_LEN = 8
 IPV6_HOST_LEN = 20
 MIN_RECORD_LEN_V1_IPV4 = 91
 
+# SYSFLAG bits (MessageSysFlag.java)
 COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
 TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOSTADDRESS_V6_FLAG = 0x20
+# The compression type: SYSFLAG bits 8..10 (Java's COMPRESSION_TYPE_COMPARATOR). Two views of ZLIB, two names:
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_TYPE_SHIFT = 8
+SYSFLAG_COMPRESSION_ZLIB = 0x300  # ZLIB in the sys flag's bits (Java's MessageSysFlag.COMPRESSION_ZLIB_TYPE)
+COMPRESSION_CODE_ZLIB = 3  # ZLIB's type code once shifted down (CompressionType.ZLIB); code 0 (legacy) is ZLIB too
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -162,6 +171,24 @@ def tags_code_of(properties: dict[str, str]) -> int:
 
 def is_legal_topic(topic: Any) -> bool:
     return isinstance(topic, str) and 0 < len(topic) <= MAX_TOPIC_LEN_V1 and _LEGAL_TOPIC.fullmatch(topic) is not None
+
+
+def compression_type(sys_flag: int) -> int:
+    """The compression type code of a sys flag (``COMPRESSION_CODE_ZLIB``, or 0: the legacy default, also ZLIB)."""
+    return (sys_flag & COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """Inverse of ``create_offset_msg_id``: ``((ip, port), commitlog_offset)``; 32 hex chars = IPv4, 56 = IPv6."""
+    raw = bytes.fromhex(msg_id)
+    if len(raw) == IPV4_HOST_LEN + 8:
+        v6 = False
+    elif len(raw) == IPV6_HOST_LEN + 8:
+        v6 = True
+    else:
+        raise ValueError(f"not an offset msg id: {msg_id!r}")
+    host_len = IPV6_HOST_LEN if v6 else IPV4_HOST_LEN
+    return decode_host(raw, 0, v6), _I64.unpack_from(raw, host_len)[0]
 
 
 def is_tx_prepared_or_rollback(sys_flag: int) -> bool:
