@@ -110,7 +110,8 @@ fn round_trip() {
     let dir = TempDir::new();
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
     let res = put_n(&store, "T", 0, 3, 10, 1000);
-    let expect_len = 91 + 10 + 1 + props(Some("A")).len();
+    let expect_len =
+        crate::format::message::MIN_RECORD_LEN_V1_IPV4 + 10 + 1 + props(Some("A")).len();
     for (i, r) in res.iter().enumerate() {
         assert_eq!(r.status, PutMessageStatus::PutOk);
         assert_eq!(r.queue_offset, i as i64);
