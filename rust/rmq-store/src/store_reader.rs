@@ -91,6 +91,25 @@ pub struct ReadRange {
     pub next_offset: i64,
 }
 
+/// One mapped CommitLog file: bytes `[start, end)` of the log are readable through `map`.
+struct MappedCommitLogFile {
+    start: u64,
+    end: u64,
+    map: Arc<Mmap>,
+}
+
+impl MappedCommitLogFile {
+    #[inline]
+    fn bytes(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        let stop = offset.checked_add(len)?;
+        if offset < self.start || stop > self.end {
+            return None;
+        }
+        let pos = (offset - self.start) as usize;
+        Some(&self.map[pos..pos + len as usize])
+    }
+}
+
 struct CommitLogView {
     files: Vec<u64>,
     maps: BTreeMap<u64, Arc<Mmap>>,
@@ -340,6 +359,21 @@ impl StoreReader {
                 Ok(f) => read_units(&f, cur - base, limit - cur),
                 Err(_) => Vec::new(),
             };
+            let wanted = |u: &CqUnit| {
+                !u.is_pre_blank()
+                    && u.offset >= min_phys
+                    && tag_codes.is_none_or(|c| c.contains(&(u.tags_code as i32)))
+            };
+            // one allocation for the segment's records (a growing multi-MiB buffer costs page faults)
+            let bytes: u64 = units
+                .chunks_exact(CQ_STORE_UNIT_SIZE)
+                .map(CqUnit::decode)
+                .take_while(|u| u.size != 0)
+                .filter(&wanted)
+                .map(|u| u.size.max(0) as u64)
+                .sum();
+            out.reserve(bytes.min(isize::MAX as u64 / 2) as usize);
+            let mut file: Option<MappedCommitLogFile> = None;
             for u in units.chunks_exact(CQ_STORE_UNIT_SIZE) {
                 let u = CqUnit::decode(u);
                 if u.size == 0 {
@@ -348,24 +382,26 @@ impl StoreReader {
                         next_offset: cur as i64,
                     };
                 }
-                let wanted = !u.is_pre_blank()
-                    && u.offset >= min_phys
-                    && tag_codes.is_none_or(|c| c.contains(&(u.tags_code as i32)));
-                if wanted {
-                    let served = self.with_record(&mut v, u.offset, u.size as u64, |rec| {
-                        if record_head_matches(rec, u.offset) {
-                            out.extend_from_slice(rec);
-                            true
-                        } else {
-                            false
-                        }
-                    });
-                    if served != Some(true) {
+                if wanted(&u) {
+                    let len = u.size as u64;
+                    let inside = |f: &Option<MappedCommitLogFile>| {
+                        f.as_ref()
+                            .is_some_and(|f| f.bytes(u.offset as u64, len).is_some())
+                    };
+                    if u.offset < 0 || !inside(&file) {
+                        file = self.locate(&mut v, u.offset, len);
+                    }
+                    let rec = file
+                        .as_ref()
+                        .and_then(|f| f.bytes(u.offset as u64, len))
+                        .filter(|rec| record_head_matches(rec, u.offset));
+                    let Some(rec) = rec else {
                         return ReadRange {
                             count,
                             next_offset: cur as i64,
                         };
-                    }
+                    };
+                    out.extend_from_slice(rec);
                     count += 1;
                 }
                 cur += 1;
@@ -423,6 +459,13 @@ impl StoreReader {
         len: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Option<T> {
+        let file = self.locate(v, offset, len)?;
+        file.bytes(offset as u64, len).map(f)
+    }
+
+    /// The mapped CommitLog file holding the `len` bytes at `offset` (invariant 2: the listing and the map are
+    /// refreshed once when they do not lie inside one).
+    fn locate(&self, v: &mut CommitLogView, offset: i64, len: u64) -> Option<MappedCommitLogFile> {
         if offset < 0 {
             return None;
         }
@@ -444,12 +487,16 @@ impl StoreReader {
             if offset.checked_add(len).is_none_or(|e| e > file_end) {
                 continue;
             }
-            let pos = (offset - start) as usize;
             let Some(map) = self.map(v, start, attempt == 1) else {
                 continue;
             };
-            if pos + len as usize <= map.len() {
-                return Some(f(&map[pos..pos + len as usize]));
+            let file = MappedCommitLogFile {
+                start,
+                end: file_end.min(start + map.len() as u64),
+                map,
+            };
+            if file.bytes(offset, len).is_some() {
+                return Some(file);
             }
         }
         None
