@@ -147,10 +147,10 @@ def register_floor_source(spark: Any, root: str, messages: int, partitions: int)
 
         def read(self, partition: Any) -> Any:
             from rmq_core.spark.arrow_rows import records_to_record_batch
-            from rmq_core.spark.store_reader import ReadOnlyStore
+            from rmq_core.store_reader import StoreReader
 
-            with ReadOnlyStore(root) as st:
-                buf, _ = st.read_records(TOPIC, 0, 0, 8192)
+            with StoreReader(root) as st:
+                buf, _, _ = st.read_records(TOPIC, 0, 0, 8192)
             batch = records_to_record_batch(buf, "local", None)
             left = partition.rows
             while left > 0:

@@ -327,3 +327,44 @@ def test_offset_msg_id_and_tags_hash_functions(backend):
     assert impl.create_offset_msg_id(("::1", 1), 5) == sp.offset_msg_id(("::1", 1), 5)
     for s in ("TagA", "", "polygenelubricants", "日本", "😀", "*", "a" * 1000):
         assert impl.tags_hash(s) == sp.java_string_hash(s)
+
+
+@pytest.mark.parametrize(
+    "born,store_h",
+    [(("10.1.2.3", 5555), ("127.0.0.1", 10911)), (("2001:db8::1", 40000), ("10.0.0.9", 10911)),
+     (("10.0.0.8", 1), ("fe80::1234:5678", 10911))],
+)  # fmt: skip
+def test_record_accessors_equal_the_decoder(born, store_h):
+    """The format module's per-field accessors (what the pull and query processors use) read what decode_messages
+    and the independent spec parser read, for IPv4 and IPv6 hosts, at any position of a pull body."""
+    from rmq_core._reference.format import message as fm
+
+    recs = [
+        sp.build_record(
+            topic="Acc", body=b"x" * n, properties={"TAGS": "t"}, physical_offset=1000 + n, born_host=born,
+            store_host=store_h, born_timestamp=BORN_TS + n, store_timestamp=BORN_TS + 2 * n,
+        )
+        for n in (1, 7, 300)
+    ]  # fmt: skip
+    body = b"".join(recs)
+    walked = list(fm.walk_records(body))
+    assert walked == [(sum(len(r) for r in recs[:i]), len(recs[i])) for i in range(3)]
+    for (pos, size), ext, raw in zip(walked, decode_messages(body), recs, strict=True):
+        rec = sp.parse_record(raw)
+        assert fm.record_total_size(body, pos) == size == ext.store_size
+        assert fm.is_message_magic(fm.record_magic(body, pos))
+        assert fm.record_physical_offset(body, pos) == ext.commitlog_offset == rec.physical_offset
+        assert fm.record_queue_offset(body, pos) == ext.queue_offset
+        assert fm.record_sys_flag(body, pos) == ext.sys_flag == rec.sys_flag
+        assert fm.record_born_timestamp(body, pos) == ext.born_timestamp
+        assert fm.record_born_host(body, pos) == tuple(ext.born_host) == born
+        assert fm.record_store_timestamp(body, pos) == ext.store_timestamp
+        assert fm.record_store_host(body, pos) == tuple(ext.store_host) == store_h
+        assert fm.record_offset_msg_id(body, pos) == ext.msg_id
+        assert fm.decode_offset_msg_id(ext.msg_id) == (store_h, ext.commitlog_offset)
+        assert fm.record_head_matches(raw, ext.commitlog_offset)
+        assert not fm.record_head_matches(raw, ext.commitlog_offset + 1)
+    assert not fm.is_message_magic(fm.BLANK_MAGIC)
+    assert list(fm.walk_records(body[:-1]))[-1] == walked[-1]  # a torn last record is still walked; callers check
+    assert fm.compression_type(fm.COMPRESSED_FLAG | fm.SYSFLAG_COMPRESSION_ZLIB) == fm.COMPRESSION_CODE_ZLIB
+    assert fm.compression_type(fm.COMPRESSED_FLAG) == 0

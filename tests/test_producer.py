@@ -21,7 +21,7 @@ from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
-    COMPRESSION_ZLIB,
+    SYSFLAG_COMPRESSION_ZLIB,
     Message,
     MessageExt,
     decode_offset_msg_id,
@@ -144,7 +144,7 @@ def test_compression_over_threshold(one) -> None:  # type: ignore[no-untyped-def
     q = r.message_queue.queue_id
     [raw] = [m for m in stored(broker, "ZipTopic", q, decompress=False) if m.msg_id == r.offset_msg_id]
     assert raw.sys_flag & COMPRESSED_FLAG
-    assert raw.sys_flag & COMPRESSION_TYPE_MASK == COMPRESSION_ZLIB
+    assert raw.sys_flag & COMPRESSION_TYPE_MASK == SYSFLAG_COMPRESSION_ZLIB
     assert len(raw.body) < len(big) and zlib.decompress(raw.body) == big
     [m] = [m for m in stored(broker, "ZipTopic", q) if m.msg_id == r.offset_msg_id]
     assert m.body == big  # the store's decode inflates it

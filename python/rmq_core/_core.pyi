@@ -3,7 +3,8 @@
 Users import ``rmq_core`` (the facade), never this module.
 """
 
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, final
 
 from typing_extensions import Buffer
@@ -13,6 +14,7 @@ from rmq_core.message import Message, MessageExt
 __all__ = [
     "ColumnBuffer",
     "StoreEngine",
+    "StoreReader",
     "assign_uniq_keys",
     "create_offset_msg_id",
     "decode_columns",
@@ -20,6 +22,7 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "gather_runs",
+    "mapped_file_size",
     "tags_hash",
 ]
 
@@ -33,6 +36,7 @@ def decode_columns(
     buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
 ) -> dict[str, Any]: ...
 def gather_runs(src: Buffer, starts: Buffer, ends: Buffer) -> ColumnBuffer: ...
+def mapped_file_size(dir: str | os.PathLike[str]) -> int | None: ...
 
 @final
 class ColumnBuffer:
@@ -41,6 +45,36 @@ class ColumnBuffer:
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...
     def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class StoreReader:
+    """Read-only view of a store directory (no lock, no recovery, no writes): rust/rmq-store/src/store_reader.rs."""
+
+    def __new__(
+        cls,
+        root: str | os.PathLike[str],
+        commit_log_file_size: int | None = None,
+        consume_queue_file_size: int | None = None,
+    ) -> StoreReader: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def commit_log_file_size(self) -> int | None: ...
+    @property
+    def consume_queue_file_size(self) -> int | None: ...
+    @property
+    def min_physical_offset(self) -> int: ...
+    def topics(self) -> list[str]: ...
+    def queues(self) -> list[tuple[str, int]]: ...
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+    def min_offset(self, topic: str, queue_id: int) -> int: ...
+    def read_records(
+        self, topic: str, queue_id: int, start: int, end: int, tag_codes: Sequence[int] | None = None
+    ) -> tuple[ColumnBuffer, int, int]: ...
+    def record_at(self, phy_offset: int) -> bytes | None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> StoreReader: ...
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 @final
 class StoreEngine:

@@ -22,6 +22,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq_core import _backend
+from rmq_core._reference.format.message import (  # noqa: F401 - re-exported
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    COMPRESSION_CODE_ZLIB,
+    COMPRESSION_TYPE_MASK,
+    MULTI_TAGS_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    SYSFLAG_COMPRESSION_ZLIB,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    compression_type,
+)
+from rmq_core._reference.format.message import decode_offset_msg_id as _decode_offset_msg_id
 
 # Well-known property names (MessageConst.java).
 PROPERTY_TAGS = "TAGS"
@@ -42,17 +57,7 @@ PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
 KEY_SEPARATOR = " "
 UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
-# MessageSysFlag.java
-COMPRESSED_FLAG = 0x1
-MULTI_TAGS_FLAG = 0x2
-TRANSACTION_NOT_TYPE = 0x0
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
-BORNHOST_V6_FLAG = 0x10
-STOREHOSTADDRESS_V6_FLAG = 0x20
-COMPRESSION_TYPE_MASK = 0x700
-COMPRESSION_ZLIB = 0x300
+# MessageSysFlag.java: the SYSFLAG bits are the format module's (imported above, re-exported here)
 
 
 class Message:
@@ -243,8 +248,8 @@ def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]:
 
 
 def _decompress(body: bytes, sys_flag: int) -> bytes:
-    kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
-    if kind in (0, 3):  # 0 is the legacy default, ZLIB
+    kind = compression_type(sys_flag)
+    if kind in (0, COMPRESSION_CODE_ZLIB):  # 0 is the legacy default, ZLIB
         return zlib.decompress(body)
     raise ValueError(f"unsupported compression type {kind} (sys_flag {sys_flag:#x}); only ZLIB is built in")
 
@@ -256,16 +261,7 @@ def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
     """Inverse of create_offset_msg_id: ((ip, port), commitlog_offset). 32 hex chars = IPv4, 56 = IPv6."""
-    raw = bytes.fromhex(msg_id)
-    if len(raw) == 16:
-        ip = socket.inet_ntop(socket.AF_INET, raw[:4])
-        port, offset = struct.unpack(">iq", raw[4:])
-    elif len(raw) == 28:
-        ip = socket.inet_ntop(socket.AF_INET6, raw[:16])
-        port, offset = struct.unpack(">iq", raw[16:])
-    else:
-        raise ValueError(f"not an offset msg id: {msg_id!r}")
-    return (ip, port), offset
+    return _decode_offset_msg_id(msg_id)
 
 
 _UNIQ_TAIL = struct.Struct(">iH").pack

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from rmq_core import _backend
+from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.sql92 import Sql92Filter
@@ -44,7 +45,6 @@ from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 log = logging.getLogger(__name__)
 
 GiB = 1024 * 1024 * 1024
-CQ_STORE_UNIT_SIZE = 20
 
 
 class FlushDiskType(str, enum.Enum):

@@ -16,6 +16,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   recovery.py           normal/abnormal CommitLog recovery, dirty-unit truncation, re-dispatch
   get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
   message_store.py      StoreEngine
+  store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
 
 This package never imports ``rmq_core._core``.
 """
@@ -31,9 +32,11 @@ from .format.message import (
     tags_hash,
 )
 from .message_store import StoreEngine
+from .store_reader import StoreReader, mapped_file_size
 
 __all__ = [
     "StoreEngine",
+    "StoreReader",
     "assign_uniq_keys",
     "create_offset_msg_id",
     "decode_columns",
@@ -41,5 +44,6 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "gather_runs",
+    "mapped_file_size",
     "tags_hash",
 ]

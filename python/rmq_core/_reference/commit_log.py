@@ -4,7 +4,7 @@ Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, appends (wi
 reads, and deletion of old files. PutMessageStatus comes from rmq_core.store_status.
 Format: ``<root>/commitlog/<20-digit start offset>``, files of ``mapped_file_size_commit_log`` bytes holding v1
 records back to back (see format/message.py); a file ends with an 8-byte BLANK (TOTALSIZE = bytes left, MAGIC
-0xCBD43194) followed by zeros.
+``BLANK_MAGIC``) followed by zeros.
 Invariants:
   1. ``write_offset`` (= max physical offset) is the end of the last record; every byte below it is immutable.
   2. A record is written only where ``len + 8 <= bytes left in its file``; otherwise the BLANK is written and the

@@ -47,7 +47,7 @@ def _properties_of(record: bytes) -> dict[str, str]:
 
 
 def is_the_batch_full(
-    config: StoreConfig, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
+    config: StoreConfig, phy_size: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
 ) -> bool:
     """4.9 ``isTheBatchFull``."""
     if buffer_total == 0 or msg_total == 0:
@@ -55,12 +55,12 @@ def is_the_batch_full(
     if msg_total >= max_msg_nums:
         return True
     if in_disk:
-        if buffer_total + size_py > config.max_transfer_bytes_on_message_in_disk:
+        if buffer_total + phy_size > config.max_transfer_bytes_on_message_in_disk:
             return True
         if msg_total > config.max_transfer_count_on_message_in_disk - 1:
             return True
     else:
-        if buffer_total + size_py > config.max_transfer_bytes_on_message_in_memory:
+        if buffer_total + phy_size > config.max_transfer_bytes_on_message_in_memory:
             return True
         if msg_total > config.max_transfer_count_on_message_in_memory - 1:
             return True
@@ -80,7 +80,7 @@ def get_message(
     suggest_pulling_from_slave, body, max_phy_offset_pulling)``."""
     if cq is None:
         return (int(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE), 0, 0, 0, 0, 0, False, b"", 0)
-    max_offset_py = commit_log.max_offset
+    max_phy_offset = commit_log.max_offset
     min_offset = cq.min_offset
     max_offset = cq.max_offset
 
@@ -111,24 +111,24 @@ def get_message(
     i = 0
     n = len(units)  # already capped at max_filter_bytes
     while i < n:
-        offset_py, size_py, tags_code = UNIT.unpack_from(units, i)
-        max_phy_offset_pulling = offset_py
-        if next_phy_file_start != LONG_MIN and offset_py < next_phy_file_start:
+        phy_offset, phy_size, tags_code = UNIT.unpack_from(units, i)
+        max_phy_offset_pulling = phy_offset
+        if next_phy_file_start != LONG_MIN and phy_offset < next_phy_file_start:
             i += CQ_STORE_UNIT_SIZE
             continue
-        in_disk = (max_offset_py - offset_py) > memory
-        if is_the_batch_full(config, size_py, max_msg_nums, buffer_total, msg_count, in_disk):
+        in_disk = (max_phy_offset - phy_offset) > memory
+        if is_the_batch_full(config, phy_size, max_msg_nums, buffer_total, msg_count, in_disk):
             break
         if codes is not None and to_int32(tags_code) not in codes:
             if buffer_total == 0:
                 status = GetMessageStatus.NO_MATCHED_MESSAGE
             i += CQ_STORE_UNIT_SIZE
             continue
-        record = commit_log.get_message(offset_py, size_py)
+        record = commit_log.get_message(phy_offset, phy_size)
         if record is None:
             if buffer_total == 0:
                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
-            next_phy_file_start = commit_log.roll_next_file(offset_py)
+            next_phy_file_start = commit_log.roll_next_file(phy_offset)
             i += CQ_STORE_UNIT_SIZE
             continue
         if property_filter is not None and not property_filter(_properties_of(record)):
@@ -144,7 +144,7 @@ def get_message(
         i += CQ_STORE_UNIT_SIZE
 
     next_begin = offset + i // CQ_STORE_UNIT_SIZE
-    suggest = (max_offset_py - max_phy_offset_pulling) > memory
+    suggest = (max_phy_offset - max_phy_offset_pulling) > memory
     return (
         int(status),
         next_begin,

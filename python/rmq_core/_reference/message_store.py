@@ -434,9 +434,9 @@ class StoreEngine:
             )
 
     def is_the_batch_full(
-        self, size_py: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
+        self, phy_size: int, max_msg_nums: int, buffer_total: int, msg_total: int, in_disk: bool
     ) -> bool:
-        return _get_message.is_the_batch_full(self._config, size_py, max_msg_nums, buffer_total, msg_total, in_disk)
+        return _get_message.is_the_batch_full(self._config, phy_size, max_msg_nums, buffer_total, msg_total, in_disk)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         with self._lock:

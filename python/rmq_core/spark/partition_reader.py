@@ -1,8 +1,8 @@
 """Executor side of the ``rocketmq`` source: read one ``RocketMQInputPartition`` (one slice of one queue) into
 Arrow record batches.
 
-``path``: the store directory through ``ReadOnlyStore`` (no lock — a MessageStore cannot be opened twice; see
-store_reader.py), ConsumeQueue tag-code filter like the store's, records gathered from the CommitLog.
+``path``: the store directory through ``rmq_core.store_reader.StoreReader`` (read-only, no lock — a MessageStore
+cannot be opened twice), ConsumeQueue tag-code filter like the store's, records gathered from the CommitLog.
 ``namesrv``: PULL_MESSAGE to the queue's master (subscription in the request, no suspend, maxMsgNums =
 pullBatchSize), the tag filter applied on the broker (SQL92 needs the broker's enable_property_filter).
 Either way the exact tag string is re-checked (as RocketMQ's client does) and SQL92 is evaluated on the records'
@@ -110,12 +110,12 @@ def read_partition(part: RocketMQInputPartition, opts: RocketMQOptions) -> Itera
 
 
 def _read_path(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterator[pa.RecordBatch]:
-    from rmq_core.spark.store_reader import ReadOnlyStore
+    from rmq_core.store_reader import StoreReader
 
     key = (part.topic, part.broker_name, part.queue_id)
     flt = _make_filter(part.topic, opts)
     assert opts.path is not None
-    with ReadOnlyStore(opts.path) as store:
+    with StoreReader(opts.path) as store:
         min_off = store.min_offset(part.topic, part.queue_id)
         if part.start == EARLIEST:
             cur = min_off
@@ -124,13 +124,19 @@ def _read_path(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterator[
         chunk = max(opts.pull_batch_size, PATH_CHUNK_UNITS)
         while cur < part.end:
             hi = min(part.end, cur + chunk)
-            buf, n = store.read_records(part.topic, part.queue_id, cur, hi, flt.tag_codes)
+            buf, n, nxt = store.read_records(part.topic, part.queue_id, cur, hi, flt.tag_codes)
             if n:
                 rb = _to_batch(buf, part.broker_name, flt.tags)
                 if flt.sql is not None:
                     rb = _apply_sql(rb, flt.sql)
                 if rb.num_rows:
                     yield rb
+            if nxt < hi:
+                # the planned range was written and readable when planned (max_offset checks the last record)
+                raise RuntimeError(
+                    f"{part.topic}:{part.broker_name}:{part.queue_id}: planned to read up to {part.end} but the "
+                    f"store {opts.path} has no whole record at queue offset {nxt}"
+                )
             cur = hi
 
 

@@ -2,7 +2,7 @@
 starts and ends, data-loss checks, ``maxOffsetsPerTrigger`` (proportional to each queue's backlog, as Kafka's rate
 limit) and ``minPartitions`` (splitting large queue ranges).
 
-``path``: the store directory is read through ``ReadOnlyStore`` (no lock; see store_reader.py). ``namesrv``: routes
+``path``: the store directory is read through ``rmq_core.store_reader.StoreReader`` (read-only, no lock). ``namesrv``: routes
 from the name server, min/max per queue from each queue's master broker.
 
 Invariants:
@@ -48,13 +48,13 @@ class QueueInfo:
 def fetch_queues(opts: RocketMQOptions) -> list[QueueInfo]:
     """Every readable queue of the option's topics with its current min/max offsets, sorted by key."""
     if opts.path is not None:
-        from rmq_core.spark.store_reader import ReadOnlyStore
+        from rmq_core.store_reader import StoreReader
 
         wanted = set(opts.topics)
-        with ReadOnlyStore(opts.path) as store:
+        with StoreReader(opts.path) as store:
             out = [
                 QueueInfo(t, opts.broker_name, q, store.min_offset(t, q), store.max_offset(t, q))
-                for t, q in store.topics()
+                for t, q in store.queues()
                 if t in wanted
             ]
         return sorted(out, key=lambda i: i.key)

@@ -582,7 +582,7 @@ impl ColumnBuffer {
     }
 }
 
-fn buffer<'py>(py: Python<'py>, data: Vec<u8>) -> PyResult<Bound<'py, ColumnBuffer>> {
+pub(crate) fn buffer<'py>(py: Python<'py>, data: Vec<u8>) -> PyResult<Bound<'py, ColumnBuffer>> {
     Bound::new(py, ColumnBuffer { data })
 }
 

@@ -1,12 +1,13 @@
 //! `rmq_core._core`: thin PyO3 bindings over `rmq-store` (the only crate that uses pyo3).
 //!
-//! Owns: the module definition. `store` holds `StoreEngine`, `codec` the module functions, `errors` the one
-//! error table. Bindings borrow arguments, release the GIL (`py.detach`) around disk work, scans and waits,
-//! call the core, and convert results; no store logic lives here.
+//! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
+//! the module functions, `errors` the one error table. Bindings borrow arguments, release the GIL (`py.detach`)
+//! around disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
 mod codec;
 mod errors;
 mod store;
+mod store_reader;
 
 /// Rust-side allocations of the extension (column buffers, gathered records, store results) come from mimalloc:
 /// with glibc's malloc a multi-MiB buffer was a fresh mmap each time in a Python process, so a Spark task decoding
@@ -22,6 +23,8 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::StoreEngine>()?;
     m.add_class::<codec::ColumnBuffer>()?;
+    m.add_class::<store_reader::StoreReader>()?;
+    m.add_function(wrap_pyfunction!(store_reader::mapped_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;

@@ -4,7 +4,7 @@
 //! (offset, size), the CommitLog's min/max offsets.
 //!
 //! Format: `<root>/commitlog/<20-digit start>`; records per `format::message`; a record never spans files:
-//! when `len + 8 > remaining`, the 8-byte BLANK (TOTALSIZE = remaining, MAGIC 0xCBD43194) ends the file.
+//! when `len + 8 > remaining`, the 8-byte BLANK (TOTALSIZE = remaining, MAGIC `BLANK_MAGIC`) ends the file.
 //!
 //! Invariants:
 //!   1. Every file but the last is full (its write position = file size, ending with a BLANK or a record

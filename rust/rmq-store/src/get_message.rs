@@ -20,6 +20,9 @@
 //!   5. `next_begin_offset = offset + i/20`; `max_phy_offset_pulling` = CommitLog offset of the last unit
 //!      read (including the one that made the batch full; 0 if none).
 //!
+//! Names: `phy_offset`/`phy_size` are a unit's CommitLog offset and record size (Java's `offsetPy`/`sizePy`,
+//! "physical"), `max_phy_offset` the CommitLog's max offset (Java's `maxOffsetPy`).
+//!
 //! Decisions: sizes are summed in i64 (Java's int overflow on a pre-blank unit's i32::MAX size is not
 //! reproduced); the property filter gets the record's raw properties (empty if the record does not decode).
 //!
@@ -118,7 +121,7 @@ impl MessageFilter for TagCodeFilter<'_> {
 /// `DefaultMessageStore.isTheBatchFull` (4.9).
 pub fn is_the_batch_full(
     config: &StoreConfig,
-    size_py: i64,
+    phy_size: i64,
     max_msg_nums: i64,
     buffer_total: i64,
     msg_total: i64,
@@ -131,10 +134,10 @@ pub fn is_the_batch_full(
         return true;
     }
     if in_disk {
-        buffer_total + size_py > config.max_transfer_bytes_on_message_in_disk
+        buffer_total + phy_size > config.max_transfer_bytes_on_message_in_disk
             || msg_total > config.max_transfer_count_on_message_in_disk - 1
     } else {
-        buffer_total + size_py > config.max_transfer_bytes_on_message_in_memory
+        buffer_total + phy_size > config.max_transfer_bytes_on_message_in_memory
             || msg_total > config.max_transfer_count_on_message_in_memory - 1
     }
 }
@@ -149,7 +152,7 @@ pub fn get_message(
     filter: &mut dyn MessageFilter,
 ) -> GetMessageResult {
     use GetMessageStatus::*;
-    let max_offset_py = commit_log.max_offset();
+    let max_phy_offset = commit_log.max_offset();
     let Some(cq) = cq else {
         return GetMessageResult::empty(NoMatchedLogicQueue, 0, 0, 0);
     };
@@ -188,17 +191,17 @@ pub fn get_message(
             break;
         }
         let unit = CqUnit::decode(&units[i..]);
-        let offset_py = unit.offset;
-        let size_py = unit.size;
-        max_phy_offset_pulling = offset_py;
-        if next_phy_file_start != i64::MIN && offset_py < next_phy_file_start {
+        let phy_offset = unit.offset;
+        let phy_size = unit.size;
+        max_phy_offset_pulling = phy_offset;
+        if next_phy_file_start != i64::MIN && phy_offset < next_phy_file_start {
             i += CQ_STORE_UNIT_SIZE;
             continue;
         }
-        let in_disk = max_offset_py - offset_py > memory;
+        let in_disk = max_phy_offset - phy_offset > memory;
         if is_the_batch_full(
             config,
-            size_py as i64,
+            phy_size as i64,
             max_msg_nums_l,
             r.buffer_total_size,
             r.message_count as i64,
@@ -213,11 +216,11 @@ pub fn get_message(
             }
             continue;
         }
-        let Some(sel) = commit_log.get_message(offset_py, size_py) else {
+        let Some(sel) = commit_log.get_message(phy_offset, phy_size) else {
             if r.buffer_total_size == 0 {
                 r.status = MessageWasRemoving;
             }
-            next_phy_file_start = commit_log.roll_next_file(offset_py);
+            next_phy_file_start = commit_log.roll_next_file(phy_offset);
             continue;
         };
         let record = sel.as_slice();
@@ -244,6 +247,6 @@ pub fn get_message(
     }
     r.next_begin_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64;
     r.max_phy_offset_pulling = max_phy_offset_pulling;
-    r.suggest_pulling_from_slave = max_offset_py - max_phy_offset_pulling > memory;
+    r.suggest_pulling_from_slave = max_phy_offset - max_phy_offset_pulling > memory;
     r
 }

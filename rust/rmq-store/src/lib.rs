@@ -20,6 +20,7 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
 pub mod recovery;
+pub mod store_reader;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Error, Result};
@@ -27,6 +28,7 @@ pub use format::message::Host;
 pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
 pub use message_store::{MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult};
 pub use recovery::RecoveryReport;
+pub use store_reader::{ReadRange, StoreReader};
 
 #[cfg(test)]
 mod tests;

@@ -681,7 +681,7 @@ impl MessageStore {
 
     pub fn is_the_batch_full(
         &self,
-        size_py: i64,
+        phy_size: i64,
         max_msg_nums: i64,
         buffer_total: i64,
         msg_total: i64,
@@ -689,7 +689,7 @@ impl MessageStore {
     ) -> bool {
         get_message::is_the_batch_full(
             &self.inner.config,
-            size_py,
+            phy_size,
             max_msg_nums,
             buffer_total,
             msg_total,

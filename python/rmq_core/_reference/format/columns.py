@@ -44,16 +44,16 @@ from .message import (
     _HEAD,
     _PORT_AND_OFFSET,
     COMPRESSED_FLAG,
+    COMPRESSION_CODE_ZLIB,
     IPV4_HOST_LEN,
     IPV6_HOST_LEN,
     STOREHOSTADDRESS_V6_FLAG,
     RecordFormatError,
+    compression_type,
     decode_properties,
     record_layout,
 )
 
-COMPRESSION_TYPE_MASK = 0x700
-COMPRESSION_ZLIB = 3
 _I64 = struct.Struct(">q")
 _MAX_DATA = 2**31 - 1
 _LITTLE = sys.byteorder == "little"
@@ -141,8 +141,8 @@ def decode_columns(
             continue
         raw_body = bytes(buf[at + body_pos : at + body_pos + body_len])
         if sys_flag & COMPRESSED_FLAG:
-            kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
-            if kind not in (0, COMPRESSION_ZLIB):
+            kind = compression_type(sys_flag)
+            if kind not in (0, COMPRESSION_CODE_ZLIB):
                 raise ValueError(
                     f"invalid argument: record at offset {at}: unsupported compression type {kind} "
                     f"(sys_flag {sys_flag:#x}); only ZLIB is built in"

@@ -1,6 +1,7 @@
 """Mapped file names: the file's global start byte offset, decimal, zero-padded to 20 digits (``UtilAll.offset2FileName``).
 
-Owns: :func:`offset_to_file_name`, :func:`parse_file_name`.
+Owns: :func:`offset_to_file_name`, :func:`parse_file_name`, :func:`infer_mapped_file_size` (a directory's mapped
+file size from its files, for readers that are not given it).
 Format: exactly 20 ASCII digits, e.g. ``00000000001073741824``.
 Invariants:
   1. A name that is not exactly 20 ASCII digits is not a store file; loaders ignore it.
@@ -8,6 +9,8 @@ Thread-safety: pure functions.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 FILE_NAME_LEN = 20
 
@@ -20,3 +23,14 @@ def parse_file_name(name: str) -> int | None:
     if len(name) != FILE_NAME_LEN or not (name.isascii() and name.isdigit()):
         return None
     return int(name)
+
+
+def infer_mapped_file_size(files: list[tuple[int, int]]) -> int | None:
+    """The mapped file size of one directory of store files, from ``(start, length on disk)`` pairs sorted by start:
+    the smallest gap between consecutive names (files roll at exactly the file size and only the oldest are deleted),
+    else the one file's length. None when nothing tells (no file, or one file of length 0: being created)."""
+    gaps = [b[0] - a[0] for a, b in pairwise(files) if b[0] > a[0]]
+    if gaps:
+        return min(gaps)
+    longest = max((length for _start, length in files), default=0)
+    return longest if longest > 0 else None

@@ -57,12 +57,21 @@ IPV4_HOST_LEN = 8
 IPV6_HOST_LEN = 20
 MIN_RECORD_LEN_V1_IPV4 = 91
 
+# SYSFLAG bits (MessageSysFlag.java)
 COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
 TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOSTADDRESS_V6_FLAG = 0x20
+# The compression type: SYSFLAG bits 8..10 (Java's COMPRESSION_TYPE_COMPARATOR). Two views of ZLIB, two names:
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_TYPE_SHIFT = 8
+SYSFLAG_COMPRESSION_ZLIB = 0x300  # ZLIB in the sys flag's bits (Java's MessageSysFlag.COMPRESSION_ZLIB_TYPE)
+COMPRESSION_CODE_ZLIB = 3  # ZLIB's type code once shifted down (CompressionType.ZLIB); code 0 (legacy) is ZLIB too
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -177,6 +186,24 @@ def tags_code_of(properties: dict[str, str]) -> int:
 
 def is_legal_topic(topic: Any) -> bool:
     return isinstance(topic, str) and 0 < len(topic) <= MAX_TOPIC_LEN_V1 and _LEGAL_TOPIC.fullmatch(topic) is not None
+
+
+def compression_type(sys_flag: int) -> int:
+    """The compression type code of a sys flag (``COMPRESSION_CODE_ZLIB``, or 0: the legacy default, also ZLIB)."""
+    return (sys_flag & COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """Inverse of ``create_offset_msg_id``: ``((ip, port), commitlog_offset)``; 32 hex chars = IPv4, 56 = IPv6."""
+    raw = bytes.fromhex(msg_id)
+    if len(raw) == IPV4_HOST_LEN + 8:
+        v6 = False
+    elif len(raw) == IPV6_HOST_LEN + 8:
+        v6 = True
+    else:
+        raise ValueError(f"not an offset msg id: {msg_id!r}")
+    host_len = IPV6_HOST_LEN if v6 else IPV4_HOST_LEN
+    return decode_host(raw, 0, v6), _I64.unpack_from(raw, host_len)[0]
 
 
 def is_tx_prepared_or_rollback(sys_flag: int) -> bool:
@@ -327,11 +354,90 @@ def record_properties(rec: Any) -> dict[str, str]:
     return decode_properties(bytes(rec[start:total]))
 
 
-def record_store_timestamp(rec: Any) -> int:
-    """STORETIMESTAMP of a record (needs at least the bytes up to it); its position depends on the born host."""
-    sys_flag = _I32.unpack_from(rec, SYSFLAG_POSITION)[0]
-    pos = BORNHOST_POSITION + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
-    return _I64.unpack_from(rec, pos)[0]
+def record_store_timestamp(rec: Any, pos: int = 0) -> int:
+    """STORETIMESTAMP of the record at ``rec[pos]`` (needs at least the bytes up to it); its position depends on the
+    born host."""
+    return int(_I64.unpack_from(rec, pos + store_timestamp_position(record_sys_flag(rec, pos)))[0])
+
+
+# --- record accessors: one field of the record that starts at ``buf[pos]`` (the Rust twins take the record's
+# slice). The caller makes sure the bytes are there (``struct.error`` otherwise): ``MIN_RECORD_LEN_V1_IPV4`` bytes
+# cover every fixed field of an IPv4 record, ``store_timestamp_position(sys_flag) + 8`` the store timestamp.
+
+RECORD_HEADER_LEN = 8  # TOTALSIZE + MAGIC: what tells whether a record starts here
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP in a record with this sys flag (after a 4- or 16-byte born ip)."""
+    return BORNHOST_POSITION + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
+
+
+def record_total_size(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + TOTALSIZE_POSITION)[0])
+
+
+def record_magic(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + MAGIC_POSITION)[0])
+
+
+def is_message_magic(magic: int) -> bool:
+    """A message record's magic (v1 or v2), not BLANK or anything else."""
+    return magic in (MAGIC_V1, MAGIC_V2)
+
+
+def record_queue_offset(buf: Any, pos: int = 0) -> int:
+    return int(_I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0])
+
+
+def record_physical_offset(buf: Any, pos: int = 0) -> int:
+    """PHYSICALOFFSET: the record's own CommitLog offset (Java's ``wroteOffset``)."""
+    return int(_I64.unpack_from(buf, pos + PHY_POS_POSITION)[0])
+
+
+def record_sys_flag(buf: Any, pos: int = 0) -> int:
+    return int(_I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0])
+
+
+def record_born_timestamp(buf: Any, pos: int = 0) -> int:
+    return int(_I64.unpack_from(buf, pos + BORN_TIMESTAMP_POSITION)[0])
+
+
+def record_born_host(buf: Any, pos: int = 0) -> tuple[str, int]:
+    return decode_host(buf, pos + BORNHOST_POSITION, bool(record_sys_flag(buf, pos) & BORNHOST_V6_FLAG))
+
+
+def record_store_host(buf: Any, pos: int = 0) -> tuple[str, int]:
+    sys_flag = record_sys_flag(buf, pos)
+    return decode_host(buf, pos + store_timestamp_position(sys_flag) + 8, bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))
+
+
+def record_offset_msg_id(buf: Any, pos: int = 0) -> str:
+    """The offset msg id of the record (store host + PHYSICALOFFSET)."""
+    return create_offset_msg_id(record_store_host(buf, pos), record_physical_offset(buf, pos))
+
+
+def record_head_matches(rec: Any, phy_offset: int) -> bool:
+    """Whether ``rec`` (exactly one record's bytes, read at CommitLog offset ``phy_offset``) looks whole: TOTALSIZE
+    equals its length and is at least the fixed part, the magic is a message magic and PHYSICALOFFSET is
+    ``phy_offset``. No CRC: what a reader beside a live writer checks before serving a record."""
+    return (
+        len(rec) >= MIN_RECORD_LEN_V1_IPV4
+        and record_total_size(rec) == len(rec)
+        and is_message_magic(record_magic(rec))
+        and record_physical_offset(rec) == phy_offset
+    )
+
+
+def walk_records(buf: Any) -> Iterator[tuple[int, int]]:
+    """``(position, TOTALSIZE)`` of each record of concatenated records (a pull body), while a TOTALSIZE can be read
+    and is positive; the last one may run past the end of ``buf`` (the caller decides)."""
+    pos, n = 0, len(buf)
+    while pos + 4 <= n:
+        size = record_total_size(buf, pos)
+        if size <= 0:
+            return
+        yield pos, size
+        pos += size
 
 
 def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: Any) -> Any:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.common.clock import now_ms
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting.command import RemotingCommand
@@ -53,8 +53,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_QUEUEID_SEPARATOR = "@"
 LONG_POLLING_CHECK_INTERVAL_MS = 5000
-CQ_UNIT_SIZE = 20
-MAX_RECHECK_UNITS = 16000 // CQ_UNIT_SIZE  # the #7358 re-check scans at most this many new units, then just wakes
+MAX_RECHECK_UNITS = 16000 // CQ_STORE_UNIT_SIZE  # the #7358 re-check scans at most this many new units, then just wakes
 _MAX_TIMER_DELAY_S = 30 * 24 * 3600.0
 
 
@@ -213,8 +212,8 @@ class PullRequestHoldService:
         except Exception:
             log.exception("scanning %s@%d after parking a pull failed; waking it", topic, queue_id)
             return True
-        for i in range(0, len(units) - CQ_UNIT_SIZE + 1, CQ_UNIT_SIZE):
-            (tags_code,) = struct.unpack_from(">q", units, i + 12)
+        for i in range(0, len(units) - CQ_STORE_UNIT_SIZE + 1, CQ_STORE_UNIT_SIZE):
+            _phy_offset, _size, tags_code = decode_unit(units, i)
             if mf.is_matched_by_consume_queue(tags_code):
                 return True
         return False

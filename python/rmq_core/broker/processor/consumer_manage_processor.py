@@ -22,9 +22,9 @@ Thread-safety: runs on the broker's event loop only, like every manager it calls
 from __future__ import annotations
 
 import logging
-import struct
 from typing import TYPE_CHECKING
 
+from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
-
-_CQ_PHY_OFFSET = struct.Struct(">q")
 
 
 class ConsumerManageProcessor:
@@ -132,12 +130,12 @@ class ConsumerManageProcessor:
         share of RAM the store expects to keep in the page cache? A missing unit is "not on disk"."""
         store = self.message_store
         _next, units = store.scan_consume_queue(topic, queue_id, consume_offset, 1)
-        if len(units) < _CQ_PHY_OFFSET.size:
+        if len(units) < CQ_STORE_UNIT_SIZE:
             return False
-        (offset_py,) = _CQ_PHY_OFFSET.unpack_from(units, 0)
+        phy_offset, _size, _tags_code = decode_unit(units)
         cfg = self.store_config
         memory = cfg.total_physical_memory * cfg.access_message_in_memory_max_ratio // 100
-        return store.max_physical_offset - offset_py > memory
+        return store.max_physical_offset - phy_offset > memory
 
 
 def _offset_response(request: RemotingCommand, offset: int) -> RemotingCommand:

@@ -34,10 +34,15 @@ from __future__ import annotations
 import json
 import logging
 import math
-import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rmq_core._reference.format.message import (
+    record_store_timestamp,
+    record_sys_flag,
+    store_timestamp_position,
+    walk_records,
+)
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.filter.expression_message_filter import (
     ExpressionForRetryMessageFilter,
@@ -98,11 +103,6 @@ def suggest_todo(url: str) -> str:
 BROADCASTING = "BROADCASTING"
 SLAVE = "SLAVE"
 
-# stored record layout (facts §1.2): SYSFLAG at 36, BORNTIMESTAMP at 40, BORNHOST at 48 (8 B, or 20 B for IPv6)
-_SYSFLAG_POSITION = 36
-_BORNHOST_POSITION = 48
-_BORNHOST_V6_FLAG = 0x10
-
 
 def _enum_name(v: Any) -> str:
     return str(getattr(v, "name", None) or getattr(v, "value", None) or v)
@@ -119,32 +119,21 @@ def filter_api_build(topic: str, sub_string: str | None, expression_type: str | 
 
 def msg_count_for_commercial(body: bytes) -> int:
     """GetMessageResult.getMsgCount4Commercial: Σ ceil(record size / 64 KiB) over the records of a pull body."""
-    count, pos, n = 0, 0, len(body)
-    while pos + 4 <= n:
-        (size,) = struct.unpack_from(">i", body, pos)
-        if size <= 0:
-            break
-        count += math.ceil(size / SIZE_PER_COUNT)
-        pos += size
-    return count
+    return sum(math.ceil(size / SIZE_PER_COUNT) for _pos, size in walk_records(body))
 
 
 def last_store_timestamp(body: bytes) -> int:
-    """The STORETIMESTAMP of the last record of a pull body (0 when there is none)."""
-    pos, n, last = 0, len(body), -1
-    while pos + 4 <= n:
-        (size,) = struct.unpack_from(">i", body, pos)
-        if size <= 0 or pos + size > n:
+    """The STORETIMESTAMP of the last whole record of a pull body (0 when there is none)."""
+    n, last = len(body), -1
+    for pos, size in walk_records(body):
+        if pos + size > n:
             break
         last = pos
-        pos += size
     if last < 0:
         return 0
-    (flag,) = struct.unpack_from(">i", body, last + _SYSFLAG_POSITION)
-    at = last + _BORNHOST_POSITION + (8 if (flag & _BORNHOST_V6_FLAG) == 0 else 20)
-    if at + 8 > n:
+    if last + store_timestamp_position(record_sys_flag(body, last)) + 8 > n:
         return 0
-    return int(struct.unpack_from(">q", body, at)[0])
+    return record_store_timestamp(body, last)
 
 
 def encode_offset_moved_event(

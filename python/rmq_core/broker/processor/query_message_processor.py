@@ -16,9 +16,16 @@ Thread-safety: runs on the broker's event loop only (store reads are thread-safe
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
+from rmq_core._reference.format.message import (
+    MIN_RECORD_LEN_V1_IPV4,
+    RECORD_HEADER_LEN,
+    is_message_magic,
+    record_magic,
+    record_physical_offset,
+    record_total_size,
+)
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
@@ -33,13 +40,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.broker_controller import BrokerController
     from rmq_core.remoting.transport import Connection
 
-MESSAGE_MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
-MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
-PHYSICAL_OFFSET_POSITION = 28
-MIN_RECORD_SIZE = 91  # IPv4 hosts, v1, empty body/topic/properties (facts §1.2)
-RECORD_SIZE_SLACK = 64 * 1024  # record limit = body limit + 64 KiB (facts §1.1)
-_HEAD = struct.Struct(">ii")
-_PHY = struct.Struct(">q")
+RECORD_SIZE_SLACK = 64 * 1024  # a record may be this much larger than max_message_size (headers, topic, properties)
 
 NO_INDEX_REMARK = (
     "can not find message, maybe time range not correct: this broker keeps no index files, "
@@ -78,19 +79,21 @@ class QueryMessageProcessor:
         store = self.controller.message_store
         if offset < 0 or offset < store.min_physical_offset or offset >= store.max_physical_offset:
             return None
-        head = store.read_commit_log(offset, _HEAD.size)
-        if head is None or len(head) < _HEAD.size:
+        head = store.read_commit_log(offset, RECORD_HEADER_LEN)
+        if head is None or len(head) < RECORD_HEADER_LEN:
             return None
-        size, magic = _HEAD.unpack(head)
-        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
+        if not is_message_magic(record_magic(head)):
             return None
-        if size < MIN_RECORD_SIZE or size > self.controller.message_store_config.max_message_size + RECORD_SIZE_SLACK:
+        size = record_total_size(head)
+        if (
+            size < MIN_RECORD_LEN_V1_IPV4
+            or size > self.controller.message_store_config.max_message_size + RECORD_SIZE_SLACK
+        ):
             return None
         record = store.read_commit_log(offset, size)
         if record is None or len(record) != size:
             return None
-        (physical_offset,) = _PHY.unpack_from(record, PHYSICAL_OFFSET_POSITION)
-        if physical_offset != offset:
+        if record_physical_offset(record) != offset:
             return None
         return bytes(record)
 

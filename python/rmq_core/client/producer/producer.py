@@ -44,9 +44,9 @@ from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.message import (
     COMPRESSED_FLAG,
-    COMPRESSION_ZLIB,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
+    SYSFLAG_COMPRESSION_ZLIB,
     TRANSACTION_PREPARED_TYPE,
     UNIQ_KEY,
     Message,
@@ -457,7 +457,7 @@ class Producer:
         sys_flag = 0
         if not isinstance(msg, MessageBatch) and len(body) >= self.compress_msg_body_over_howmuch:
             body = zlib.compress(body, COMPRESS_LEVEL)
-            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB
+            sys_flag |= COMPRESSED_FLAG | SYSFLAG_COMPRESSION_ZLIB
         if msg.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
         header = SendMessageRequestHeader(

@@ -32,11 +32,10 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::error::{Error, Result};
-use crate::format::message::{decode_record, for_each_property, COMPRESSED_FLAG, IPV6_HOST_LEN};
-
-/// `MessageSysFlag.COMPRESSION_TYPE_MASK` (bits 8..10); 0 (legacy) and 3 mean ZLIB.
-pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
-pub const COMPRESSION_ZLIB: i32 = 3;
+use crate::format::message::{
+    compression_type, decode_record, for_each_property, COMPRESSED_FLAG, COMPRESSION_CODE_ZLIB,
+    IPV6_HOST_LEN,
+};
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
@@ -275,8 +274,8 @@ pub fn decode_columns(buf: &[u8], filter: &ColumnFilter) -> Result<Columns> {
         }
         // body first: the only step that can still fail for this row
         if rec.sys_flag & COMPRESSED_FLAG != 0 {
-            let kind = (rec.sys_flag & COMPRESSION_TYPE_MASK) >> 8;
-            if kind != 0 && kind != COMPRESSION_ZLIB {
+            let kind = compression_type(rec.sys_flag);
+            if kind != 0 && kind != COMPRESSION_CODE_ZLIB {
                 return Err(Error::InvalidArgument(format!(
                     "record at offset {at}: unsupported compression type {kind} (sys_flag {:#x}); only ZLIB is built in",
                     rec.sys_flag

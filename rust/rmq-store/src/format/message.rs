@@ -53,6 +53,19 @@ pub const TRANSACTION_COMMIT_TYPE: i32 = 0x8;
 pub const TRANSACTION_ROLLBACK_TYPE: i32 = 0xC;
 pub const BORNHOST_V6_FLAG: i32 = 0x10;
 pub const STOREHOSTADDRESS_V6_FLAG: i32 = 0x20;
+/// The compression type: SYSFLAG bits 8..10 (Java's `COMPRESSION_TYPE_COMPARATOR`). Two views of ZLIB, two names:
+pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
+pub const COMPRESSION_TYPE_SHIFT: u32 = 8;
+/// ZLIB in the sys flag's bits (Java's `MessageSysFlag.COMPRESSION_ZLIB_TYPE`).
+pub const SYSFLAG_COMPRESSION_ZLIB: i32 = 0x300;
+/// ZLIB's type code once shifted down (`CompressionType.ZLIB`); code 0 (legacy) is ZLIB too.
+pub const COMPRESSION_CODE_ZLIB: i32 = 3;
+
+/// The compression type code of a sys flag (`COMPRESSION_CODE_ZLIB`, or 0: the legacy default, also ZLIB).
+#[inline]
+pub fn compression_type(sys_flag: i32) -> i32 {
+    (sys_flag & COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT
+}
 
 pub const NAME_VALUE_SEPARATOR: u8 = 1;
 pub const PROPERTY_SEPARATOR: u8 = 2;
@@ -546,6 +559,88 @@ pub fn create_offset_msg_id(host: &Host, offset: i64) -> String {
     s
 }
 
+// --- record accessors: one field of the record that starts at `rec[0]` (the record, or a buffer starting with it).
+// The caller makes sure the bytes are there (`rec.len() >= MIN_RECORD_LEN_V1_IPV4` covers every fixed field of an
+// IPv4 record; `store_timestamp_position(sys_flag) + 8` the store timestamp).
+
+/// Bytes of the TOTALSIZE + MAGIC header that tells whether a record starts here.
+pub const RECORD_HEADER_LEN: usize = 8;
+
+#[inline]
+pub fn record_total_size(rec: &[u8]) -> i32 {
+    be_i32(rec, TOTALSIZE_POSITION)
+}
+
+#[inline]
+pub fn record_magic(rec: &[u8]) -> i32 {
+    be_i32(rec, MAGIC_POSITION)
+}
+
+/// A message record's magic (v1 or v2), not BLANK or anything else.
+#[inline]
+pub fn is_message_magic(magic: i32) -> bool {
+    magic == MAGIC_V1 || magic == MAGIC_V2
+}
+
+#[inline]
+pub fn record_queue_offset(rec: &[u8]) -> i64 {
+    be_i64(rec, QUEUE_OFFSET_POSITION)
+}
+
+/// PHYSICALOFFSET: the record's own CommitLog offset (Java's `wroteOffset`).
+#[inline]
+pub fn record_physical_offset(rec: &[u8]) -> i64 {
+    be_i64(rec, PHY_POS_POSITION)
+}
+
+#[inline]
+pub fn record_sys_flag(rec: &[u8]) -> i32 {
+    be_i32(rec, SYSFLAG_POSITION)
+}
+
+#[inline]
+pub fn record_born_timestamp(rec: &[u8]) -> i64 {
+    be_i64(rec, BORN_TIMESTAMP_POSITION)
+}
+
+#[inline]
+pub fn record_born_host(rec: &[u8]) -> Host {
+    Host::decode(
+        &rec[BORNHOST_POSITION..],
+        record_sys_flag(rec) & BORNHOST_V6_FLAG != 0,
+    )
+}
+
+#[inline]
+pub fn record_store_timestamp(rec: &[u8]) -> i64 {
+    be_i64(rec, store_timestamp_position(record_sys_flag(rec)))
+}
+
+#[inline]
+pub fn record_store_host(rec: &[u8]) -> Host {
+    let sys_flag = record_sys_flag(rec);
+    Host::decode(
+        &rec[store_timestamp_position(sys_flag) + 8..],
+        sys_flag & STOREHOSTADDRESS_V6_FLAG != 0,
+    )
+}
+
+/// The offset msg id of the record (store host + PHYSICALOFFSET).
+pub fn record_offset_msg_id(rec: &[u8]) -> String {
+    create_offset_msg_id(&record_store_host(rec), record_physical_offset(rec))
+}
+
+/// Whether `rec` (exactly one record's bytes, read at CommitLog offset `phy_offset`) looks whole: TOTALSIZE equals
+/// its length and is at least the fixed part, the magic is a message magic and PHYSICALOFFSET is `phy_offset`. No
+/// CRC: what a reader beside a live writer checks before serving a record (a torn or not yet written one fails).
+#[inline]
+pub fn record_head_matches(rec: &[u8], phy_offset: i64) -> bool {
+    rec.len() >= MIN_RECORD_LEN_V1_IPV4
+        && record_total_size(rec) as i64 == rec.len() as i64
+        && is_message_magic(record_magic(rec))
+        && record_physical_offset(rec) == phy_offset
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,6 +724,62 @@ mod tests {
         buf[BODYCRC_POSITION] ^= 0x01;
         assert!(matches!(check_record(&buf, true), RecordCheck::Invalid(_)));
         assert!(matches!(check_record(&buf, false), RecordCheck::Record(_)));
+    }
+
+    #[test]
+    fn accessors_equal_decode_record() {
+        for (born, store) in [("10.0.0.1", "::1"), ("fe80::2", "127.0.0.1")] {
+            let born = Host::parse(born, 1234).unwrap();
+            let store = Host::parse(store, 10911).unwrap();
+            let mut sys_flag = TRANSACTION_PREPARED_TYPE;
+            if born.is_v6() {
+                sys_flag |= BORNHOST_V6_FLAG;
+            }
+            if store.is_v6() {
+                sys_flag |= STOREHOSTADDRESS_V6_FLAG;
+            }
+            let f = RecordFields {
+                queue_id: 3,
+                flag: 7,
+                queue_offset: 42,
+                physical_offset: 8192,
+                sys_flag,
+                born_timestamp: 111,
+                born_host: &born,
+                store_timestamp: 222,
+                store_host: &store,
+                reconsume_times: 1,
+                prepared_transaction_offset: 0,
+                body: b"hello",
+                topic: b"T",
+                properties: b"",
+            };
+            let mut buf = vec![0u8; f.encoded_len()];
+            encode_record(&mut buf, &f);
+            let r = decode_record(&buf).unwrap();
+            assert_eq!(record_total_size(&buf), r.total_size);
+            assert_eq!(record_magic(&buf), MAGIC_V1);
+            assert!(is_message_magic(record_magic(&buf)) && !is_message_magic(BLANK_MAGIC));
+            assert_eq!(record_queue_offset(&buf), r.queue_offset);
+            assert_eq!(record_physical_offset(&buf), r.physical_offset);
+            assert_eq!(record_sys_flag(&buf), r.sys_flag);
+            assert_eq!(record_born_timestamp(&buf), r.born_timestamp);
+            assert_eq!(record_born_host(&buf), r.born_host);
+            assert_eq!(record_store_timestamp(&buf), r.store_timestamp);
+            assert_eq!(record_store_host(&buf), r.store_host);
+            assert_eq!(
+                record_offset_msg_id(&buf),
+                create_offset_msg_id(&store, 8192)
+            );
+            assert!(record_head_matches(&buf, 8192));
+            assert!(!record_head_matches(&buf, 8193));
+            assert!(!record_head_matches(&buf[..buf.len() - 1], 8192));
+        }
+        assert_eq!(
+            compression_type(COMPRESSED_FLAG | SYSFLAG_COMPRESSION_ZLIB),
+            COMPRESSION_CODE_ZLIB
+        );
+        assert_eq!(compression_type(COMPRESSED_FLAG), 0);
     }
 
     #[test]
