@@ -143,3 +143,80 @@ def test_invoke_times_out():
             await server.stop()
 
     run(main())
+
+
+def _read_frames(data: bytes) -> list[RemotingCommand]:
+    out, pos = [], 0
+    while pos + 4 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos)
+        out.append(RemotingCommand.decode_frame(data[pos + 4 : pos + 4 + length]))
+        pos += 4 + length
+    assert pos == len(data)
+    return out
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">i", 17 * 1024 * 1024),  # oversized
+        struct.pack(">i", -5),  # negative length
+        struct.pack(">ii", 8, 100) + b"\0" * 4,  # header past the frame
+        struct.pack(">ii", 9, 5) + b"nope!",  # garbage header
+    ],
+)
+def test_frames_before_a_bad_frame_in_one_chunk_are_answered_then_closed(garbage):
+    """The frame splitter reads a chunk holding good frames then a bad one: the good ones are answered in order, the
+    connection then closes, and another connection with requests in flight keeps being served."""
+
+    async def main():
+        server = await _server([])
+        server.register(ECHO + 10, server._processors[ECHO], inline=True)
+        client = RemotingClient()
+        try:
+            busy = [
+                asyncio.ensure_future(client.invoke(server.address, RemotingCommand.request(ECHO, {"i": i})))
+                for i in range(20)
+            ]
+            good = [RemotingCommand.request(ECHO + 10, {"i": i}, body=b"b%d" % i) for i in range(3)]
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"".join(g.encode() for g in good) + garbage + good[0].encode())
+            await writer.drain()
+            answered = _read_frames(await asyncio.wait_for(reader.read(), 5))  # read() returns at the server's close
+            assert [a.opaque for a in answered] == [g.opaque for g in good]
+            assert [a.body for a in answered] == [g.body for g in good]
+            writer.close()
+            assert all(r.code == 0 for r in await asyncio.gather(*busy))
+            again = await client.invoke(server.address, RemotingCommand.request(ECHO, {"x": 2}))
+            assert again.code == 0 and again.ext_fields["x"] == "2"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_frames_split_at_every_byte_and_half_close_are_all_answered():
+    """Frames arriving a byte at a time are reassembled; a client that shuts its writing side after pipelining still
+    gets every answer to its inline-processed requests before the server closes."""
+
+    async def main():
+        server = await _server([])
+        server.register(ECHO + 10, server._processors[ECHO], inline=True)
+        try:
+            reqs = [RemotingCommand.request(ECHO + 10, {"i": i}, body=bytes(range(i))) for i in range(6)]
+            data = b"".join(r.encode() for r in reqs)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            for i in range(len(data)):
+                writer.write(data[i : i + 1])
+                await writer.drain()
+                if i % 50 == 0:
+                    await asyncio.sleep(0)
+            writer.write_eof()
+            answered = _read_frames(await asyncio.wait_for(reader.read(), 5))
+            assert sorted(a.opaque for a in answered) == sorted(r.opaque for r in reqs)
+            assert {a.opaque: a.body or b"" for a in answered} == {r.opaque: r.body or b"" for r in reqs}
+            writer.close()
+        finally:
+            await server.stop()
+
+    run(main())

@@ -57,7 +57,7 @@ from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
-from rmq_core.remoting.transport import RemotingClient, RemotingServer
+from rmq_core.remoting.transport import RemotingClient, RemotingServer, new_event_loop
 from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig | None = None) -> None:
         self.broker_config = broker_config
         self._store_config_override = store_config
-        self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
+        self.loop: asyncio.AbstractEventLoop = new_event_loop()
         self.remoting_server = RemotingServer(broker_config.broker_ip1, broker_config.listen_port)
         self.remoting_client = RemotingClient()
         self.message_store: MessageStore = None  # type: ignore[assignment]  # opened in start()

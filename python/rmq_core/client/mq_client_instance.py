@@ -51,7 +51,7 @@ from rmq_core.remoting.body.route import TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import NotifyConsumerIdsChangedRequestHeader, decode_header
-from rmq_core.remoting.transport import Connection, RemotingClient
+from rmq_core.remoting.transport import Connection, RemotingClient, new_event_loop
 
 if TYPE_CHECKING:
     from rmq_core.client.producer.producer import Producer
@@ -127,7 +127,7 @@ class MQClientInstance:
         self.client_id = client_id or client_config.build_mq_client_id()
         self._on_shutdown = on_shutdown  # the MQClientManager forgets the instance (remove_client_factory)
         self.boot_timestamp = int(time.time() * 1000)
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.remoting_client = RemotingClient(request_handler=self._process_request)
         self.mq_client_api = MQClientAPIImpl(self.remoting_client, client_config)
         self.producer_table: dict[str, Any] = {}
