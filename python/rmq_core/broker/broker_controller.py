@@ -122,7 +122,15 @@ class BrokerController:
             self.consumer_offset_manager,
             self.broker_stats_manager,
         )
-        self.send_message_processor = SendMessageProcessor(self)
+        self.send_message_processor = SendMessageProcessor(
+            cfg,
+            self.message_store,
+            self.message_store_config,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.broker_stats_manager,
+            self.schedule_message_service,
+        )
         self.consumer_manage_processor = ConsumerManageProcessor(
             self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
         )
@@ -166,7 +174,7 @@ class BrokerController:
         self.admin_consumer_processor = AdminConsumerProcessor(
             cfg, self.message_store, self.consumer_manager, self.broker_to_client
         )
-        self.query_message_processor = QueryMessageProcessor(self)
+        self.query_message_processor = QueryMessageProcessor(self.message_store, self.message_store_config)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
             (

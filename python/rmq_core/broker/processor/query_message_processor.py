@@ -37,8 +37,8 @@ from rmq_core.remoting.header import (
 )
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
     from rmq_core.remoting.transport import Connection
+    from rmq_core.store import MessageStore, StoreConfig
 
 RECORD_SIZE_SLACK = 64 * 1024  # a record may be this much larger than max_message_size (headers, topic, properties)
 
@@ -49,12 +49,13 @@ NO_INDEX_REMARK = (
 
 
 class QueryMessageProcessor:
-    """``QueryMessageProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``QueryMessageProcessor(message_store, store_config)``; ``await process_request(conn, request)``."""
 
     request_codes = (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, message_store: MessageStore, store_config: StoreConfig) -> None:
+        self.message_store = message_store
+        self.store_config = store_config
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.VIEW_MESSAGE_BY_ID:
@@ -76,7 +77,7 @@ class QueryMessageProcessor:
 
     def select_one_message_by_offset(self, offset: int) -> bytes | None:
         """The whole record starting at ``offset``, or None when no message record starts there."""
-        store = self.controller.message_store
+        store = self.message_store
         if offset < 0 or offset < store.min_physical_offset or offset >= store.max_physical_offset:
             return None
         head = store.read_commit_log(offset, RECORD_HEADER_LEN)
@@ -85,10 +86,7 @@ class QueryMessageProcessor:
         if not is_message_magic(record_magic(head)):
             return None
         size = record_total_size(head)
-        if (
-            size < MIN_RECORD_LEN_V1_IPV4
-            or size > self.controller.message_store_config.max_message_size + RECORD_SIZE_SLACK
-        ):
+        if size < MIN_RECORD_LEN_V1_IPV4 or size > self.store_config.max_message_size + RECORD_SIZE_SLACK:
             return None
         record = store.read_commit_log(offset, size)
         if record is None or len(record) != size:

@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
-    parse_delay_levels,
     redirect_to_schedule_topic,
 )
 from rmq_core.common import mix_all
@@ -93,8 +92,13 @@ from rmq_core.remoting.header import (
 from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
+    from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
+    from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
+    from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +153,7 @@ class _Refused(Exception):
 
 
 class SendMessageProcessor:
-    """``SendMessageProcessor(controller)``; ``await process_request(conn, request)``."""
+    """``SendMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
     request_codes = (
         RequestCode.SEND_MESSAGE,
@@ -158,8 +162,24 @@ class SendMessageProcessor:
         RequestCode.CONSUMER_SEND_MSG_BACK,
     )
 
-    def __init__(self, controller: BrokerController, rng: random.Random | None = None) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        message_store: MessageStore,
+        store_config: StoreConfig,
+        topic_config_manager: TopicConfigManager,
+        subscription_group_manager: SubscriptionGroupManager,
+        broker_stats_manager: BrokerStatsManager,
+        schedule_message_service: ScheduleMessageService,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.broker_config = broker_config
+        self.message_store = message_store
+        self.store_config = store_config
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.broker_stats_manager = broker_stats_manager
+        self.schedule_message_service = schedule_message_service
         self._random = rng or random.Random()
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -194,7 +214,7 @@ class SendMessageProcessor:
         remark: str | None = None,
         header: SendMessageResponseHeader | None = None,
     ) -> RemotingCommand:
-        cfg = self.controller.broker_config
+        cfg = self.broker_config
         trace_on = cfg.trace_on
         ext: dict[str, Any] = {
             PROPERTY_MSG_REGION: cfg.region_id,
@@ -207,19 +227,13 @@ class SendMessageProcessor:
     def _broker_forbidden(self) -> _Refused:
         return _Refused(
             ResponseCode.NO_PERMISSION,
-            f"the broker[{self.controller.broker_config.broker_ip1}] sending message is forbidden",
+            f"the broker[{self.broker_config.broker_ip1}] sending message is forbidden",
         )
-
-    def _max_delay_level(self) -> int:
-        level = getattr(self.controller.schedule_message_service, "max_delay_level", None)
-        if isinstance(level, int) and level > 0:
-            return level
-        return max(parse_delay_levels(self.controller.broker_config.message_delay_level))
 
     def _create_back_topic(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int) -> TopicConfig | None:
         """``createTopicInSendMessageBackMethod``; None when the manager refuses the name."""
         try:
-            return self.controller.topic_config_manager.create_topic_in_send_message_back_method(
+            return self.topic_config_manager.create_topic_in_send_message_back_method(
                 topic, queue_nums, perm, topic_sys_flag
             )
         except ValueError as e:
@@ -233,25 +247,14 @@ class SendMessageProcessor:
 
     async def _run_put(self, fn: Callable[[], Any]) -> Any:
         """The store put: in the default executor under SYNC_FLUSH (the flush wait must not block the loop)."""
-        if self.controller.message_store_config.flush_disk_type == "SYNC_FLUSH":
+        if self.store_config.flush_disk_type == "SYNC_FLUSH":
             return await asyncio.get_running_loop().run_in_executor(None, fn)
         return fn()
-
-    def _stats(self, name: str, *args: Any) -> None:
-        stats = getattr(self.controller, "broker_stats_manager", None)
-        fn = getattr(stats, name, None) if stats is not None else None
-        if fn is None:
-            return
-        try:
-            fn(*args)
-        except Exception:  # statistics never fail a send
-            log.debug("broker stats %s%r failed", name, args, exc_info=True)
 
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
         """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``_Refused``."""
-        c = self.controller
-        if not is_writeable(c.broker_config.broker_permission):
+        if not is_writeable(self.broker_config.broker_permission):
             raise self._broker_forbidden()
         topic = header.topic
         reason = mix_all.validate_topic(topic)
@@ -259,7 +262,7 @@ class SendMessageProcessor:
             raise _Refused(ResponseCode.SYSTEM_ERROR, reason)
         if topic in mix_all.NOT_ALLOWED_SEND_TOPICS:
             raise _Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        tcm = c.topic_config_manager
+        tcm = self.topic_config_manager
         topic_config = tcm.select_topic_config(topic)
         if topic_config is None:
             topic_sys_flag = 0
@@ -303,7 +306,6 @@ class SendMessageProcessor:
     async def _send_message(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
-        c = self.controller
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
@@ -311,25 +313,25 @@ class SendMessageProcessor:
         if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             raise _Refused(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{c.broker_config.broker_ip1}] sending transaction message is forbidden",
+                f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden",
             )
 
         topic, queue_id = self._handle_retry_and_dlq(request, header, topic, queue_id, reconsume_times, properties)
         sys_flag = header.sysFlag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        properties[PROPERTY_CLUSTER] = c.broker_config.broker_cluster_name
+        properties[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # 4.9.8: no need to store WAIT=true
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
         queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
-        if c.is_slave:
+        if self.broker_config.is_slave:
             return self._send_response(
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
-        store = c.message_store
+        store = self.message_store
         result = await self._run_put(
             lambda: store.put_message(
                 msg,
@@ -344,12 +346,12 @@ class SendMessageProcessor:
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
         if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
-            self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
-            self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
-        stats = c.broker_stats_manager
+            self.broker_stats_manager.inc_queue_put_nums(msg.topic, queue_id, 1, 1)
+            self.broker_stats_manager.inc_queue_put_size(msg.topic, queue_id, result.wrote_bytes)
+        stats = self.broker_stats_manager
         stats.inc_put(msg.topic, 1, result.wrote_bytes)
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
-        cfg = c.broker_config
+        cfg = self.broker_config
         ext = {
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
@@ -380,7 +382,7 @@ class SendMessageProcessor:
         if not mix_all.is_retry_topic(topic):
             return topic, queue_id
         group = topic[len(mix_all.RETRY_GROUP_TOPIC_PREFIX) :]
-        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
             raise _Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -404,7 +406,7 @@ class SendMessageProcessor:
         if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             return queue_id
         try:
-            return redirect_to_schedule_topic(msg, queue_id, self._max_delay_level())
+            return redirect_to_schedule_topic(msg, queue_id, self.schedule_message_service.max_delay_level)
         except ValueError as e:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
 
@@ -431,14 +433,13 @@ class SendMessageProcessor:
     def _illegal_remark(self) -> str:
         return (
             "the message is illegal, maybe msg body or properties length not matched. msg body length limit "
-            f"{self.controller.message_store_config.max_message_size}B, msg properties length limit 32KB."
+            f"{self.store_config.max_message_size}B, msg properties length limit 32KB."
         )
 
     # --- SEND_BATCH_MESSAGE ----------------------------------------------------------------------------------
     async def _send_batch_message(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
-        c = self.controller
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         if len(topic) > mix_all.TOPIC_MAX_LENGTH:
@@ -451,14 +452,14 @@ class SendMessageProcessor:
         if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
         batch_props = string_to_properties(header.properties)
-        batch_props[PROPERTY_CLUSTER] = c.broker_config.broker_cluster_name
+        batch_props[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         try:
             if delay_level_of(batch_props) > 0:
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed (DELAY property)")
         except ValueError as e:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
         body = request.body or b""
-        limit = c.message_store_config.max_message_size
+        limit = self.store_config.max_message_size
         if len(body) > limit:
             raise _Refused(
                 ResponseCode.MESSAGE_ILLEGAL,
@@ -476,12 +477,12 @@ class SendMessageProcessor:
             block_props.update(batch_props)  # appended after the block's own, as 4.9's batch encoder does
             m.properties = block_props
             batch.append((m, queue_id))
-        if c.is_slave:
+        if self.broker_config.is_slave:
             return self._send_response(
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         born_host = parse_address(conn.remote_address)
-        store = c.message_store
+        store = self.message_store
         results = await self._run_put(
             lambda: store.put_messages(
                 batch,
@@ -502,9 +503,9 @@ class SendMessageProcessor:
         if failed:
             return self._send_response(request, code, remark)
         wrote = sum(r.wrote_bytes for r in results)
-        self._stats("inc_topic_put_nums", topic, len(batch), 1)
-        self._stats("inc_topic_put_size", topic, wrote)
-        self._stats("inc_broker_put_nums", len(batch))
+        self.broker_stats_manager.inc_topic_put_nums(topic, len(batch), 1)
+        self.broker_stats_manager.inc_topic_put_size(topic, wrote)
+        self.broker_stats_manager.inc_broker_put_nums(len(batch))
         first = results[0]
         resp_header = SendMessageResponseHeader(
             msgId=",".join(r.msg_id for r in results), queueId=queue_id, queueOffset=first.queue_offset
@@ -513,21 +514,20 @@ class SendMessageProcessor:
 
     # --- CONSUMER_SEND_MSG_BACK ------------------------------------------------------------------------------
     async def consumer_send_msg_back(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        c = self.controller
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
 
         def answer(code: int, remark: str | None = None) -> RemotingCommand:
             return RemotingCommand.response_to(request, code, remark=remark)
 
-        group_config = c.subscription_group_manager.find_subscription_group_config(header.group)
+        group_config = self.subscription_group_manager.find_subscription_group_config(header.group)
         if group_config is None:
             return answer(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {header.group} {suggest_todo(FAQ_URL)}",
             )
-        if not is_writeable(c.broker_config.broker_permission):
+        if not is_writeable(self.broker_config.broker_permission):
             return answer(
-                ResponseCode.NO_PERMISSION, f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden"
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker_config.broker_ip1}] sending message is forbidden"
             )
         if group_config.retry_queue_nums <= 0:
             return answer(ResponseCode.SUCCESS)
@@ -580,9 +580,9 @@ class SendMessageProcessor:
             queue_id = self._redirect_delay(msg, queue_id, msg_ext.sys_flag)
         except _Refused as e:
             return answer(e.code, e.remark)
-        if c.is_slave:
+        if self.broker_config.is_slave:
             return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
-        store = c.message_store
+        store = self.message_store
         reconsume_times = msg_ext.reconsume_times + 1
         result = await self._run_put(
             lambda: store.put_message(
@@ -598,17 +598,17 @@ class SendMessageProcessor:
             return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
         back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic
         if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
-            self._stats("inc_topic_put_nums", msg.topic, 1, 1)
-            self._stats("inc_topic_put_size", msg.topic, result.wrote_bytes)
-            self._stats("inc_queue_put_nums", msg.topic, queue_id, 1, 1)
-            self._stats("inc_queue_put_size", msg.topic, queue_id, result.wrote_bytes)
-        self._stats("inc_send_back_nums", header.group, back_topic)
+            self.broker_stats_manager.inc_topic_put_nums(msg.topic, 1, 1)
+            self.broker_stats_manager.inc_topic_put_size(msg.topic, result.wrote_bytes)
+            self.broker_stats_manager.inc_queue_put_nums(msg.topic, queue_id, 1, 1)
+            self.broker_stats_manager.inc_queue_put_size(msg.topic, queue_id, result.wrote_bytes)
+        self.broker_stats_manager.inc_send_back_nums(header.group, back_topic)
         return answer(ResponseCode.SUCCESS)
 
     def _look_message_by_offset(self, offset: int) -> MessageExt | None:
         """The record at a commitlog offset with its body as stored (still compressed when its sys flag says so,
         as 4.9's lookMessageByOffset leaves it), or None when there is no record there."""
-        store = self.controller.message_store
+        store = self.message_store
         try:
             msg_ext = store.look_message_by_offset(offset)
             if msg_ext is None or not (msg_ext.sys_flag & COMPRESSED_FLAG):
