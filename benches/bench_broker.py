@@ -2,7 +2,7 @@
 
     .venv/bin/python benches/bench_broker.py [--messages 100000] [--size 1024] [--wakeups 1000] [--json out.json]
 
-What it measures (issue 3's targets in brackets):
+What it measures (targets in brackets):
   send      single 1 KiB messages (SEND_MESSAGE_V2, one message per request), a window of in-flight requests on one
             connection, as a multi-threaded producer drives it                               [≥ 20,000 msg/s]
   pull      a backlog of 1 KiB messages pulled 32 per request (PULL_MESSAGE), one outstanding pull per queue,

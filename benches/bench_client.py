@@ -5,7 +5,7 @@ the same broker in the same run.
     .venv/bin/python benches/bench_client.py [--messages 100000] [--size 1024] [--rate 1000] [--seconds 5]
                                              [--no-java] [--json out.json]
 
-What it measures (issue 4's targets in brackets):
+What it measures (targets in brackets):
   consume   a backlog of --messages 1 KiB messages consumed by a PushConsumer with a trivial listener (a fresh group,
             CONSUME_FROM_FIRST_OFFSET), consume_message_batch_max_size 1 and 32; the clock runs from the first
             delivery to the last; --repeat runs each, alternating with the Java client's, and the median of each

@@ -1,4 +1,4 @@
-"""Spark benchmark of the ``rocketmq`` data source (issue 5, "Tests and figures"): rows per second read from a store
+"""Spark benchmark of the ``rocketmq`` data source: rows per second read from a store
 directory (``path`` source) beside Spark reading the same rows from a Parquet file, in one run on ``local[2]``.
 
     .venv/bin/python benches/bench_spark.py [--messages 1000000] [--size 100] [--queues 8] [--repeat 3]

@@ -1,4 +1,4 @@
-"""The store API as a user calls it, the Python objects' own cost counted (issue 11, item 4), Rust vs the Python twin.
+"""The store API as a user calls it, the Python objects' own cost counted, Rust vs the Python twin.
 
     .venv/bin/python benches/bench_store_api.py [--messages 100000] [--rounds 7] [--decodes 3000] [--json out.json]
 

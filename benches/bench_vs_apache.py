@@ -1,5 +1,5 @@
 """rmq_core's broker against Apache RocketMQ 4.9.7's, side by side in one run: the figure every change to the send
-path is judged by (issue 11).
+path is judged by.
 
     .venv/bin/python benches/bench_vs_apache.py [--rounds 5] [--warmup 100000] [--quick] [--brokers rmq_core,apache]
                                                 [--no-java] [--json out.json]

@@ -3,7 +3,7 @@
 Run: ./dev bench   (or: .venv/bin/python -m pytest benches --benchmark-enable)
 ``benches/report.py`` turns a ``--benchmark-json`` file into the ratio table quoted in closing notes.
 
-Targets (issue 2): Rust ≥ 10x the twin on append and decode, ≥ 30x on the filtered scan; the filtered scan
+Targets: Rust ≥ 10x the twin on append and decode, ≥ 30x on the filtered scan; the filtered scan
 ≥ 100 M units/s; batch append of 128 B messages ≥ 1.5 M messages/s.
 """
 

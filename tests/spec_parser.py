@@ -1,4 +1,4 @@
-"""An independent reader and writer of RocketMQ's store bytes, written from the facts (rocketmq-facts.md §1.2–§1.6, §2,
+"""An independent reader and writer of RocketMQ's store bytes, written from RocketMQ 4.9's layouts (CommitLog record, ConsumeQueue unit,
 §8) and NOT from rmq_core's engines. Tests compare what the engines write with what this module decodes.
 
 Format (all integers big-endian):
@@ -206,7 +206,7 @@ def build_record(
     version: int = 1,
     body_crc: int | None = None,
 ) -> bytes:
-    """Encode a record exactly as facts §1.2 lays it out (v1 or v2). Host v6 flags are derived from the hosts."""
+    """Encode a record exactly as RocketMQ 4.9's CommitLog lays it out (v1 or v2). Host v6 flags are derived from the hosts."""
     if isinstance(properties, dict):
         properties = encode_properties(properties)
     bh, bh6 = _encode_host(born_host)

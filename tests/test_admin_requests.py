@@ -1,4 +1,4 @@
-"""The admin requests of issue 12 at the wire level on a real broker and name server (no Java): their bodies'
+"""The admin requests mqadmin sends, at the wire level on a real broker and name server (no Java): their bodies'
 JSON shapes as 4.9.7 writes them (MessageQueue-keyed maps included), the broker config's live update, persistence and
 reload, deletion, the name server's KV config, and the Prometheus endpoint scraped during a run."""
 

@@ -1,4 +1,4 @@
-"""Bad input (DESIGN §5 "Bad input", CORE_API §3/§6): a clear error and nothing stored lost or altered — oversized
+"""Bad input (docs/CORE_API.md §3/§6): a clear error and nothing stored lost or altered — oversized
 bodies and properties, all-or-nothing batches, illegal topics, corrupt records, a full disk (RLIMIT_FSIZE, and a
 real small tmpfs when user namespaces allow mounting one), a second open of the same directory, a closed store.
 """

@@ -1,4 +1,4 @@
-"""CommitLog: roll-over with the 8-byte BLANK (facts §1.3), records larger than a file, raw reads by (offset, size),
+"""CommitLog: roll-over with the 8-byte BLANK, records larger than a file, raw reads by (offset, size),
 look_message_by_offset, max/min physical offsets, deleting old files.
 """
 

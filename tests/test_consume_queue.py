@@ -1,4 +1,4 @@
-"""ConsumeQueue (facts §2): one 20-byte unit per dispatched message in its (topic, queue), min/max offsets,
+"""ConsumeQueue: one 20-byte unit per dispatched message in its (topic, queue), min/max offsets,
 lookup by store time, earliest message time, topics(), scan_consume_queue across CQ files, transaction records.
 """
 

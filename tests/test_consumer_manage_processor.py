@@ -1,6 +1,6 @@
 """QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET / GET_CONSUMER_LIST_BY_GROUP against a real Broker over TCP.
 
-The QUERY_CONSUMER_OFFSET branches (facts §6): a committed offset; 5.x ``setZeroIfNotFound=false``; min offset ≤ 0
+The QUERY_CONSUMER_OFFSET branches (4.9 ``ConsumerManageProcessor``): a committed offset; 5.x ``setZeroIfNotFound=false``; min offset ≤ 0
 with the queue's first message "hot" → 0 (4.9's checkInDiskByConsumeOffset; made cold here with
 ``access_message_in_memory_max_ratio=0``); min offset > 0 (commit-log files deleted) → QUERY_NOT_FOUND.
 """

@@ -1,4 +1,4 @@
-"""Crash safety (DESIGN §5 "Durability"): a writer process appends and prints each acknowledged message; it is killed
+"""Crash safety: a writer process appends and prints each acknowledged message; it is killed
 with SIGKILL mid-stream; on reopen every acknowledged message is present and intact, nothing corrupt is served, every
 body decodes, and appends continue where the log ends. SYNC_FLUSH: acknowledged = put_message returned;
 ASYNC_FLUSH: acknowledged = flush() returned after the put. Twice in a row, so a recovered store is crashed again.

@@ -1,4 +1,4 @@
-"""Filtering (facts §9, FilterAPI.buildSubscriptionData; §1.6 tagsCode): SubscriptionData from tag expressions and
+"""Filtering (4.9 FilterAPI.buildSubscriptionData; the tagsCode of a ConsumeQueue unit): SubscriptionData from tag expressions and
 selectors, the broker-side hash match and the client-side re-filter, tags_hash against values computed here from
 Java's String.hashCode (UTF-16 code units, int32 wrap).
 """

@@ -1,5 +1,5 @@
 """On-disk format: what the engines write is decoded by the independent spec parser (tests/spec_parser.py, written
-from rocketmq-facts.md §1.2–1.6, §2, §8) and compared field by field; hand-built v2 and IPv6 records (which the
+from RocketMQ 4.9's ``MessageDecoder``/``CommitLog``/``ConsumeQueue`` layouts) and compared field by field; hand-built v2 and IPv6 records (which the
 engines never write) are read by decode_messages; file names and sizes follow RocketMQ's layout.
 """
 

@@ -1,4 +1,4 @@
-"""get_message (DefaultMessageStore.getMessage 4.9, seed §4.1.7; facts §3): every GetMessageStatus with its exact
+"""get_message (DefaultMessageStore.getMessage 4.9): every GetMessageStatus with its exact
 next_begin_offset, bodies equal to the stored records byte for byte, batch-full rules in memory and on disk,
 filter skips, the 16,000-byte scan cap, one ConsumeQueue file per call, the property filter hook,
 suggest_pulling_from_slave and max_phy_offset_pulling.

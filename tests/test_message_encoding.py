@@ -1,5 +1,5 @@
 """rmq_core.message_encoding: the property string as MessageDecoder writes and reads it, and the SEND_BATCH_MESSAGE
-body (facts §1.4, §1.8), including the malformed inputs a broker must refuse without storing anything."""
+body (4.9 ``MessageDecoder``), including the malformed inputs a broker must refuse without storing anything."""
 
 from __future__ import annotations
 

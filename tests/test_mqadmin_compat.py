@@ -1,6 +1,6 @@
 """Apache's own ``mqadmin`` (rocketmq-tools 4.9.7) against rmq_core and against Apache RocketMQ 4.9.7 in the same run:
 the same scenario on both (a topic created with ``updateTopic``, 20 messages sent by Apache's Java client 4.9.7 with
-keys, a live Java push consumer in group ``G`` that received them all), then every admin command of issue 12's table
+keys, a live Java push consumer in group ``G`` that received them all), then every admin command of the table below
 on both, comparing the fields of what each prints — never timestamps, addresses or ports, which differ by nature.
 
 Both servers run for the whole module (the Apache pair through tests/apache_rocketmq.py; rmq_core's NameServer and

@@ -1,4 +1,4 @@
-"""RemotingCommand frames against the layout in rocketmq-facts §4, decoded by hand here, not by the codec."""
+"""RemotingCommand frames against RocketMQ's frame layout (4.9 ``RemotingCommand.encode``), decoded by hand here, not by the codec."""
 
 from __future__ import annotations
 

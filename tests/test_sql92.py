@@ -1,4 +1,4 @@
-"""SQL92 selectors (rmq_core.filter.sql92) against the rules in rocketmq-facts §9: precedence, literals,
+"""SQL92 selectors (rmq_core.filter.sql92) against RocketMQ's SQL92 filter rules: precedence, literals,
 three-valued logic, type conversion, and parse errors."""
 
 from __future__ import annotations

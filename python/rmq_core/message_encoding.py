@@ -2,7 +2,7 @@
 
 * the **property string** (``messageProperties2String`` / ``string2messageProperties``): ``name \\x01 value \\x02``
   per entry, carried in the send header's ``properties`` field and stored in each CommitLog record;
-* the **batch body** of SEND_BATCH_MESSAGE (``encodeMessages`` / ``decodeMessages``, facts §1.8): per message
+* the **batch body** of SEND_BATCH_MESSAGE (4.9 ``MessageDecoder.encodeMessages`` / ``decodeMessages``): per message
   TOTALSIZE int32 · MAGIC int32 (0) · BODYCRC int32 (0) · FLAG int32 · BODYLEN int32 + BODY · PROPLEN int16 + PROPS.
 
 Invariants:

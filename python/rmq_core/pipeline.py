@@ -1,4 +1,4 @@
-"""The main job (issue 5, "The main job"), run by ``rmq-core pipeline`` and ``./dev demo``.
+"""The main job, run by ``rmq-core pipeline`` and ``./dev demo``.
 
 On embedded defaults it starts a name server and a broker in this process over a local store directory (ports 0),
 creates a topic with several queues, writes a realistic stream of order events (skewed tags, order-id keys, region

@@ -15,7 +15,7 @@ Invariants:
      tag filter miss → skip; record unavailable → MESSAGE_WAS_REMOVING if nothing found yet and
      next_phy_file_start = the CommitLog roll_next_file(offsetPy); property filter miss → skip; else append, FOUND,
      next_phy_file_start reset. The property filter gets the record's decoded properties ({} if the referenced
-     bytes do not decode as a record); a unit size <= 0 reads as unavailable. As in the seed's 4.9 code, a filter miss (tag or property) while nothing has been
+     bytes do not decode as a record); a unit size <= 0 reads as unavailable. As in 4.9's code, a filter miss (tag or property) while nothing has been
      found yet sets the status back to NO_MATCHED_MESSAGE (so a removed unit followed by a filtered one reports
      NO_MATCHED_MESSAGE).
   4. "In disk" and "suggest pulling from slave" compare ``max_phy − offset`` with ``memory_threshold()`` =

@@ -47,7 +47,7 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     LITE_PULL_MESSAGE = 361
-    # admin and introspection (issue 12)
+    # admin and introspection (mqadmin)
     UPDATE_BROKER_CONFIG = 25
     GET_BROKER_CONFIG = 26
     GET_BROKER_RUNTIME_INFO = 28

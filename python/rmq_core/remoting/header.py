@@ -329,7 +329,7 @@ class GetRouteInfoRequestHeader:
     acceptStandardJsonOnly: bool | None = optional()
 
 
-# --- admin and introspection requests (issue 12; AdminBrokerProcessor, name server KV config) ----------------------
+# --- admin and introspection requests (AdminBrokerProcessor, name server KV config) ----------------------
 @dataclass
 class DeleteTopicRequestHeader:
     topic: str = required()

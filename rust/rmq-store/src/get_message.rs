@@ -1,4 +1,4 @@
-//! The pull read path: `DefaultMessageStore#getMessage` as in RocketMQ 4.9 (seed §4.1.7), the batch-full
+//! The pull read path: `DefaultMessageStore#getMessage` as in RocketMQ 4.9, the batch-full
 //! rule and the message filter hooks.
 //!
 //! Owns: `GetMessageStatus`, `GetMessageResult`, `MessageFilter`, `is_the_batch_full`, `get_message`.
@@ -15,7 +15,7 @@
 //!   3. skip units below `next_phy_file_start`; stop (uncounted) when the batch is full; tag miss → skip;
 //!      record unreadable → MESSAGE_WAS_REMOVING if nothing found yet, jump to the next CommitLog file;
 //!      property miss → skip; else add (FOUND).
-//!   4. As in the seed, a filter miss while nothing is found yet sets the status back to
+//!   4. As in 4.9, a filter miss while nothing is found yet sets the status back to
 //!      NO_MATCHED_MESSAGE (so a later tag miss overrides an earlier MESSAGE_WAS_REMOVING).
 //!   5. `next_begin_offset = offset + i/20`; `max_phy_offset_pulling` = CommitLog offset of the last unit
 //!      read (including the one that made the batch full; 0 if none).

@@ -1,5 +1,5 @@
 """PullMessageProcessor: PULL_MESSAGE (11), RocketMQ 4.9's broker/processor/PullMessageProcessor.java#processRequest
-step by step, in its order (the behavioural spec is ../shared/seeds/000_*.txt §4.1.6):
+step by step, in its order:
 
  1. broker readable (NO_PERMISSION); 2. subscription group exists (SUBSCRIPTION_GROUP_NOT_EXIST) and may consume
  (NO_PERMISSION); 3. sys flags; 4. topic exists (TOPIC_NOT_EXIST) and is readable (NO_PERMISSION); 5. queue id in

@@ -1,6 +1,6 @@
-"""PushConsumer (DefaultMQPushConsumer) and DefaultMQPushConsumerImpl, following the seeds step by step.
+"""PushConsumer (DefaultMQPushConsumer) and DefaultMQPushConsumerImpl, following 4.9's Java classes step by step.
 
-``PushConsumer`` holds the settings (facts §10 defaults) and the public API; ``DefaultMQPushConsumerImpl`` (``.impl``)
+``PushConsumer`` holds the settings (4.9's ``DefaultMQPushConsumer`` defaults) and the public API; ``DefaultMQPushConsumerImpl`` (``.impl``)
 is what the client instance knows (MQConsumerInner) and what the PullMessageService calls:
 
 - ``start()``: check the config, copy the subscriptions (``%RETRY%<group>`` with ``*`` in CLUSTERING), instance name
@@ -543,7 +543,7 @@ class DefaultMQPushConsumerImpl:
         if pull_request.process_queue.msg_count == 0:
             self.offset_store.update_offset(pull_request.message_queue, pull_request.next_offset, True)
 
-    # --- pullMessage (seed 001 §4.3) ----------------------------------------------------------------------------
+    # --- pullMessage (4.9 DefaultMQPushConsumerImpl#pullMessage) ------------------------------------------------------
     async def pull_message(self, pull_request: PullRequest) -> None:
         pq: ProcessQueue = pull_request.process_queue
         if pq.dropped:
@@ -714,7 +714,7 @@ class DefaultMQPushConsumerImpl:
             log.exception("pull callback failed for %s", pull_request)
             self._on_pull_exception(pull_request, e)
 
-    # --- PullCallback (seed 002) ------------------------------------------------------------------------------
+    # --- PullCallback (4.9, in pullMessage) ---------------------------------------------------------------------------
     def _on_pull_success(
         self, pull_request: PullRequest, sd: SubscriptionData, result: PullResultExt, begin: float
     ) -> None:
