@@ -8,6 +8,10 @@ Invariants:
 2. Responses are matched to requests by ``opaque``; a response nobody waits for is logged and dropped.
 3. An unknown request code is answered REQUEST_CODE_NOT_SUPPORTED; a processor exception SYSTEM_ERROR with its text.
 4. Oneway requests get no response, whatever the processor returns.
+5. Memory per connection is bounded whatever the peer does: reading pauses past ``FrameProtocol.HIGH_WATER`` unserved
+   commands; a connection whose responses are not being read (the transport's write buffer above its high-water
+   mark) is not served until the peer reads them (its unserved commands then pause reading: TCP pushes back on the
+   peer); at most ``MAX_TASKS_PER_CONNECTION`` requests of one connection are processed at once.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 """
@@ -38,6 +42,8 @@ SYSTEM_ERROR = 1
 REQUEST_CODE_NOT_SUPPORTED = 3
 
 Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
+MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
 _LENGTH = struct.Struct(">i")
 
 
@@ -174,6 +180,11 @@ class FrameProtocol(asyncio.Protocol):
         self._waiter = self._loop.create_future()
         await self._waiter
 
+    @property
+    def paused_writing(self) -> bool:
+        """The transport's write buffer is above its high-water mark: the peer is not reading fast enough."""
+        return self._paused_writing
+
     async def drain(self) -> None:
         if self._paused_writing and not self.ended:
             w = self._loop.create_future()
@@ -184,12 +195,15 @@ class FrameProtocol(asyncio.Protocol):
 async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]) -> None:
     """Serve the commands ``conn``'s protocol has read until it ends: responses complete their waiting futures
     (matched by opaque), requests go to ``on_request``; when it returns an awaitable, that is awaited before the next
-    command is served (inline processing). A bad frame ends the loop with a log line (invariant 1)."""
+    command is served (inline processing). A bad frame ends the loop with a log line (invariant 1). While the peer
+    does not read what it was sent, nothing more is served (invariant 5)."""
     proto = conn.protocol
     assert proto is not None, "serve_connection needs a Connection made by FrameProtocol"
     inbox = proto.inbox
     pending = conn.pending
     while True:
+        if proto.paused_writing:
+            await proto.drain()
         if not inbox:
             await proto.wait_frames()
             if not inbox:
@@ -232,20 +246,26 @@ class Connection:
         self.closed = False
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
+        self._out_size = 0  # bytes in _out
         self.tasks: set[asyncio.Task[None]] = set()  # requests processed off the read loop, until they finish
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
-        self._out.append(cmd.encode())
+        frame = cmd.encode()
+        self._out.append(frame)
+        self._out_size += len(frame)
         if len(self._out) == 1:
             self._loop.call_soon(self._flush)
+        elif self._out_size >= OUT_FLUSH_BYTES:  # a burst of large answers: hand them to the transport now, so
+            self._flush()  # its high-water mark (pause_writing) sees them (invariant 5)
 
     def _flush(self) -> None:
         if not self._out:
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
+        self._out_size = 0
         if not self.closed:
             self.writer.write(data)
 
@@ -260,6 +280,7 @@ class Connection:
         """The transport is gone: fail the waiting invocations now rather than at their timeouts."""
         if not self.closed:
             self._out.clear()
+            self._out_size = 0
             self.close()
 
     def close(self) -> None:
@@ -360,12 +381,22 @@ class RemotingServer:
         try:
             inline = self._inline
 
-            def on_request(cmd: RemotingCommand) -> Awaitable[None] | None:
-                if cmd.code in inline:
-                    return self._process(conn, cmd)
+            def spawn(cmd: RemotingCommand) -> None:
                 task = loop.create_task(self._process(conn, cmd))
                 conn.tasks.add(task)  # the loop keeps only weak references to tasks
                 task.add_done_callback(conn.tasks.discard)
+
+            async def spawn_when_room(cmd: RemotingCommand) -> None:
+                while len(conn.tasks) >= MAX_TASKS_PER_CONNECTION:
+                    await asyncio.wait(set(conn.tasks), return_when=asyncio.FIRST_COMPLETED)
+                spawn(cmd)
+
+            def on_request(cmd: RemotingCommand) -> Awaitable[None] | None:
+                if cmd.code in inline:
+                    return self._process(conn, cmd)
+                if len(conn.tasks) >= MAX_TASKS_PER_CONNECTION:  # invariant 5: wait for one to finish
+                    return spawn_when_room(cmd)
+                spawn(cmd)
                 return None
 
             await serve_connection(conn, on_request)
