@@ -13,6 +13,9 @@ Scenarios (full size; ``--quick`` shrinks them):
   one; the broker must stop serving it (its write buffer full, then its reading paused) rather than buffer them;
 - pipeline: a client writes 100,000 SEND requests without waiting for any answer (far past the 128 in flight of a
   producer) while reading the answers: every one answered SUCCESS, memory bounded;
+- group_churn: a consumer group of 200 rmq_core push consumers (one process, one client instance each) on a topic of
+  64 queues: all join, half leave, 50 more join; after each step the rebalance must settle with every queue owned by
+  exactly one live consumer (checked every 0.25 s until it holds for 1 s);
 - disk_full: the broker's store on a 24 MiB tmpfs (a user + mount namespace: ``unshare -rm``) with a ballast file;
   sends until the disk refuses (an error code, not a hang), pulls keep working, the ballast removed, sends succeed
   again, and every acknowledged message is read back intact.
@@ -31,6 +34,7 @@ import json
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -329,6 +333,84 @@ def scenario_pipeline(b: BrokerProcess, n: int) -> Result:
     return _measured(b, "pipeline", f"{n} sends written without waiting", bound_mib=96, body=body)
 
 
+def scenario_group_churn(b: BrokerProcess, n: int, queues: int) -> Result:
+    from rmq_core.client import ConsumeConcurrentlyStatus, PushConsumer
+
+    topic, group = "ChurnTopic", "ChurnGroup"
+    r = subprocess.run(
+        [*rmq_core_cmd(), "topic", "create", topic, "-n", f"127.0.0.1:{b.ns_port}", "--queues", str(queues)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if r.returncode != 0:
+        raise RuntimeError(f"topic create failed: {r.stdout} {r.stderr}")
+
+    def new_consumer(i: int) -> PushConsumer:
+        c = PushConsumer(
+            group,
+            namesrv_addr=f"127.0.0.1:{b.ns_port}",
+            instance_name=f"churn-{i}",
+            consume_thread_min=1,
+            consume_thread_max=1,
+            heartbeat_broker_interval=1000,
+            rebalance_interval_ms=2000,
+            poll_name_server_interval=1000,
+        )
+        c.subscribe(topic, "*")
+        c.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        c.start()
+        return c
+
+    def owners(live: list[PushConsumer]) -> tuple[int, int]:
+        """(queues owned by no live consumer, queues owned by more than one)."""
+        count: dict[int, int] = {}
+        for c in live:
+            for mq, pq in list(c.impl.rebalance_impl.process_queue_table.items()):
+                if mq.topic == topic and not pq.dropped:
+                    count[mq.queue_id] = count.get(mq.queue_id, 0) + 1
+        return queues - len(count), sum(1 for v in count.values() if v > 1)
+
+    def settle(live: list[PushConsumer], step: str, res: Result, deadline_s: float = 90.0) -> None:
+        t0 = time.monotonic()
+        held_since = None
+        while time.monotonic() - t0 < deadline_s:
+            unowned, twice = owners(live)
+            if unowned == 0 and twice == 0:
+                held_since = held_since or time.monotonic()
+                if time.monotonic() - held_since >= 1.0:
+                    res.figures[step] = f"settled {held_since - t0:.1f} s after"
+                    return
+            else:
+                held_since = None
+            time.sleep(0.25)
+        unowned, twice = owners(live)
+        res.failures.append(f"{step}: not settled in {deadline_s:.0f} s ({unowned} unowned, {twice} owned twice)")
+
+    def body(res: Result) -> None:
+        live: list[PushConsumer] = []
+        try:
+            t0 = time.monotonic()
+            for i in range(n):
+                live.append(new_consumer(i))
+            res.figures["start"] = f"{time.monotonic() - t0:.1f} s"
+            settle(live, f"{n} joined", res)
+            t0 = time.monotonic()
+            for c in live[: n // 2]:
+                c.shutdown()
+            res.figures["shutdown"] = f"{time.monotonic() - t0:.1f} s"
+            live = live[n // 2 :]
+            settle(live, f"{n // 2} left", res)
+            for i in range(n, n + n // 4):
+                live.append(new_consumer(i))
+            settle(live, f"{n // 4} joined", res)
+            res.probe_s = probe(b.addr)
+        finally:
+            for c in live:
+                with contextlib.suppress(Exception):
+                    c.shutdown()
+
+    return _measured(b, "group_churn", f"{n} push consumers, {queues} queues", bound_mib=64, body=body)
+
+
 def scenario_disk_full(work: Path, tmpfs_mib: int, ballast_mib: int) -> Result:
     """The broker inside ``unshare -rm`` with its store on a small tmpfs; the harness reaches the mount through
     /proc/<broker pid>/root (root's view of the broker's mount namespace)."""
@@ -446,10 +528,12 @@ def workdir(keep: bool) -> Iterator[Path]:
 
 
 SIZES = {
-    "full": {"idle": 5000, "slowloris": (500, 60, 0.1), "non_reader": 20000, "pipeline": 100000, "disk": (24, 12)},
-    "quick": {"idle": 500, "slowloris": (100, 20, 0.05), "non_reader": 4000, "pipeline": 20000, "disk": (16, 8)},
-}
-NAMES = ("idle", "slowloris", "non_reader", "pipeline", "disk_full")
+    "full": {"idle": 5000, "slowloris": (500, 60, 0.1), "non_reader": 20000, "pipeline": 100000, "churn": (200, 64),
+             "disk": (24, 12)},
+    "quick": {"idle": 500, "slowloris": (100, 20, 0.05), "non_reader": 4000, "pipeline": 20000, "churn": (20, 16),
+              "disk": (16, 8)},
+}  # fmt: skip
+NAMES = ("idle", "slowloris", "non_reader", "pipeline", "group_churn", "disk_full")
 
 
 def run(size: str = "full", only: list[str] | None = None, keep: bool = False) -> list[Result]:
@@ -472,6 +556,8 @@ def run(size: str = "full", only: list[str] | None = None, keep: bool = False) -
                         results.append(scenario_non_reader(b, sz["non_reader"]))
                     elif name == "pipeline":
                         results.append(scenario_pipeline(b, sz["pipeline"]))
+                    elif name == "group_churn":
+                        results.append(scenario_group_churn(b, *sz["churn"]))
             finally:
                 b.stop()
         if "disk_full" in want:

@@ -1,6 +1,7 @@
 """Resource exhaustion: the transport's memory bounds (invariant 5 of rmq_core.remoting.transport) checked in-process
 on real TCP, then benches/exhaust_broker.py's scenarios at their quick size against `rmq-core broker` in its own
-process (idle connections, slowloris, a client that never reads its answers, a pipelined flood, a full disk).
+process (idle connections, slowloris, a client that never reads its answers, a pipelined flood, a consumer group
+joining and leaving, a full disk).
 The full sizes and their figures: `.venv/bin/python benches/exhaust_broker.py`."""
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def test_exhaustion_scenarios_quick():
     results = run("quick")
     table = format_table(results)
     print(table)
-    assert [r.name for r in results] == ["idle", "slowloris", "non_reader", "pipeline", "disk_full"]
+    assert [r.name for r in results] == ["idle", "slowloris", "non_reader", "pipeline", "group_churn", "disk_full"]
     bad = [r for r in results if not r.ok]
     if bad and all(r.name == "disk_full" and "user namespaces" in " ".join(r.failures) for r in bad):
         pytest.skip(f"no tmpfs in a user namespace here; the other scenarios passed:\n{table}")

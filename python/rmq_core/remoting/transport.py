@@ -42,6 +42,7 @@ SYSTEM_ERROR = 1
 REQUEST_CODE_NOT_SUPPORTED = 3
 
 Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
 _LENGTH = struct.Struct(">i")
@@ -328,7 +329,11 @@ class RemotingServer:
         accepted only after ``begin_serving()``, so an owner can finish setting up with the port known."""
         self.loop = asyncio.get_running_loop()
         self._server = await self.loop.create_server(
-            lambda: FrameProtocol(self._serve), self.host, self.port, start_serving=start_serving
+            lambda: FrameProtocol(self._serve),
+            self.host,
+            self.port,
+            start_serving=start_serving,
+            backlog=SOCKET_BACKLOG,
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
