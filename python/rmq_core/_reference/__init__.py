@@ -21,18 +21,50 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
 This package never imports ``rmq_core._core``.
 """
 
-from .format.columns import decode_columns
-from .format.gather import gather_runs
-from .format.message import (
-    assign_uniq_keys,
-    create_offset_msg_id,
-    decode_messages,
-    decode_properties,
-    encode_properties,
-    tags_hash,
-)
-from .message_store import StoreEngine
-from .store_reader import StoreReader, mapped_file_size
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .format.columns import decode_columns
+    from .format.gather import gather_runs
+    from .format.message import (
+        assign_uniq_keys,
+        create_offset_msg_id,
+        decode_messages,
+        decode_properties,
+        encode_properties,
+        tags_hash,
+    )
+    from .message_store import StoreEngine
+    from .store_reader import StoreReader, mapped_file_size
+
+# Loaded on first use (PEP 562): importing a format module (``rmq_core.message`` imports format.message) must not
+# load the whole twin engine.
+_WHERE = {
+    "decode_columns": ".format.columns",
+    "gather_runs": ".format.gather",
+    "assign_uniq_keys": ".format.message",
+    "create_offset_msg_id": ".format.message",
+    "decode_messages": ".format.message",
+    "decode_properties": ".format.message",
+    "encode_properties": ".format.message",
+    "tags_hash": ".format.message",
+    "StoreEngine": ".message_store",
+    "StoreReader": ".store_reader",
+    "mapped_file_size": ".store_reader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "StoreEngine",
