@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import sys
 import tempfile
 import zlib
@@ -135,6 +136,19 @@ CONFIGS = [
 ]
 
 
+def store_mutations() -> list[bytes]:
+    """Seeds for ``store_recovery``: a backend byte, then 8-byte mutations (file, operation, position, value) of each
+    kind on each file, alone and in pairs (targets.store_recovery decodes them)."""
+    out = [b"\x00", b"\x01"]
+    for backend in (0, 1):
+        for file_index in range(8):  # index 7: the abort marker
+            for op in range(4):  # flip, overwrite a run, truncate, delete
+                one = struct.pack(">BBIH", file_index, op, 97 * (file_index + 1) + 13 * op, 0x1F3)
+                out.append(bytes([backend]) + one)
+                out.append(bytes([backend]) + one + struct.pack(">BBIH", 7, 0, 0, 0))  # ... and an unclean stop
+    return out
+
+
 def main() -> int:
     counts = {"remoting_frame": frames_from_captures(), "records": records()}
     for s in SQL92:
@@ -143,6 +157,8 @@ def main() -> int:
         save("broker_conf", c.encode())
     for c in CONFIGS:
         save("config_json", c.encode())
+    for data in store_mutations():
+        save("store_recovery", data)
     print(f"seed corpora in {CORPUS_DIR}: {counts}, {len(SQL92)} selectors, {len(BROKER_CONFS)} broker.conf, "
           f"{len(CONFIGS)} configs")  # fmt: skip
     return 0

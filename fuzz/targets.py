@@ -13,7 +13,13 @@ Targets (name → what parses the bytes):
   extFields (long and V2 short names);
 - ``sql92``: an SQL92 selector compiled, then evaluated on properties carved from the input;
 - ``broker_conf``: a broker.conf (Java Properties) and BrokerConfig built from it;
-- ``config_json``: the JSON config files (topics, subscriptionGroup, consumerOffset, consumerFilter, delayOffset).
+- ``config_json``: the JSON config files (topics, subscriptionGroup, consumerOffset, consumerFilter, delayOffset);
+- ``store_recovery``: a small store directory (two CommitLog files, two queues, a checkpoint) corrupted as the input
+  says (bytes flipped or overwritten, files truncated or deleted, the abort marker added or removed), then opened by
+  the backend the input picks: it opens or refuses with ``StoreError``; once open, every queue is pulled from its min
+  to its max offset and every record served must be whole (good CRC) and be exactly the message written at that
+  queue and offset (topic, queue, offset, body: what the format's fields and BODYCRC protect; damage to a field no
+  checksum covers, such as the sys flag, may reach the client, whose decoder refuses it with CorruptRecordError).
 
 Thread-safety: targets keep no state between calls except the config managers' scratch directory.
 """
@@ -25,10 +31,12 @@ import atexit
 import dataclasses
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 
 from rmq_core import _backend
+from rmq_core._reference.format.message import body_crc
 from rmq_core.broker.broker_config import BrokerConfig, parse_properties
 from rmq_core.broker.config_manager import ConfigManager
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
@@ -36,10 +44,13 @@ from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq_core.broker.topic_config_manager import TopicConfigManager
-from rmq_core.errors import CorruptRecordError, RmqError
+from rmq_core.errors import CorruptRecordError, RmqError, StoreError
 from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
+from rmq_core.message import Message
+from rmq_core.message import decode_messages as decode_message_objects
 from rmq_core.remoting import header as header_module
 from rmq_core.remoting.command import RemotingCommand, RemotingCommandError
+from rmq_core.store import MessageStore, StoreConfig
 
 RUST = _backend.load("rust")
 PYTHON = _backend.load("python")
@@ -179,6 +190,98 @@ def config_json(data: bytes) -> None:
         manager.encode()  # what was accepted can be written back
 
 
+_RECOVERY_TOPIC = "FuzzRecovery"
+_RECOVERY_CONFIG = StoreConfig(
+    mapped_file_size_commit_log=16 * 1024, mapped_file_size_consume_queue=40 * 20, store_host=("127.0.0.1", 10911)
+)
+_RECOVERY_BASE = os.path.join(_SCRATCH, "recovery-base")
+_RECOVERY_WORK = os.path.join(_SCRATCH, "recovery-work")
+_RECOVERY_WRITTEN: dict[tuple[int, int], bytes] = {}  # (queue id, queue offset) -> body
+_MUTATION = struct.Struct(">BBIH")  # file index, operation, position, value or length
+
+
+def _recovery_base() -> list[str]:
+    """Writes the base store once (Rust engine; both write the same bytes) and lists its files, sorted."""
+    if not _RECOVERY_WRITTEN:
+        with MessageStore(_RECOVERY_BASE, _RECOVERY_CONFIG, backend="rust") as store:
+            for i in range(48):  # ~600 B each: three 16 KiB CommitLog files, two ConsumeQueue files per queue
+                body = (b"%03d:" % i) * (100 + i % 50)
+                result = store.put_message(Message(_RECOVERY_TOPIC, body, tags="T"), i % 2, ("127.0.0.1", 1))
+                _RECOVERY_WRITTEN[(i % 2, result.queue_offset)] = body
+    files = []
+    for d, _dirs, names in os.walk(_RECOVERY_BASE):
+        files.extend(os.path.relpath(os.path.join(d, n), _RECOVERY_BASE) for n in names if n != "lock")
+    return sorted(files)
+
+
+def store_recovery(data: bytes) -> None:
+    files = _recovery_base()
+    shutil.rmtree(_RECOVERY_WORK, ignore_errors=True)
+    shutil.copytree(_RECOVERY_BASE, _RECOVERY_WORK)
+    backend = "rust" if not data or data[0] % 2 == 0 else "python"
+    for k in range(1, len(data) - _MUTATION.size + 1, _MUTATION.size):
+        index, op, pos, value = _MUTATION.unpack_from(data, k)
+        if index % 8 == 7:  # the abort marker: an unclean stop (abnormal recovery) or a clean one
+            marker = os.path.join(_RECOVERY_WORK, "abort")
+            if os.path.exists(marker):
+                os.unlink(marker)
+            else:
+                open(marker, "wb").close()
+            continue
+        path = os.path.join(_RECOVERY_WORK, files[index % len(files)])
+        if not os.path.exists(path):
+            continue
+        size = os.path.getsize(path)
+        op %= 4
+        with open(path, "r+b") as f:
+            if op == 0 and size:  # flip one byte
+                f.seek(pos % size)
+                b = f.read(1)
+                f.seek(pos % size)
+                f.write(bytes([b[0] ^ (value & 0xFF or 1)]))
+            elif op == 1 and size:  # overwrite a run with one byte value
+                at = pos % size
+                f.seek(at)
+                f.write(bytes([value & 0xFF]) * min(1 + (value >> 8), size - at))
+            elif op == 2:  # truncate
+                f.truncate(pos % (size + 1))
+        if op == 3:
+            os.unlink(path)
+    try:
+        store = MessageStore(_RECOVERY_WORK, _RECOVERY_CONFIG, backend=backend)
+    except StoreError:
+        return  # refused, with its reason: documented
+    with store:
+        for qid in (0, 1):
+            offset = store.get_min_offset_in_queue(_RECOVERY_TOPIC, qid)
+            end = store.get_max_offset_in_queue(_RECOVERY_TOPIC, qid)
+            guard = 0
+            while offset < end:
+                got = store.get_message("fuzz", _RECOVERY_TOPIC, qid, offset, 8)
+                if got.message_count:
+                    try:
+                        served = decode_message_objects(bytes(got.body))
+                    except CorruptRecordError:  # damage in a field no checksum covers (a compressed flag set on a
+                        served = []  # plain body): the client refuses it with the documented error
+                    for m in served:
+                        if body_crc(m.body) != m.body_crc:
+                            raise AssertionError(
+                                f"{backend}: served a record with a bad body CRC at {m.commitlog_offset}"
+                            )
+                        want = _RECOVERY_WRITTEN.get((qid, m.queue_offset))
+                        if m.topic != _RECOVERY_TOPIC or m.queue_id != qid or m.body != want:
+                            raise AssertionError(
+                                f"{backend}: served a record that was not written at queue {qid} offset "
+                                f"{m.queue_offset} (topic {m.topic!r}, queue {m.queue_id}, body {m.body[:16]!r})"
+                            )
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+                guard += 1
+                if guard > 1000:
+                    raise AssertionError(f"{backend}: queue {qid} never reaches its max offset {end}")
+
+
 TARGETS: dict[str, Target] = {
     "decode_messages": decode_messages,
     "decode_properties": decode_properties,
@@ -188,6 +291,7 @@ TARGETS: dict[str, Target] = {
     "sql92": sql92,
     "broker_conf": broker_conf,
     "config_json": config_json,
+    "store_recovery": store_recovery,
 }
 
 CORPUS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")

@@ -15,8 +15,9 @@ import pytest
 import spec_parser as sp
 from helpers import put_ok, small_config, subprocess_env
 
+from rmq_core._reference.format.message import COMPRESSED_FLAG, SYSFLAG_POSITION
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
-from rmq_core.message import Message
+from rmq_core.message import Message, decode_messages
 from rmq_core.store import MessageStore, StoreConfig
 from rmq_core.store import PutMessageStatus as P
 
@@ -225,7 +226,7 @@ def test_config_validation():
 FULL_DISK_SCRIPT = r"""
 import errno, json, os, resource, signal, sys
 from rmq_core.store import MessageStore, StoreConfig
-from rmq_core.message import Message
+from rmq_core.message import Message, decode_messages
 from rmq_core.errors import StoreError
 
 mode, root, backend = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -343,3 +344,17 @@ def test_message_body_types():
     m = Message(T, raw, tags="A", keys=["k1", "k2"], properties={"x": 1}, delay_time_level=3)
     assert m.properties == {"TAGS": "A", "KEYS": "k1 k2", "DELAY": "3", "x": "1"}
     assert list(Message(T, raw, tags="").properties) == [] and Message(T, raw).tags is None
+
+
+def test_a_compressed_flag_on_a_body_that_does_not_inflate_is_a_corrupt_record(backend):
+    """decode_messages of a pull body whose second record says COMPRESSED (sys flag bit 0, a field no checksum covers)
+    over a plain body: CorruptRecordError naming where that record starts, not zlib's own error."""
+    store = backend.open()
+    rs = [put_ok(store, Message("Z", b"plain-%d" % i), 0) for i in range(3)]
+    g = store.get_message("g", "Z", 0, 0, 32)
+    body = bytearray(g.body)
+    second = rs[1].commitlog_offset - rs[0].commitlog_offset
+    body[second + SYSFLAG_POSITION + 3] |= COMPRESSED_FLAG  # the big-endian int32's lowest byte
+    with pytest.raises(CorruptRecordError, match="does not inflate") as e:
+        decode_messages(bytes(body))
+    assert e.value.offset == second

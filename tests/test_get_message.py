@@ -427,3 +427,55 @@ def test_property_filter_not_called_for_units_after_the_batch_is_full(backend):
     g = store.get_message("g", T, 0, 0, 3, property_filter=lambda p: seen.append(p["n"]) or True)
     check(g, S.FOUND, 3, 0, 10, 3)
     assert seen == ["0", "1", "2"]
+
+
+# --- damaged records are never served ------------------------------------------------------------------------------
+def _damage(root: str, offset: int, new: bytes) -> None:
+    """Overwrite CommitLog bytes at a global offset in the file itself, behind the open store's back (its mapping
+    sees the change: the damage a bad disk or a stray write does after the record was checked)."""
+    start = offset - offset % CL_SIZE
+    with open(os.path.join(root, "commitlog", f"{start:020d}"), "r+b") as f:
+        f.seek(offset - start)
+        f.write(new)
+
+
+@pytest.mark.parametrize("what", ["body", "topic"])
+def test_a_damaged_record_is_skipped_not_served(backend, what):
+    """A body byte (BODYCRC no longer matches) or a topic byte (not the queue's topic) damaged after the store
+    checked the record: get_message skips that one record like a filter miss, serves the others, and moves past it
+    (RocketMQ 4.9 serves whatever bytes the unit points at)."""
+    store = backend.open()
+    rs = fill(store, 6)
+    raw = read_raw(store.root_dir, rs[3].commitlog_offset, rs[3].wrote_bytes)
+    at = raw.find(b"msg-3") + 4 if what == "body" else raw.find(T.encode())
+    _damage(store.root_dir, rs[3].commitlog_offset + at, b"#")
+    g = store.get_message("g", T, 0, 0, 32)
+    check(g, S.FOUND, 6, count=5)
+    assert [m.queue_offset for m in g.decode()] == [0, 1, 2, 4, 5]
+    g = store.get_message("g", T, 0, 3, 1)  # from the damaged one: the scan moves on to the next record
+    check(g, S.FOUND, 5, count=1)
+    assert [m.queue_offset for m in g.decode()] == [4]
+
+
+def test_a_damaged_body_is_served_when_crc_checks_are_off(backend):
+    """check_crc_on_recover=False turns the read-side BODYCRC check off too (the other checks stay)."""
+    store = backend.open(config=small_config(check_crc_on_recover=False))
+    rs = fill(store, 3)
+    raw = read_raw(store.root_dir, rs[1].commitlog_offset, rs[1].wrote_bytes)
+    _damage(store.root_dir, rs[1].commitlog_offset + raw.find(b"msg-1") + 4, b"#")
+    g = store.get_message("g", T, 0, 0, 32)
+    check(g, S.FOUND, 3, count=3)
+    assert g.decode()[1].body == b"msg-#"
+
+
+def test_a_unit_pointing_at_another_record_is_skipped(backend):
+    """A ConsumeQueue unit whose CommitLog offset was damaged to point at the next record (a whole, valid record,
+    but not the one at this queue offset): skipped, never served as queue offset 2."""
+    store = backend.open()
+    rs = fill(store, 4)
+    with open(os.path.join(cq_dir(store.root_dir, T, 0), "0" * 20), "r+b") as f:
+        f.seek(2 * 20)
+        f.write(rs[3].commitlog_offset.to_bytes(8, "big") + rs[3].wrote_bytes.to_bytes(4, "big"))
+    g = store.get_message("g", T, 0, 0, 32)
+    check(g, S.FOUND, 4, count=3)
+    assert [m.queue_offset for m in g.decode()] == [0, 1, 3]

@@ -37,6 +37,7 @@ from rmq_core._reference.format.message import (  # noqa: F401 - re-exported
     compression_type,
 )
 from rmq_core._reference.format.message import decode_offset_msg_id as _decode_offset_msg_id
+from rmq_core.errors import CorruptRecordError
 
 # Well-known property names (MessageConst.java).
 PROPERTY_TAGS = "TAGS"
@@ -237,13 +238,22 @@ def tags_hash(tags: str) -> int:
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]:
     """Decode concatenated stored records (a pull body) into MessageExt objects.
 
-    Compressed bodies (sys flag bit 0) are inflated when ``decompress`` is true, as RocketMQ's client does.
+    Compressed bodies (sys flag bit 0) are inflated when ``decompress`` is true, as RocketMQ's client does; a body
+    flagged compressed that does not inflate raises ``CorruptRecordError`` (offset: where its record starts in ``buf``).
     """
     msgs = _backend.impl.decode_messages(buf)
     if decompress:
+        pos = 0
         for m in msgs:
             if m.sys_flag & COMPRESSED_FLAG:
-                m.body = _decompress(m.body, m.sys_flag)
+                try:
+                    m.body = _decompress(m.body, m.sys_flag)
+                except zlib.error as e:
+                    raise CorruptRecordError(
+                        f"corrupt record at offset {pos}: its body is flagged compressed but does not inflate ({e})",
+                        offset=pos,
+                    ) from None
+            pos += m.store_size
     return msgs
 
 

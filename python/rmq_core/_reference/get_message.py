@@ -13,7 +13,8 @@ Invariants:
      batch full breaks the loop and is not counted. next = offset + i/20.
   3. Per unit, in order: max_phy_offset_pulling = offsetPy; skip if below next_phy_file_start; batch full → break;
      tag filter miss → skip; record unavailable → MESSAGE_WAS_REMOVING if nothing found yet and
-     next_phy_file_start = the CommitLog roll_next_file(offsetPy); property filter miss → skip; else append, FOUND,
+     next_phy_file_start = the CommitLog roll_next_file(offsetPy); a record that is not the whole, intact record the
+     unit names (``record_matches_unit``) → skipped like a filter miss, never served; property filter miss → skip; else append, FOUND,
      next_phy_file_start reset. The property filter gets the record's decoded properties ({} if the referenced
      bytes do not decode as a record); a unit size <= 0 reads as unavailable. As in 4.9's code, a filter miss (tag or property) while nothing has been
      found yet sets the status back to NO_MATCHED_MESSAGE (so a removed unit followed by a filtered one reports
@@ -34,7 +35,7 @@ from .commit_log import CommitLog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue
 from .format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, to_int32
-from .format.message import RecordFormatError, record_properties
+from .format.message import RecordFormatError, record_matches_unit, record_properties
 
 LONG_MIN = -(2**63)
 
@@ -129,6 +130,13 @@ def get_message(
             if buffer_total == 0:
                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
             next_phy_file_start = commit_log.roll_next_file(phy_offset)
+            i += CQ_STORE_UNIT_SIZE
+            continue
+        if not record_matches_unit(
+            record, phy_offset, cq.topic, cq.queue_id, offset + i // CQ_STORE_UNIT_SIZE, config.check_crc_on_recover
+        ):  # a damaged record (or a unit pointing at the wrong bytes) is never served: skipped like a filter miss
+            if buffer_total == 0:
+                status = GetMessageStatus.NO_MATCHED_MESSAGE
             i += CQ_STORE_UNIT_SIZE
             continue
         if property_filter is not None and not property_filter(_properties_of(record)):

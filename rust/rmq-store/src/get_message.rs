@@ -14,6 +14,9 @@
 //!      `i < max(max_filter_message_size, max_msg_nums*20)`; status starts NO_MATCHED_MESSAGE.
 //!   3. skip units below `next_phy_file_start`; stop (uncounted) when the batch is full; tag miss → skip;
 //!      record unreadable → MESSAGE_WAS_REMOVING if nothing found yet, jump to the next CommitLog file;
+//!      a record that is not the whole, intact record the unit names (`record_matches_unit`: size,
+//!      physical offset, topic, queue id and offset, body CRC unless `check_crc_on_recover` is off) → skipped
+//!      like a filter miss, never served (4.9 serves whatever bytes the unit points at);
 //!      property miss → skip; else add (FOUND).
 //!   4. As in 4.9, a filter miss while nothing is found yet sets the status back to
 //!      NO_MATCHED_MESSAGE (so a later tag miss overrides an earlier MESSAGE_WAS_REMOVING).
@@ -32,7 +35,7 @@ use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
-use crate::format::message::decode_record;
+use crate::format::message::{decode_record, record_matches_unit};
 
 /// RocketMQ's order; the discriminant is the ordinal the bindings return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +227,21 @@ pub fn get_message(
             continue;
         };
         let record = sel.as_slice();
+        let queue_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64 - 1;
+        if !record_matches_unit(
+            record,
+            phy_offset,
+            &cq.topic,
+            cq.queue_id(),
+            queue_offset,
+            config.check_crc_on_recover,
+        ) {
+            // a damaged record (or a unit pointing at the wrong bytes) is never served: skipped like a filter miss
+            if r.buffer_total_size == 0 {
+                r.status = NoMatchedMessage;
+            }
+            continue;
+        }
         if use_cl_filter {
             let props = decode_record(record)
                 .map(|rec| rec.properties)

@@ -347,6 +347,25 @@ def record_layout(buf: Any, pos: int, limit: int) -> tuple[int, int, int, int, i
     return total, magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len
 
 
+def record_matches_unit(
+    record: Any, phy_offset: int, topic: str, queue_id: int, queue_offset: int, check_crc: bool
+) -> bool:
+    """Whether ``record`` (the ``phy_size`` bytes a ConsumeQueue unit points at) is the whole, intact record the unit
+    says: it is well formed, its TOTALSIZE is all of ``record``, its PHYSICALOFFSET, TOPIC, QUEUEID and QUEUEOFFSET
+    are the unit's queue's, and (``check_crc``) its BODYCRC matches its body. The read path serves nothing else. (The
+    format has no checksum over the other fields: a damaged property or host is not detectable.)"""
+    try:
+        total, _magic, _sf, _ts, body_pos, body_len, topic_pos, topic_len = record_layout(record, 0, len(record))
+    except RecordFormatError:
+        return False
+    (_t, _m, crc, rec_queue_id, _flag, rec_queue_offset, rec_phy, _sf, _born) = _HEAD.unpack_from(record, 0)
+    if total != len(record) or rec_phy != phy_offset or rec_queue_id != queue_id or rec_queue_offset != queue_offset:
+        return False
+    if bytes(record[topic_pos : topic_pos + topic_len]) != topic.encode():
+        return False
+    return not check_crc or body_crc(record[body_pos : body_pos + body_len]) == crc
+
+
 def record_properties(rec: Any) -> dict[str, str]:
     """The decoded properties of one whole record (already validated or read from a CQ-referenced range)."""
     total, _m, _sf, _st, _bp, _bl, topic_pos, topic_len = record_layout(rec, 0, len(rec))

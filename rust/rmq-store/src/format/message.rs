@@ -286,6 +286,31 @@ pub fn encode_blank(dst: &mut [u8], remaining: usize) {
     dst[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
 }
 
+/// Whether `record` (the `phy_size` bytes a ConsumeQueue unit points at) is the whole, intact record the unit
+/// says: it decodes, its TOTALSIZE is all of `record`, its PHYSICALOFFSET, TOPIC, QUEUEID and QUEUEOFFSET are
+/// the unit's queue's, and (`check_crc`) its BODYCRC matches its body. The read path serves nothing else. (The
+/// format has no checksum over the other fields: a damaged property or host is not detectable.)
+pub fn record_matches_unit(
+    record: &[u8],
+    phy_offset: i64,
+    topic: &str,
+    queue_id: i32,
+    queue_offset: i64,
+    check_crc: bool,
+) -> bool {
+    match decode_record(record) {
+        Ok(r) => {
+            r.total_size as usize == record.len()
+                && r.physical_offset == phy_offset
+                && r.topic == topic.as_bytes()
+                && r.queue_id == queue_id
+                && r.queue_offset == queue_offset
+                && (!check_crc || body_crc(r.body) == r.body_crc)
+        }
+        Err(_) => false,
+    }
+}
+
 /// One decoded record, borrowing its variable parts from the buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Record<'a> {
