@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 _NAMES = ("rust", "python")
 
@@ -31,7 +32,12 @@ def _select() -> tuple[str, ModuleType]:
     return name, load(name)
 
 
-BACKEND, impl = _select()
+if TYPE_CHECKING:  # both modules have the native module's signatures (python/rmq_core/_core.pyi, checked by stubtest)
+    from rmq_core import _core as impl
+
+    BACKEND: str
+else:
+    BACKEND, impl = _select()
 
 
 def backend() -> str:

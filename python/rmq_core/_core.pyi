@@ -81,7 +81,7 @@ class StoreEngine:
     def __new__(cls, root_dir: str, config: dict[str, object]) -> StoreEngine: ...
     def put_messages(
         self,
-        msgs: list[object],
+        msgs: Sequence[object],
         queue_ids: list[int],
         sys_flag: int,
         born_timestamp: int,

@@ -376,7 +376,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     done = threading.Event()
     lock = threading.Lock()
 
-    def listener(msgs, context):  # type: ignore[no-untyped-def]
+    def listener(msgs, context):
         nonlocal seen
         with lock:
             for m in msgs:

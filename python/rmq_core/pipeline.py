@@ -355,7 +355,7 @@ class SparkFigures:
 def spark_unavailable() -> str | None:
     """Why Spark cannot run here (no pyspark/pyarrow, no Java), or None."""
     try:
-        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
+        import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
         return f"PySpark is not installed ({e}); pip install 'pyspark==4.2.1' pyarrow"

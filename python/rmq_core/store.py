@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, overload
 
 from rmq_core import _backend
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
@@ -41,6 +42,9 @@ from rmq_core.message import (
     tags_hash,
 )
 from rmq_core.store_status import GetMessageStatus, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq_core import _core
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +165,11 @@ class PutMessageResults(Sequence[PutMessageResult]):
     def __len__(self) -> int:
         return len(self._raw)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> PutMessageResult: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[PutMessageResult]: ...
+    def __getitem__(self, i: int | slice) -> PutMessageResult | list[PutMessageResult]:
         if isinstance(i, slice):
             return [self._make(t) for t in self._raw[i]]
         return self._make(self._raw[i])
@@ -221,7 +229,7 @@ class MessageStore:
         self.backend = backend or _backend.backend()
         self._impl = impl
         os.makedirs(self.root_dir, exist_ok=True)
-        self._engine = impl.StoreEngine(self.root_dir, self.config.to_engine())
+        self._engine: _core.StoreEngine = impl.StoreEngine(self.root_dir, self.config.to_engine())
         self._listeners: list[ArrivalListener] = []
         self._closed = False
         self._close_lock = threading.Lock()
@@ -245,7 +253,7 @@ class MessageStore:
         return self._engine.flush()
 
     @property
-    def recovery_report(self) -> dict[str, object]:
+    def recovery_report(self) -> dict[str, bool | int]:
         return self._engine.recovery_report()
 
     def _check_open(self) -> None:

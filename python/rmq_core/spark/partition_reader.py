@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +36,9 @@ from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.remoting.header import PullMessageRequestHeader
 from rmq_core.spark.options import DEFAULT_READ_GROUP, EARLIEST, RocketMQOptions
 from rmq_core.spark.planner import check_data_loss
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ def _read_path(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterator[
             hi = min(part.end, cur + chunk)
             buf, n, nxt = store.read_records(part.topic, part.queue_id, cur, hi, flt.tag_codes)
             if n:
-                rb = _to_batch(buf, part.broker_name, flt.tags)
+                rb = _to_batch(cast("Buffer", buf), part.broker_name, flt.tags)  # a ColumnBuffer is a buffer
                 if flt.sql is not None:
                     rb = _apply_sql(rb, flt.sql)
                 if rb.num_rows:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
@@ -29,6 +29,9 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 from rmq_core.errors import RmqError
 from rmq_core.message import Message
 from rmq_core.spark.options import OptionError, RocketMQWriteOptions
+
+if TYPE_CHECKING:
+    from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +134,7 @@ def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
     return sent
 
 
-def _open_store_waiting(opts: RocketMQWriteOptions):  # -> MessageStore
+def _open_store_waiting(opts: RocketMQWriteOptions) -> MessageStore:
     from rmq_core.errors import StoreError
     from rmq_core.store import MessageStore
 

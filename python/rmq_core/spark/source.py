@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -43,7 +44,9 @@ from rmq_core.spark.planner import (
 log = logging.getLogger(__name__)
 
 
-def _to_partitions(ranges: list[QueueRange], queues: dict, min_partitions: int | None) -> list[InputPartition]:
+def _to_partitions(
+    ranges: list[QueueRange], queues: dict[tuple[str, str, int], QueueInfo], min_partitions: int | None
+) -> list[InputPartition]:
     out: list[InputPartition] = []
     for r in split_ranges([r for r in ranges if r.start != EARLIEST], min_partitions) + [
         r for r in ranges if r.start == EARLIEST
@@ -126,7 +129,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._queues = {q.key: q for q in queues}
         return queues
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         queues = self._fetch()
         start = resolve_offsets(self.opts.starting_offsets, queues, "startingOffsets")
         for q in queues:
@@ -138,7 +141,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_map = from_json(start)
         queues = self._fetch()
         latest: OffsetMap = {}
@@ -168,10 +171,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         the query."""
         self._target = {q.key: q.max_offset for q in self._fetch()}
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         return to_json({k: q.max_offset for k, q in self._queues.items()}) if self._queues else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         start_map, end_map = from_json(start), from_json(end)
         if self.opts.namesrv is not None and any(k not in self._queues for k in end_map):
             self._fetch()  # after a restart: broker addresses
@@ -187,7 +190,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, RocketMQInputPartition)
         return read_partition(partition, self.opts)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         group = self.opts.consumer_group
         if not group:
             return

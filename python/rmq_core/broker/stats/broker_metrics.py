@@ -172,7 +172,7 @@ class BrokerMetrics:
                 "the metrics endpoint needs prometheus_client: pip install 'rmq_core[metrics]'"
             ) from None
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)  # type: ignore[arg-type]
+        registry.register(self)
         self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         self.port = int(self._server.server_port)
         log.info("metrics at http://%s:%d/metrics", host, self.port)

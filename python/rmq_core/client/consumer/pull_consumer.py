@@ -361,7 +361,10 @@ class PullConsumer:
             raise MQClientException(-1, "maxNums <= 0")
         self.subscription_automatically(mq.topic)
         t = self.consumer_timeout_millis_when_suspend if block else timeout_ms
-        return self.instance.run_sync(self._pull_async(mq, sd, offset, max_nums, block, t), t / 1000.0 + 1.0)
+        result: PullResult = self.instance.run_sync(
+            self._pull_async(mq, sd, offset, max_nums, block, t), t / 1000.0 + 1.0
+        )
+        return result
 
     def pull(
         self,

@@ -115,7 +115,7 @@ class PullMessageService:
         handle: asyncio.TimerHandle | None = None
 
         def fire() -> None:
-            self._timers.discard(handle)  # type: ignore[arg-type]
+            self._timers.discard(handle)
             if not self._stopped:
                 fn(arg)
 

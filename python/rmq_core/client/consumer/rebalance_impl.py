@@ -82,7 +82,8 @@ async def broker_addr_for_admin(instance: Any, mq: MessageQueue) -> str:
         from rmq_core.client.exceptions import MQClientException
 
         raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist")
-    return addr
+    found: str = addr
+    return found
 
 
 async def fetch_max_offset(instance: Any, mq: MessageQueue) -> int:

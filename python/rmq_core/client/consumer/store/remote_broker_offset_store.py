@@ -42,7 +42,8 @@ class RemoteBrokerOffsetStore(OffsetTable):
         if off is not None:
             return off
         try:
-            off = self.instance.run_sync(self.fetch_consume_offset_from_broker(mq), self._timeout_s())
+            fetched: int = self.instance.run_sync(self.fetch_consume_offset_from_broker(mq), self._timeout_s())
+            off = fetched
         except Exception as e:
             return self._store_error(mq, e)
         self.update_offset(mq, off, False)
