@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.broker.stats.broker_runtime_stats import GET, PUT, java_double
 from rmq_core.common.disk_usage import disk_partition_space_used_percent, human_readable_byte_count
 from rmq_core.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)
-
-_CQ_PHY_OFFSET = struct.Struct(">q")  # a ConsumeQueue unit starts with the message's CommitLog offset
 
 # 4.9's BrokerConfig defaults for the thread-pool queue capacities the runtime info reports
 SEND_THREAD_POOL_QUEUE_CAPACITY = 10000
@@ -146,9 +144,9 @@ class AdminStatsProcessor:
         """DefaultMessageStore#getMessageStoreTimeStamp: the store time of the message at a ConsumeQueue offset,
         -1 when there is none."""
         _next, units = self.message_store.scan_consume_queue(topic, queue_id, offset, 1)
-        if len(units) < _CQ_PHY_OFFSET.size:
+        if len(units) < CQ_STORE_UNIT_SIZE:
             return -1
-        (phy,) = _CQ_PHY_OFFSET.unpack_from(units, 0)
+        phy, _size, _tags_code = decode_unit(units)
         msg = self.message_store.look_message_by_offset(phy)
         return msg.store_timestamp if msg is not None else -1
 
