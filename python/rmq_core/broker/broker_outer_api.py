@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rmq_core._reference.format.message import body_crc
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import RegisterBrokerBody, RegisterBrokerResult
 from rmq_core.remoting.codes import RequestCode, ResponseCode
@@ -81,7 +81,7 @@ class BrokerOuterAPI:
             haServerAddr=ha_server_addr,
             brokerId=broker_id,
             compressed=compressed,
-            bodyCrc32=_crc32(body),
+            bodyCrc32=body_crc(body),
             heartbeatTimeoutMillis=heartbeat_timeout_millis,
             enableActingMaster=enable_acting_master,
         )
@@ -163,7 +163,3 @@ class BrokerOuterAPI:
         response = await self.remoting_client.invoke(namesrv_addr, request, timeout_s)
         if response.code != ResponseCode.SUCCESS:
             raise BrokerOuterAPIError(response.code, response.remark, broker_addr)
-
-
-def _crc32(body: bytes) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rmq_core._reference.format.cq_unit import to_int32
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector
 from rmq_core.message import tags_hash
 
@@ -32,7 +33,7 @@ class SubscriptionData:
         """ExpressionMessageFilter.isMatchedByConsumeQueue for TAG subscriptions."""
         if tags_code is None or self.selects_all:
             return True
-        return _to_int32(tags_code) in self.code_set
+        return to_int32(tags_code) in self.code_set
 
     def is_matched_by_tag(self, tags: str | None) -> bool:
         """The client-side re-filter (PullAPIWrapper.processPullResult): exact tag string; no tag never matches."""
@@ -69,18 +70,13 @@ class SubscriptionData:
         if not isinstance(tags, (list, tuple)) or not isinstance(codes, (list, tuple)):
             raise TypeError(f"tagsSet and codeSet must be arrays in {d!r}")
         sub.tags_set = {str(t) for t in tags}
-        sub.code_set = {_to_int32(int(c)) for c in codes}
+        sub.code_set = {to_int32(int(c)) for c in codes}
         if d.get("subVersion") is not None:
             sub.sub_version = int(d["subVersion"])  # type: ignore[call-overload]
         if d.get("expressionType"):
             sub.expression_type = str(d["expressionType"])
         sub.class_filter_mode = bool(d.get("classFilterMode", False))
         return sub
-
-
-def _to_int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
 
 
 def build_subscription_data(topic: str, expression: str | MessageSelector | None) -> SubscriptionData:

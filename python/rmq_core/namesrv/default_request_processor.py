@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
+from rmq_core._reference.format.message import body_crc
 from rmq_core.namesrv.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting import fastjson
@@ -63,9 +63,7 @@ def suggest_todo(url: str) -> str:
 
 def body_crc32(body: bytes | None) -> int:
     """``UtilAll#crc32``: java.util.zip.CRC32 of the body, masked to a non-negative int (0 for no body)."""
-    if body is None:
-        return 0
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return 0 if body is None else body_crc(body)
 
 
 class DefaultRequestProcessor:

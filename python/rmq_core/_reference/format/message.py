@@ -211,6 +211,7 @@ def is_tx_prepared_or_rollback(sys_flag: int) -> bool:
 
 
 def body_crc(body: Any) -> int:
+    """4.9 ``UtilAll.crc32``: CRC-32 masked to a non-negative int: a record's BODYCRC, REGISTER_BROKER's bodyCrc32."""
     return zlib.crc32(body) & 0x7FFFFFFF
 
 

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rmq_core._reference.format.cq_unit import to_int32
 from rmq_core.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData
@@ -36,11 +37,6 @@ PropertyFilter = Callable[[Mapping[str, str]], bool]
 def is_tag_type(expression_type: str | None) -> bool:
     """ExpressionType.isTagType: null, empty and ``TAG`` are tag expressions."""
     return expression_type is None or expression_type == "" or expression_type == ExpressionType.TAG
-
-
-def _to_int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
 
 
 def _evaluate(filter_data: Any, properties: Mapping[str, str] | None) -> bool:
@@ -72,7 +68,7 @@ class ExpressionMessageFilter:
         if is_tag_type(sub.expression_type):
             if tags_code is None or sub.sub_string == SUB_ALL:
                 return True
-            return _to_int32(tags_code) in sub.code_set
+            return to_int32(tags_code) in sub.code_set
         return True  # SQL92: no bloom-filter bit map in rmq_core's ConsumeQueue → RocketMQ's "match"
 
     def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool:

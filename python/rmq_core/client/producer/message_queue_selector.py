@@ -12,17 +12,13 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from rmq_core.message import Message, MessageQueue
+from rmq_core._reference.format.cq_unit import to_int32
+from rmq_core.message import Message, MessageQueue, tags_hash
 
 
 @runtime_checkable
 class MessageQueueSelector(Protocol):
     def select(self, mqs: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue: ...
-
-
-def _int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
 
 
 def java_hash_code(arg: Any) -> int:
@@ -32,13 +28,10 @@ def java_hash_code(arg: Any) -> int:
         if -(1 << 31) <= arg < (1 << 31):
             return arg
         v = arg & 0xFFFFFFFFFFFFFFFF
-        return _int32(v ^ (v >> 32))
+        return to_int32(v ^ (v >> 32))
     if isinstance(arg, str):
-        h = 0
-        for unit in arg.encode("utf-16-be").hex(" ", 2).split(" ") if arg else ():
-            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-        return _int32(h)
-    return _int32(hash(arg))
+        return tags_hash(arg)  # Java's String.hashCode, as RocketMQ's tagsCode is
+    return to_int32(hash(arg))
 
 
 class SelectMessageQueueByHash:
