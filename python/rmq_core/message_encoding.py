@@ -26,9 +26,12 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE: the PROPLEN field is a signed int16
+from rmq_core._reference.format.message import (
+    MAX_PROPERTIES_SIZE,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    properties_from_text,
+)
 
 # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
 _BLOCK_HEAD = struct.Struct(">iiiii")
@@ -85,16 +88,7 @@ def properties_to_string(properties: Mapping[str, str | None] | None, *, trailin
 
 def string_to_properties(text: str | None) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``: never fails; malformed segments are skipped as Java skips them."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for seg in text.split(PROPERTY_SEPARATOR):
-        if len(seg) < 3:
-            continue
-        kv = seg.find(NAME_VALUE_SEPARATOR)
-        if 0 < kv < len(seg) - 1:
-            out[seg[:kv]] = seg[kv + 1 :]
-    return out
+    return properties_from_text(text) if text else {}
 
 
 def append_properties(block_properties: str, batch_properties: str) -> str:
@@ -111,8 +105,8 @@ def append_properties(block_properties: str, batch_properties: str) -> str:
 def encode_message(message: _MessageLike, *, trailing_separator: bool = True) -> bytes:
     """``MessageDecoder.encodeMessage``: one batch block (flag, body, properties; magic and CRC written as 0)."""
     props = properties_to_string(message.properties, trailing_separator=trailing_separator).encode("utf-8")
-    if len(props) > MAX_PROPERTIES_LENGTH:
-        raise ValueError(f"properties of {len(props)} bytes exceed the {MAX_PROPERTIES_LENGTH}-byte limit")
+    if len(props) > MAX_PROPERTIES_SIZE:
+        raise ValueError(f"properties of {len(props)} bytes exceed the {MAX_PROPERTIES_SIZE}-byte limit")
     body = bytes(message.body)
     total = BATCH_BLOCK_OVERHEAD + len(body) + len(props)
     return b"".join((_BLOCK_HEAD.pack(total, 0, 0, message.flag, len(body)), body, _PROP_LEN.pack(len(props)), props))

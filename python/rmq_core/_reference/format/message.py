@@ -157,8 +157,13 @@ def assign_uniq_keys(msgs: list[Any], prefix: str, counter: Iterator[int]) -> in
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
-    """``MessageDecoder.string2messageProperties``; invalid UTF-8 becomes U+FFFD."""
-    text = bytes(raw).decode("utf-8", errors="replace")
+    """``MessageDecoder.string2messageProperties`` of the stored bytes; invalid UTF-8 becomes U+FFFD."""
+    return properties_from_text(bytes(raw).decode("utf-8", errors="replace"))
+
+
+def properties_from_text(text: str) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties``: never fails; a segment without a name, a value or the separator
+    is skipped, as Java skips it."""
     out: dict[str, str] = {}
     for seg in text.split(PROPERTY_SEPARATOR):
         if len(seg) < 3:
