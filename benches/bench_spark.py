@@ -17,7 +17,7 @@ What it does:
   parquet   spark.read.parquet(...) then count (answered from the Parquet footers' row counts) and the same scan
 Each measurement runs once untimed (warm-up: the JVM, the Python workers, the page cache) and then --repeat times;
 the table shows the median and rows/s, and the ratio rocketmq/parquet for count and scan.
-Issue 5's targets: rocketmq count ≥ 1,000,000 rows/s, and ≥ 25% of the Parquet read.
+Targets: rocketmq count ≥ 1,000,000 rows/s, and ≥ 25% of the Parquet read.
 The machine is shared and noisy: one run's figures, not a promise.
 """
 
