@@ -46,9 +46,20 @@ class DataVersion:
         if d is None:
             return cls()
         if not isinstance(d, dict):
-            raise TypeError(f"dataVersion must be an object, not {type(d).__name__}")
+            raise ValueError(f"dataVersion must be an object, not {type(d).__name__}")
         return cls(
-            timestamp=int(d.get("timestamp", 0)),
-            counter=int(d.get("counter", 0)),
-            state_version=int(d.get("stateVersion", 0) or 0),
+            timestamp=_long(d, "timestamp"),
+            counter=_long(d, "counter"),
+            state_version=_long(d, "stateVersion"),
         )
+
+
+def _long(d: dict[str, Any], key: str) -> int:
+    """A dataVersion field: a number or a numeric string (fastjson writes numbers); ValueError for anything else."""
+    v = d.get(key) or 0
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueError(f"dataVersion.{key} must be a number, not {type(v).__name__}")
+    try:
+        return int(v)
+    except (ValueError, OverflowError) as e:
+        raise ValueError(f"dataVersion.{key}: {e}") from None
