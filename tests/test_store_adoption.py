@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from admin_helpers import wait_for_route
+
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.client.consumer.pull_consumer import PullConsumer
@@ -47,6 +49,7 @@ def test_broker_serves_a_store_written_by_message_store(tmp_path):
     ):
         topics = json.loads((tmp_path / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
         assert topics["Adopted"]["readQueueNums"] == 3
+        wait_for_route(ns.address, "Adopted")  # the broker registers the adopted topic with the name server
         pc = PullConsumer("adoption_cg", namesrv_addr=ns.address)
         pc.start()
         try:
