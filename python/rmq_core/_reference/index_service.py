@@ -132,6 +132,7 @@ class IndexFile:
         h.index_count += 1
         h.end_phy_offset = phy_offset
         h.end_timestamp = store_timestamp
+        self.mm[:INDEX_HEADER_SIZE] = h.encode()  # written through, as 4.9's IndexHeader setters do
         self.dirty = True
         return True
 

@@ -187,6 +187,8 @@ impl IndexFile {
         self.header.index_count += 1;
         self.header.end_phy_offset = phy_offset;
         self.header.end_timestamp = store_timestamp;
+        // written through on every key, as 4.9's IndexHeader setters do (a crash leaves a header that matches)
+        self.write_header();
         self.dirty = true;
         true
     }
