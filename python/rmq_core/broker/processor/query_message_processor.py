@@ -33,9 +33,9 @@ from rmq_core._reference.format.message import (
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
+    UNIQUE_MSG_QUERY_FLAG,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
-    UNIQUE_MSG_QUERY_FLAG,
     ViewMessageRequestHeader,
     decode_header,
     encode_header,
