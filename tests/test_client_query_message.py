@@ -33,7 +33,7 @@ def two(tmp_path: Path) -> Iterator[tuple[NameServer, list[Broker], Producer]]:
 
 
 def test_query_by_key_uniq_key_and_view(two) -> None:  # type: ignore[no-untyped-def]
-    ns, brokers, p = two
+    _ns, _brokers, p = two
     sent = [p.send(Message("QTopic", b"m%d" % i, keys=[f"order-{i % 3}", "every"])) for i in range(12)]
     assert {r.message_queue.broker_name for r in sent} == {"broker-a", "broker-b"}
     got = p.query_message("QTopic", "order-1", 32, 0, FAR)
@@ -52,7 +52,7 @@ def test_query_by_key_uniq_key_and_view(two) -> None:  # type: ignore[no-untyped
 
 
 def test_blocking_face_queries_one_broker(two) -> None:  # type: ignore[no-untyped-def]
-    ns, brokers, p = two
+    _ns, _brokers, p = two
     r = p.send(Message("QTopic2", b"x", keys="only"))
     addr = next(b.address for b in brokers if b.controller.broker_config.broker_name == r.message_queue.broker_name)
     with BlockingMQClientAPI(namesrv_addr=ns.address) as api:
