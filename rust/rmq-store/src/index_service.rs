@@ -30,8 +30,9 @@ use memmap2::{MmapOptions, MmapRaw};
 use crate::error::{Error, Result};
 use crate::format::index::{
     entry_position, for_each_index_key, index_file_name, index_file_size, index_key_hash,
-    is_index_file_name, next_index_file_name, slot_position, time_diff_seconds, IndexEntry,
-    IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INVALID_INDEX,
+    index_key_hash_with_prefix, index_key_prefix_hash, is_index_file_name, next_index_file_name,
+    slot_position, time_diff_seconds, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    INVALID_INDEX,
 };
 
 pub const INDEX_REFUSED_DIR: &str = "index_refused";
@@ -488,11 +489,12 @@ impl IndexWriter<'_> {
             return Ok(());
         }
         let mut err = None;
+        let prefix = index_key_prefix_hash(topic);
         for_each_index_key(properties, |key| {
             if err.is_some() {
                 return;
             }
-            let h = index_key_hash(topic, key);
+            let h = index_key_hash_with_prefix(prefix, key);
             let f = self.files.last_mut().expect("a file exists");
             if !f.put_key(h, phy_offset, store_timestamp) {
                 if let Err(e) = self.service.new_file(&mut self.files) {

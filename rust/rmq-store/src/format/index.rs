@@ -16,7 +16,7 @@
 //!
 //! Thread-safety: pure functions and constants.
 
-use crate::format::message::{find_property, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK};
+use crate::format::message::{for_each_property, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK};
 
 pub const INDEX_DIR: &str = "index";
 pub const INDEX_HEADER_SIZE: usize = 40;
@@ -206,9 +206,19 @@ fn java_hash_continue(mut h: i32, s: &[u8]) -> i32 {
 /// `IndexFile.indexKeyHashMethod(IndexService.buildKey(topic, key))`: Java `String.hashCode` of `topic#key`
 /// (UTF-16 code units; invalid UTF-8 decodes lossily), `Math.abs`, `Integer.MIN_VALUE` → 0. No allocation.
 pub fn index_key_hash(topic: &[u8], key: &[u8]) -> i32 {
-    let h = java_hash_continue(0, topic);
-    let h = h.wrapping_mul(31).wrapping_add(b'#' as i32);
-    let h = java_hash_continue(h, key);
+    index_key_hash_with_prefix(index_key_prefix_hash(topic), key)
+}
+
+/// The running Java hash of `topic#` (so a record's keys hash the topic once).
+pub fn index_key_prefix_hash(topic: &[u8]) -> i32 {
+    java_hash_continue(0, topic)
+        .wrapping_mul(31)
+        .wrapping_add(b'#' as i32)
+}
+
+/// `index_key_hash(topic, key)` from `index_key_prefix_hash(topic)`.
+pub fn index_key_hash_with_prefix(prefix: i32, key: &[u8]) -> i32 {
+    let h = java_hash_continue(prefix, key);
     let a = h.wrapping_abs();
     if a < 0 {
         0
@@ -228,10 +238,19 @@ pub fn for_each_index_key<'a>(properties: &'a [u8], mut f: impl FnMut(&'a [u8]))
     if properties.is_empty() {
         return;
     }
-    if let Some(u) = find_property(properties, PROPERTY_UNIQ_KEY) {
+    // one pass over the properties (the last occurrence of a name wins, as a map would)
+    let (mut uniq, mut keys) = (None, None);
+    for_each_property(properties, |name, value| {
+        if name == PROPERTY_UNIQ_KEY {
+            uniq = Some(value);
+        } else if name == PROPERTY_KEYS {
+            keys = Some(value);
+        }
+    });
+    if let Some(u) = uniq {
         f(u);
     }
-    if let Some(keys) = find_property(properties, PROPERTY_KEYS) {
+    if let Some(keys) = keys {
         for k in keys.split(|&b| b == KEY_SEPARATOR) {
             if !k.is_empty() {
                 f(k);
