@@ -65,12 +65,14 @@ def _open(path: str, backend: str, index: bool = True) -> MessageStore:
 
 
 def put_round(
-    backend: str, n: int, body: bytes, with_build: bool, index: bool = True, keys: bool = False
+    backend: str, n: int, body: bytes, with_build: bool, index: bool = True, keys: bool = False, warm: bool = False
 ) -> tuple[float, float]:
     d = tempfile.mkdtemp(prefix="rmq-bench-api-")
     try:
         store = _open(d, backend, index)
         try:
+            if warm:  # an untimed put first: the files' pages are mapped, as in a broker that has been running
+                assert store.put_messages(build_batch(n, body, keys)).all_ok
             batch = None if with_build else build_batch(n, body, keys)
             gc.collect()
             c0, t0 = time.thread_time(), time.perf_counter()
@@ -89,23 +91,28 @@ def put_round(
 def index_cost(args: argparse.Namespace, body: bytes) -> int:
     """``--index-cost``: put with the index on and off, per backend (keys on every message)."""
     backends = ("rust",) if args.index_rust_only else BACKENDS
-    runs: dict[tuple[str, bool], list[tuple[float, float]]] = {(b, i): [] for b in backends for i in (True, False)}
-    for b in backends:  # warm-up
+    cases = [(b, w) for b in backends for w in (False, True)]
+    runs: dict[tuple[str, bool, bool], list[tuple[float, float]]] = {
+        (b, w, i): [] for b, w in cases for i in (True, False)
+    }
+    for b, w in cases:  # warm-up
         for i in (True, False):
-            put_round(b, args.messages, body, False, i, True)
+            put_round(b, args.messages, body, False, i, True, w)
     for _ in range(args.rounds):
-        for b in backends:
+        for b, w in cases:
             for i in (True, False):
-                runs[(b, i)].append(put_round(b, args.messages, body, False, i, True))
+                runs[(b, w, i)].append(put_round(b, args.messages, body, False, i, True, w))
     print(f"put_messages of {args.messages} x {args.size} B (UNIQ_KEY + KEYS each), index on vs off, M msg/s")
+    print("(fresh: the first put into a new store; warm: a second put, the files' pages already mapped)")
     for k, clock in enumerate(("wall clock", "per CPU second of the calling thread")):
         print(f"-- {clock}")
-        print(f"{'backend':<8} {'on':>8} {'off':>8} {'off/on':>7}   every run (on | off)")
-        for b in backends:
-            on = [t[k] for t in runs[(b, True)]]
-            off = [t[k] for t in runs[(b, False)]]
+        print(f"{'backend':<14} {'on':>8} {'off':>8} {'off/on':>7}   every run (on | off)")
+        for b, w in cases:
+            on = [t[k] for t in runs[(b, w, True)]]
+            off = [t[k] for t in runs[(b, w, False)]]
             mon, moff = statistics.median(on), statistics.median(off)
-            print(f"{b:<8} {mon / 1e6:8.3f} {moff / 1e6:8.3f} {moff / mon:7.2f}   {_fmt(on)} | {_fmt(off)}")
+            label = f"{b} {'warm' if w else 'fresh'}"
+            print(f"{label:<14} {mon / 1e6:8.3f} {moff / 1e6:8.3f} {moff / mon:7.2f}   {_fmt(on)} | {_fmt(off)}")
     print(f"(the machine is shared with other work, load average {os.getloadavg()[0]:.1f}; medians)")
     return 0
 
