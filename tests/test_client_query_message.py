@@ -52,7 +52,7 @@ def test_query_by_key_uniq_key_and_view(two) -> None:  # type: ignore[no-untyped
 
 
 def test_blocking_face_queries_one_broker(two) -> None:  # type: ignore[no-untyped-def]
-    _ns, _brokers, p = two
+    ns, brokers, p = two
     r = p.send(Message("QTopic2", b"x", keys="only"))
     addr = next(b.address for b in brokers if b.controller.broker_config.broker_name == r.message_queue.broker_name)
     with BlockingMQClientAPI(namesrv_addr=ns.address) as api:
