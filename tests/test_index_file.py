@@ -250,3 +250,22 @@ def test_parity_same_puts_same_index_bytes(tmp_path):
         assert len(store.query_message("U", "a", 64, 0, FAR)) == 4
         assert store.recovery_report["index_rebuilt"] == 0
         store.close()
+
+
+def test_expired_index_files_follow_the_commit_log(backend, tmp_path):
+    """4.9's deleteExpiredFile: after CommitLog files are deleted, correct_min_offsets deletes the leading index files
+    whose endPhyOffset is below the CommitLog's min offset (never the last file)."""
+    cfg = small_config(mapped_file_size_commit_log=4096, **TINY)
+    store = backend.open(str(tmp_path / "s"), cfg)
+    put_keyed(store, 40)
+    before = sorted(os.listdir(index_dir(store)))
+    assert len(before) > 4
+    assert store.delete_commit_log_files_before(store.max_physical_offset) > 0
+    store.correct_min_offsets()
+    after = sorted(os.listdir(index_dir(store)))
+    assert 1 <= len(after) < len(before) and after == before[-len(after) :]
+    for name in after[:-1]:
+        with open(os.path.join(index_dir(store), name), "rb") as f:
+            assert IndexHeader.decode(f.read(INDEX_HEADER_SIZE)).end_phy_offset >= store.min_physical_offset
+    kept = store.query_message("T", "all", 64, 0, FAR)
+    assert kept and all(m.commitlog_offset >= store.min_physical_offset for m in kept)

@@ -275,6 +275,19 @@ class IndexService:
                 break
         return out, last_ts, last_phy
 
+    def delete_expired_files(self, offset: int) -> int:
+        """``IndexService.deleteExpiredFile(offset)``: the leading files (never the last) whose endPhyOffset < offset."""
+        n = 0
+        while len(self.files) > 1 and self.files[0].header.end_phy_offset < offset:
+            f = self.files.pop(0)
+            f.close()
+            try:
+                os.unlink(f.path)
+            except OSError as e:
+                raise StoreError(f"cannot delete index file {f.path}: {e}") from e
+            n += 1
+        return n
+
     def flush(self) -> int:
         for f in self.files:
             f.flush()

@@ -650,6 +650,9 @@ class StoreEngine:
             min_phys = self._commit_log.min_offset
             for cq in list(self._queues.values()):
                 cq.correct_min_offset(min_phys)
+            # 4.9's CleanConsumeQueueService then IndexService.deleteExpiredFile(commitLog min offset)
+            if self._index is not None:
+                self._index.delete_expired_files(min_phys)
 
     def index_notes(self) -> list[str]:
         with self._lock:

@@ -449,6 +449,21 @@ impl IndexService {
         Ok(files.last().map(|f| f.header.end_timestamp).unwrap_or(0))
     }
 
+    /// `IndexService.deleteExpiredFile(offset)`: deletes the leading files (never the last one) whose endPhyOffset is
+    /// below `offset` (the CommitLog's min offset after its files were deleted). Returns how many.
+    pub fn delete_expired_files(&self, offset: i64) -> Result<usize> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while files.len() > 1 && files[0].header.end_phy_offset < offset {
+            let f = files.remove(0);
+            let path = f.path.clone();
+            drop(f);
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     pub fn file_count(&self) -> usize {
         self.files.read().unwrap_or_else(|e| e.into_inner()).len()
     }

@@ -974,6 +974,10 @@ impl MessageStore {
         for q in self.inner.all_queues() {
             q.correct_min_offset(min_phys)?;
         }
+        // 4.9's CleanConsumeQueueService then IndexService.deleteExpiredFile(commitLog min offset)
+        if let Some(index) = &self.inner.index {
+            index.delete_expired_files(min_phys)?;
+        }
         Ok(())
     }
 
