@@ -218,8 +218,11 @@ def test_garbage_entries_never_serve_a_wrong_record(backend, tmp_path):
     with open(path, "wb") as f:
         f.write(bytes(raw))
     store = backend.open(root, cfg)
-    for i in range(1, 8):
+    for i in range(1, 7):
         assert store.query_message("T", f"key{i}", 64, 0, FAR) == []
+    # the last record's entries are not at the index's tail any more: open indexed it again
+    assert store.recovery_report["index_rebuilt"] == 1
+    assert [m.body for m in store.query_message("T", "key7", 64, 0, FAR)] == [b"body-7"]
     got = store.query_message("T", "key0", 64, 0, FAR)
     assert [m.body for m in got] == [b"body-0"]
 
@@ -269,3 +272,54 @@ def test_expired_index_files_follow_the_commit_log(backend, tmp_path):
             assert IndexHeader.decode(f.read(INDEX_HEADER_SIZE)).end_phy_offset >= store.min_physical_offset
     kept = store.query_message("T", "all", 64, 0, FAR)
     assert kept and all(m.commitlog_offset >= store.min_physical_offset for m in kept)
+
+
+INDEX_STOP_SCRIPT = r"""
+import json, resource, signal, sys
+from rmq_core.store import MessageStore, StoreConfig
+from rmq_core.message import Message
+
+root, backend = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+# an index file is 40 + 4 * 1000 + 20 * 8 = 4200 bytes: above the limit set below; the CommitLog file (4096) and the
+# ConsumeQueue file are created before it
+cfg = StoreConfig(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=2000, max_hash_slot_num=1000,
+                  max_index_num=8)
+s = MessageStore(root, cfg, backend=backend)
+out = {"first": int(s.put_message(Message("T", b"x0", keys="k"), 0).status)}
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4100, hard))
+out["puts"] = [int(s.put_message(Message("T", b"x%d" % i, keys="k"), 0).status) for i in range(1, 6)]
+out["notes"] = s.index_notes
+out["found_while_stopped"] = len(s.query_message("T", "k", 64, 0, 1 << 62))
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+s.close()
+s = MessageStore(root, cfg, backend=backend)
+out["rebuilt"] = s.recovery_report["index_rebuilt"]
+out["found_after_reopen"] = sorted(m.body.decode() for m in s.query_message("T", "k", 64, 0, 1 << 62))
+s.close()
+print(json.dumps(out))
+"""
+
+
+def test_no_space_for_an_index_file_stops_indexing_not_the_puts(backend, tmp_path):
+    """4.9's makeIndexFileError: a new index file that cannot be created (RLIMIT_FSIZE here, a full disk in life)
+    stops the index, never the puts (and never a SIGBUS: index files are reserved, not sparse); the next open
+    re-indexes the records after the last entry."""
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run(
+        [sys.executable, "-c", INDEX_STOP_SCRIPT, str(tmp_path / "s"), backend.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, f"rc={p.returncode}\n{p.stdout}\n{p.stderr}"
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["first"] == 0 and out["puts"] == [0] * 5
+    assert any("building the index stopped" in n for n in out["notes"]), out["notes"]
+    assert out["found_while_stopped"] == 3  # 3 records x 2 keys fill the first 7-entry file
+    assert out["rebuilt"] == 3
+    assert out["found_after_reopen"] == [f"x{i}" for i in range(6)]

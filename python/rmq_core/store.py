@@ -266,6 +266,13 @@ class MessageStore:
         return self._engine.flush()
 
     @property
+    def index_notes(self) -> list[str]:
+        """What open did to ``index/`` (refused or deleted files) and whether building the index stopped since (no
+        space for a new index file: the records stay, the next open re-indexes them), one sentence each."""
+        self._check_open()
+        return self._engine.index_notes()
+
+    @property
     def recovery_report(self) -> dict[str, object]:
         return self._engine.recovery_report()
 

@@ -5,7 +5,8 @@ abnormal-exit rule) and refusing bad files.
 Format: ``format.index``.
 Invariants:
   1. Entries are appended in CommitLog order; a record below the last file's endPhyOffset is not indexed again.
-  2. A file is created sparse (``ftruncate``, never zero-filled).
+  2. A file is created with its blocks reserved (``posix_fallocate``, nothing written), so a full disk fails the
+     creation instead of a mapped write (SIGBUS).
   3. When the last file is full a new one starts with the begin/end phy offset and timestamp of the full one.
   4. A file whose size or header does not fit the geometry is refused at load: moved to ``<root>/index_refused/``
      with every later file (nothing deleted), its records re-indexed from the CommitLog.
@@ -59,13 +60,20 @@ class IndexFile:
         size = index_file_size(hash_slot_num, index_num)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot create index file {path}: {e}") from e
+        try:
             try:
-                os.ftruncate(fd, size)
+                os.posix_fallocate(fd, 0, size)  # reserved, nothing written: a full disk fails here, not with SIGBUS
                 mm = mmap.mmap(fd, size)
             finally:
                 os.close(fd)
         except OSError as e:
-            raise StoreError(f"cannot create index file {path}: {e}") from e
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise StoreError(f"cannot allocate index file {path} ({size} bytes): {e}") from e
         h = IndexHeader()
         if end_phy > 0:
             h.begin_phy_offset = h.end_phy_offset = end_phy
@@ -247,13 +255,28 @@ class IndexService:
             IndexFile.create(os.path.join(self.dir, name), self.hash_slot_num, self.index_num, end_phy, end_ts)
         )
 
-    def build_index(self, topic: bytes, properties: bytes, phy_offset: int, store_timestamp: int) -> None:
-        """``IndexService.buildIndex`` for one record (the caller applies the rollback skip rule)."""
+    def entries_at_tail(self, offset: int) -> int:
+        """How many entries at the end of the index point at ``offset`` (the last record's keys that made it)."""
+        n = 0
+        for f in reversed(self.files):
+            for i in range(f.header.index_count - 1, 0, -1):
+                if ENTRY.unpack_from(f.mm, entry_position(f.hash_slot_num, i))[1] != offset:
+                    return n
+                n += 1
+        return n
+
+    def build_index(
+        self, topic: bytes, properties: bytes, phy_offset: int, store_timestamp: int, skip: int = 0
+    ) -> None:
+        """``IndexService.buildIndex`` for one record (the caller applies the rollback skip rule), without its first
+        ``skip`` keys (already indexed by a build that stopped inside the record)."""
         if not self.files or self.files[-1].is_write_full():
             self._new_file()
         if phy_offset < self.files[-1].header.end_phy_offset:
             return
-        for key in index_keys(properties):
+        for nth, key in enumerate(index_keys(properties)):
+            if nth < skip:
+                continue
             h = index_key_hash(topic, key)
             if not self.files[-1].put_key(h, phy_offset, store_timestamp):
                 self._new_file()

@@ -68,7 +68,7 @@ from .format import (
     CONSUMEQUEUE_DIR,
     LOCK_FILE,
 )
-from .format.index import QUERY_ROUNDS, is_indexed_sys_flag, record_has_index_key
+from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
 from .format.message import (
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE,
@@ -148,6 +148,7 @@ class StoreEngine:
             self._index: IndexService | None = None
             self._last_index_ts = self._checkpoint.index_msg_timestamp
             self._index_notes: list[str] = []
+            self._index_stop_reason: str | None = None
             if cfg.message_index_enable:
                 self._index = IndexService(root, cfg.max_hash_slot_num, cfg.max_index_num)
                 self._index.load(abnormal, self._checkpoint.index_msg_timestamp)
@@ -259,15 +260,31 @@ class StoreEngine:
         last = index.last_indexed_offset()
         start, skip_at_or_below = (max(last, cl_min), last) if last is not None else (cl_min, -1)
         count = 0
-        for off, buf, pos, layout in iter_records(self._commit_log, start, end):
-            total, _magic, sys_flag, st_pos, _bp, _bl, topic_pos, topic_len = layout
-            if off <= skip_at_or_below or not is_indexed_sys_flag(sys_flag):
-                continue
-            topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len])
-            props = bytes(buf[pos + topic_pos + topic_len + 2 : pos + total])
-            index.build_index(topic, props, off, _I64.unpack_from(buf, pos + st_pos)[0])
-            count += 1
+        # the last indexed record may have only its first keys (a build that stopped inside it): finish it
+        done_at_last = index.entries_at_tail(skip_at_or_below)
+        try:
+            for off, buf, pos, layout in iter_records(self._commit_log, start, end):
+                total, _magic, sys_flag, st_pos, _bp, _bl, topic_pos, topic_len = layout
+                if off < skip_at_or_below or not is_indexed_sys_flag(sys_flag):
+                    continue
+                topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len])
+                props = bytes(buf[pos + topic_pos + topic_len + 2 : pos + total])
+                skip = 0
+                if off == skip_at_or_below:
+                    if done_at_last >= sum(1 for _ in index_keys(props)):
+                        continue
+                    skip = done_at_last
+                index.build_index(topic, props, off, _I64.unpack_from(buf, pos + st_pos)[0], skip)
+                count += 1
+        except StoreError as e:
+            self._stop_index(e)
+            count = 0
         report["index_rebuilt"] = count
+
+    def _stop_index(self, e: Exception) -> None:
+        self._index_stop_reason = (
+            f"building the index stopped until the next open (its records are re-indexed then): {e}"
+        )
 
     def _note_redispatched(self, store_timestamp: int) -> None:
         if store_timestamp > self._last_logics_ts:
@@ -462,13 +479,14 @@ class StoreEngine:
                 last_end = phys + len(record)
                 results.append((_PUT_OK, phys, queue_offset, len(record)))
             index = self._index
-            if index is not None and results and is_indexed_sys_flag(flags):
+            if index is not None and results and is_indexed_sys_flag(flags) and self._index_stop_reason is None:
                 try:
                     for (topic, _qid, record, _tc), r in zip(prepared, results):
                         if r[0] == _PUT_OK:
                             index.build_index(topic.encode(), _record_properties(record), r[1], store_timestamp)
-                except StoreError:
-                    pass  # the record is stored; the next open re-indexes it (4.9 logs and stops indexing)
+                except StoreError as e:
+                    # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
+                    self._stop_index(e)
             if last_end >= 0:
                 self._last_physic_ts = store_timestamp
                 if dispatch:
@@ -657,7 +675,10 @@ class StoreEngine:
     def index_notes(self) -> list[str]:
         with self._lock:
             self._check_open()
-            return list(self._index_notes)
+            notes = list(self._index_notes)
+            if self._index_stop_reason is not None:
+                notes.append(self._index_stop_reason)
+            return notes
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int

@@ -439,7 +439,7 @@ impl StoreEngine {
     /// What open did to `index/` (refused or deleted files), one sentence each.
     fn index_notes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.check_open(py)?;
-        Ok(self.store.index_notes().to_vec())
+        Ok(self.store.index_notes())
     }
 
     /// `(records, count, index_last_update_timestamp, index_last_update_phyoffset)`; the GIL is released

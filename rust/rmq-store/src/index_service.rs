@@ -9,7 +9,8 @@
 //! Invariants:
 //!   1. Entries are appended in CommitLog order; a record at an offset below the last file's endPhyOffset is not
 //!      indexed again (4.9's rule), so recovery can re-dispatch from any point.
-//!   2. A file is created sparse (`set_len`, never zero-filled): 4.9's default geometry is 420 MB.
+//!   2. A file is created with its blocks reserved (`posix_fallocate`: unwritten extents, nothing written; 4.9's default
+//!      geometry is 420 MB), so a full disk fails the creation instead of a mapped write (SIGBUS).
 //!   3. When the last file is full a new one starts with begin/end phy offset and timestamp of the full one.
 //!   4. A file whose size or header does not fit the configured geometry is refused at load: moved to
 //!      `<root>/index_refused/` (nothing deleted), with every later file (they continue it), and their records
@@ -62,11 +63,18 @@ impl IndexFile {
             .create_new(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        file.set_len(size as u64).map_err(|e| Error::io(path, e))?;
-        let mmap = MmapOptions::new()
-            .len(size)
-            .map_raw(&file)
-            .map_err(|e| Error::io(path, e))?;
+        // reserved (posix_fallocate: unwritten extents, nothing written), so a full disk fails here, never with a
+        // SIGBUS on a mapped write into a hole
+        let mapped = crate::mapped_file::reserve(&file, size)
+            .and_then(|()| MmapOptions::new().len(size).map_raw(&file));
+        let mmap = match mapped {
+            Ok(m) => m,
+            Err(e) => {
+                drop(file);
+                let _ = std::fs::remove_file(path);
+                return Err(Error::io(path, e));
+            }
+        };
         let mut header = IndexHeader::default();
         if end_phy_offset > 0 {
             header.begin_phy_offset = end_phy_offset;
@@ -358,6 +366,25 @@ impl IndexService {
             .map(|f| f.header.end_phy_offset)
     }
 
+    /// How many entries at the end of the index (the last file, then the ones before it) point at `offset`: the keys
+    /// of the last indexed record that made it, in build order.
+    pub fn entries_at_tail(&self, offset: i64) -> usize {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for f in files.iter().rev() {
+            let mut i = f.header.index_count - 1;
+            while i >= 1 {
+                let at = entry_position(f.hash_slot_num, i);
+                if IndexEntry::decode(&f.bytes()[at..at + INDEX_ENTRY_SIZE]).phy_offset != offset {
+                    return n;
+                }
+                n += 1;
+                i -= 1;
+            }
+        }
+        n
+    }
+
     /// Drops (deletes) trailing files that index offsets at or beyond `end` (a CommitLog truncated by recovery):
     /// their records are re-indexed from the CommitLog. Returns the names dropped.
     pub fn drop_files_beyond(&self, end: i64) -> Result<Vec<String>> {
@@ -491,6 +518,19 @@ impl IndexWriter<'_> {
         phy_offset: i64,
         store_timestamp: i64,
     ) -> Result<()> {
+        self.build_index_from(topic, properties, phy_offset, store_timestamp, 0)
+    }
+
+    /// `build_index` without the record's first `skip` keys (they are indexed already: a build that stopped inside
+    /// the record, see `IndexService::entries_at_tail`).
+    pub fn build_index_from(
+        &mut self,
+        topic: &[u8],
+        properties: &[u8],
+        phy_offset: i64,
+        store_timestamp: i64,
+        skip: usize,
+    ) -> Result<()> {
         if self.files.last().is_none_or(|f| f.is_write_full()) {
             self.service.new_file(&mut self.files)?;
         }
@@ -505,8 +545,10 @@ impl IndexWriter<'_> {
         }
         let mut err = None;
         let prefix = index_key_prefix_hash(topic);
+        let mut nth = 0usize;
         for_each_index_key(properties, |key| {
-            if err.is_some() {
+            nth += 1;
+            if err.is_some() || nth <= skip {
                 return;
             }
             let h = index_key_hash_with_prefix(prefix, key);

@@ -56,7 +56,9 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::{Error, Result};
 use crate::flush::{FlushService, FlushTarget};
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
-use crate::format::index::{is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS};
+use crate::format::index::{
+    for_each_index_key, is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS,
+};
 use crate::format::message::{
     be_i32, be_i64, decode_record, encode_record, is_legal_topic, is_tx_prepared_or_rollback,
     store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
@@ -147,6 +149,10 @@ pub(crate) struct Inner {
     last_logics_ts: AtomicI64,
     flush_all_lock: Mutex<()>,
     index: Option<IndexService>,
+    /// Set when building the index failed (e.g. no disk space for a new index file): puts stop indexing until the
+    /// next open, which re-indexes the records after the last entry. The reason is in `index_notes`.
+    index_stopped: AtomicBool,
+    index_stop_reason: Mutex<Option<String>>,
     /// The checkpoint's indexMsgTimestamp: kept as loaded until an index flush makes something newer durable.
     last_index_ts: AtomicI64,
 }
@@ -248,6 +254,18 @@ impl Inner {
             return None;
         }
         Some(be_i64(rec, at))
+    }
+}
+
+impl Inner {
+    fn stop_index(&self, e: &Error) {
+        self.index_stopped.store(true, Ordering::Release);
+        *self
+            .index_stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(format!(
+            "building the index stopped until the next open (its records are re-indexed then): {e}"
+        ));
     }
 }
 
@@ -445,12 +463,17 @@ impl MessageStore {
             last_logics_ts: AtomicI64::new(cp.logics_msg_timestamp),
             flush_all_lock: Mutex::new(()),
             index,
+            index_stopped: AtomicBool::new(false),
+            index_stop_reason: Mutex::new(None),
             last_index_ts: AtomicI64::new(cp.index_msg_timestamp),
         });
         if abnormal {
             report.redispatched = Self::redispatch(&inner, cp.confirm_phy_offset, end)?;
         }
-        report.index_rebuilt = Self::reindex(&inner, end)?;
+        report.index_rebuilt = Self::reindex(&inner, end).unwrap_or_else(|e| {
+            inner.stop_index(&e);
+            0
+        });
         // RocketMQ's recoverTopicQueueTable: min offsets follow the CommitLog's first file (no CQ file deletion)
         let cl_min = inner.commit_log.min_offset();
         for q in inner.all_queues() {
@@ -487,10 +510,27 @@ impl MessageStore {
         if from >= end {
             return Ok(0);
         }
+        // the last indexed record may have only its first keys (a build that stopped inside it): finish it
+        let done_at_last = index.entries_at_tail(skip_at_or_below);
         let mut count = 0i64;
         let mut w = index.writer();
         recovery::for_each_record(&inner.commit_log, from, end, |off, rec| {
-            if off <= skip_at_or_below || !is_indexed_sys_flag(rec.sys_flag) {
+            if off < skip_at_or_below || !is_indexed_sys_flag(rec.sys_flag) {
+                return Ok(());
+            }
+            if off == skip_at_or_below {
+                let mut keys = 0usize;
+                for_each_index_key(rec.properties, |_| keys += 1);
+                if done_at_last < keys {
+                    w.build_index_from(
+                        rec.topic,
+                        rec.properties,
+                        off,
+                        rec.store_timestamp,
+                        done_at_last,
+                    )?;
+                    count += 1;
+                }
                 return Ok(());
             }
             w.build_index(rec.topic, rec.properties, off, rec.store_timestamp)?;
@@ -686,19 +726,24 @@ impl MessageStore {
                 });
             }
             if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
-                if is_indexed_sys_flag(sys_flag) {
+                if is_indexed_sys_flag(sys_flag)
+                    && !self.inner.index_stopped.load(Ordering::Acquire)
+                {
                     let mut w = index.writer();
                     for (m, r) in msgs.iter().zip(results.iter()) {
-                        if r.status == PutMessageStatus::PutOk
-                            && w.build_index(
-                                m.topic.as_bytes(),
-                                m.properties,
-                                r.commitlog_offset,
-                                ctx.store_timestamp,
-                            )
-                            .is_err()
-                        {
-                            // the record is stored; the next open re-indexes it (4.9 logs and stops indexing)
+                        if r.status != PutMessageStatus::PutOk {
+                            continue;
+                        }
+                        let built = w.build_index(
+                            m.topic.as_bytes(),
+                            m.properties,
+                            r.commitlog_offset,
+                            ctx.store_timestamp,
+                        );
+                        if let Err(e) = built {
+                            // the record is stored; 4.9 stops building the index (makeIndexFileError) and the next
+                            // open re-indexes what is missing
+                            self.inner.stop_index(&e);
                             break;
                         }
                     }
@@ -985,9 +1030,20 @@ impl MessageStore {
         self.report
     }
 
-    /// What open did to `index/` that an operator should know (refused or deleted files), one sentence each.
-    pub fn index_notes(&self) -> &[String] {
-        &self.index_notes
+    /// What open did to `index/` that an operator should know (refused or deleted files), and whether building the
+    /// index stopped since (a failure creating an index file), one sentence each.
+    pub fn index_notes(&self) -> Vec<String> {
+        let mut notes = self.index_notes.clone();
+        if let Some(reason) = self
+            .inner
+            .index_stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            notes.push(reason);
+        }
+        notes
     }
 
     /// `DefaultMessageStore.queryMessage`: up to `min(max_num, max_msgs_num_batch)` records whose topic is `topic`
