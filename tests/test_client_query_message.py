@@ -14,6 +14,7 @@ from client_helpers_core import cluster
 from rmq_core.broker import Broker
 from rmq_core.client import Producer
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.header import QueryMessageRequestHeader
@@ -33,7 +34,11 @@ def two(tmp_path: Path) -> Iterator[tuple[NameServer, list[Broker], Producer]]:
 
 
 def test_query_by_key_uniq_key_and_view(two) -> None:  # type: ignore[no-untyped-def]
-    _ns, _brokers, p = two
+    ns, brokers, p = two
+    # the topic exists on both brokers before the first send: an auto-created topic is routed to a second broker
+    # only after that broker registers it, and the client queries the brokers of the route it holds
+    with BlockingMQClientAPI(namesrv_addr=ns.address) as api:
+        api.create_topic_and_wait([b.address for b in brokers], TopicConfig("QTopic", 4, 4))
     sent = [p.send(Message("QTopic", b"m%d" % i, keys=[f"order-{i % 3}", "every"])) for i in range(12)]
     assert {r.message_queue.broker_name for r in sent} == {"broker-a", "broker-b"}
     got = p.query_message("QTopic", "order-1", 32, 0, FAR)
