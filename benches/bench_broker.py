@@ -1,6 +1,7 @@
 """End-to-end broker benchmarks over loopback, with the broker in its own process (``rmq-core broker``).
 
     .venv/bin/python benches/bench_broker.py [--messages 100000] [--size 1024] [--wakeups 1000] [--json out.json]
+    .venv/bin/python benches/bench_broker.py --index-cost [--rounds 5] [--messages 100000] [--size 1024]
 
 What it measures (targets in brackets):
   send      single 1 KiB messages (SEND_MESSAGE_V2, one message per request), a window of in-flight requests on one
@@ -11,6 +12,9 @@ What it measures (targets in brackets):
   wake-up   a pull parked by long polling (consumer connection), then one send (producer connection): time from
             the send's response to the parked pull's response (can be negative: the pull may answer first),
             p50/p99                                                                          [p99 ≤ 2 ms]
+  --index-cost  only the lean send, on a fresh broker per run with broker.conf ``messageIndexEnable=true`` and
+            ``=false`` alternately (4.9's default index geometry; every message has a KEYS value and the broker adds
+            its UNIQ_KEY): medians of ``--rounds``, every run, and the off/on ratio (the index build's cost).
 The lean clients write pre-built frames and parse only response headers, so the figures are the broker's. One run;
 machines are noisy.
 """
@@ -23,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,8 +40,10 @@ from rmq_core.remoting.header import PullMessageResponseHeader, decode_header
 from rmq_core.remoting.transport import RemotingClient
 
 
-def start_broker(store_dir: str) -> tuple[subprocess.Popen[str], str]:
+def start_broker(store_dir: str, conf: str | None = None) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "rmq_core.cli", "broker", "--port", "0", "--dir", store_dir, "--name", "bench"]
+    if conf is not None:
+        cmd += ["-c", conf]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -149,6 +156,39 @@ async def main_async(args: argparse.Namespace, addr: str) -> dict[str, object]:
         await client.close()
 
 
+def index_cost(args: argparse.Namespace) -> int:
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(args.rounds + 1):  # round 0 is a warm-up, not counted
+        for enable in (True, False):
+            store_dir = tempfile.mkdtemp(prefix="rmq-bench-broker-")
+            conf = os.path.join(store_dir, "broker.conf")
+            with open(conf, "w") as f:
+                f.write(f"messageIndexEnable={'true' if enable else 'false'}\n")
+            proc, addr = start_broker(os.path.join(store_dir, "store"), conf)
+            try:
+
+                async def once(addr: str = addr) -> float:
+                    client = RemotingClient()
+                    try:
+                        return await bench_send(client, addr, "BenchSend", args.messages, args.size, args.window)
+                    finally:
+                        await client.close()
+
+                rate = asyncio.run(once())
+            finally:
+                proc.terminate()
+                proc.wait(30)
+                shutil.rmtree(store_dir, ignore_errors=True)
+            if r > 0:
+                runs[enable].append(rate)
+    on, off = statistics.median(runs[True]), statistics.median(runs[False])
+    print(f"lean send, {args.messages:,} x {args.size} B, window {args.window}, fresh broker per run, msg/s")
+    print(f"index on   median {on:>10,.0f}   runs {', '.join(f'{x:,.0f}' for x in runs[True])}")
+    print(f"index off  median {off:>10,.0f}   runs {', '.join(f'{x:,.0f}' for x in runs[False])}")
+    print(f"off/on {off / on:.2f}  (the machine is shared, load average {os.getloadavg()[0]:.1f})")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=100_000)
@@ -156,7 +196,11 @@ def main() -> int:
     p.add_argument("--window", type=int, default=128, help="in-flight sends")
     p.add_argument("--wakeups", type=int, default=1000)
     p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--index-cost", action="store_true", help="lean send with messageIndexEnable on vs off")
+    p.add_argument("--rounds", type=int, default=5, help="--index-cost rounds")
     args = p.parse_args()
+    if args.index_cost:
+        return index_cost(args)
     store_dir = tempfile.mkdtemp(prefix="rmq-bench-broker-")
     proc, addr = start_broker(store_dir)
     try:

@@ -1,6 +1,7 @@
 """The store API as a user calls it, the Python objects' own cost counted, Rust vs the Python twin.
 
     .venv/bin/python benches/bench_store_api.py [--messages 100000] [--rounds 7] [--decodes 3000] [--json out.json]
+    .venv/bin/python benches/bench_store_api.py --index-cost [--messages 100000] [--rounds 7]
 
 What it measures (targets in brackets):
   put+build   build ``--messages`` ``Message(topic, 128 B body, tags=...)`` objects and the ``[(msg, queue_id)]`` batch,
@@ -9,6 +10,9 @@ What it measures (targets in brackets):
   put         the same ``put_messages`` call alone (messages and batch built before the clock starts)
   decode      ``decode_messages`` of a 32 × 1 KiB pull body (from ``get_message``) and reading ``.topic``, ``.body``
               and ``.properties`` of every returned ``MessageExt``; messages per second            [≥ 1.5 M msg/s]
+  --index-cost  ``put`` with ``message_index_enable`` on and off (RocketMQ's messageIndexEnable; 4.9's default index
+              geometry, every message indexed by its UNIQ_KEY and one KEYS value), per backend, rounds alternating
+              on/off: the medians, every run and the off/on ratio (the index build's cost on the put path).
 Each round uses a fresh store directory (default StoreConfig, fixed clock); rounds alternate the backends; the
 medians and every run are printed, with the Rust / Python ratio, on the wall clock and per CPU second of the calling
 thread (the figure to read when other work shares the cores). Before timing, the two backends' results are checked
@@ -50,22 +54,26 @@ def _body(size: int) -> bytes:
     return (bytes(range(256)) * (size // 256 + 1))[:size]
 
 
-def build_batch(n: int, body: bytes) -> list[tuple[Message, int]]:
+def build_batch(n: int, body: bytes, keys: bool = False) -> list[tuple[Message, int]]:
     """What a user writes: one Message per payload, then the (message, queue id) pairs."""
-    msgs = [Message(TOPIC, body, tags=TAGS[i % 10]) for i in range(n)]
+    msgs = [Message(TOPIC, body, tags=TAGS[i % 10], keys=f"order-{i}" if keys else None) for i in range(n)]
     return [(m, i % QUEUES) for i, m in enumerate(msgs)]
 
 
-def _open(path: str, backend: str) -> MessageStore:
-    return MessageStore(path, StoreConfig(), backend=backend, clock=_clock)
+def _open(path: str, backend: str, index: bool = True) -> MessageStore:
+    return MessageStore(path, StoreConfig(message_index_enable=index), backend=backend, clock=_clock)
 
 
-def put_round(backend: str, n: int, body: bytes, with_build: bool) -> float:
+def put_round(
+    backend: str, n: int, body: bytes, with_build: bool, index: bool = True, keys: bool = False, warm: bool = False
+) -> tuple[float, float]:
     d = tempfile.mkdtemp(prefix="rmq-bench-api-")
     try:
-        store = _open(d, backend)
+        store = _open(d, backend, index)
         try:
-            batch = None if with_build else build_batch(n, body)
+            if warm:  # an untimed put first: the files' pages are mapped, as in a broker that has been running
+                assert store.put_messages(build_batch(n, body, keys)).all_ok
+            batch = None if with_build else build_batch(n, body, keys)
             gc.collect()
             c0, t0 = time.thread_time(), time.perf_counter()
             if batch is None:
@@ -80,7 +88,36 @@ def put_round(backend: str, n: int, body: bytes, with_build: bool) -> float:
     return n / dt, n / cpu
 
 
-def decode_round(backend: str, pull_body: bytes, reps: int) -> float:
+def index_cost(args: argparse.Namespace, body: bytes) -> int:
+    """``--index-cost``: put with the index on and off, per backend (keys on every message)."""
+    backends = ("rust",) if args.index_rust_only else BACKENDS
+    cases = [(b, w) for b in backends for w in (False, True)]
+    runs: dict[tuple[str, bool, bool], list[tuple[float, float]]] = {
+        (b, w, i): [] for b, w in cases for i in (True, False)
+    }
+    for b, w in cases:  # warm-up
+        for i in (True, False):
+            put_round(b, args.messages, body, False, i, True, w)
+    for _ in range(args.rounds):
+        for b, w in cases:
+            for i in (True, False):
+                runs[(b, w, i)].append(put_round(b, args.messages, body, False, i, True, w))
+    print(f"put_messages of {args.messages} x {args.size} B (UNIQ_KEY + KEYS each), index on vs off, M msg/s")
+    print("(fresh: the first put into a new store; warm: a second put, the files' pages already mapped)")
+    for k, clock in enumerate(("wall clock", "per CPU second of the calling thread")):
+        print(f"-- {clock}")
+        print(f"{'backend':<14} {'on':>8} {'off':>8} {'off/on':>7}   every run (on | off)")
+        for b, w in cases:
+            on = [t[k] for t in runs[(b, w, True)]]
+            off = [t[k] for t in runs[(b, w, False)]]
+            mon, moff = statistics.median(on), statistics.median(off)
+            label = f"{b} {'warm' if w else 'fresh'}"
+            print(f"{label:<14} {mon / 1e6:8.3f} {moff / 1e6:8.3f} {moff / mon:7.2f}   {_fmt(on)} | {_fmt(off)}")
+    print(f"(the machine is shared with other work, load average {os.getloadavg()[0]:.1f}; medians)")
+    return 0
+
+
+def decode_round(backend: str, pull_body: bytes, reps: int) -> tuple[float, float]:
     impl = _backend.load(backend)
     saved = _backend.impl
     _backend.impl = impl  # rmq_core.message.decode_messages dispatches through _backend.impl
@@ -152,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decodes", type=int, default=3000, help="pull bodies decoded per decode round")
     ap.add_argument("--only", choices=("put", "decode"), default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--index-cost", action="store_true", help="put with the index on vs off (see above)")
+    ap.add_argument("--index-rust-only", action="store_true", help="--index-cost on the Rust engine only")
     args = ap.parse_args(argv)
 
     body = _body(args.size)
+    if args.index_cost:
+        return index_cost(args, body)
     pull_body = make_pull_body()
     check_put_equal(body)
     check_decode_equal(pull_body)

@@ -19,7 +19,7 @@ if importlib.util.find_spec("rmq_core") is None:  # not installed: use the sourc
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from helpers import BACKENDS, Backend  # noqa: E402
+from helpers import BACKENDS, SMALL_INDEX, Backend  # noqa: E402
 
 
 @pytest.fixture(params=[pytest.param(b, marks=pytest.mark.both_backends, id=b) for b in BACKENDS])
@@ -36,8 +36,9 @@ def root(tmp_path) -> str:
 
 @pytest.fixture(autouse=True)
 def _small_broker_files(monkeypatch):
-    """Brokers started by tests map 1 MiB CommitLog files and 1000-unit ConsumeQueue files unless a test sets sizes:
-    RocketMQ's defaults (1 GiB, 6 MB) are allocated up front, and a suite of brokers would fill a shared disk."""
+    """Brokers started by tests map 1 MiB CommitLog files, 1000-unit ConsumeQueue files and small index files unless a
+    test sets sizes: RocketMQ's defaults (1 GiB, 6 MB) are allocated up front, and a suite of brokers would fill a
+    shared disk (the 420 MB index file is sparse, but small ones keep tests' directories small)."""
     try:
         from rmq_core.broker.broker_config import BrokerConfig
     except ImportError:  # pragma: no cover - broker not built
@@ -51,6 +52,8 @@ def _small_broker_files(monkeypatch):
             cfg.mapped_file_size_commit_log = 1 << 20
         if self.mapped_file_size_consume_queue == defaults.mapped_file_size_consume_queue:
             cfg.mapped_file_size_consume_queue = 20 * 1000
+        if (self.max_hash_slot_num, self.max_index_num) == (defaults.max_hash_slot_num, defaults.max_index_num):
+            cfg.max_hash_slot_num, cfg.max_index_num = SMALL_INDEX
         return cfg
 
     monkeypatch.setattr(BrokerConfig, "to_store_config", small)

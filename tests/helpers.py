@@ -61,11 +61,17 @@ class UniqIds:
         return f"{self.prefix:08X}{self.n:024X}"
 
 
+# (max_hash_slot_num, max_index_num) of index files in tests: 4.9's 420 MB geometry scaled down (84 KB)
+SMALL_INDEX = (1024, 4096)
+
+
 def small_config(**overrides: object) -> StoreConfig:
     kw: dict[str, object] = dict(
         mapped_file_size_commit_log=CL_SIZE,
         mapped_file_size_consume_queue=CQ_SIZE,
         store_host=STORE_HOST,
+        max_hash_slot_num=SMALL_INDEX[0],
+        max_index_num=SMALL_INDEX[1],
     )
     kw.update(overrides)
     return StoreConfig(**kw)  # type: ignore[arg-type]

@@ -335,3 +335,36 @@ def test_delete_topic_and_subscription_group(sides: dict[str, Side]) -> None:
     assert groups["rmq_core"].replace(sides["rmq_core"].broker_addr, "B") == groups["apache"].replace(
         sides["apache"].broker_addr, "B"
     )
+
+
+def _msg_rows(text: str) -> list[list[str]]:
+    """queryMsgByKey's ``%-50s %4d %40d`` rows (a 56-char IPv6 msg id overflows the first column, so split)."""
+    return [p for p in (ln.split() for ln in text.splitlines()) if len(p) == 3 and p[1].isdigit() and p[2].isdigit()]
+
+
+def test_query_msg_by_key(sides: dict[str, Side]) -> None:
+    """queryMsgByKey (QUERY_MESSAGE over the index files): the row of message 7 by its key, on both sides; a key no
+    message has prints no row on both."""
+    rows = {}
+    for name, side in sides.items():
+        send = side.sends[7]
+        text = run_mqadmin(side.namesrv, "queryMsgByKey", "-t", TOPIC, "-k", send["keys"])
+        assert text.startswith("#Message ID"), (name, text)
+        rows[name] = _msg_rows(text)
+        assert rows[name] == [[send["msgId"], str(send["queueId"]), str(send["queueOffset"])]], (name, text)
+    res = both(sides, "queryMsgByKey", "-t", TOPIC, "-k", "no-such-key", check=False)
+    for name, text in res.items():
+        assert _msg_rows(text) == [], (name, text)
+
+
+def test_query_msg_by_unique_key(sides: dict[str, Side]) -> None:
+    """queryMsgByUniqueKey (QUERY_MESSAGE with _UNIQUE_KEY_QUERY): the same fields of message 11 on both sides."""
+    fields = {}
+    for name, side in sides.items():
+        send = side.sends[11]
+        text = run_mqadmin(side.namesrv, "queryMsgByUniqueKey", "-t", TOPIC, "-i", send["msgId"])
+        f = {ln[:20].strip().rstrip(":"): ln[20:].strip() for ln in text.splitlines() if len(ln) > 20}
+        assert f["Topic"] == TOPIC and f["Keys"] == f"[{send['keys']}]", (name, text)
+        assert f["Queue ID"] == str(send["queueId"]) and f["Queue Offset"] == str(send["queueOffset"]), (name, text)
+        fields[name] = {k: f[k] for k in ("Topic", "Tags", "Keys", "Queue ID", "Queue Offset", "System Flag")}
+    assert fields["rmq_core"] == fields["apache"]

@@ -1,6 +1,6 @@
 """Parity (CORE_API: "both write the same bytes and give the same results"): random operation sequences applied to
 the Rust and the Python engine in separate directories, with the same clock and UNIQ_KEYs, give identical return
-values and identical CommitLog, ConsumeQueue and checkpoint bytes; a store written by one engine is opened and
+values and identical CommitLog, ConsumeQueue, index and checkpoint bytes; a store written by one engine is opened and
 served by the other. Module functions (tags_hash, properties codec, decode_messages) agree on random input.
 """
 
@@ -153,6 +153,11 @@ def files_of(root: str) -> dict[str, bytes]:
                     out[os.path.relpath(p, root)] = f.read()
     with open(os.path.join(root, "checkpoint"), "rb") as f:
         out["checkpoint"] = f.read()
+    index = os.path.join(root, "index")
+    # index files by position: their names are the local time of their creation
+    for i, n in enumerate(sorted(os.listdir(index)) if os.path.isdir(index) else []):
+        with open(os.path.join(index, n), "rb") as f:
+            out[f"index#{i}"] = f.read()
     return out
 
 

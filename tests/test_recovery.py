@@ -311,8 +311,10 @@ def test_checkpoint_layout(backend):
         data = f.read()
     physic, logics, index, master_flushed, confirm = struct.unpack_from(">qqqqq", data, 0)
     assert confirm == end  # big-endian: a little-endian write would read as a huge or negative number
-    assert index == 0 and master_flushed == 0
-    # StoreCheckpoint: store time of the last message flushed to the CommitLog / dispatched to a ConsumeQueue
+    assert master_flushed == 0
+    # StoreCheckpoint: store time of the last message flushed to the CommitLog / dispatched to a ConsumeQueue /
+    # indexed (every message has a UNIQ_KEY, so the index's endTimestamp is the last message's store time)
+    assert index == last_ts
     assert physic == last_ts
     assert logics == last_ts
     assert data[40:] == bytes(4096 - 40)

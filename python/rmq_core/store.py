@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, overload
 
 from rmq_core import _backend
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
+from rmq_core._reference.format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.sql92 import Sql92Filter
@@ -82,6 +83,13 @@ class StoreConfig:
     total_physical_memory: int = field(default_factory=_physical_memory)
     max_filter_message_size: int = 16000
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    #: messageIndexEnable: build ``index/`` files on put and answer ``query_message`` from them
+    message_index_enable: bool = True
+    #: maxHashSlotNum / maxIndexNum: each index file's geometry (4.9's 420 MB file by default; tests use small ones)
+    max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM
+    max_index_num: int = DEFAULT_MAX_INDEX_NUM
+    #: maxMsgsNumBatch: the most messages one query returns
+    max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH
 
     def __post_init__(self) -> None:
         if isinstance(self.flush_disk_type, FlushDiskType):
@@ -205,6 +213,17 @@ class GetMessageResult:
         return decode_messages(self.body) if self.body else []
 
 
+@dataclass(frozen=True)
+class QueryMessageResult:
+    """RocketMQ's ``QueryMessageResult``: the matching records concatenated (CommitLog order) and the index's last
+    update (``indexLastUpdateTimestamp`` / ``indexLastUpdatePhyoffset`` of the newest index file)."""
+
+    records: bytes
+    count: int
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
 ArrivalListener = Callable[[str, int, int, int, Mapping[str, str]], None]
 PropertyFilter = Callable[[Mapping[str, str]], bool]
 
@@ -230,6 +249,8 @@ class MessageStore:
         self._impl = impl
         os.makedirs(self.root_dir, exist_ok=True)
         self._engine: _core.StoreEngine = impl.StoreEngine(self.root_dir, self.config.to_engine())
+        for note in self._engine.index_notes():
+            log.warning("store %s: %s", self.root_dir, note)
         self._listeners: list[ArrivalListener] = []
         self._closed = False
         self._close_lock = threading.Lock()
@@ -251,6 +272,13 @@ class MessageStore:
     def flush(self) -> int:
         self._check_open()
         return self._engine.flush()
+
+    @property
+    def index_notes(self) -> list[str]:
+        """What open did to ``index/`` (refused or deleted files) and whether building the index stopped since (no
+        space for a new index file: the records stay, the next open re-indexes them), one sentence each."""
+        self._check_open()
+        return self._engine.index_notes()
 
     @property
     def recovery_report(self) -> dict[str, bool | int]:
@@ -417,6 +445,21 @@ class MessageStore:
         if raw is None:
             return None
         return decode_messages(raw)[0]
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> list[MessageExt]:
+        """The messages of ``topic`` whose UNIQ_KEY or KEYS hold ``key``, stored in ``[begin, end]`` (ms), oldest first;
+        at most ``min(max_num, max_msgs_num_batch)`` (RocketMQ's ``queryMessage`` over the index files)."""
+        return decode_messages(self.query_message_result(topic, key, max_num, begin_timestamp, end_timestamp).records)
+
+    def query_message_result(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> QueryMessageResult:
+        """``query_message`` as the broker needs it: the records byte for byte and the index's last update."""
+        self._check_open()
+        records, count, ts, phy = self._engine.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
+        return QueryMessageResult(records, count, ts, phy)
 
     def topics(self) -> list[tuple[str, int]]:
         """Every (topic, queue_id) that has a ConsumeQueue."""

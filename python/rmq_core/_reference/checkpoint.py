@@ -1,7 +1,8 @@
 """``<root>/checkpoint``, RocketMQ's ``StoreCheckpoint`` (5.x layout): what was durable at the last flush.
 
 Owns: the checkpoint file, reading it at open and rewriting it on every full flush.
-Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp (always 0),
+Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp (the newest index entry's store
+timestamp msynced before this write; 0 with no index),
 @24 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
 Invariants:
   1. Written only after the CommitLog (then the ConsumeQueues) were msynced: ``confirm_phy_offset`` is the flushed
@@ -28,12 +29,21 @@ _LAYOUT = struct.Struct(">qqqqq")
 
 
 class StoreCheckpoint:
-    __slots__ = ("_fd", "confirm_phy_offset", "existed", "logics_msg_timestamp", "path", "physic_msg_timestamp")
+    __slots__ = (
+        "_fd",
+        "confirm_phy_offset",
+        "existed",
+        "index_msg_timestamp",
+        "logics_msg_timestamp",
+        "path",
+        "physic_msg_timestamp",
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.physic_msg_timestamp = 0
         self.logics_msg_timestamp = 0
+        self.index_msg_timestamp = 0
         self.confirm_phy_offset = 0
         self.existed = False
         self._fd: int | None = None
@@ -48,17 +58,26 @@ class StoreCheckpoint:
             raise StoreError(f"cannot open checkpoint {self.path}: {e}") from e
         if len(raw) < CHECKPOINT_USED_BYTES:
             return
-        physic, logics, _index, _master, confirm = _LAYOUT.unpack(raw)
+        physic, logics, index, _master, confirm = _LAYOUT.unpack(raw)
+        self.index_msg_timestamp = index
         self.physic_msg_timestamp = physic
         self.logics_msg_timestamp = logics
         self.confirm_phy_offset = confirm
 
-    def write(self, physic_msg_timestamp: int, logics_msg_timestamp: int, confirm_phy_offset: int) -> None:
+    def write(
+        self,
+        physic_msg_timestamp: int,
+        logics_msg_timestamp: int,
+        confirm_phy_offset: int,
+        index_msg_timestamp: int = 0,
+    ) -> None:
         """Invariant 4."""
         if self._fd is None:
             raise StoreError(f"checkpoint {self.path} is closed")
         data = bytearray(CHECKPOINT_FILE_SIZE)
-        _LAYOUT.pack_into(data, 0, physic_msg_timestamp, logics_msg_timestamp, 0, 0, confirm_phy_offset)
+        _LAYOUT.pack_into(
+            data, 0, physic_msg_timestamp, logics_msg_timestamp, index_msg_timestamp, 0, confirm_phy_offset
+        )
         try:
             os.pwrite(self._fd, data, 0)
             os.ftruncate(self._fd, CHECKPOINT_FILE_SIZE)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .format.cq_unit import round_file_size
+from .format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH, index_file_size
 from .format.message import encode_host
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -36,6 +37,10 @@ DEFAULTS: dict[str, Any] = {
     "total_physical_memory": 16 << 30,
     "max_filter_message_size": 16_000,
     "store_host": ("127.0.0.1", 10911),
+    "message_index_enable": True,
+    "max_hash_slot_num": DEFAULT_MAX_HASH_SLOT_NUM,
+    "max_index_num": DEFAULT_MAX_INDEX_NUM,
+    "max_msgs_num_batch": MAX_MSGS_NUM_BATCH,
 }
 
 _INT32_MAX = 2**31 - 1
@@ -58,6 +63,10 @@ class StoreConfig:
     total_physical_memory: int
     max_filter_message_size: int
     store_host: tuple[str, int]
+    message_index_enable: bool
+    max_hash_slot_num: int
+    max_index_num: int
+    max_msgs_num_batch: int
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> StoreConfig:
@@ -67,8 +76,9 @@ class StoreConfig:
         ip, port = v["store_host"]
         v["store_host"] = (str(ip), int(port))
         v["check_crc_on_recover"] = bool(v["check_crc_on_recover"])
+        v["message_index_enable"] = bool(v["message_index_enable"])
         for k in DEFAULTS:
-            if k not in ("flush_disk_type", "store_host", "check_crc_on_recover"):
+            if k not in ("flush_disk_type", "store_host", "check_crc_on_recover", "message_index_enable"):
                 v[k] = int(v[k])
         cfg = cls(**v)
         cfg.validate()
@@ -83,6 +93,10 @@ class StoreConfig:
             raise ValueError(f'flush_disk_type must be "ASYNC_FLUSH" or "SYNC_FLUSH", got {self.flush_disk_type!r}')
         if self.access_message_in_memory_max_ratio < 0:
             raise ValueError("config access_message_in_memory_max_ratio must be > 0")
+        if self.max_hash_slot_num < 1 or self.max_index_num < 2:
+            raise ValueError("config max_hash_slot_num must be >= 1 and max_index_num >= 2")
+        if index_file_size(self.max_hash_slot_num, self.max_index_num) > _INT32_MAX or self.max_index_num > _INT32_MAX:
+            raise ValueError("config max_hash_slot_num/max_index_num give an index file above 2^31-1 bytes")
         if self.flush_interval_commit_log <= 0:
             raise ValueError("config flush_interval_commit_log must be > 0")
         encode_host(self.store_host)  # ValueError if not an ip literal / port out of range

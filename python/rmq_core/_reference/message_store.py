@@ -1,8 +1,8 @@
 """The engine: ties the CommitLog, the ConsumeQueues, the flush thread, the checkpoint and recovery together behind
 the contract of docs/CORE_API.md (the write path and dispatch live here). Mirrors rust/rmq-store/src/message_store.rs.
 
-Owns: the store root (``commitlog/``, ``consumequeue/``, ``checkpoint``, ``abort``, ``lock``, ``config/``), the queue
-table, the engine lock, open/close.
+Owns: the store root (``commitlog/``, ``consumequeue/``, ``index/``, ``checkpoint``, ``abort``, ``lock``, ``config/``),
+the queue table, the engine lock, open/close, and the query by key over the index service.
 Format: see §1 of the contract; record/unit layouts in ``format``.
 Invariants:
   1. One ``threading.RLock`` serialises writes and reads; a record is written (CommitLog write offset) before its
@@ -17,6 +17,9 @@ Invariants:
      end of a successful open until close. Opening does not flush or write the checkpoint.
   5. After ``close`` every call raises StoreError (``recovery_report`` included), except ``close`` itself
      (idempotent) and ``is_the_batch_full`` (pure).
+  6. With ``message_index_enable`` every appended record that is not a rollback gets its UNIQ_KEY and KEYS indexed in
+     the same put; open re-indexes the records after the index's last entry (4.9's abnormal-exit rule first);
+     ``query_message`` serves only whole records whose topic and key match.
 
 Decisions where the contract is silent (shared with the Rust engine):
   * a ConsumeQueue (and its directory) is created on the first dispatched put to it (not for PREPARED/ROLLBACK
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -64,9 +68,11 @@ from .format import (
     CONSUMEQUEUE_DIR,
     LOCK_FILE,
 )
+from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
 from .format.message import (
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE,
+    PHY_POS_POSITION,
     STOREHOSTADDRESS_V6_FLAG,
     RecordFormatError,
     decode_properties,
@@ -81,9 +87,19 @@ from .format.message import (
     record_store_timestamp,
     tags_code_of,
 )
-from .recovery import recover
+from .index_service import IndexService
+from .recovery import iter_records, recover
 
 _PUT_OK = int(PutMessageStatus.PUT_OK)
+_I64 = struct.Struct(">q")
+
+
+def _record_properties(record: bytes | bytearray) -> bytes:
+    """The encoded properties of one whole record."""
+    total, _m, _sf, _st, _bp, _bl, topic_pos, topic_len = record_layout(record, 0, len(record))
+    return bytes(record[topic_pos + topic_len + 2 : total])
+
+
 _CREATE_FAILED = (int(PutMessageStatus.CREATE_MAPPED_FILE_FAILED), -1, -1, 0)
 
 
@@ -129,6 +145,13 @@ class StoreEngine:
             self._load_queues()
             self._last_physic_ts = self._checkpoint.physic_msg_timestamp
             self._last_logics_ts = self._checkpoint.logics_msg_timestamp
+            self._index: IndexService | None = None
+            self._last_index_ts = self._checkpoint.index_msg_timestamp
+            self._index_notes: list[str] = []
+            self._index_stop_reason: str | None = None
+            if cfg.message_index_enable:
+                self._index = IndexService(root, cfg.max_hash_slot_num, cfg.max_index_num)
+                self._index.load(abnormal, self._checkpoint.index_msg_timestamp)
             self._report = recover(
                 self._commit_log,
                 self._queues,
@@ -138,6 +161,7 @@ class StoreEngine:
                 cfg.check_crc_on_recover,
                 self._note_redispatched,
             )
+            self._open_index(self._report)
             try:
                 with open(abort_path, "wb"):
                     pass
@@ -207,6 +231,61 @@ class StoreEngine:
             self._queues[(topic, queue_id)] = cq
         return cq
 
+    def _open_index(self, report: dict) -> None:
+        """Index notes and the re-index of the records after the index's last entry (Rust: open + reindex)."""
+        report["index_rebuilt"] = 0
+        report["index_files_refused"] = 0
+        report["index_files_dropped"] = 0
+        index = self._index
+        if index is None:
+            return
+        end = report["commit_log_end"]
+        for name, reason in index.refused:
+            self._index_notes.append(
+                f"index file {name} refused ({reason}): moved to index_refused/, its records are re-indexed"
+            )
+        for name in index.dropped:
+            self._index_notes.append(
+                f"index file {name} deleted: abnormal exit and its endTimestamp is above the checkpoint's "
+                f"indexMsgTimestamp {self._checkpoint.index_msg_timestamp}; its records are re-indexed"
+            )
+        beyond = index.drop_files_beyond(end)
+        for name in beyond:
+            self._index_notes.append(
+                f"index file {name} deleted: it indexes offsets at or beyond the recovered CommitLog end {end}"
+            )
+        report["index_files_refused"] = len(index.refused)
+        report["index_files_dropped"] = len(index.dropped) + len(beyond)
+        cl_min = self._commit_log.min_offset
+        last = index.last_indexed_offset()
+        start, skip_at_or_below = (max(last, cl_min), last) if last is not None else (cl_min, -1)
+        count = 0
+        # the last indexed record may have only its first keys (a build that stopped inside it): finish it
+        done_at_last = index.entries_at_tail(skip_at_or_below)
+        try:
+            for off, buf, pos, layout in iter_records(self._commit_log, start, end):
+                total, _magic, sys_flag, st_pos, _bp, _bl, topic_pos, topic_len = layout
+                if off < skip_at_or_below or not is_indexed_sys_flag(sys_flag):
+                    continue
+                topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len])
+                props = bytes(buf[pos + topic_pos + topic_len + 2 : pos + total])
+                skip = 0
+                if off == skip_at_or_below:
+                    if done_at_last >= sum(1 for _ in index_keys(props)):
+                        continue
+                    skip = done_at_last
+                index.build_index(topic, props, off, _I64.unpack_from(buf, pos + st_pos)[0], skip)
+                count += 1
+        except StoreError as e:
+            self._stop_index(e)
+            count = 0
+        report["index_rebuilt"] = count
+
+    def _stop_index(self, e: Exception) -> None:
+        self._index_stop_reason = (
+            f"building the index stopped until the next open (its records are re-indexed then): {e}"
+        )
+
     def _note_redispatched(self, store_timestamp: int) -> None:
         if store_timestamp > self._last_logics_ts:
             self._last_logics_ts = store_timestamp
@@ -216,6 +295,8 @@ class StoreEngine:
         self._commit_log.close()
         for cq in self._queues.values():
             cq.close()
+        if getattr(self, "_index", None) is not None:
+            self._index.close()  # type: ignore[union-attr]
         self._checkpoint.close()
         if self._lock_fd is not None:
             try:
@@ -235,7 +316,9 @@ class StoreEngine:
         flushed = self._commit_log.flush()
         for cq in list(self._queues.values()):
             cq.flush()
-        self._checkpoint.write(physic_ts, logics_ts, flushed)
+        if self._index is not None:
+            self._last_index_ts = max(self._last_index_ts, self._index.flush())
+        self._checkpoint.write(physic_ts, logics_ts, flushed, self._last_index_ts)
         return flushed
 
     def _flush_all_quietly(self) -> int | None:
@@ -395,6 +478,15 @@ class StoreEngine:
                         break
                 last_end = phys + len(record)
                 results.append((_PUT_OK, phys, queue_offset, len(record)))
+            index = self._index
+            if index is not None and results and is_indexed_sys_flag(flags) and self._index_stop_reason is None:
+                try:
+                    for (topic, _qid, record, _tc), r in zip(prepared, results):
+                        if r[0] == _PUT_OK:
+                            index.build_index(topic.encode(), _record_properties(record), r[1], store_timestamp)
+                except StoreError as e:
+                    # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
+                    self._stop_index(e)
             if last_end >= 0:
                 self._last_physic_ts = store_timestamp
                 if dispatch:
@@ -576,6 +668,58 @@ class StoreEngine:
             min_phys = self._commit_log.min_offset
             for cq in list(self._queues.values()):
                 cq.correct_min_offset(min_phys)
+            # 4.9's CleanConsumeQueueService then IndexService.deleteExpiredFile(commitLog min offset)
+            if self._index is not None:
+                self._index.delete_expired_files(min_phys)
+
+    def index_notes(self) -> list[str]:
+        with self._lock:
+            self._check_open()
+            notes = list(self._index_notes)
+            if self._index_stop_reason is not None:
+                notes.append(self._index_stop_reason)
+            return notes
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_timestamp: int, end_timestamp: int
+    ) -> tuple[bytes, int, int, int]:
+        """``DefaultMessageStore.queryMessage`` (see the Rust twin): (records, count, indexLastUpdateTimestamp,
+        indexLastUpdatePhyoffset)."""
+        with self._lock:
+            self._check_open()
+            index = self._index
+            if index is None:
+                return b"", 0, 0, 0
+            max_num = max(min(max_num, self._config.max_msgs_num_batch), 0)
+            t, k = topic.encode(), key.encode()
+            out: list[bytes] = []
+            last_ts = last_phy = 0
+            last_query_time = end_timestamp
+            for _ in range(QUERY_ROUNDS):
+                offsets, its, iphy = index.query_offset(t, k, max_num, begin_timestamp, last_query_time)
+                if not offsets:
+                    break
+                last_ts, last_phy = its, iphy
+                for m, off in enumerate(sorted(set(offsets))):
+                    try:
+                        rec = self.look_message_by_offset(off)
+                        if rec is None:
+                            continue
+                        total, _mg, _sf, _st, _bp, _bl, topic_pos, topic_len = record_layout(rec, 0, len(rec))
+                    except (CorruptRecordError, RecordFormatError):
+                        continue
+                    if m == 0:
+                        last_query_time = record_store_timestamp(rec)
+                    if (
+                        _I64.unpack_from(rec, PHY_POS_POSITION)[0] != off
+                        or rec[topic_pos : topic_pos + topic_len] != t
+                        or not record_has_index_key(bytes(rec[topic_pos + topic_len + 2 : total]), k)
+                    ):
+                        continue
+                    out.append(bytes(rec))
+                if out or last_query_time < begin_timestamp:
+                    break
+            return b"".join(out), len(out), last_ts, last_phy
 
     def recovery_report(self) -> dict:
         with self._lock:

@@ -30,7 +30,7 @@ Thread-safety: runs inside the engine constructor, before any other thread exist
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .checkpoint import StoreCheckpoint
@@ -224,3 +224,25 @@ def redispatch(
                     note_dispatched(_I64.unpack_from(buf, pos + layout[3])[0])
         offset += size
     return written
+
+
+def iter_records(commit_log: CommitLog, start: int, end: int) -> Iterator[tuple[int, Any, int, Any]]:
+    """``(offset, buffer, pos, layout)`` for every valid record from ``start`` to ``end`` (BLANK → next file; stops
+    at the first invalid record), like the Rust ``for_each_record``."""
+    offset = start
+    while offset < end:
+        f = commit_log.queue.find(offset)
+        if f is None:
+            break
+        pos = offset - f.start
+        if pos >= f.wrote:
+            offset = f.end
+            continue
+        size, layout = check_record(f.buffer, pos, f.wrote, False)
+        if size == BLANK:
+            offset = f.end
+            continue
+        if size == INVALID:
+            break
+        yield offset, f.buffer, pos, layout
+        offset += size

@@ -72,6 +72,11 @@ class BrokerConfig:
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
+    # index files (messageIndexEnable / maxHashSlotNum / maxIndexNum / maxMsgsNumBatch)
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_msgs_num_batch: int = 64
     # RocketMQ 5's name: the Prometheus endpoint's port (-1 off, 0 a free port); needs rmq_core[metrics]
     metrics_prom_exporter_port: int = -1
     extra: dict[str, str] = field(default_factory=dict)
@@ -92,6 +97,10 @@ class BrokerConfig:
             max_transfer_bytes_on_message_in_disk=self.max_transfer_bytes_on_message_in_disk,
             max_transfer_count_on_message_in_disk=self.max_transfer_count_on_message_in_disk,
             access_message_in_memory_max_ratio=self.access_message_in_memory_max_ratio,
+            message_index_enable=self.message_index_enable,
+            max_hash_slot_num=self.max_hash_slot_num,
+            max_index_num=self.max_index_num,
+            max_msgs_num_batch=self.max_msgs_num_batch,
         )
 
     @property

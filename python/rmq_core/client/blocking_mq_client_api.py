@@ -24,11 +24,12 @@ from rmq_core.client.producer.send_result import SendResult
 from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
-from rmq_core.message import Message
+from rmq_core.message import Message, MessageExt
 from rmq_core.remoting.body.route import MASTER_ID, ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.header import (
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -138,6 +139,21 @@ class BlockingMQClientAPI:
     def get_consumer_id_list_by_group(self, addr: str, group: str, timeout_ms: float | None = None) -> list[str]:
         t = self._t(timeout_ms)
         return self._run(self.api.get_consumer_id_list_by_group(addr, group, t), t)
+
+    # --- messages by key / id ---------------------------------------------------------------------------------
+    def query_message(
+        self,
+        addr: str,
+        header: QueryMessageRequestHeader,
+        is_unique_key: bool = False,
+        timeout_ms: float | None = None,
+    ) -> tuple[int, list[MessageExt]]:
+        t = self._t(timeout_ms)
+        return self._run(self.api.query_message(addr, header, t, is_unique_key), t)
+
+    def view_message(self, addr: str, phy_offset: int, timeout_ms: float | None = None) -> MessageExt:
+        t = self._t(timeout_ms)
+        return self._run(self.api.view_message(addr, phy_offset, t), t)
 
     # --- admin -------------------------------------------------------------------------------------------------
     def create_topic(

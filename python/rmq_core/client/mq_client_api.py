@@ -6,8 +6,8 @@ is built and its answer decoded here, as ``async def`` methods over one ``Remoti
 RPCs: name server: GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER; broker: send
 (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE), PULL_MESSAGE, GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP,
 QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP, HEART_BEAT, UNREGISTER_CLIENT,
-CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, and the admin UPDATE_AND_CREATE_TOPIC and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
+CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, QUERY_MESSAGE (by key / UNIQ_KEY) and VIEW_MESSAGE_BY_ID,
+and the admin UPDATE_AND_CREATE_TOPIC and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
 
 Invariants:
 1. Requests carry RocketMQ's request codes and custom headers (``rmq_core.remoting.header``) and JSON bodies
@@ -46,13 +46,14 @@ from rmq_core.client.producer.send_result import DEFAULT_TRACE_REGION_ID, SendRe
 from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
-from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue
+from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
+    UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -63,11 +64,14 @@ from rmq_core.remoting.header import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
     decode_header,
     encode_header,
 )
@@ -414,6 +418,32 @@ class MQClientAPIImpl:
             SearchOffsetRequestHeader(topic=topic, queueId=queue_id, timestamp=timestamp),
             timeout_ms,
         )
+
+    # --- messages by key / id (MQClientAPIImpl#queryMessage, #viewMessage) --------------------------------------
+    async def query_message(
+        self, addr: str, header: QueryMessageRequestHeader, timeout_ms: float, is_unique_key: bool = False
+    ) -> tuple[int, list[MessageExt]]:
+        """QUERY_MESSAGE on one broker: ``(indexLastUpdateTimestamp, messages)``; QUERY_NOT_FOUND → ``(ts, [])``
+        (the broker found nothing); any other code → MQBrokerException."""
+        ext = encode_header(header)
+        ext[UNIQUE_MSG_QUERY_FLAG] = "true" if is_unique_key else "false"
+        response = await self.invoke(addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext), timeout_ms)
+        if response.code not in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
+            raise MQBrokerException(response.code, response.remark, addr)
+        rh = decode_header(QueryMessageResponseHeader, response.ext_fields)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            return rh.indexLastUpdateTimestamp, []
+        return rh.indexLastUpdateTimestamp, decode_messages(response.body)
+
+    async def view_message(self, addr: str, phy_offset: int, timeout_ms: float) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID: the record at CommitLog offset ``phy_offset`` of the broker at ``addr``."""
+        request = RemotingCommand.request(
+            RequestCode.VIEW_MESSAGE_BY_ID, encode_header(ViewMessageRequestHeader(offset=phy_offset))
+        )
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            raise MQBrokerException(response.code, response.remark, addr)
+        return decode_messages(response.body)[0]
 
     # --- admin (MQClientAPIImpl#createTopic, #createSubscriptionGroup) -----------------------------------------
     async def create_topic(

@@ -274,6 +274,11 @@ class QueryMessageRequestHeader:
     endTimestamp: int = required()
 
 
+# MixAll.UNIQUE_MSG_QUERY_FLAG: an ext field of QUERY_MESSAGE; "true" makes the broker query by UNIQ_KEY with its
+# defaultQueryMaxNum instead of the request's maxNum
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+
+
 @dataclass
 class QueryMessageResponseHeader:
     indexLastUpdateTimestamp: int = required()

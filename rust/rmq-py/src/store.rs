@@ -67,6 +67,10 @@ fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
     );
     take!("total_physical_memory", total_physical_memory);
     take!("max_filter_message_size", max_filter_message_size);
+    take!("message_index_enable", message_index_enable);
+    take!("max_hash_slot_num", max_hash_slot_num);
+    take!("max_index_num", max_index_num);
+    take!("max_msgs_num_batch", max_msgs_num_batch);
     if let Some(v) = config.get_item("flush_disk_type")? {
         let s: String = v.extract()?;
         c.flush_disk_type =
@@ -426,6 +430,38 @@ impl StoreEngine {
         d.set_item("truncated_bytes", r.truncated_bytes)?;
         d.set_item("redispatched", r.redispatched)?;
         d.set_item("cq_truncated_units", r.cq_truncated_units)?;
+        d.set_item("index_rebuilt", r.index_rebuilt)?;
+        d.set_item("index_files_refused", r.index_files_refused)?;
+        d.set_item("index_files_dropped", r.index_files_dropped)?;
         Ok(d)
+    }
+
+    /// What open did to `index/` (refused or deleted files), one sentence each.
+    fn index_notes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.check_open(py)?;
+        Ok(self.store.index_notes())
+    }
+
+    /// `(records, count, index_last_update_timestamp, index_last_update_phyoffset)`; the GIL is released
+    /// around the index walk and the reads.
+    fn query_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        begin_timestamp: i64,
+        end_timestamp: i64,
+    ) -> PyResult<(Bound<'py, PyBytes>, usize, i64, i64)> {
+        let store = &self.store;
+        let r = py
+            .detach(|| store.query_message(topic, key, max_num, begin_timestamp, end_timestamp))
+            .py_err(py)?;
+        Ok((
+            PyBytes::new(py, &r.records),
+            r.count,
+            r.index_last_update_timestamp,
+            r.index_last_update_phyoffset,
+        ))
     }
 }

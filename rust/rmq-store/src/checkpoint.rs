@@ -2,7 +2,8 @@
 //!
 //! Owns: reading and rewriting the checkpoint file.
 //!
-//! Format: 4096 bytes, i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp (always 0),
+//! Format: 4096 bytes, i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp (the newest index
+//! entry's store timestamp that was msynced before this write; 0 with no index),
 //! @24 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
 //!
 //! Invariants:
@@ -30,6 +31,7 @@ use crate::format::{
 pub struct CheckpointData {
     pub physic_msg_timestamp: i64,
     pub logics_msg_timestamp: i64,
+    pub index_msg_timestamp: i64,
     pub confirm_phy_offset: i64,
 }
 
@@ -59,6 +61,7 @@ impl Checkpoint {
         let loaded = CheckpointData {
             physic_msg_timestamp: at(CHECKPOINT_PHYSIC_MSG_TIMESTAMP),
             logics_msg_timestamp: at(CHECKPOINT_LOGICS_MSG_TIMESTAMP),
+            index_msg_timestamp: at(CHECKPOINT_INDEX_MSG_TIMESTAMP),
             confirm_phy_offset: at(CHECKPOINT_CONFIRM_PHY_OFFSET),
         };
         Ok(Checkpoint {
@@ -84,7 +87,7 @@ impl Checkpoint {
         let mut put = |i: usize, v: i64| buf[i..i + 8].copy_from_slice(&v.to_be_bytes());
         put(CHECKPOINT_PHYSIC_MSG_TIMESTAMP, d.physic_msg_timestamp);
         put(CHECKPOINT_LOGICS_MSG_TIMESTAMP, d.logics_msg_timestamp);
-        put(CHECKPOINT_INDEX_MSG_TIMESTAMP, 0);
+        put(CHECKPOINT_INDEX_MSG_TIMESTAMP, d.index_msg_timestamp);
         put(CHECKPOINT_MASTER_FLUSHED_OFFSET, 0);
         put(CHECKPOINT_CONFIRM_PHY_OFFSET, d.confirm_phy_offset);
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,6 +12,9 @@
 
 use crate::error::{Error, Result};
 use crate::format::cq_unit::CQ_STORE_UNIT_SIZE;
+use crate::format::index::{
+    index_file_size, DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH,
+};
 use crate::format::message::Host;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +52,13 @@ pub struct StoreConfig {
     pub total_physical_memory: i64,
     pub max_filter_message_size: i64,
     pub store_host: Host,
+    /// `messageIndexEnable`: build `index/` files on dispatch and answer `query_message` from them.
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum` / `maxIndexNum`: the geometry of every index file (4.9: 5,000,000 / 20,000,000).
+    pub max_hash_slot_num: u32,
+    pub max_index_num: u32,
+    /// `maxMsgsNumBatch`: the most offsets one index query returns.
+    pub max_msgs_num_batch: i32,
 }
 
 impl Default for StoreConfig {
@@ -69,6 +79,10 @@ impl Default for StoreConfig {
             total_physical_memory: 16 << 30,
             max_filter_message_size: 16_000,
             store_host: Host::v4([127, 0, 0, 1], 10911),
+            message_index_enable: true,
+            max_hash_slot_num: DEFAULT_MAX_HASH_SLOT_NUM,
+            max_index_num: DEFAULT_MAX_INDEX_NUM,
+            max_msgs_num_batch: MAX_MSGS_NUM_BATCH,
         }
     }
 }
@@ -101,6 +115,19 @@ impl StoreConfig {
         }
         if self.access_message_in_memory_max_ratio < 0 {
             return bad("access_message_in_memory_max_ratio");
+        }
+        if self.max_hash_slot_num == 0 || self.max_index_num < 2 {
+            return Err(Error::InvalidArgument(
+                "config max_hash_slot_num must be >= 1 and max_index_num >= 2".into(),
+            ));
+        }
+        if index_file_size(self.max_hash_slot_num, self.max_index_num) > i32::MAX as usize
+            || self.max_index_num > i32::MAX as u32
+        {
+            return Err(Error::InvalidArgument(
+                "config max_hash_slot_num/max_index_num give an index file above 2^31-1 bytes"
+                    .into(),
+            ));
         }
         if self.flush_interval_commit_log_ms == 0 {
             return bad("flush_interval_commit_log");

@@ -16,6 +16,7 @@ pub mod error;
 pub mod flush;
 pub mod format;
 pub mod get_message;
+pub mod index_service;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
@@ -26,7 +27,9 @@ pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Error, Result};
 pub use format::message::Host;
 pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
-pub use message_store::{MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult};
+pub use message_store::{
+    MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult, QueryMessageResult,
+};
 pub use recovery::RecoveryReport;
 pub use store_reader::{ReadRange, StoreReader};
 

@@ -300,7 +300,7 @@ pub fn last_non_zero_end(bytes: &[u8]) -> usize {
 /// disk is an error here rather than a SIGBUS on a later write through the mapping). Elsewhere (macOS has no
 /// `posix_fallocate`; Windows): `set_len`, which zero-extends the file (sparse where the file system supports it).
 #[cfg(target_os = "linux")]
-fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
+pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
     use std::os::unix::io::AsRawFd;
     // SAFETY: plain syscall on an fd we own.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
@@ -311,7 +311,7 @@ fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
+pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
     file.set_len(file_size as u64)
 }
 

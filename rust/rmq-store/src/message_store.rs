@@ -1,8 +1,8 @@
 //! The engine: ties the CommitLog, the ConsumeQueues, the flush thread, the checkpoint and recovery
 //! together behind the contract of docs/CORE_API.md (the write path lives here, dispatch included).
 //!
-//! Owns: the store root (`commitlog/`, `consumequeue/`, `checkpoint`, `abort`, `lock`, `config/`), the queue
-//! table, the write mutex, open/close.
+//! Owns: the store root (`commitlog/`, `consumequeue/`, `index/`, `checkpoint`, `abort`, `lock`, `config/`), the
+//! queue table, the write mutex, open/close, and the query by key over the index service.
 //!
 //! Format: see §1 of the contract; record/unit layouts in `format`.
 //!
@@ -19,6 +19,11 @@
 //!   4. `<root>/lock` is flock'ed before recovery touches anything and released at close; `abort` exists from
 //!      the end of a successful open until close.
 //!   5. After `close`, every call fails with `Error::Closed`; `close` itself is idempotent.
+//!   6. With `message_index_enable`, every appended record that is not a rollback gets its UNIQ_KEY and KEYS
+//!      indexed inside the same put, under the write mutex (4.9's `CommitLogDispatcherBuildIndex`); open
+//!      re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
+//!      `index_service`). `query_message` serves only whole records whose topic and key match (a hash collision
+//!      or a stale entry is skipped, never served).
 //!
 //! Decisions where the contract is silent (the Python twin matches them):
 //!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
@@ -51,6 +56,9 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::{Error, Result};
 use crate::flush::{FlushService, FlushTarget};
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
+use crate::format::index::{
+    for_each_index_key, is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS,
+};
 use crate::format::message::{
     be_i32, be_i64, decode_record, encode_record, is_legal_topic, is_tx_prepared_or_rollback,
     store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
@@ -61,6 +69,7 @@ use crate::format::{
 };
 use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
+use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
 
@@ -119,6 +128,15 @@ impl PutResult {
     }
 }
 
+/// `QueryMessageResult`: the matching records concatenated in CommitLog order, and the index's last update.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryMessageResult {
+    pub records: Vec<u8>,
+    pub count: usize,
+    pub index_last_update_timestamp: i64,
+    pub index_last_update_phyoffset: i64,
+}
+
 type QueueTable = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 pub(crate) struct Inner {
@@ -130,6 +148,13 @@ pub(crate) struct Inner {
     last_physic_ts: AtomicI64,
     last_logics_ts: AtomicI64,
     flush_all_lock: Mutex<()>,
+    index: Option<IndexService>,
+    /// Set when building the index failed (e.g. no disk space for a new index file): puts stop indexing until the
+    /// next open, which re-indexes the records after the last entry. The reason is in `index_notes`.
+    index_stopped: AtomicBool,
+    index_stop_reason: Mutex<Option<String>>,
+    /// The checkpoint's indexMsgTimestamp: kept as loaded until an index flush makes something newer durable.
+    last_index_ts: AtomicI64,
 }
 
 struct WriteState {
@@ -148,6 +173,7 @@ pub struct MessageStore {
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     report: RecoveryReport,
+    index_notes: Vec<String>,
 }
 
 impl Inner {
@@ -203,9 +229,14 @@ impl Inner {
         for q in self.all_queues() {
             q.flush()?;
         }
+        if let Some(index) = &self.index {
+            let ts = index.flush()?;
+            self.last_index_ts.fetch_max(ts, Ordering::AcqRel);
+        }
         self.checkpoint.write(&CheckpointData {
             physic_msg_timestamp: physic_ts,
             logics_msg_timestamp: logics_ts,
+            index_msg_timestamp: self.last_index_ts.load(Ordering::Acquire),
             confirm_phy_offset: flushed,
         })?;
         Ok(flushed)
@@ -223,6 +254,18 @@ impl Inner {
             return None;
         }
         Some(be_i64(rec, at))
+    }
+}
+
+impl Inner {
+    fn stop_index(&self, e: &Error) {
+        self.index_stopped.store(true, Ordering::Release);
+        *self
+            .index_stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(format!(
+            "building the index stopped until the next open (its records are re-indexed then): {e}"
+        ));
     }
 }
 
@@ -374,6 +417,39 @@ impl MessageStore {
             truncated_bytes,
             ..Default::default()
         };
+        let mut index_notes = Vec::new();
+        let index = if config.message_index_enable {
+            let (svc, load) = IndexService::load(
+                &root,
+                config.max_hash_slot_num,
+                config.max_index_num,
+                abnormal,
+                cp.index_msg_timestamp,
+            )?;
+            for (name, reason) in &load.refused {
+                index_notes.push(format!(
+                    "index file {name} refused ({reason}): moved to {INDEX_REFUSED_DIR}/, its records are re-indexed"
+                ));
+            }
+            for name in &load.dropped {
+                index_notes.push(format!(
+                    "index file {name} deleted: abnormal exit and its endTimestamp is above the checkpoint's \
+                     indexMsgTimestamp {}; its records are re-indexed",
+                    cp.index_msg_timestamp
+                ));
+            }
+            let beyond = svc.drop_files_beyond(end)?;
+            for name in &beyond {
+                index_notes.push(format!(
+                    "index file {name} deleted: it indexes offsets at or beyond the recovered CommitLog end {end}"
+                ));
+            }
+            report.index_files_refused = load.refused.len() as i64;
+            report.index_files_dropped = (load.dropped.len() + beyond.len()) as i64;
+            Some(svc)
+        } else {
+            None
+        };
         for q in queues.values().flat_map(|m| m.values()) {
             report.cq_truncated_units += recovery::truncate_dirty_units(q, end)?;
         }
@@ -386,10 +462,18 @@ impl MessageStore {
             last_physic_ts: AtomicI64::new(cp.physic_msg_timestamp),
             last_logics_ts: AtomicI64::new(cp.logics_msg_timestamp),
             flush_all_lock: Mutex::new(()),
+            index,
+            index_stopped: AtomicBool::new(false),
+            index_stop_reason: Mutex::new(None),
+            last_index_ts: AtomicI64::new(cp.index_msg_timestamp),
         });
         if abnormal {
             report.redispatched = Self::redispatch(&inner, cp.confirm_phy_offset, end)?;
         }
+        report.index_rebuilt = Self::reindex(&inner, end).unwrap_or_else(|e| {
+            inner.stop_index(&e);
+            0
+        });
         // RocketMQ's recoverTopicQueueTable: min offsets follow the CommitLog's first file (no CQ file deletion)
         let cl_min = inner.commit_log.min_offset();
         for q in inner.all_queues() {
@@ -409,7 +493,51 @@ impl MessageStore {
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
             report,
+            index_notes,
         })
+    }
+
+    /// Indexes the records after the index's last entry up to `end` (all of them when nothing is indexed).
+    fn reindex(inner: &Inner, end: i64) -> Result<i64> {
+        let Some(index) = &inner.index else {
+            return Ok(0);
+        };
+        let min = inner.commit_log.min_offset();
+        let (from, skip_at_or_below) = match index.last_indexed_offset() {
+            Some(last) => (last.max(min), last),
+            None => (min, -1),
+        };
+        if from >= end {
+            return Ok(0);
+        }
+        // the last indexed record may have only its first keys (a build that stopped inside it): finish it
+        let done_at_last = index.entries_at_tail(skip_at_or_below);
+        let mut count = 0i64;
+        let mut w = index.writer();
+        recovery::for_each_record(&inner.commit_log, from, end, |off, rec| {
+            if off < skip_at_or_below || !is_indexed_sys_flag(rec.sys_flag) {
+                return Ok(());
+            }
+            if off == skip_at_or_below {
+                let mut keys = 0usize;
+                for_each_index_key(rec.properties, |_| keys += 1);
+                if done_at_last < keys {
+                    w.build_index_from(
+                        rec.topic,
+                        rec.properties,
+                        off,
+                        rec.store_timestamp,
+                        done_at_last,
+                    )?;
+                    count += 1;
+                }
+                return Ok(());
+            }
+            w.build_index(rec.topic, rec.properties, off, rec.store_timestamp)?;
+            count += 1;
+            Ok(())
+        })?;
+        Ok(count)
     }
 
     fn redispatch(inner: &Inner, confirm: i64, end: i64) -> Result<i64> {
@@ -596,6 +724,30 @@ impl MessageStore {
                     queue_offset,
                     wrote_bytes: len as i32,
                 });
+            }
+            if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
+                if is_indexed_sys_flag(sys_flag)
+                    && !self.inner.index_stopped.load(Ordering::Acquire)
+                {
+                    let mut w = index.writer();
+                    for (m, r) in msgs.iter().zip(results.iter()) {
+                        if r.status != PutMessageStatus::PutOk {
+                            continue;
+                        }
+                        let built = w.build_index(
+                            m.topic.as_bytes(),
+                            m.properties,
+                            r.commitlog_offset,
+                            ctx.store_timestamp,
+                        );
+                        if let Err(e) = built {
+                            // the record is stored; 4.9 stops building the index (makeIndexFileError) and the next
+                            // open re-indexes what is missing
+                            self.inner.stop_index(&e);
+                            break;
+                        }
+                    }
+                }
             }
             if last_end >= ws.next_wake_at {
                 ws.next_wake_at = last_end + (FLUSH_LEAST_PAGES * OS_PAGE_SIZE) as i64;
@@ -867,11 +1019,91 @@ impl MessageStore {
         for q in self.inner.all_queues() {
             q.correct_min_offset(min_phys)?;
         }
+        // 4.9's CleanConsumeQueueService then IndexService.deleteExpiredFile(commitLog min offset)
+        if let Some(index) = &self.inner.index {
+            index.delete_expired_files(min_phys)?;
+        }
         Ok(())
     }
 
     pub fn recovery_report(&self) -> RecoveryReport {
         self.report
+    }
+
+    /// What open did to `index/` that an operator should know (refused or deleted files), and whether building the
+    /// index stopped since (a failure creating an index file), one sentence each.
+    pub fn index_notes(&self) -> Vec<String> {
+        let mut notes = self.index_notes.clone();
+        if let Some(reason) = self
+            .inner
+            .index_stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            notes.push(reason);
+        }
+        notes
+    }
+
+    /// `DefaultMessageStore.queryMessage`: up to `min(max_num, max_msgs_num_batch)` records whose topic is `topic`
+    /// and whose UNIQ_KEY or KEYS hold `key`, stored in `[begin, end]` (ms), in CommitLog order, found by the
+    /// newest-first walk of the key's slot chain (three rounds, each ending at the first found record's time).
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        begin: i64,
+        end: i64,
+    ) -> Result<QueryMessageResult> {
+        self.check_open()?;
+        let mut result = QueryMessageResult::default();
+        let Some(index) = &self.inner.index else {
+            return Ok(result);
+        };
+        let max_num = max_num.min(self.inner.config.max_msgs_num_batch).max(0) as usize;
+        let mut last_query_time = end;
+        for _ in 0..QUERY_ROUNDS {
+            let mut q = index.query_offset(
+                topic.as_bytes(),
+                key.as_bytes(),
+                max_num,
+                begin,
+                last_query_time,
+            );
+            if q.phy_offsets.is_empty() {
+                break;
+            }
+            q.phy_offsets.sort_unstable();
+            q.phy_offsets.dedup();
+            result.index_last_update_timestamp = q.index_last_update_timestamp;
+            result.index_last_update_phyoffset = q.index_last_update_phyoffset;
+            for (m, &off) in q.phy_offsets.iter().enumerate() {
+                let Ok(Some(sel)) = self.look_message_by_offset(off) else {
+                    continue;
+                };
+                let rec = sel.as_slice();
+                let Ok(r) = decode_record(rec) else {
+                    continue;
+                };
+                if m == 0 {
+                    last_query_time = r.store_timestamp;
+                }
+                if r.physical_offset != off
+                    || r.topic != topic.as_bytes()
+                    || !record_has_index_key(r.properties, key.as_bytes())
+                {
+                    continue;
+                }
+                result.records.extend_from_slice(rec);
+                result.count += 1;
+            }
+            if !result.records.is_empty() || last_query_time < begin {
+                break;
+            }
+        }
+        Ok(result)
     }
 
     /// §5 `close`: stop the flush thread, flush, write the checkpoint, unmap, delete `abort`, unlock.
@@ -892,6 +1124,9 @@ impl MessageStore {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.inner.commit_log.queue.unload();
+        if let Some(index) = &self.inner.index {
+            index.unload();
+        }
         let abort = self.inner.root.join(ABORT_FILE);
         let removed = match std::fs::remove_file(&abort) {
             Ok(()) => Ok(()),

@@ -52,6 +52,11 @@ pub struct RecoveryReport {
     pub truncated_bytes: i64,
     pub redispatched: i64,
     pub cq_truncated_units: i64,
+    /// Records (re)indexed into `index/` at open (those after the index's endPhyOffset).
+    pub index_rebuilt: i64,
+    /// Index files refused (moved to `index_refused/`) or deleted (abnormal exit, or beyond a truncated end).
+    pub index_files_refused: i64,
+    pub index_files_dropped: i64,
 }
 
 /// Invariant 1.

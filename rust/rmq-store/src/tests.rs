@@ -38,6 +38,8 @@ fn small_config() -> StoreConfig {
         mapped_file_size_commit_log: 4096,
         mapped_file_size_consume_queue: 100 * 20,
         flush_interval_commit_log_ms: 50,
+        max_hash_slot_num: 16,
+        max_index_num: 8,
         ..StoreConfig::default()
     }
 }
@@ -640,4 +642,191 @@ fn store_reader_reads_what_the_engine_wrote_beside_it() {
     // not a store
     let empty = TempDir::new();
     assert!(StoreReader::open(empty.path(), None, None).is_err());
+}
+
+fn keyed_props(keys: &str, uniq: &str) -> Vec<u8> {
+    let mut v = Vec::new();
+    encode_property_into(&mut v, b"KEYS", keys.as_bytes());
+    encode_property_into(&mut v, b"UNIQ_KEY", uniq.as_bytes());
+    v
+}
+
+fn put_keyed(store: &MessageStore, topic: &str, keys: &str, uniq: &str, ts: i64) -> PutResult {
+    let p = keyed_props(keys, uniq);
+    let m = PutMessage {
+        topic,
+        body: b"body",
+        flag: 0,
+        properties: &p,
+        queue_id: 0,
+    };
+    store.put_messages(&[m], &ctx(ts)).unwrap()[0]
+}
+
+fn index_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(root.join("index"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn index_query_by_key_rolls_files_and_survives_reopen() {
+    let dir = TempDir::new();
+    let cfg = small_config();
+    let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
+    let t0 = 1_700_000_000_000i64;
+    let mut offsets = Vec::new();
+    for i in 0..10 {
+        // 3 keys per record (UNIQ_KEY + 2 KEYS): 7 entries per 8-entry file → several files
+        let r = put_keyed(
+            &store,
+            "T",
+            &format!("k{} shared", i % 3),
+            &format!("U{i}"),
+            t0 + i * 1000,
+        );
+        offsets.push(r.commitlog_offset);
+    }
+    assert!(index_files(dir.path()).len() > 3);
+    let q = store.query_message("T", "shared", 64, 0, i64::MAX).unwrap();
+    assert_eq!(q.count, 10);
+    let got: Vec<i64> = records(&q.records)
+        .iter()
+        .map(|r| r.physical_offset)
+        .collect();
+    assert_eq!(got, offsets);
+    let q = store.query_message("T", "k1", 64, 0, i64::MAX).unwrap();
+    assert_eq!(records(&q.records).len(), 3);
+    let q = store.query_message("T", "U7", 64, 0, i64::MAX).unwrap();
+    assert_eq!(records(&q.records)[0].physical_offset, offsets[7]);
+    // other topic, unknown key, time window, max_num
+    assert_eq!(
+        store
+            .query_message("X", "shared", 64, 0, i64::MAX)
+            .unwrap()
+            .count,
+        0
+    );
+    assert_eq!(
+        store
+            .query_message("T", "nope", 64, 0, i64::MAX)
+            .unwrap()
+            .count,
+        0
+    );
+    assert_eq!(
+        store
+            .query_message("T", "shared", 2, 0, i64::MAX)
+            .unwrap()
+            .count,
+        2
+    );
+    let q = store
+        .query_message("T", "shared", 64, t0 + 5000, t0 + 6000)
+        .unwrap();
+    assert!(q.count >= 1 && q.count <= 3, "{}", q.count);
+    store.close().unwrap();
+    let before = index_files(dir.path());
+    let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
+    assert_eq!(store.recovery_report().index_rebuilt, 0);
+    assert_eq!(
+        store
+            .query_message("T", "shared", 64, 0, i64::MAX)
+            .unwrap()
+            .count,
+        10
+    );
+    store.close().unwrap();
+    assert_eq!(index_files(dir.path()), before);
+    // the same puts into a fresh store give the same bytes (names aside)
+    std::fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let store = MessageStore::open(dir.path(), cfg).unwrap();
+    assert_eq!(store.recovery_report().index_rebuilt, 10);
+    store.close().unwrap();
+    let rebuilt: Vec<Vec<u8>> = index_files(dir.path()).into_iter().map(|f| f.1).collect();
+    let orig: Vec<Vec<u8>> = before.into_iter().map(|f| f.1).collect();
+    assert_eq!(rebuilt, orig);
+}
+
+#[test]
+fn index_corrupt_or_truncated_file_is_refused_and_rebuilt() {
+    let dir = TempDir::new();
+    let cfg = small_config();
+    let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
+    for i in 0..4 {
+        put_keyed(&store, "T", "k", &format!("U{i}"), 1_700_000_000_000 + i);
+    }
+    store.close().unwrap();
+    let files = index_files(dir.path());
+    let first = dir.path().join("index").join(&files[0].0);
+    // truncate the first file
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&first)
+        .unwrap();
+    f.set_len(30).unwrap();
+    drop(f);
+    let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
+    // 4 records x 2 keys in 7-entry files: two files, the second follows the refused first one
+    assert_eq!(files.len(), 2);
+    assert_eq!(store.recovery_report().index_files_refused, 2);
+    assert!(store.index_notes()[0].contains("refused"));
+    assert_eq!(store.recovery_report().index_rebuilt, 4);
+    assert!(dir.path().join("index_refused").join(&files[0].0).exists());
+    assert_eq!(
+        store
+            .query_message("T", "k", 64, 0, i64::MAX)
+            .unwrap()
+            .count,
+        4
+    );
+    store.close().unwrap();
+    // scribble over every entry's offsets: the query serves nothing wrong
+    for (name, _) in index_files(dir.path()) {
+        let p = dir.path().join("index").join(name);
+        let mut b = std::fs::read(&p).unwrap();
+        let start = 40 + 16 * 4;
+        for i in (start..b.len()).step_by(20) {
+            if i + 12 <= b.len() {
+                b[i + 4..i + 12].copy_from_slice(&7i64.to_be_bytes());
+            }
+        }
+        std::fs::write(&p, &b).unwrap();
+    }
+    let store = MessageStore::open(dir.path(), cfg).unwrap();
+    // only the last record is found: its entries were not at the index's tail, so open indexed it again
+    let q = store.query_message("T", "k", 64, 0, i64::MAX).unwrap();
+    assert_eq!(q.count, 1);
+    assert_eq!(store.recovery_report().index_rebuilt, 1);
+    assert_eq!(records(&q.records)[0].body, b"body");
+    store.close().unwrap();
+}
+
+#[test]
+fn index_disabled_writes_no_index() {
+    let dir = TempDir::new();
+    let cfg = StoreConfig {
+        message_index_enable: false,
+        ..small_config()
+    };
+    let store = MessageStore::open(dir.path(), cfg).unwrap();
+    put_keyed(&store, "T", "k", "U", 1_700_000_000_000);
+    assert_eq!(
+        store
+            .query_message("T", "k", 64, 0, i64::MAX)
+            .unwrap()
+            .count,
+        0
+    );
+    store.close().unwrap();
+    assert!(!dir.path().join("index").exists());
 }

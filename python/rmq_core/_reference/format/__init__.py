@@ -1,7 +1,8 @@
 """Byte layouts and file names: every magic number of the store lives in this package.
 
 Owns: ``message`` (CommitLog record layout, properties, tags hash, offset msg id), ``cq_unit`` (the 20-byte
-ConsumeQueue unit), ``file_name`` (20-digit mapped file names), and the checkpoint / directory constants here.
+ConsumeQueue unit), ``file_name`` (20-digit mapped file names), ``index``
+(index files), and the checkpoint / directory constants here.
 Format: all integers big-endian (Java ByteBuffer).
 Invariants: constants mirror RocketMQ 4.9 (``CommitLog``, ``MessageDecoder``, ``ConsumeQueue``, ``StoreCheckpoint``).
 Thread-safety: pure functions and constants.
@@ -11,7 +12,7 @@ Thread-safety: pure functions and constants.
 CHECKPOINT_FILE_SIZE = 4096
 CHECKPOINT_PHYSIC_MSG_TIMESTAMP = 0
 CHECKPOINT_LOGICS_MSG_TIMESTAMP = 8
-CHECKPOINT_INDEX_MSG_TIMESTAMP = 16  # always 0: no index service
+CHECKPOINT_INDEX_MSG_TIMESTAMP = 16  # see checkpoint.py
 CHECKPOINT_MASTER_FLUSHED_OFFSET = 24  # always 0: no HA
 CHECKPOINT_CONFIRM_PHY_OFFSET = 32
 CHECKPOINT_USED_BYTES = 40

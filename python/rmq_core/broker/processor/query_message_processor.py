@@ -6,9 +6,12 @@
   start of a message record — past the end, in a deleted file, on BLANK padding, or inside another record (the
   record's PHYSICALOFFSET field must equal the offset) — is answered SYSTEM_ERROR
   "can not find message by the offset, <offset>" as RocketMQ does.
-- QUERY_MESSAGE (by key or UNIQ_KEY): RocketMQ answers it from its index files; this broker keeps **no index files**,
-  so every query is answered QUERY_NOT_FOUND (RocketMQ's code for "nothing found"), with index-position header fields
-  0 and a remark saying why. Clients then report "no message" rather than a wrong one. Nothing is faked.
+- QUERY_MESSAGE (by key or UNIQ_KEY): answered from the store's index files (``MessageStore.query_message_result``,
+  4.9's ``DefaultMessageStore.queryMessage``): header topic/key/maxNum/beginTimestamp/endTimestamp; the ext field
+  ``_UNIQUE_KEY_QUERY=true`` replaces maxNum by ``defaultQueryMaxNum`` (32). The response header carries
+  indexLastUpdateTimestamp/indexLastUpdatePhyoffset; the body is the matching records concatenated (CommitLog order);
+  none → QUERY_NOT_FOUND "can not find message, maybe time range not correct" (4.9's remark). A store opened with
+  ``message_index_enable=False`` finds nothing.
 
 Invariants: a response body is only ever a whole record the store wrote; a missing header field is SYSTEM_ERROR naming it.
 Thread-safety: runs on the broker's event loop only (store reads are thread-safe).
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rmq_core._reference.format.index import DEFAULT_QUERY_MAX_NUM
 from rmq_core._reference.format.message import (
     MIN_RECORD_LEN_V1_IPV4,
     RECORD_HEADER_LEN,
@@ -29,6 +33,7 @@ from rmq_core._reference.format.message import (
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
+    UNIQUE_MSG_QUERY_FLAG,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
@@ -42,10 +47,7 @@ if TYPE_CHECKING:
 
 RECORD_SIZE_SLACK = 64 * 1024  # a record may be this much larger than max_message_size (headers, topic, properties)
 
-NO_INDEX_REMARK = (
-    "can not find message, maybe time range not correct: this broker keeps no index files, "
-    "so QUERY_MESSAGE by key is not supported"
-)
+NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
 
 class QueryMessageProcessor:
@@ -96,8 +98,21 @@ class QueryMessageProcessor:
         return bytes(record)
 
     def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        decode_header(QueryMessageRequestHeader, request.ext_fields)  # a malformed request is still an error
-        ext = encode_header(QueryMessageResponseHeader(indexLastUpdateTimestamp=0, indexLastUpdatePhyoffset=0))
+        header = decode_header(QueryMessageRequestHeader, request.ext_fields)
+        max_num = header.maxNum
+        if (request.ext_fields or {}).get(UNIQUE_MSG_QUERY_FLAG) == "true":
+            max_num = DEFAULT_QUERY_MAX_NUM
+        result = self.message_store.query_message_result(
+            header.topic, header.key, max_num, header.beginTimestamp, header.endTimestamp
+        )
+        ext = encode_header(
+            QueryMessageResponseHeader(
+                indexLastUpdateTimestamp=result.index_last_update_timestamp,
+                indexLastUpdatePhyoffset=result.index_last_update_phyoffset,
+            )
+        )
+        if result.count > 0:
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=result.records, ext_fields=ext)
         return RemotingCommand.response_to(
-            request, ResponseCode.QUERY_NOT_FOUND, remark=NO_INDEX_REMARK, ext_fields=ext
+            request, ResponseCode.QUERY_NOT_FOUND, remark=NOT_FOUND_REMARK, ext_fields=ext
         )

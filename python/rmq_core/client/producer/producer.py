@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.client import mq_admin_impl
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import (
     ClientErrorCode,
@@ -50,6 +51,7 @@ from rmq_core.message import (
     TRANSACTION_PREPARED_TYPE,
     UNIQ_KEY,
     Message,
+    MessageExt,
     MessageQueue,
     create_uniq_id,
 )
@@ -327,6 +329,33 @@ class Producer:
                 m.properties[UNIQ_KEY] = create_uniq_id()
         batch.body = batch.encode()
         return batch
+
+    # --- messages by key / id (MQAdminImpl) ---------------------------------------------------------------------
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[MessageExt]:
+        """The messages of ``topic`` whose KEYS hold ``key``, stored in ``[begin_ms, end_ms]``, from every broker of
+        the topic (QUERY_MESSAGE; at most ``max_num`` per broker, capped by the broker's maxMsgsNumBatch)."""
+        instance = self._make_sure_state_ok()
+        coro = mq_admin_impl.query_message(instance, topic, key, max_num, begin_ms, end_ms)
+        return instance.run_sync(coro, self._sync_wait_s(3 * self.client_config.mq_client_api_timeout)).messages
+
+    def query_message_by_uniq_key(self, topic: str, uniq_key: str) -> MessageExt | None:
+        """The message whose UNIQ_KEY (the client msg id a send returns) is ``uniq_key``: the earliest stored one."""
+        instance = self._make_sure_state_ok()
+        coro = mq_admin_impl.query_message(instance, topic, uniq_key, 32, 0, 2**63 - 1, is_unique_key=True)
+        found = instance.run_sync(coro, self._sync_wait_s(3 * self.client_config.mq_client_api_timeout)).messages
+        return found[0] if found else None
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt | None:
+        """The message an offset msg id names (VIEW_MESSAGE_BY_ID). With ``topic``, 4.9's ``viewMessage(topic, msgId)``:
+        when that fails (not an offset msg id, no broker there, no record) ``msg_id`` is taken as a UNIQ_KEY."""
+        instance = self._make_sure_state_ok()
+        timeout_s = self._sync_wait_s(self.client_config.mq_client_api_timeout)
+        if topic is None:
+            return instance.run_sync(mq_admin_impl.view_message(instance, msg_id), timeout_s)
+        try:
+            return instance.run_sync(mq_admin_impl.view_message(instance, msg_id), timeout_s)
+        except Exception:
+            return self.query_message_by_uniq_key(topic, msg_id)
 
     # --- send implementations (on the loop) --------------------------------------------------------------------
     async def try_to_find_topic_publish_info(self, topic: str) -> TopicPublishInfo | None:

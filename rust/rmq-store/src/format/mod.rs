@@ -2,7 +2,7 @@
 //!
 //! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `columns` (records → Arrow-layout
 //! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `gather`
-//! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), and the
+//! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), `index` (index files), and the
 //! checkpoint layout constants here.
 //!
 //! Format: all integers big-endian (Java ByteBuffer).
@@ -15,6 +15,7 @@ pub mod columns;
 pub mod cq_unit;
 pub mod file_name;
 pub mod gather;
+pub mod index;
 pub mod message;
 
 /// `<root>/checkpoint` is this many bytes (RocketMQ maps one OS page).
@@ -23,7 +24,7 @@ pub const CHECKPOINT_FILE_SIZE: usize = 4096;
 pub const CHECKPOINT_PHYSIC_MSG_TIMESTAMP: usize = 0;
 /// i64 BE logicsMsgTimestamp.
 pub const CHECKPOINT_LOGICS_MSG_TIMESTAMP: usize = 8;
-/// i64 BE indexMsgTimestamp (always 0: no index service).
+/// i64 BE indexMsgTimestamp (see `checkpoint`).
 pub const CHECKPOINT_INDEX_MSG_TIMESTAMP: usize = 16;
 /// i64 BE masterFlushedOffset (always 0: no HA).
 pub const CHECKPOINT_MASTER_FLUSHED_OFFSET: usize = 24;

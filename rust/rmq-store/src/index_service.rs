@@ -1,0 +1,570 @@
+//! The index service (RocketMQ 4.9 `IndexService` + `IndexFile`): `<root>/index/<yyyyMMddHHmmssSSS>` files that map
+//! `topic#key` (KEYS and UNIQ_KEY) to CommitLog offsets.
+//!
+//! Owns: the list of index files, building entries on dispatch, the key walk of a query, loading (with 4.9's
+//! abnormal-exit rule) and refusing bad files.
+//!
+//! Format: `format::index` (header, slots, entries, names).
+//!
+//! Invariants:
+//!   1. Entries are appended in CommitLog order; a record at an offset below the last file's endPhyOffset is not
+//!      indexed again (4.9's rule), so recovery can re-dispatch from any point.
+//!   2. A file is created with its blocks reserved (`posix_fallocate`: unwritten extents, nothing written; 4.9's default
+//!      geometry is 420 MB), so a full disk fails the creation instead of a mapped write (SIGBUS).
+//!   3. When the last file is full a new one starts with begin/end phy offset and timestamp of the full one.
+//!   4. A file whose size or header does not fit the configured geometry is refused at load: moved to
+//!      `<root>/index_refused/` (nothing deleted), with every later file (they continue it), and their records
+//!      re-indexed from the CommitLog; the engine reports each refusal (`index_notes`) and the facade logs it.
+//!   5. After an abnormal exit, files whose endTimestamp is above the checkpoint's indexMsgTimestamp are deleted
+//!      (4.9's `IndexService.load`) and rebuilt from the CommitLog.
+//!   6. A query walk never loops: it follows at most `indexCount` links, each to a smaller index.
+//!
+//! Thread-safety: one `RwLock` around the file list and their headers; the writer (the engine's write mutex holder)
+//! takes it for writing once per put, queries and flushes take it for reading.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::{Error, Result};
+use crate::format::index::{
+    entry_position, for_each_index_key, index_file_name, index_file_size, index_key_hash,
+    index_key_hash_with_prefix, index_key_prefix_hash, is_index_file_name, next_index_file_name,
+    slot_position, time_diff_seconds, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    INVALID_INDEX,
+};
+
+pub const INDEX_REFUSED_DIR: &str = "index_refused";
+
+pub struct IndexFile {
+    path: PathBuf,
+    name: String,
+    mmap: MmapRaw,
+    hash_slot_num: u32,
+    index_num: u32,
+    header: IndexHeader,
+    dirty: bool,
+}
+
+impl IndexFile {
+    fn create(
+        path: &Path,
+        hash_slot_num: u32,
+        index_num: u32,
+        end_phy_offset: i64,
+        end_timestamp: i64,
+    ) -> Result<IndexFile> {
+        let size = index_file_size(hash_slot_num, index_num);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        // reserved (posix_fallocate: unwritten extents, nothing written), so a full disk fails here, never with a
+        // SIGBUS on a mapped write into a hole
+        let mapped = crate::mapped_file::reserve(&file, size)
+            .and_then(|()| MmapOptions::new().len(size).map_raw(&file));
+        let mmap = match mapped {
+            Ok(m) => m,
+            Err(e) => {
+                drop(file);
+                let _ = std::fs::remove_file(path);
+                return Err(Error::io(path, e));
+            }
+        };
+        let mut header = IndexHeader::default();
+        if end_phy_offset > 0 {
+            header.begin_phy_offset = end_phy_offset;
+            header.end_phy_offset = end_phy_offset;
+        }
+        if end_timestamp > 0 {
+            header.begin_timestamp = end_timestamp;
+            header.end_timestamp = end_timestamp;
+        }
+        let mut f = IndexFile {
+            path: path.to_path_buf(),
+            name: file_name_of(path),
+            mmap,
+            hash_slot_num,
+            index_num,
+            header,
+            dirty: true,
+        };
+        f.write_header();
+        Ok(f)
+    }
+
+    /// Maps an existing file; Err(reason) when it does not fit the geometry (invariant 4).
+    fn open(
+        path: &Path,
+        hash_slot_num: u32,
+        index_num: u32,
+    ) -> std::result::Result<IndexFile, String> {
+        let size = index_file_size(hash_slot_num, index_num);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        if len != size as u64 {
+            return Err(format!(
+                "size {len} is not {size} (maxHashSlotNum {hash_slot_num}, maxIndexNum {index_num})"
+            ));
+        }
+        let mmap = MmapOptions::new()
+            .len(size)
+            .map_raw(&file)
+            .map_err(|e| e.to_string())?;
+        // SAFETY: the mapping is `size` >= 40 bytes long and nobody else writes it yet.
+        let header = IndexHeader::decode(unsafe {
+            std::slice::from_raw_parts(mmap.as_ptr(), INDEX_HEADER_SIZE)
+        });
+        header.check(hash_slot_num, index_num)?;
+        Ok(IndexFile {
+            path: path.to_path_buf(),
+            name: file_name_of(path),
+            mmap,
+            hash_slot_num,
+            index_num,
+            header,
+            dirty: false,
+        })
+    }
+
+    pub fn header(&self) -> IndexHeader {
+        self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn is_write_full(&self) -> bool {
+        self.header.index_count as i64 >= self.index_num as i64
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as `self`; writers hold `&mut self` (the service's write lock).
+        unsafe { std::slice::from_raw_parts(self.mmap.as_ptr(), self.mmap.len()) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `&mut self` is exclusive (the service's write lock).
+        unsafe { std::slice::from_raw_parts_mut(self.mmap.as_mut_ptr(), self.mmap.len()) }
+    }
+
+    fn write_header(&mut self) {
+        let h = self.header;
+        h.encode(&mut self.bytes_mut()[..INDEX_HEADER_SIZE]);
+    }
+
+    fn read_i32(&self, at: usize) -> i32 {
+        i32::from_be_bytes(self.bytes()[at..at + 4].try_into().unwrap())
+    }
+
+    /// `IndexFile.putKey`; false when the file is full.
+    fn put_key(&mut self, key_hash: i32, phy_offset: i64, store_timestamp: i64) -> bool {
+        if self.is_write_full() {
+            return false;
+        }
+        let slot_pos = slot_position(key_hash as u32 % self.hash_slot_num);
+        let mut slot_value = self.read_i32(slot_pos);
+        if slot_value <= INVALID_INDEX || slot_value > self.header.index_count {
+            slot_value = INVALID_INDEX;
+        }
+        let count = self.header.index_count;
+        let entry = IndexEntry {
+            key_hash,
+            phy_offset,
+            time_diff: time_diff_seconds(store_timestamp, self.header.begin_timestamp),
+            prev_index: slot_value,
+        };
+        let at = entry_position(self.hash_slot_num, count);
+        entry.encode(&mut self.bytes_mut()[at..at + INDEX_ENTRY_SIZE]);
+        self.bytes_mut()[slot_pos..slot_pos + 4].copy_from_slice(&count.to_be_bytes());
+        if count <= 1 {
+            self.header.begin_phy_offset = phy_offset;
+            self.header.begin_timestamp = store_timestamp;
+        }
+        if slot_value == INVALID_INDEX {
+            self.header.hash_slot_count += 1;
+        }
+        self.header.index_count += 1;
+        self.header.end_phy_offset = phy_offset;
+        self.header.end_timestamp = store_timestamp;
+        // written through on every key, as 4.9's IndexHeader setters do (a crash leaves a header that matches)
+        self.write_header();
+        self.dirty = true;
+        true
+    }
+
+    /// `IndexFile.selectPhyOffset`: newest-first walk of the key's slot chain.
+    fn select_phy_offsets(
+        &self,
+        out: &mut Vec<i64>,
+        key_hash: i32,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) {
+        let h = self.header;
+        let slot_pos = slot_position(key_hash as u32 % self.hash_slot_num);
+        let slot_value = self.read_i32(slot_pos);
+        if slot_value <= INVALID_INDEX || slot_value > h.index_count || h.index_count <= 1 {
+            return;
+        }
+        let mut next = slot_value;
+        let mut steps = 0i64;
+        loop {
+            if out.len() >= max_num || next >= h.index_count || next <= INVALID_INDEX {
+                break;
+            }
+            steps += 1;
+            if steps > h.index_count as i64 {
+                break;
+            }
+            let at = entry_position(self.hash_slot_num, next);
+            let e = IndexEntry::decode(&self.bytes()[at..at + INDEX_ENTRY_SIZE]);
+            if e.time_diff < 0 {
+                break;
+            }
+            let time_read = h.begin_timestamp + e.time_diff as i64 * 1000;
+            let time_matched = time_read >= begin && time_read <= end;
+            if e.key_hash == key_hash && time_matched {
+                out.push(e.phy_offset);
+            }
+            // 4.9's stops, plus: a link must go to an older entry (a corrupt chain cannot loop)
+            if e.prev_index <= INVALID_INDEX
+                || e.prev_index > h.index_count
+                || e.prev_index >= next
+                || time_read < begin
+            {
+                break;
+            }
+            next = e.prev_index;
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.write_header();
+        self.mmap.flush().map_err(|e| Error::io(&self.path, e))?;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `QueryOffsetResult`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryOffsetResult {
+    pub phy_offsets: Vec<i64>,
+    pub index_last_update_timestamp: i64,
+    pub index_last_update_phyoffset: i64,
+}
+
+/// What load found, for the recovery report and the logs.
+#[derive(Debug, Clone, Default)]
+pub struct IndexLoadReport {
+    pub loaded: usize,
+    /// Files refused (moved to `index_refused/`), with the reason.
+    pub refused: Vec<(String, String)>,
+    /// Files deleted by the abnormal-exit rule.
+    pub dropped: Vec<String>,
+}
+
+pub struct IndexService {
+    dir: PathBuf,
+    hash_slot_num: u32,
+    index_num: u32,
+    files: RwLock<Vec<IndexFile>>,
+}
+
+impl IndexService {
+    /// `IndexService.load(lastExitOK)`: files in name order; invariants 4 and 5.
+    pub fn load(
+        root: &Path,
+        hash_slot_num: u32,
+        index_num: u32,
+        abnormal: bool,
+        index_msg_timestamp: i64,
+    ) -> Result<(IndexService, IndexLoadReport)> {
+        let dir = root.join(crate::format::index::INDEX_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut names: Vec<String> = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            if let Some(n) = entry.file_name().to_str() {
+                if is_index_file_name(n) && entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+                {
+                    names.push(n.to_string());
+                }
+            }
+        }
+        names.sort();
+        let mut report = IndexLoadReport::default();
+        let mut files = Vec::new();
+        let mut refused_from: Option<String> = None;
+        for name in names {
+            let path = dir.join(&name);
+            let opened = match &refused_from {
+                Some(first) => Err(format!("follows the refused file {first}")),
+                None => IndexFile::open(&path, hash_slot_num, index_num),
+            };
+            match opened {
+                Ok(f) => {
+                    if abnormal && f.header.end_timestamp > index_msg_timestamp {
+                        drop(f);
+                        std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                        report.dropped.push(name);
+                        continue;
+                    }
+                    files.push(f);
+                }
+                Err(reason) => {
+                    let refused = root.join(INDEX_REFUSED_DIR);
+                    std::fs::create_dir_all(&refused).map_err(|e| Error::io(&refused, e))?;
+                    let to = refused.join(&name);
+                    std::fs::rename(&path, &to).map_err(|e| Error::io(&path, e))?;
+                    refused_from.get_or_insert_with(|| name.clone());
+                    report.refused.push((name, reason));
+                }
+            }
+        }
+        // a later file must continue an earlier one: anything after a refused/dropped gap is re-indexed too
+        report.loaded = files.len();
+        Ok((
+            IndexService {
+                dir,
+                hash_slot_num,
+                index_num,
+                files: RwLock::new(files),
+            },
+            report,
+        ))
+    }
+
+    /// The CommitLog offset from which records still need indexing: records at or below the last entry's offset
+    /// are indexed (`None`: nothing is indexed yet, start from the CommitLog's first record).
+    pub fn last_indexed_offset(&self) -> Option<i64> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        files
+            .iter()
+            .rev()
+            .find(|f| f.header.index_count > 1)
+            .map(|f| f.header.end_phy_offset)
+    }
+
+    /// How many entries at the end of the index (the last file, then the ones before it) point at `offset`: the keys
+    /// of the last indexed record that made it, in build order.
+    pub fn entries_at_tail(&self, offset: i64) -> usize {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for f in files.iter().rev() {
+            let mut i = f.header.index_count - 1;
+            while i >= 1 {
+                let at = entry_position(f.hash_slot_num, i);
+                if IndexEntry::decode(&f.bytes()[at..at + INDEX_ENTRY_SIZE]).phy_offset != offset {
+                    return n;
+                }
+                n += 1;
+                i -= 1;
+            }
+        }
+        n
+    }
+
+    /// Drops (deletes) trailing files that index offsets at or beyond `end` (a CommitLog truncated by recovery):
+    /// their records are re-indexed from the CommitLog. Returns the names dropped.
+    pub fn drop_files_beyond(&self, end: i64) -> Result<Vec<String>> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut dropped = Vec::new();
+        while let Some(f) = files.last() {
+            if f.header.index_count > 1 && f.header.end_phy_offset >= end {
+                let f = files.pop().unwrap();
+                let path = f.path.clone();
+                dropped.push(f.name.clone());
+                drop(f);
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            } else {
+                break;
+            }
+        }
+        Ok(dropped)
+    }
+
+    fn new_file(&self, files: &mut Vec<IndexFile>) -> Result<()> {
+        let (end_phy, end_ts) = files
+            .last()
+            .map(|f| (f.header.end_phy_offset, f.header.end_timestamp))
+            .unwrap_or((0, 0));
+        if let Some(prev) = files.last_mut() {
+            prev.flush()?;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let mut name = index_file_name(now);
+        while files.last().is_some_and(|f| f.name >= name) || self.dir.join(&name).exists() {
+            name = next_index_file_name(files.last().map(|f| &f.name).unwrap_or(&name).max(&name));
+        }
+        let f = IndexFile::create(
+            &self.dir.join(&name),
+            self.hash_slot_num,
+            self.index_num,
+            end_phy,
+            end_ts,
+        )?;
+        files.push(f);
+        Ok(())
+    }
+
+    /// An indexer holding the write lock for the records of one put (or one recovery pass).
+    pub fn writer(&self) -> IndexWriter<'_> {
+        IndexWriter {
+            service: self,
+            files: self.files.write().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// `IndexService.queryOffset`: newest file first; `max_num` is already capped by the caller.
+    pub fn query_offset(
+        &self,
+        topic: &[u8],
+        key: &[u8],
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> QueryOffsetResult {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let mut r = QueryOffsetResult::default();
+        let key_hash = index_key_hash(topic, key);
+        for (i, f) in files.iter().enumerate().rev() {
+            if i + 1 == files.len() {
+                r.index_last_update_timestamp = f.header.end_timestamp;
+                r.index_last_update_phyoffset = f.header.end_phy_offset;
+            }
+            if f.header.is_time_matched(begin, end) {
+                f.select_phy_offsets(&mut r.phy_offsets, key_hash, max_num, begin, end);
+            }
+            if f.header.begin_timestamp < begin || r.phy_offsets.len() >= max_num {
+                break;
+            }
+        }
+        r
+    }
+
+    /// msyncs every file written since the last flush; returns the newest endTimestamp now durable (the
+    /// checkpoint's indexMsgTimestamp), 0 when there is no file.
+    pub fn flush(&self) -> Result<i64> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        for f in files.iter_mut() {
+            f.flush()?;
+        }
+        Ok(files.last().map(|f| f.header.end_timestamp).unwrap_or(0))
+    }
+
+    /// `IndexService.deleteExpiredFile(offset)`: deletes the leading files (never the last one) whose endPhyOffset is
+    /// below `offset` (the CommitLog's min offset after its files were deleted). Returns how many.
+    pub fn delete_expired_files(&self, offset: i64) -> Result<usize> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while files.len() > 1 && files[0].header.end_phy_offset < offset {
+            let f = files.remove(0);
+            let path = f.path.clone();
+            drop(f);
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Unmaps every file (close).
+    pub fn unload(&self) {
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+pub struct IndexWriter<'a> {
+    service: &'a IndexService,
+    files: std::sync::RwLockWriteGuard<'a, Vec<IndexFile>>,
+}
+
+impl IndexWriter<'_> {
+    /// `IndexService.buildIndex` for one record (the caller applies the rollback skip rule).
+    pub fn build_index(
+        &mut self,
+        topic: &[u8],
+        properties: &[u8],
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<()> {
+        self.build_index_from(topic, properties, phy_offset, store_timestamp, 0)
+    }
+
+    /// `build_index` without the record's first `skip` keys (they are indexed already: a build that stopped inside
+    /// the record, see `IndexService::entries_at_tail`).
+    pub fn build_index_from(
+        &mut self,
+        topic: &[u8],
+        properties: &[u8],
+        phy_offset: i64,
+        store_timestamp: i64,
+        skip: usize,
+    ) -> Result<()> {
+        if self.files.last().is_none_or(|f| f.is_write_full()) {
+            self.service.new_file(&mut self.files)?;
+        }
+        if phy_offset
+            < self
+                .files
+                .last()
+                .map(|f| f.header.end_phy_offset)
+                .unwrap_or(0)
+        {
+            return Ok(());
+        }
+        let mut err = None;
+        let prefix = index_key_prefix_hash(topic);
+        let mut nth = 0usize;
+        for_each_index_key(properties, |key| {
+            nth += 1;
+            if err.is_some() || nth <= skip {
+                return;
+            }
+            let h = index_key_hash_with_prefix(prefix, key);
+            let f = self.files.last_mut().expect("a file exists");
+            if !f.put_key(h, phy_offset, store_timestamp) {
+                if let Err(e) = self.service.new_file(&mut self.files) {
+                    err = Some(e);
+                    return;
+                }
+                let f = self.files.last_mut().expect("a file exists");
+                f.put_key(h, phy_offset, store_timestamp);
+            }
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
