@@ -315,6 +315,7 @@ class StoreEngine:
         born_host: tuple[str, int],
         reconsume_times: int,
         store_timestamp: int,
+        wait_flush: bool = True,
     ) -> list[tuple[int, int, int, int]]:
         cfg = self._config
         if len(msgs) != len(queue_ids):
@@ -403,12 +404,19 @@ class StoreEngine:
             results.append(_CREATE_FAILED)
         if last_end >= 0:
             if cfg.sync_flush:
-                if not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
+                if wait_flush and not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
                     timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
                     results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
             else:
                 self._flush_service.wake()
         return results
+
+    def wait_flushed(self, upto: int) -> bool:
+        """Waits (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto``, the end offset of a put
+        made with ``wait_flush=False``; False on timeout, flush failure or a closed store."""
+        if self._closed:
+            return False
+        return self._flush_service.sync(upto, self._config.sync_flush_timeout)
 
     # -- read path ------------------------------------------------------------------------------------------
 

@@ -140,6 +140,7 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
@@ -151,6 +152,7 @@ impl StoreEngine {
         born_host: &Bound<'py, PyAny>,
         reconsume_times: i32,
         store_timestamp: i64,
+        wait_flush: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
@@ -222,7 +224,9 @@ impl StoreEngine {
             start = prop_ends[i];
         }
         let store = &self.store;
-        let results = py.detach(|| store.put_messages(&put, &ctx)).py_err(py)?;
+        let results = py
+            .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
+            .py_err(py)?;
         let out = PyList::empty(py);
         for r in &results {
             let t = (
@@ -239,6 +243,12 @@ impl StoreEngine {
             out.append(t)?;
         }
         Ok(out)
+    }
+
+    /// Waits, GIL released, until a CommitLog flush covers `upto` (a `wait_flush=False` put's end offset).
+    fn wait_flushed(&self, py: Python<'_>, upto: i64) -> bool {
+        let store = &self.store;
+        py.detach(|| store.wait_flushed(upto))
     }
 
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums, tag_codes, property_filter))]

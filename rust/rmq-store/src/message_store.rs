@@ -473,6 +473,17 @@ impl MessageStore {
         msgs: &[PutMessage<'_>],
         ctx: &PutContext,
     ) -> Result<Vec<PutResult>> {
+        self.put_messages_with(msgs, ctx, true)
+    }
+
+    /// `put_messages`; with `wait_flush` false a SYNC_FLUSH put returns once appended and dispatched, and the
+    /// caller waits for the flush with `wait_flushed(end)` (group commit across callers that must not block).
+    pub fn put_messages_with(
+        &self,
+        msgs: &[PutMessage<'_>],
+        ctx: &PutContext,
+        wait_flush: bool,
+    ) -> Result<Vec<PutResult>> {
         self.check_open()?;
         let cfg = &self.inner.config;
         let cl = &self.inner.commit_log;
@@ -622,6 +633,7 @@ impl MessageStore {
                         self.flush.wake();
                     }
                 }
+                FlushDiskType::SyncFlush if !wait_flush => {}
                 FlushDiskType::SyncFlush => {
                     let ok = self
                         .flush
@@ -638,6 +650,17 @@ impl MessageStore {
             }
         }
         Ok(results)
+    }
+
+    /// Waits (up to `sync_flush_timeout`) until a CommitLog flush covers `upto`, the end offset of a put made
+    /// with `wait_flush` false; true once it does, false on timeout, flush failure or a closed store. Callers
+    /// waiting at the same time share one msync (the flush thread's group commit).
+    pub fn wait_flushed(&self, upto: i64) -> bool {
+        if self.check_open().is_err() {
+            return false;
+        }
+        let timeout = Duration::from_millis(self.inner.config.sync_flush_timeout_ms);
+        self.flush.sync(upto, timeout)
     }
 
     fn allocate(

@@ -34,19 +34,21 @@ transactional (prepared) messages are refused with NO_PERMISSION, as 4.9 does wi
 once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
 answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
 
-Threading: runs on the broker's loop. Under SYNC_FLUSH the store put runs in the loop's default executor so the loop
-keeps serving; under ASYNC_FLUSH it runs inline (µs). Nothing is stored for a request that fails a check.
+Threading: runs on the broker's loop; the store put runs inline (µs). Under SYNC_FLUSH the put does not wait for the
+flush: the send then awaits the GroupCommitService, which lets every in-flight sync send share one flush (4.9's group
+commit), and answers FLUSH_DISK_TIMEOUT when the flush does not come in ``sync_flush_timeout``; a send whose ``WAIT``
+property is ``false`` is answered without waiting, as 4.9 does. Nothing is stored for a request that fails a check.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
@@ -98,7 +100,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
-    from rmq_core.store import MessageStore, StoreConfig
+    from rmq_core.store import MessageStore, PutMessageResult, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +174,7 @@ class SendMessageProcessor:
         broker_stats_manager: BrokerStatsManager,
         schedule_message_service: ScheduleMessageService,
         rng: random.Random | None = None,
+        group_commit_service: GroupCommitService | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.message_store = message_store
@@ -181,6 +184,7 @@ class SendMessageProcessor:
         self.broker_stats_manager = broker_stats_manager
         self.schedule_message_service = schedule_message_service
         self._random = rng or random.Random()
+        self.group_commit_service = group_commit_service or GroupCommitService(message_store)
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -245,11 +249,17 @@ class SendMessageProcessor:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no writable queue")
         return self._random.randrange(99999999) % queue_nums
 
-    async def _run_put(self, fn: Callable[[], Any]) -> Any:
-        """The store put: in the default executor under SYNC_FLUSH (the flush wait must not block the loop)."""
-        if self.store_config.flush_disk_type == "SYNC_FLUSH":
-            return await asyncio.get_running_loop().run_in_executor(None, fn)
-        return fn()
+    def _must_wait_flush(self, wait_store_msg_ok: bool = True) -> bool:
+        """SYNC_FLUSH and the sender waits for the store (4.9: ``isWaitStoreMsgOK``, true unless WAIT=false)."""
+        return wait_store_msg_ok and self.store_config.flush_disk_type == "SYNC_FLUSH"
+
+    async def _flushed(self, results: Sequence[PutMessageResult]) -> bool:
+        """Awaits the group commit covering the records ``results`` appended (put with ``wait_flush=False``):
+        False when the flush timed out or failed, so their PUT_OK becomes FLUSH_DISK_TIMEOUT."""
+        ends = [r.commitlog_offset + r.wrote_bytes for r in results if r.status == PutMessageStatus.PUT_OK]
+        if not ends:
+            return True
+        return await self.group_commit_service.wait(max(ends))
 
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
@@ -321,7 +331,7 @@ class SendMessageProcessor:
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         properties[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
-        properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # 4.9.8: no need to store WAIT=true
+        wait_store_msg_ok = properties.pop(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"  # 4.9.8: WAIT not stored
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
@@ -331,17 +341,18 @@ class SendMessageProcessor:
             return self._send_response(
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
-        store = self.message_store
-        result = await self._run_put(
-            lambda: store.put_message(
-                msg,
-                queue_id,
-                born_host,
-                born_timestamp=header.bornTimestamp,
-                sys_flag=sys_flag,
-                reconsume_times=reconsume_times,
-            )
+        wait_flush = self._must_wait_flush(wait_store_msg_ok)
+        result = self.message_store.put_message(
+            msg,
+            queue_id,
+            born_host,
+            born_timestamp=header.bornTimestamp,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+            wait_flush=False,
         )
+        if wait_flush and not await self._flushed((result,)):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         code, remark = self._status_to_code(result.status)
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
@@ -355,7 +366,7 @@ class SendMessageProcessor:
         ext = {
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
-            "msgId": result.msg_id,
+            "msgId": result.msg_id or "",  # set: the record was written
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         }
@@ -482,17 +493,17 @@ class SendMessageProcessor:
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         born_host = parse_address(conn.remote_address)
-        store = self.message_store
-        results = await self._run_put(
-            lambda: store.put_messages(
-                batch,
-                born_host,
-                born_timestamp=header.bornTimestamp,
-                sys_flag=sys_flag,
-                reconsume_times=header.reconsumeTimes or 0,
-            )
+        results = self.message_store.put_messages(
+            batch,
+            born_host,
+            born_timestamp=header.bornTimestamp,
+            sys_flag=sys_flag,
+            reconsume_times=header.reconsumeTimes or 0,
+            wait_flush=False,
         )
         statuses = results.statuses
+        if self._must_wait_flush() and not await self._flushed(results):
+            statuses = [PutMessageStatus.FLUSH_DISK_TIMEOUT if s == PutMessageStatus.PUT_OK else s for s in statuses]
         failed = [s for s in statuses if s not in _SEND_OK]
         status = (
             failed[0]
@@ -508,7 +519,7 @@ class SendMessageProcessor:
         self.broker_stats_manager.inc_broker_put_nums(len(batch))
         first = results[0]
         resp_header = SendMessageResponseHeader(
-            msgId=",".join(r.msg_id for r in results), queueId=queue_id, queueOffset=first.queue_offset
+            msgId=",".join(r.msg_id or "" for r in results), queueId=queue_id, queueOffset=first.queue_offset
         )
         return self._send_response(request, code, None, resp_header)
 
@@ -582,18 +593,17 @@ class SendMessageProcessor:
             return answer(e.code, e.remark)
         if self.broker_config.is_slave:
             return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
-        store = self.message_store
-        reconsume_times = msg_ext.reconsume_times + 1
-        result = await self._run_put(
-            lambda: store.put_message(
-                msg,
-                queue_id,
-                msg_ext.born_host,
-                born_timestamp=msg_ext.born_timestamp,
-                sys_flag=msg_ext.sys_flag,
-                reconsume_times=reconsume_times,
-            )
+        result = self.message_store.put_message(
+            msg,
+            queue_id,
+            msg_ext.born_host,
+            born_timestamp=msg_ext.born_timestamp,
+            sys_flag=msg_ext.sys_flag,
+            reconsume_times=msg_ext.reconsume_times + 1,
+            wait_flush=False,
         )
+        if self._must_wait_flush() and not await self._flushed((result,)):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         if result.status != PutMessageStatus.PUT_OK:
             return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
         back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic
