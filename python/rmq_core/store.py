@@ -278,12 +278,14 @@ class MessageStore:
         sys_flag: int = 0,
         reconsume_times: int = 0,
         wait_flush: bool = True,
+        own_fields: Sequence[tuple[int, int, int]] | None = None,
     ) -> PutMessageResults:
         """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation.
-        ``wait_flush`` as in ``put_message``."""
+        ``wait_flush`` as in ``put_message``. ``own_fields``: each message's own ``(born_timestamp, sys_flag,
+        reconsume_times)`` instead of the shared ones (separate sends stored in one call)."""
         msgs = [m for m, _ in batch]
         queue_ids = [q for _, q in batch]
-        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush)
+        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields)
         return PutMessageResults(raw, self.config.store_host)
 
     def wait_flushed(self, upto: int) -> bool:
@@ -303,6 +305,7 @@ class MessageStore:
         sys_flag: int,
         reconsume_times: int,
         wait_flush: bool = True,
+        own_fields: Sequence[tuple[int, int, int]] | None = None,
     ) -> list[tuple[int, int, int, int]]:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
@@ -324,6 +327,7 @@ class MessageStore:
             reconsume_times,
             now,
             wait_flush,
+            None if own_fields is None else list(own_fields),
         )
         if self._listeners:
             self._notify_arrivals(msgs, queue_ids, raw)

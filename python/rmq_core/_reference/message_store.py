@@ -316,22 +316,28 @@ class StoreEngine:
         reconsume_times: int,
         store_timestamp: int,
         wait_flush: bool = True,
+        own_fields: list[tuple[int, int, int]] | None = None,
     ) -> list[tuple[int, int, int, int]]:
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
+        if own_fields is not None and len(own_fields) != len(msgs):
+            raise ValueError(f"{len(msgs)} messages but {len(own_fields)} own fields")
         born_raw = encode_host(born_host)
-        flags = sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+        host_flags = 0
         if is_v6_host(born_host):
-            flags |= BORNHOST_V6_FLAG
+            host_flags |= BORNHOST_V6_FLAG
         if self._store_host_v6:
-            flags |= STOREHOSTADDRESS_V6_FLAG
-        dispatch = not is_tx_prepared_or_rollback(flags)
+            host_flags |= STOREHOSTADDRESS_V6_FLAG
+        shared = (born_timestamp, sys_flag, reconsume_times)
 
         # validation (invariant 2): encode every record with placeholder offsets
         prepared = []
         first_fail = None
-        for m, queue_id in zip(msgs, queue_ids):
+        for i, (m, queue_id) in enumerate(zip(msgs, queue_ids)):
+            m_born, m_sys, m_reconsume = own_fields[i] if own_fields is not None else shared
+            flags = (m_sys & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) | host_flags
+            dispatch = not is_tx_prepared_or_rollback(flags)
             topic = m.topic
             if not is_legal_topic(topic):
                 raise IllegalTopicError(f"illegal topic {topic!r}: must be 1..=127 chars of [A-Za-z0-9%|_-]")
@@ -353,11 +359,11 @@ class StoreEngine:
                 queue_offset=0,
                 physical_offset=0,
                 sys_flag=flags,
-                born_timestamp=born_timestamp,
+                born_timestamp=m_born,
                 born_host_raw=born_raw,
                 store_timestamp=store_timestamp,
                 store_host_raw=self._store_host_raw,
-                reconsume_times=reconsume_times,
+                reconsume_times=m_reconsume,
                 prepared_transaction_offset=0,
                 body=body,
                 topic=topic.encode(),
@@ -366,16 +372,17 @@ class StoreEngine:
             if not self._commit_log.fits_in_a_file(len(record)):
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue
-            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0))
+            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch))
         if first_fail is not None:
             return [(int(first_fail), -1, -1, 0)] * len(msgs)
 
         results: list[tuple[int, int, int, int]] = []
         last_end = -1
+        dispatched_any = False
         with self._lock:
             self._check_open()
             cl = self._commit_log
-            for topic, queue_id, record, tags_code in prepared:
+            for topic, queue_id, record, tags_code, dispatch in prepared:
                 try:
                     cq = self._queue_or_create(topic, queue_id) if dispatch else None
                     queue_offset = cq.max_offset if cq is not None else 0
@@ -395,10 +402,11 @@ class StoreEngine:
                         results.append(_CREATE_FAILED)
                         break
                 last_end = phys + len(record)
+                dispatched_any |= dispatch
                 results.append((_PUT_OK, phys, queue_offset, len(record)))
             if last_end >= 0:
                 self._last_physic_ts = store_timestamp
-                if dispatch:
+                if dispatched_any:
                     self._last_logics_ts = store_timestamp
         while len(results) < len(msgs):
             results.append(_CREATE_FAILED)

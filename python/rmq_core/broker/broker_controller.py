@@ -224,6 +224,12 @@ class BrokerController:
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
+        # the sends read from one chunk are handled together: consecutive single sends stored with one put
+        server.register_batch(
+            SendMessageProcessor.batch_codes,
+            self.send_message_processor.process_batch,
+            inline=int(RequestCode.SEND_MESSAGE) in inline,
+        )
 
     # --- facts processors rely on ---------------------------------------------------------------------------
     @property

@@ -38,6 +38,7 @@ SYSTEM_ERROR = 1
 REQUEST_CODE_NOT_SUPPORTED = 3
 
 Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | None]]]
 _LENGTH = struct.Struct(">i")
 
 
@@ -181,10 +182,17 @@ class FrameProtocol(asyncio.Protocol):
             await w
 
 
-async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]) -> None:
+async def serve_connection(
+    conn: Connection,
+    on_request: Callable[[RemotingCommand], Awaitable[None] | None],
+    on_batch: Callable[[list[RemotingCommand]], Awaitable[None] | None] | None = None,
+    batch_codes: frozenset[int] = frozenset(),
+) -> None:
     """Serve the commands ``conn``'s protocol has read until it ends: responses complete their waiting futures
     (matched by opaque), requests go to ``on_request``; when it returns an awaitable, that is awaited before the next
-    command is served (inline processing). A bad frame ends the loop with a log line (invariant 1)."""
+    command is served (inline processing). A request whose code is in ``batch_codes`` goes to ``on_batch`` together
+    with the requests of those codes read right after it (already in the inbox: the rest of the received chunk).
+    A bad frame ends the loop with a log line (invariant 1)."""
     proto = conn.protocol
     assert proto is not None, "serve_connection needs a Connection made by FrameProtocol"
     inbox = proto.inbox
@@ -204,7 +212,13 @@ async def serve_connection(conn: Connection, on_request: Callable[[RemotingComma
             else:
                 log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
         else:
-            waiting = on_request(cmd)
+            if on_batch is not None and cmd.code in batch_codes:
+                cmds = [cmd]
+                while inbox and inbox[0].code in batch_codes and not inbox[0].flag & RPC_TYPE_RESPONSE:
+                    cmds.append(inbox.popleft())
+                waiting = on_batch(cmds)
+            else:
+                waiting = on_request(cmd)
             if waiting is not None:  # an inline request: handled before the next command is served
                 await waiting
 
@@ -239,6 +253,17 @@ class Connection:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
         self._out.append(cmd.encode())
         if len(self._out) == 1:
+            self._loop.call_soon(self._flush)
+
+    def send_all(self, cmds: list[RemotingCommand]) -> None:
+        """``send`` of each, in order (one write for all of them at the end of the iteration)."""
+        if self.closed:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
+        if not cmds:
+            return
+        first = not self._out
+        self._out.extend(cmd.encode() for cmd in cmds)
+        if first:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
@@ -281,6 +306,7 @@ class RemotingServer:
         self.port = port
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
+        self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
@@ -293,10 +319,19 @@ class RemotingServer:
         task per request): for processors that do not wait on anything, where it saves the task's cost; requests
         on that connection are then handled one after another, as a single-threaded Netty executor does."""
         self._processors[code] = processor
+        self._batch.pop(code, None)  # the last registration for a code wins
         if inline:
             self._inline.add(code)
         else:
             self._inline.discard(code)
+
+    def register_batch(self, codes: tuple[int, ...], processor: BatchProcessor, *, inline: bool = False) -> None:
+        """Serve ``codes`` with ``processor`` a run at a time: a request of one of ``codes`` and the requests of
+        ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
+        them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
+        one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
+        for code in codes:
+            self._batch[int(code)] = (processor, inline)  # the last registration for a code wins
 
     @property
     def address(self) -> str:
@@ -368,7 +403,24 @@ class RemotingServer:
                 task.add_done_callback(conn.tasks.discard)
                 return None
 
-            await serve_connection(conn, on_request)
+            batch = self._batch
+
+            def on_batch(cmds: list[RemotingCommand]) -> Awaitable[None] | None:
+                processor, inline_batch = batch[cmds[0].code]
+                registrations = {batch[c.code] for c in cmds}
+                if len(registrations) > 1:  # codes of different batch processors: their runs one after another
+                    work = self._process_runs(conn, cmds)
+                    inline_batch = all(inline for _, inline in registrations)
+                else:
+                    work = self._process_batch(conn, processor, cmds)
+                if inline_batch:
+                    return work
+                task = loop.create_task(work)
+                conn.tasks.add(task)
+                task.add_done_callback(conn.tasks.discard)
+                return None
+
+            await serve_connection(conn, on_request, on_batch if batch else None, frozenset(batch))
         except (ConnectionError, OSError) as e:
             log.info("connection from %s ended: %s", conn.remote_address, e)
         finally:
@@ -379,6 +431,35 @@ class RemotingServer:
                     cb(conn)
                 except Exception:
                     log.exception("connection close callback failed")
+
+    async def _process_runs(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
+        """Commands of different batch processors, split into runs of one processor each, handled in order."""
+        start = 0
+        for i in range(1, len(cmds) + 1):
+            if i == len(cmds) or self._batch[cmds[i].code] != self._batch[cmds[start].code]:
+                await self._process_batch(conn, self._batch[cmds[start].code][0], cmds[start:i])
+                start = i
+
+    async def _process_batch(self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]) -> None:
+        try:
+            responses = await processor(conn, cmds)
+        except Exception as e:  # a processor bug answers SYSTEM_ERROR, never kills the connection
+            log.exception("batch processor for code %d failed", cmds[0].code)
+            responses = [
+                RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}") for cmd in cmds
+            ]
+        out = []
+        for cmd, response in zip(cmds, responses):
+            if response is None or cmd.is_oneway:
+                continue
+            response.opaque = cmd.opaque
+            response.flag |= 1
+            response.serialize_type = cmd.serialize_type  # 4.9 answers in the request's serialize type
+            out.append(response)
+        try:
+            conn.send_all(out)
+        except ConnectionError:
+            log.info("could not answer %s: connection closed", conn.remote_address)
 
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)

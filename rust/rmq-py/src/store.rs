@@ -15,8 +15,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::{
-    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, PutContext, PutMessage,
-    StoreConfig,
+    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, OwnFields, PutContext,
+    PutMessage, StoreConfig,
 };
 
 use crate::codec;
@@ -140,7 +140,7 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
-    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true))]
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
@@ -153,6 +153,7 @@ impl StoreEngine {
         reconsume_times: i32,
         store_timestamp: i64,
         wait_flush: bool,
+        own_fields: Option<Vec<(i64, i32, i32)>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
@@ -161,6 +162,14 @@ impl StoreEngine {
                 "{n} messages but {} queue ids",
                 queue_ids.len()
             )));
+        }
+        if let Some(own) = &own_fields {
+            if own.len() != n {
+                return Err(PyValueError::new_err(format!(
+                    "{n} messages but {} own fields",
+                    own.len()
+                )));
+            }
         }
         let ctx = PutContext {
             sys_flag,
@@ -220,6 +229,11 @@ impl StoreEngine {
                 flag: flags[i],
                 properties: &arena[start..prop_ends[i]],
                 queue_id: queue_ids[i],
+                own: own_fields.as_ref().map(|o| OwnFields {
+                    born_timestamp: o[i].0,
+                    sys_flag: o[i].1,
+                    reconsume_times: o[i].2,
+                }),
             });
             start = prop_ends[i];
         }

@@ -26,7 +26,9 @@ pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Error, Result};
 pub use format::message::Host;
 pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
-pub use message_store::{MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult};
+pub use message_store::{
+    MessageStore, OwnFields, PutContext, PutMessage, PutMessageStatus, PutResult,
+};
 pub use recovery::RecoveryReport;
 pub use store_reader::{ReadRange, StoreReader};
 

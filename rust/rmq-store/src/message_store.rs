@@ -88,6 +88,17 @@ pub struct PutMessage<'a> {
     pub flag: i32,
     pub properties: &'a [u8],
     pub queue_id: i32,
+    /// This message's own born timestamp, sys flag and reconsume times instead of the `PutContext`'s (a batch
+    /// of separate sends stored in one call).
+    pub own: Option<OwnFields>,
+}
+
+/// The per-send fields of a record, when the messages of one put come from different sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnFields {
+    pub born_timestamp: i64,
+    pub sys_flag: i32,
+    pub reconsume_times: i32,
 }
 
 /// Fields shared by every message of one put.
@@ -487,13 +498,15 @@ impl MessageStore {
         self.check_open()?;
         let cfg = &self.inner.config;
         let cl = &self.inner.commit_log;
-        let mut sys_flag = ctx.sys_flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG);
+        let mut host_flags = 0;
         if ctx.born_host.is_v6() {
-            sys_flag |= BORNHOST_V6_FLAG;
+            host_flags |= BORNHOST_V6_FLAG;
         }
         if cfg.store_host.is_v6() {
-            sys_flag |= STOREHOSTADDRESS_V6_FLAG;
+            host_flags |= STOREHOSTADDRESS_V6_FLAG;
         }
+        let with_hosts =
+            |flag: i32| (flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) | host_flags;
         let (born_len, store_len) = (ctx.born_host.encoded_len(), cfg.store_host.encoded_len());
         // validation (invariant 2)
         let mut first_fail: Option<PutMessageStatus> = None;
@@ -531,7 +544,7 @@ impl MessageStore {
         if let Some(st) = first_fail {
             return Ok(vec![PutResult::failed(st); msgs.len()]);
         }
-        let dispatch = !is_tx_prepared_or_rollback(sys_flag);
+        let mut dispatched_any = false;
         let mut results = Vec::with_capacity(msgs.len());
         let mut last_end = -1i64;
         let mut wake_flusher = false;
@@ -540,6 +553,13 @@ impl MessageStore {
             self.check_open()?;
             let mut cached_q: Option<(&str, i32, Arc<ConsumeQueue>)> = None;
             for m in msgs {
+                let own = m.own.unwrap_or(OwnFields {
+                    born_timestamp: ctx.born_timestamp,
+                    sys_flag: ctx.sys_flag,
+                    reconsume_times: ctx.reconsume_times,
+                });
+                let sys_flag = with_hosts(own.sys_flag);
+                let dispatch = !is_tx_prepared_or_rollback(sys_flag);
                 let q = if dispatch {
                     let hit =
                         matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
@@ -560,11 +580,11 @@ impl MessageStore {
                     queue_offset,
                     physical_offset: 0,
                     sys_flag,
-                    born_timestamp: ctx.born_timestamp,
+                    born_timestamp: own.born_timestamp,
                     born_host: &ctx.born_host,
                     store_timestamp: ctx.store_timestamp,
                     store_host: &cfg.store_host,
-                    reconsume_times: ctx.reconsume_times,
+                    reconsume_times: own.reconsume_times,
                     prepared_transaction_offset: 0,
                     body: m.body,
                     topic: m.topic.as_bytes(),
@@ -601,6 +621,7 @@ impl MessageStore {
                     }
                 }
                 last_end = physical_offset + len as i64;
+                dispatched_any |= dispatch;
                 results.push(PutResult {
                     status: PutMessageStatus::PutOk,
                     commitlog_offset: physical_offset,
@@ -616,7 +637,7 @@ impl MessageStore {
                 self.inner
                     .last_physic_ts
                     .store(ctx.store_timestamp, Ordering::Release);
-                if dispatch {
+                if dispatched_any {
                     self.inner
                         .last_logics_ts
                         .store(ctx.store_timestamp, Ordering::Release);

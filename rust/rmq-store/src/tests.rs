@@ -83,6 +83,7 @@ fn put_n(
             flag: i as i32,
             properties: &ps[i],
             queue_id: qid,
+            own: None,
         })
         .collect();
     store.put_messages(&msgs, &ctx(ts)).unwrap()
@@ -203,6 +204,7 @@ fn validation_and_statuses() {
         flag: 0,
         properties: &p,
         queue_id: 0,
+        own: None,
     };
     let big = vec![0u8; 101];
     let r = store
@@ -302,6 +304,7 @@ fn roll_over_with_blank() {
                 flag: 0,
                 properties: &p,
                 queue_id: 0,
+                own: None,
             }],
             &ctx(1),
         )

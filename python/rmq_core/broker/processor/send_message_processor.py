@@ -46,7 +46,7 @@ import functools
 import logging
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.schedule.schedule_message_service import (
@@ -154,6 +154,18 @@ class _Refused(Exception):
         self.remark = remark
 
 
+class _PreparedSend(NamedTuple):
+    """A single send that passed its checks: the message and the record fields to store it with."""
+
+    msg: Message
+    queue_id: int
+    born_host: tuple[str, int]
+    born_timestamp: int
+    sys_flag: int
+    reconsume_times: int
+    wait_store_msg_ok: bool
+
+
 class SendMessageProcessor:
     """``SendMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
@@ -163,6 +175,7 @@ class SendMessageProcessor:
         RequestCode.SEND_BATCH_MESSAGE,
         RequestCode.CONSUMER_SEND_MSG_BACK,
     )
+    batch_codes = _SEND_CODES  # what ``process_batch`` takes: the sends read from one chunk
 
     def __init__(
         self,
@@ -316,6 +329,24 @@ class SendMessageProcessor:
     async def _send_message(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
+        send = self._prepare_send(conn, request, header)
+        result = self.message_store.put_message(
+            send.msg,
+            send.queue_id,
+            send.born_host,
+            born_timestamp=send.born_timestamp,
+            sys_flag=send.sys_flag,
+            reconsume_times=send.reconsume_times,
+            wait_flush=False,
+        )
+        if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed((result,)):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return self._send_answer(request, send, result)
+
+    def _prepare_send(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> _PreparedSend:
+        """The checks of a single send and the message to store (``_Refused`` when a check fails)."""
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
@@ -338,29 +369,25 @@ class SendMessageProcessor:
         queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
-            return self._send_response(
-                request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+            raise _Refused(
+                ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
-        wait_flush = self._must_wait_flush(wait_store_msg_ok)
-        result = self.message_store.put_message(
-            msg,
-            queue_id,
-            born_host,
-            born_timestamp=header.bornTimestamp,
-            sys_flag=sys_flag,
-            reconsume_times=reconsume_times,
-            wait_flush=False,
+        return _PreparedSend(
+            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok
         )
-        if wait_flush and not await self._flushed((result,)):
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
+        """The response to a single send once stored: the status's code, or SUCCESS with msgId, queueId and
+        queueOffset (the stats counted)."""
         code, remark = self._status_to_code(result.status)
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
-        if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
-            self.broker_stats_manager.inc_queue_put_nums(msg.topic, queue_id, 1, 1)
-            self.broker_stats_manager.inc_queue_put_size(msg.topic, queue_id, result.wrote_bytes)
+        topic, queue_id = send.msg.topic, send.queue_id
         stats = self.broker_stats_manager
-        stats.inc_put(msg.topic, 1, result.wrote_bytes)
+        if topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
+            stats.inc_queue_put_nums(topic, queue_id, 1, 1)
+            stats.inc_queue_put_size(topic, queue_id, result.wrote_bytes)
+        stats.inc_put(topic, 1, result.wrote_bytes)
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = self.broker_config
         ext = {
@@ -379,6 +406,74 @@ class SendMessageProcessor:
             ext_fields=ext,
             serialize_type=request.serialize_type,
         )
+
+    # --- the sends of one received chunk ---------------------------------------------------------------------
+    async def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[RemotingCommand | None]:
+        """The send requests read from one chunk of a connection, answered in order: consecutive single sends
+        (SEND_MESSAGE / SEND_MESSAGE_V2 that pass their checks) are stored with one ``put_messages`` call, each
+        record with its own born timestamp, sys flag and reconsume times, exactly as one by one; a send refused by
+        a check stores nothing and gets its own answer; batch sends and send-backs go through ``process_request``
+        in their turn (the single sends before them stored first, so the store keeps the arrival order)."""
+        responses: list[RemotingCommand | None] = [None] * len(requests)
+        run: list[tuple[int, _PreparedSend]] = []
+        for i, request in enumerate(requests):
+            code = request.code
+            if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
+                try:
+                    header = self.parse_request_header(request)
+                    if not header.batch:
+                        run.append((i, self._prepare_send(conn, request, header)))
+                        continue
+                except _Refused as e:
+                    responses[i] = self._send_response(request, e.code, e.remark)
+                    continue
+                except HeaderError as e:
+                    responses[i] = self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+                    continue
+                except Exception as e:  # as RemotingServer answers a processor's failure: this request only
+                    log.exception("send %d failed", request.opaque)
+                    responses[i] = RemotingCommand.response_to(
+                        request, ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
+                    )
+                    continue
+            if run:
+                await self._put_run(requests, run, responses)
+                run = []
+            responses[i] = await self.process_request(conn, request)
+        if run:
+            await self._put_run(requests, run, responses)
+        return responses
+
+    async def _put_run(
+        self,
+        requests: list[RemotingCommand],
+        run: list[tuple[int, _PreparedSend]],
+        responses: list[RemotingCommand | None],
+    ) -> None:
+        """Stores a run of checked single sends (one connection: one born host) in one call and answers each."""
+        sends = [send for _, send in run]
+        try:
+            results = self.message_store.put_messages(
+                [(send.msg, send.queue_id) for send in sends],
+                sends[0].born_host,
+                wait_flush=False,
+                own_fields=[(send.born_timestamp, send.sys_flag, send.reconsume_times) for send in sends],
+            )
+        except Exception as e:  # refused before anything was appended: every send of the run gets the error
+            log.exception("storing %d sends failed", len(run))
+            for i, _ in run:
+                responses[i] = RemotingCommand.response_to(
+                    requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
+                )
+            return
+        stored = list(results)
+        waiting = [r for send, r in zip(sends, stored) if self._must_wait_flush(send.wait_store_msg_ok)]
+        if waiting and not await self._flushed(waiting):
+            for r in waiting:
+                if r.status == PutMessageStatus.PUT_OK:
+                    r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        for (i, send), result in zip(run, stored):
+            responses[i] = self._send_answer(requests[i], send, result)
 
     def _handle_retry_and_dlq(
         self,
