@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from rmq_core.client import (
     MQClientManager,
     Producer,
 )
-from rmq_core.client.exceptions import RemotingConnectError
+from rmq_core.client.exceptions import RemotingConnectError, RemotingTimeoutError
 from rmq_core.common.sys_flag import FLAG_SUBSCRIPTION
 from rmq_core.message import Message, MessageQueue
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody
@@ -322,3 +323,61 @@ def test_producer_and_push_consumer_share_one_client_id(tmp_path: Path) -> None:
             assert inst.service_state == "RUNNING"  # the producer still uses it
             producer.shutdown()
         assert inst.service_state == "SHUTDOWN_ALREADY"
+
+
+def test_coroutines_from_threads_start_in_order_with_their_outcomes_and_cancellation() -> None:
+    """run_async / run_sync from several threads: each coroutine runs on the loop, submissions of one thread start
+    in submission order, results and exceptions reach the caller's future, and cancelling a future cancels its
+    coroutine; run_sync's timeout cancels the coroutine too."""
+    inst = make_instance("127.0.0.1:1", "handoff")
+    inst.start()
+    try:
+        started: list[tuple[int, int]] = []
+        on_loop: list[bool] = []
+
+        async def job(t: int, i: int) -> int:
+            started.append((t, i))
+            on_loop.append(inst.in_loop_thread())
+            return t * 1000 + i
+
+        results: dict[int, list[int]] = {}
+
+        def submitter(t: int) -> None:
+            futs = [inst.run_async(job(t, i)) for i in range(300)]
+            results[t] = [f.result(10) for f in futs]
+
+        threads = [threading.Thread(target=submitter, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert all(results[t] == [t * 1000 + i for i in range(300)] for t in range(4))
+        assert all(on_loop) and len(started) == 1200
+        for t in range(4):
+            assert [i for tt, i in started if tt == t] == list(range(300))
+
+        async def boom() -> None:
+            raise ValueError("boom")
+
+        with pytest.raises(ValueError, match="boom"):
+            inst.run_async(boom()).result(5)
+
+        cancelled = threading.Event()
+
+        async def forever() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        fut = inst.run_async(forever())
+        time.sleep(0.2)  # started on the loop: its cancellation reaches the coroutine
+        assert fut.cancel()
+        assert cancelled.wait(5)
+        cancelled.clear()
+        with pytest.raises(RemotingTimeoutError):
+            inst.run_sync(forever(), 0.2)
+        assert cancelled.wait(5)
+    finally:
+        stop(inst)

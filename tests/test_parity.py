@@ -393,3 +393,70 @@ def test_put_reads_subclasses_and_unset_slots_like_getattr(tmp_path):
             with pytest.raises(AttributeError):
                 s.put_messages([(Message("Plain", b"z"), 0), (blank, 0)])
             assert s.get_max_offset_in_queue("Plain", 0) == 1
+
+
+def _commit_log_bytes(root: str) -> bytes:
+    d = os.path.join(root, "commitlog")
+    out = b""
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f), "rb") as fh:
+            out += fh.read()
+    return out
+
+
+def test_own_fields_batch_writes_what_one_by_one_puts_write(tmp_path):
+    """``put_messages(own_fields=...)`` (the broker's batch of separate sends) writes, in both engines, the bytes
+    that one ``put_message`` per send with its own born timestamp, sys flag and reconsume times writes; a
+    transaction PREPARED record in the middle gets no ConsumeQueue unit either way."""
+    sends = [
+        (Message("PA", b"body-%d" % i * (i + 1), tags=TAGS[i % len(TAGS)]), i % 3, 1_700_000_000_000 + i * 7, f, i % 5)
+        for i, f in enumerate([0, 0, 2, 0, 0x4, 0, 3, 0, 0])  # 0x4: PREPARED
+    ]
+    images = []
+    for name in ("rust", "python"):
+        for mode in ("batch", "single"):
+            root = str(tmp_path / f"{name}-{mode}")
+            s = MessageStore(root, small_config(), backend=name, clock=Clock(step=0), uniq_id=UniqIds())
+            try:
+                if mode == "batch":
+                    results = s.put_messages(
+                        [
+                            (Message(m.topic, m.body, flag=m.flag, properties=dict(m.properties)), q)
+                            for m, q, *_ in sends
+                        ],
+                        ("10.0.0.1", 4321),
+                        own_fields=[(born, flag, recon) for _, _, born, flag, recon in sends],
+                    )
+                    raw = [(r.status, r.commitlog_offset, r.queue_offset, r.wrote_bytes) for r in results]
+                else:
+                    raw = []
+                    for m, q, born, flag, recon in sends:
+                        r = s.put_message(
+                            Message(m.topic, m.body, flag=m.flag, properties=dict(m.properties)),
+                            q,
+                            ("10.0.0.1", 4321),
+                            born_timestamp=born,
+                            sys_flag=flag,
+                            reconsume_times=recon,
+                        )
+                        raw.append((r.status, r.commitlog_offset, r.queue_offset, r.wrote_bytes))
+                s.flush()
+                images.append((raw, [s.get_max_offset_in_queue("PA", q) for q in range(3)], _commit_log_bytes(root)))
+            finally:
+                s.close()
+    for img in images[1:]:
+        assert img[0] == images[0][0]
+        assert img[1] == images[0][1]
+        assert img[2] == images[0][2]
+    assert images[0][1] == [3, 2, 3]  # the PREPARED record (send 4, queue 1) is not in its queue
+
+
+def test_own_fields_of_another_length_is_refused(tmp_path):
+    for name in ("rust", "python"):
+        s = MessageStore(str(tmp_path / name), small_config(), backend=name)
+        try:
+            with pytest.raises(ValueError):
+                s.put_messages([(Message("PA", b"x"), 0)] * 2, own_fields=[(1, 0, 0)])
+            assert s.get_max_offset_in_queue("PA", 0) == 0
+        finally:
+            s.close()

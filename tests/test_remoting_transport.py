@@ -220,3 +220,74 @@ def test_frames_split_at_every_byte_and_half_close_are_all_answered():
             await server.stop()
 
     run(main())
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_batch_processor_gets_the_run_of_one_chunk_and_answers_in_one_write(inline):
+    """``register_batch``: the requests of its codes read in one chunk reach the processor together (a request of
+    another code ends the run and is served in its turn); the answers keep the requests' opaques, a oneway request
+    gets none; a failing batch processor answers SYSTEM_ERROR to each request of its run; a later ``register`` of
+    one of the codes takes it back."""
+    BATCH_A, BATCH_B, FAIL = 9101, 9102, 9103
+
+    async def main():
+        server = await _server([])
+        runs: list[list[int]] = []
+
+        async def batch(conn, cmds):
+            runs.append([c.code for c in cmds])
+            return [RemotingCommand.response_to(c, 0, ext_fields={"n": len(cmds)}, body=c.body) for c in cmds]
+
+        async def failing(conn, cmds):
+            raise RuntimeError("batch exploded")
+
+        server.register_batch((BATCH_A, BATCH_B), batch, inline=inline)
+        server.register_batch((FAIL,), failing, inline=inline)
+        reqs = [
+            RemotingCommand.request(BATCH_A, body=b"a0"),
+            RemotingCommand.request(BATCH_B, body=b"b1"),
+            RemotingCommand.request(BATCH_A, body=b"a2").mark_oneway(),
+            RemotingCommand.request(BATCH_A, body=b"a3"),
+            RemotingCommand.request(ECHO, body=b"e4"),
+            RemotingCommand.request(BATCH_B, body=b"b5"),
+            RemotingCommand.request(FAIL, body=b"f6"),
+            RemotingCommand.request(FAIL, body=b"f7"),
+        ]
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"".join(r.encode() for r in reqs))
+            await writer.drain()
+            got: dict[int, RemotingCommand] = {}
+            buf = b""
+            while len(got) < len(reqs) - 1:
+                buf += await asyncio.wait_for(reader.read(65536), 5)
+                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                    n = struct.unpack(">i", buf[:4])[0]
+                    resp = RemotingCommand.decode_frame(buf[4 : 4 + n])
+                    got[resp.opaque] = resp
+                    buf = buf[4 + n :]
+            assert reqs[2].opaque not in got  # oneway
+            assert [got[r.opaque].body for i, r in enumerate(reqs) if i not in (2, 6, 7)] == [
+                b"a0",
+                b"b1",
+                b"a3",
+                b"e4",
+                b"b5",
+            ]
+            assert runs[0] == [BATCH_A, BATCH_B, BATCH_A, BATCH_A], runs  # the run up to the ECHO request
+            assert got[reqs[0].opaque].ext_fields["n"] == "4"
+            assert [got[r.opaque].code for r in reqs[6:]] == [1, 1]
+            assert "batch exploded" in (got[reqs[6].opaque].remark or "")
+        finally:
+            writer.close()
+        server.register(BATCH_A, server._processors[ECHO])  # taken back by a plain registration
+        client = RemotingClient()
+        try:
+            runs.clear()
+            resp = await client.invoke(server.address, RemotingCommand.request(BATCH_A, {"x": "1"}))
+            assert resp.code == 0 and resp.ext_fields["x"] == "1" and runs == []
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())

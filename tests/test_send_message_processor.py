@@ -4,12 +4,14 @@ timestamps), the response header and its always-present MSG_REGION/TRACE_ON, bat
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 import zlib
 
 import pytest
 from admin_helpers import add_topic_config
-from send_helpers import SMALL_FILES, invoke, invoke_raw, max_offset, send_request, stored
+from send_helpers import SMALL_FILES, _recv_exactly, invoke, invoke_raw, max_offset, send_request, stored
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.common.perm_name import PERM_READ
@@ -313,6 +315,56 @@ def test_batch_refuses_retry_topics_long_topics_and_delay(broker, client):
     )
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL
     assert max_offset(broker, "TopicBD") == 0
+
+
+# --- the sends of one chunk ----------------------------------------------------------------------------------
+def _one_chunk(addr: str, reqs: list[RemotingCommand]) -> dict[int, RemotingCommand]:
+    """Every request written with one sendall (the broker reads them as one chunk); the responses by opaque."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5.0) as sock:
+        sock.sendall(b"".join(r.encode() for r in reqs))
+        out = {}
+        for _ in reqs:
+            (length,) = struct.unpack(">i", _recv_exactly(sock, 4))
+            resp = RemotingCommand.decode_frame(_recv_exactly(sock, length))
+            out[resp.opaque] = resp
+        return out
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_sends_of_one_chunk_are_stored_in_order_and_answered_each(tmp_path, flush):
+    """Single sends read together are stored with one put: each answered with its own queue offset, born
+    timestamp and flag kept per send; a refused send in the middle stores nothing and gets its own error; a batch
+    send in the middle is stored in its turn; a V1 send (long header names) joins the run."""
+    with _broker(tmp_path, flush_disk_type=flush) as b:
+        reqs = [
+            send_request("TopicChunk", b"s0", born_timestamp=1_700_000_000_000, flag=1),
+            send_request("TopicChunk", b"s1", born_timestamp=1_700_000_000_001, flag=2, code=V1),
+            send_request("bad topic!", b"refused"),
+            send_request("TopicChunk", b"s2", born_timestamp=1_700_000_000_002, reconsume_times=3),
+            send_request(
+                "TopicChunk",
+                encode_batch([Message("TopicChunk", b"b%d" % i) for i in range(2)]),
+                code=BATCH,
+                batch=True,
+            ),
+            send_request("TopicChunk", b"s3", properties=properties_to_string({"WAIT": "false", "TAGS": "T"})),
+        ]
+        resps = _one_chunk(b.address, reqs)
+        codes = [resps[r.opaque].code for r in reqs]
+        assert codes == [ResponseCode.SUCCESS] * 2 + [ResponseCode.SYSTEM_ERROR] + [ResponseCode.SUCCESS] * 3
+        offsets = [resps[r.opaque].ext_fields.get("queueOffset") for r in reqs]
+        assert offsets == ["0", "1", None, "2", "3", "5"]
+        for r in reqs:
+            _assert_ext(resps[r.opaque])
+        msgs = stored(b, "TopicChunk")
+        assert [m.body for m in msgs] == [b"s0", b"s1", b"s2", b"b0", b"b1", b"s3"]
+        assert [m.born_timestamp for m in msgs[:3]] == [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002]
+        assert [m.flag for m in msgs[:2]] == [1, 2] and msgs[2].reconsume_times == 3
+        assert "WAIT" not in msgs[5].properties and msgs[5].tags == "T"
+        for m, r in zip(msgs[:3], reqs[:2] + reqs[3:4]):
+            assert decode_offset_msg_id(resps[r.opaque].ext_fields["msgId"])[1] == m.commitlog_offset
+        assert b.message_store.get_max_offset_in_queue("bad topic!", 0) == 0
 
 
 # --- SYNC_FLUSH ----------------------------------------------------------------------------------------------

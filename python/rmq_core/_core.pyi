@@ -88,7 +88,10 @@ class StoreEngine:
         born_host: tuple[str, int],
         reconsume_times: int,
         store_timestamp: int,
+        wait_flush: bool = True,
+        own_fields: list[tuple[int, int, int]] | None = None,
     ) -> list[tuple[int, int, int, int]]: ...
+    def wait_flushed(self, upto: int) -> bool: ...
     def get_message(
         self,
         topic: str,

@@ -298,8 +298,11 @@ class MessageStore:
         born_timestamp: int | None = None,
         sys_flag: int = 0,
         reconsume_times: int = 0,
+        wait_flush: bool = True,
     ) -> PutMessageResult:
-        t = self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times)[0]
+        """Append one message. ``wait_flush=False`` (SYNC_FLUSH): return once appended and dispatched, without
+        waiting for the flush; the caller then waits with ``wait_flushed(commitlog_offset + wrote_bytes)``."""
+        t = self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times, wait_flush)[0]
         return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self.config.store_host)
 
     def put_messages(
@@ -310,12 +313,24 @@ class MessageStore:
         born_timestamp: int | None = None,
         sys_flag: int = 0,
         reconsume_times: int = 0,
+        wait_flush: bool = True,
+        own_fields: Sequence[tuple[int, int, int]] | None = None,
     ) -> PutMessageResults:
-        """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation."""
+        """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation.
+        ``wait_flush`` as in ``put_message``. ``own_fields``: each message's own ``(born_timestamp, sys_flag,
+        reconsume_times)`` instead of the shared ones (separate sends stored in one call)."""
         msgs = [m for m, _ in batch]
         queue_ids = [q for _, q in batch]
-        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times)
+        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields)
         return PutMessageResults(raw, self.config.store_host)
+
+    def wait_flushed(self, upto: int) -> bool:
+        """Blocks (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto`` (the end offset of a
+        ``wait_flush=False`` put); False on timeout, flush failure or a closed store. Waiters at the same time
+        share one msync."""
+        if self._closed:
+            return False
+        return self._engine.wait_flushed(upto)
 
     def _put(
         self,
@@ -325,6 +340,8 @@ class MessageStore:
         born_timestamp: int | None,
         sys_flag: int,
         reconsume_times: int,
+        wait_flush: bool = True,
+        own_fields: Sequence[tuple[int, int, int]] | None = None,
     ) -> list[tuple[int, int, int, int]]:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
@@ -345,6 +362,8 @@ class MessageStore:
             born_host,
             reconsume_times,
             now,
+            wait_flush,
+            None if own_fields is None else list(own_fields),
         )
         if self._listeners:
             self._notify_arrivals(msgs, queue_ids, raw)

@@ -398,22 +398,29 @@ class StoreEngine:
         born_host: tuple[str, int],
         reconsume_times: int,
         store_timestamp: int,
+        wait_flush: bool = True,
+        own_fields: list[tuple[int, int, int]] | None = None,
     ) -> list[tuple[int, int, int, int]]:
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
+        if own_fields is not None and len(own_fields) != len(msgs):
+            raise ValueError(f"{len(msgs)} messages but {len(own_fields)} own fields")
         born_raw = encode_host(born_host)
-        flags = sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+        host_flags = 0
         if is_v6_host(born_host):
-            flags |= BORNHOST_V6_FLAG
+            host_flags |= BORNHOST_V6_FLAG
         if self._store_host_v6:
-            flags |= STOREHOSTADDRESS_V6_FLAG
-        dispatch = not is_tx_prepared_or_rollback(flags)
+            host_flags |= STOREHOSTADDRESS_V6_FLAG
+        shared = (born_timestamp, sys_flag, reconsume_times)
 
         # validation (invariant 2): encode every record with placeholder offsets
         prepared = []
         first_fail = None
-        for m, queue_id in zip(msgs, queue_ids):
+        for i, (m, queue_id) in enumerate(zip(msgs, queue_ids)):
+            m_born, m_sys, m_reconsume = own_fields[i] if own_fields is not None else shared
+            flags = (m_sys & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) | host_flags
+            dispatch = not is_tx_prepared_or_rollback(flags)
             topic = m.topic
             if not is_legal_topic(topic):
                 raise IllegalTopicError(f"illegal topic {topic!r}: must be 1..=127 chars of [A-Za-z0-9%|_-]")
@@ -435,11 +442,11 @@ class StoreEngine:
                 queue_offset=0,
                 physical_offset=0,
                 sys_flag=flags,
-                born_timestamp=born_timestamp,
+                born_timestamp=m_born,
                 born_host_raw=born_raw,
                 store_timestamp=store_timestamp,
                 store_host_raw=self._store_host_raw,
-                reconsume_times=reconsume_times,
+                reconsume_times=m_reconsume,
                 prepared_transaction_offset=0,
                 body=body,
                 topic=topic.encode(),
@@ -448,16 +455,17 @@ class StoreEngine:
             if not self._commit_log.fits_in_a_file(len(record)):
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue
-            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0))
+            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags))
         if first_fail is not None:
             return [(int(first_fail), -1, -1, 0)] * len(msgs)
 
         results: list[tuple[int, int, int, int]] = []
         last_end = -1
+        dispatched_any = False
         with self._lock:
             self._check_open()
             cl = self._commit_log
-            for topic, queue_id, record, tags_code in prepared:
+            for topic, queue_id, record, tags_code, dispatch, _flags in prepared:
                 try:
                     cq = self._queue_or_create(topic, queue_id) if dispatch else None
                     queue_offset = cq.max_offset if cq is not None else 0
@@ -477,30 +485,38 @@ class StoreEngine:
                         results.append(_CREATE_FAILED)
                         break
                 last_end = phys + len(record)
+                dispatched_any |= dispatch
                 results.append((_PUT_OK, phys, queue_offset, len(record)))
             index = self._index
-            if index is not None and results and is_indexed_sys_flag(flags) and self._index_stop_reason is None:
+            if index is not None and results and self._index_stop_reason is None:
                 try:
-                    for (topic, _qid, record, _tc), r in zip(prepared, results):
-                        if r[0] == _PUT_OK:
+                    for (topic, _qid, record, _tc, _dispatch, m_flags), r in zip(prepared, results):
+                        if r[0] == _PUT_OK and is_indexed_sys_flag(m_flags):
                             index.build_index(topic.encode(), _record_properties(record), r[1], store_timestamp)
                 except StoreError as e:
                     # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
                     self._stop_index(e)
             if last_end >= 0:
                 self._last_physic_ts = store_timestamp
-                if dispatch:
+                if dispatched_any:
                     self._last_logics_ts = store_timestamp
         while len(results) < len(msgs):
             results.append(_CREATE_FAILED)
         if last_end >= 0:
             if cfg.sync_flush:
-                if not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
+                if wait_flush and not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
                     timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
                     results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
             else:
                 self._flush_service.wake()
         return results
+
+    def wait_flushed(self, upto: int) -> bool:
+        """Waits (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto``, the end offset of a put
+        made with ``wait_flush=False``; False on timeout, flush failure or a closed store."""
+        if self._closed:
+            return False
+        return self._flush_service.sync(upto, self._config.sync_flush_timeout)
 
     # -- read path ------------------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from rmq_core.broker.client.producer_manager import ProducerManager
 from rmq_core.broker.client.rebalance_lock_manager import RebalanceLockManager
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
 from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
@@ -122,6 +123,7 @@ class BrokerController:
             self.consumer_offset_manager,
             self.broker_stats_manager,
         )
+        self.group_commit_service = GroupCommitService(self.message_store)
         self.send_message_processor = SendMessageProcessor(
             cfg,
             self.message_store,
@@ -130,6 +132,7 @@ class BrokerController:
             self.subscription_group_manager,
             self.broker_stats_manager,
             self.schedule_message_service,
+            group_commit_service=self.group_commit_service,
         )
         self.consumer_manage_processor = ConsumerManageProcessor(
             self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
@@ -204,8 +207,8 @@ class BrokerController:
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
-        # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends wait for the
-        # flush in an executor, so they get a task each and a connection's pipelined sends share a group commit.
+        # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends await the group
+        # commit, so they get a task each and a connection's pipelined sends share one flush.
         inline = {
             int(RequestCode.PULL_MESSAGE),
             int(RequestCode.HEART_BEAT),
@@ -221,6 +224,12 @@ class BrokerController:
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
+        # the sends read from one chunk are handled together: consecutive single sends stored with one put
+        server.register_batch(
+            SendMessageProcessor.batch_codes,
+            self.send_message_processor.process_batch,
+            inline=int(RequestCode.SEND_MESSAGE) in inline,
+        )
 
     # --- facts processors rely on ---------------------------------------------------------------------------
     @property
@@ -487,6 +496,7 @@ class BrokerController:
         await self.remoting_server.stop()
         await self.remoting_client.close()
         self._persist_all()
+        self.group_commit_service.close()
         self.message_store.flush()
         self.message_store.close()
         # nothing may be left pending when the loop stops (e.g. a notification still being written)

@@ -11,6 +11,8 @@ Invariants:
 2. At most one producer and one consumer per group are registered; ``shutdown()`` does nothing while any
    (other than the internal CLIENT_INNER_PRODUCER) is still registered.
 3. ``run_sync`` refuses to run on the loop thread (it would deadlock) and never leaves a coroutine un-awaited.
+   Coroutines handed over from other threads (``run_sync``, ``run_async``) start on the loop in submission order;
+   a burst of them costs one loop wake-up (``_submit``), not one each.
 4. A producer asking for a topic the name server does not know gets the default topic TBW102's route, its queue
    counts capped at the producer's ``default_topic_queue_nums`` (RocketMQ's isDefault path), so brokers auto-create it.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import functools
 import inspect
 import logging
 import threading
@@ -147,6 +150,9 @@ class MQClientInstance:
         self._loop_thread_id: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.heartbeat_count = 0
+        self._submit_lock = threading.Lock()
+        self._submitted: list[tuple[Coroutine[Any, Any, Any], concurrent.futures.Future[Any]]] = []
+        self._drain_scheduled = False
 
     # --- loop plumbing -----------------------------------------------------------------------------------------
     def _run_loop(self) -> None:
@@ -170,7 +176,7 @@ class MQClientInstance:
             raise MQClientException.of(
                 f"The client instance {self.client_id} is not running (state {self.service_state})"
             )
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        fut = self._submit(coro)
         try:
             return fut.result(timeout_s)
         except concurrent.futures.TimeoutError:
@@ -184,7 +190,46 @@ class MQClientInstance:
         if self._thread is None or self.loop.is_closed():
             coro.close()
             raise MQClientException.of(f"The client instance {self.client_id} is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return self._submit(coro)
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """``asyncio.run_coroutine_threadsafe`` for many submitters: the coroutine is queued and the loop woken only
+        when no wake-up is pending, so a burst of sends costs one ``call_soon_threadsafe`` (one self-pipe write);
+        cancelling the returned future cancels the task, as with ``run_coroutine_threadsafe``."""
+        cfut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._submit_lock:
+            self._submitted.append((coro, cfut))
+            wake = not self._drain_scheduled
+            self._drain_scheduled = True
+        if wake:
+            try:
+                self.loop.call_soon_threadsafe(self._start_submitted)
+            except RuntimeError as e:  # the loop closed meanwhile: nothing will run what is queued
+                self._fail_submitted(e)
+        return cfut
+
+    def _fail_submitted(self, error: BaseException) -> None:
+        with self._submit_lock:
+            items, self._submitted = self._submitted, []
+            self._drain_scheduled = False
+        for coro, cfut in items:
+            coro.close()
+            if cfut.set_running_or_notify_cancel():
+                cfut.set_exception(error)
+
+    def _start_submitted(self) -> None:
+        """On the loop: a task for each queued coroutine, in submission order, its outcome copied to its future."""
+        with self._submit_lock:
+            items, self._submitted = self._submitted, []
+            self._drain_scheduled = False
+        loop = self.loop
+        for coro, cfut in items:
+            if cfut.cancelled():
+                coro.close()
+                continue
+            task = loop.create_task(coro)
+            task.add_done_callback(functools.partial(_copy_outcome, cfut))
+            cfut.add_done_callback(functools.partial(_cancel_task_on_cancel, loop, task))
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the loop: now when on the loop thread, else as soon as the loop gets to it."""
@@ -664,3 +709,23 @@ class MQClientInstance:
 
     def __repr__(self) -> str:
         return f"MQClientInstance({self.client_id}, {self.service_state})"
+
+
+def _copy_outcome(cfut: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+    """A finished task's result, exception or cancellation onto its concurrent future (unless cancelled first)."""
+    if task.cancelled():
+        cfut.cancel()
+    if not cfut.set_running_or_notify_cancel():
+        return
+    exc = task.exception()
+    if exc is not None:
+        cfut.set_exception(exc)
+    else:
+        cfut.set_result(task.result())
+
+
+def _cancel_task_on_cancel(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], cfut: concurrent.futures.Future[Any]
+) -> None:
+    if cfut.cancelled() and not loop.is_closed():
+        loop.call_soon_threadsafe(task.cancel)

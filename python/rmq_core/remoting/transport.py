@@ -45,6 +45,7 @@ Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand 
 SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
+BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | None]]]
 _LENGTH = struct.Struct(">i")
 
 
@@ -193,11 +194,18 @@ class FrameProtocol(asyncio.Protocol):
             await w
 
 
-async def serve_connection(conn: Connection, on_request: Callable[[RemotingCommand], Awaitable[None] | None]) -> None:
+async def serve_connection(
+    conn: Connection,
+    on_request: Callable[[RemotingCommand], Awaitable[None] | None],
+    on_batch: Callable[[list[RemotingCommand]], Awaitable[None] | None] | None = None,
+    batch_codes: frozenset[int] = frozenset(),
+) -> None:
     """Serve the commands ``conn``'s protocol has read until it ends: responses complete their waiting futures
     (matched by opaque), requests go to ``on_request``; when it returns an awaitable, that is awaited before the next
-    command is served (inline processing). A bad frame ends the loop with a log line (invariant 1). While the peer
-    does not read what it was sent, nothing more is served (invariant 5)."""
+    command is served (inline processing). A request whose code is in ``batch_codes`` goes to ``on_batch`` together
+    with the requests of those codes read right after it (already in the inbox: the rest of the received chunk).
+    A bad frame ends the loop with a log line (invariant 1). While the peer does not read what it was sent, nothing
+    more is served (invariant 5)."""
     proto = conn.protocol
     assert proto is not None, "serve_connection needs a Connection made by FrameProtocol"
     inbox = proto.inbox
@@ -219,7 +227,13 @@ async def serve_connection(conn: Connection, on_request: Callable[[RemotingComma
             else:
                 log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
         else:
-            waiting = on_request(cmd)
+            if on_batch is not None and cmd.code in batch_codes:
+                cmds = [cmd]
+                while inbox and inbox[0].code in batch_codes and not inbox[0].flag & RPC_TYPE_RESPONSE:
+                    cmds.append(inbox.popleft())
+                waiting = on_batch(cmds)
+            else:
+                waiting = on_request(cmd)
             if waiting is not None:  # an inline request: handled before the next command is served
                 await waiting
 
@@ -260,6 +274,21 @@ class Connection:
             self._loop.call_soon(self._flush)
         elif self._out_size >= OUT_FLUSH_BYTES:  # a burst of large answers: hand them to the transport now, so
             self._flush()  # its high-water mark (pause_writing) sees them (invariant 5)
+
+    def send_all(self, cmds: list[RemotingCommand]) -> None:
+        """``send`` of each, in order (one write for all of them at the end of the iteration)."""
+        if self.closed:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
+        if not cmds:
+            return
+        first = not self._out
+        frames = [cmd.encode() for cmd in cmds]
+        self._out.extend(frames)
+        self._out_size += sum(map(len, frames))
+        if first:
+            self._loop.call_soon(self._flush)
+        elif self._out_size >= OUT_FLUSH_BYTES:  # as in send (invariant 5)
+            self._flush()
 
     def _flush(self) -> None:
         if not self._out:
@@ -303,6 +332,7 @@ class RemotingServer:
         self.port = port
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
+        self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
@@ -315,10 +345,19 @@ class RemotingServer:
         task per request): for processors that do not wait on anything, where it saves the task's cost; requests
         on that connection are then handled one after another, as a single-threaded Netty executor does."""
         self._processors[code] = processor
+        self._batch.pop(code, None)  # the last registration for a code wins
         if inline:
             self._inline.add(code)
         else:
             self._inline.discard(code)
+
+    def register_batch(self, codes: tuple[int, ...], processor: BatchProcessor, *, inline: bool = False) -> None:
+        """Serve ``codes`` with ``processor`` a run at a time: a request of one of ``codes`` and the requests of
+        ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
+        them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
+        one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
+        for code in codes:
+            self._batch[int(code)] = (processor, inline)  # the last registration for a code wins
 
     @property
     def address(self) -> str:
@@ -386,25 +425,43 @@ class RemotingServer:
         try:
             inline = self._inline
 
-            def spawn(cmd: RemotingCommand) -> None:
-                task = loop.create_task(self._process(conn, cmd))
+            def spawn(work: Coroutine[Any, Any, None]) -> None:
+                task = loop.create_task(work)
                 conn.tasks.add(task)  # the loop keeps only weak references to tasks
                 task.add_done_callback(conn.tasks.discard)
 
-            async def spawn_when_room(cmd: RemotingCommand) -> None:
+            async def spawn_when_room(work: Coroutine[Any, Any, None]) -> None:
                 while len(conn.tasks) >= MAX_TASKS_PER_CONNECTION:
                     await asyncio.wait(set(conn.tasks), return_when=asyncio.FIRST_COMPLETED)
-                spawn(cmd)
+                spawn(work)
+
+            def start(work: Coroutine[Any, Any, None]) -> Awaitable[None] | None:
+                """A task for ``work``; past MAX_TASKS_PER_CONNECTION, an awaitable that waits for room (invariant 5)."""
+                if len(conn.tasks) >= MAX_TASKS_PER_CONNECTION:
+                    return spawn_when_room(work)
+                spawn(work)
+                return None
 
             def on_request(cmd: RemotingCommand) -> Awaitable[None] | None:
                 if cmd.code in inline:
                     return self._process(conn, cmd)
-                if len(conn.tasks) >= MAX_TASKS_PER_CONNECTION:  # invariant 5: wait for one to finish
-                    return spawn_when_room(cmd)
-                spawn(cmd)
-                return None
+                return start(self._process(conn, cmd))
 
-            await serve_connection(conn, on_request)
+            batch = self._batch
+
+            def on_batch(cmds: list[RemotingCommand]) -> Awaitable[None] | None:
+                processor, inline_batch = batch[cmds[0].code]
+                registrations = {batch[c.code] for c in cmds}
+                if len(registrations) > 1:  # codes of different batch processors: their runs one after another
+                    work = self._process_runs(conn, cmds)
+                    inline_batch = all(inline for _, inline in registrations)
+                else:
+                    work = self._process_batch(conn, processor, cmds)
+                if inline_batch:
+                    return work
+                return start(work)
+
+            await serve_connection(conn, on_request, on_batch if batch else None, frozenset(batch))
         except (ConnectionError, OSError) as e:
             log.info("connection from %s ended: %s", conn.remote_address, e)
         finally:
@@ -415,6 +472,35 @@ class RemotingServer:
                     cb(conn)
                 except Exception:
                     log.exception("connection close callback failed")
+
+    async def _process_runs(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
+        """Commands of different batch processors, split into runs of one processor each, handled in order."""
+        start = 0
+        for i in range(1, len(cmds) + 1):
+            if i == len(cmds) or self._batch[cmds[i].code] != self._batch[cmds[start].code]:
+                await self._process_batch(conn, self._batch[cmds[start].code][0], cmds[start:i])
+                start = i
+
+    async def _process_batch(self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]) -> None:
+        try:
+            responses = await processor(conn, cmds)
+        except Exception as e:  # a processor bug answers SYSTEM_ERROR, never kills the connection
+            log.exception("batch processor for code %d failed", cmds[0].code)
+            responses = [
+                RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}") for cmd in cmds
+            ]
+        out = []
+        for cmd, response in zip(cmds, responses):
+            if response is None or cmd.is_oneway:
+                continue
+            response.opaque = cmd.opaque
+            response.flag |= 1
+            response.serialize_type = cmd.serialize_type  # 4.9 answers in the request's serialize type
+            out.append(response)
+        try:
+            conn.send_all(out)
+        except ConnectionError:
+            log.info("could not answer %s: connection closed", conn.remote_address)
 
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)

@@ -15,8 +15,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::{
-    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, PutContext, PutMessage,
-    StoreConfig,
+    FlushDiskType, GetMessageResult, MessageFilter, MessageStore, OwnFields, PutContext,
+    PutMessage, StoreConfig,
 };
 
 use crate::codec;
@@ -144,6 +144,7 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
@@ -155,6 +156,8 @@ impl StoreEngine {
         born_host: &Bound<'py, PyAny>,
         reconsume_times: i32,
         store_timestamp: i64,
+        wait_flush: bool,
+        own_fields: Option<Vec<(i64, i32, i32)>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
@@ -163,6 +166,14 @@ impl StoreEngine {
                 "{n} messages but {} queue ids",
                 queue_ids.len()
             )));
+        }
+        if let Some(own) = &own_fields {
+            if own.len() != n {
+                return Err(PyValueError::new_err(format!(
+                    "{n} messages but {} own fields",
+                    own.len()
+                )));
+            }
         }
         let ctx = PutContext {
             sys_flag,
@@ -222,11 +233,18 @@ impl StoreEngine {
                 flag: flags[i],
                 properties: &arena[start..prop_ends[i]],
                 queue_id: queue_ids[i],
+                own: own_fields.as_ref().map(|o| OwnFields {
+                    born_timestamp: o[i].0,
+                    sys_flag: o[i].1,
+                    reconsume_times: o[i].2,
+                }),
             });
             start = prop_ends[i];
         }
         let store = &self.store;
-        let results = py.detach(|| store.put_messages(&put, &ctx)).py_err(py)?;
+        let results = py
+            .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
+            .py_err(py)?;
         let out = PyList::empty(py);
         for r in &results {
             let t = (
@@ -243,6 +261,12 @@ impl StoreEngine {
             out.append(t)?;
         }
         Ok(out)
+    }
+
+    /// Waits, GIL released, until a CommitLog flush covers `upto` (a `wait_flush=False` put's end offset).
+    fn wait_flushed(&self, py: Python<'_>, upto: i64) -> bool {
+        let store = &self.store;
+        py.detach(|| store.wait_flushed(upto))
     }
 
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums, tag_codes, property_filter))]

@@ -28,7 +28,8 @@ pub use error::{Error, Result};
 pub use format::message::Host;
 pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
 pub use message_store::{
-    MessageStore, PutContext, PutMessage, PutMessageStatus, PutResult, QueryMessageResult,
+    MessageStore, OwnFields, PutContext, PutMessage, PutMessageStatus, PutResult,
+    QueryMessageResult,
 };
 pub use recovery::RecoveryReport;
 pub use store_reader::{ReadRange, StoreReader};

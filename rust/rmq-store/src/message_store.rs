@@ -97,6 +97,17 @@ pub struct PutMessage<'a> {
     pub flag: i32,
     pub properties: &'a [u8],
     pub queue_id: i32,
+    /// This message's own born timestamp, sys flag and reconsume times instead of the `PutContext`'s (a batch
+    /// of separate sends stored in one call).
+    pub own: Option<OwnFields>,
+}
+
+/// The per-send fields of a record, when the messages of one put come from different sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnFields {
+    pub born_timestamp: i64,
+    pub sys_flag: i32,
+    pub reconsume_times: i32,
 }
 
 /// Fields shared by every message of one put.
@@ -601,16 +612,29 @@ impl MessageStore {
         msgs: &[PutMessage<'_>],
         ctx: &PutContext,
     ) -> Result<Vec<PutResult>> {
+        self.put_messages_with(msgs, ctx, true)
+    }
+
+    /// `put_messages`; with `wait_flush` false a SYNC_FLUSH put returns once appended and dispatched, and the
+    /// caller waits for the flush with `wait_flushed(end)` (group commit across callers that must not block).
+    pub fn put_messages_with(
+        &self,
+        msgs: &[PutMessage<'_>],
+        ctx: &PutContext,
+        wait_flush: bool,
+    ) -> Result<Vec<PutResult>> {
         self.check_open()?;
         let cfg = &self.inner.config;
         let cl = &self.inner.commit_log;
-        let mut sys_flag = ctx.sys_flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG);
+        let mut host_flags = 0;
         if ctx.born_host.is_v6() {
-            sys_flag |= BORNHOST_V6_FLAG;
+            host_flags |= BORNHOST_V6_FLAG;
         }
         if cfg.store_host.is_v6() {
-            sys_flag |= STOREHOSTADDRESS_V6_FLAG;
+            host_flags |= STOREHOSTADDRESS_V6_FLAG;
         }
+        let with_hosts =
+            |flag: i32| (flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) | host_flags;
         let (born_len, store_len) = (ctx.born_host.encoded_len(), cfg.store_host.encoded_len());
         // validation (invariant 2)
         let mut first_fail: Option<PutMessageStatus> = None;
@@ -648,7 +672,7 @@ impl MessageStore {
         if let Some(st) = first_fail {
             return Ok(vec![PutResult::failed(st); msgs.len()]);
         }
-        let dispatch = !is_tx_prepared_or_rollback(sys_flag);
+        let mut dispatched_any = false;
         let mut results = Vec::with_capacity(msgs.len());
         let mut last_end = -1i64;
         let mut wake_flusher = false;
@@ -657,6 +681,13 @@ impl MessageStore {
             self.check_open()?;
             let mut cached_q: Option<(&str, i32, Arc<ConsumeQueue>)> = None;
             for m in msgs {
+                let own = m.own.unwrap_or(OwnFields {
+                    born_timestamp: ctx.born_timestamp,
+                    sys_flag: ctx.sys_flag,
+                    reconsume_times: ctx.reconsume_times,
+                });
+                let sys_flag = with_hosts(own.sys_flag);
+                let dispatch = !is_tx_prepared_or_rollback(sys_flag);
                 let q = if dispatch {
                     let hit =
                         matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
@@ -677,11 +708,11 @@ impl MessageStore {
                     queue_offset,
                     physical_offset: 0,
                     sys_flag,
-                    born_timestamp: ctx.born_timestamp,
+                    born_timestamp: own.born_timestamp,
                     born_host: &ctx.born_host,
                     store_timestamp: ctx.store_timestamp,
                     store_host: &cfg.store_host,
-                    reconsume_times: ctx.reconsume_times,
+                    reconsume_times: own.reconsume_times,
                     prepared_transaction_offset: 0,
                     body: m.body,
                     topic: m.topic.as_bytes(),
@@ -718,6 +749,7 @@ impl MessageStore {
                     }
                 }
                 last_end = physical_offset + len as i64;
+                dispatched_any |= dispatch;
                 results.push(PutResult {
                     status: PutMessageStatus::PutOk,
                     commitlog_offset: physical_offset,
@@ -726,12 +758,11 @@ impl MessageStore {
                 });
             }
             if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
-                if is_indexed_sys_flag(sys_flag)
-                    && !self.inner.index_stopped.load(Ordering::Acquire)
-                {
+                if !self.inner.index_stopped.load(Ordering::Acquire) {
                     let mut w = index.writer();
                     for (m, r) in msgs.iter().zip(results.iter()) {
-                        if r.status != PutMessageStatus::PutOk {
+                        let flags = m.own.map_or(ctx.sys_flag, |o| o.sys_flag);
+                        if r.status != PutMessageStatus::PutOk || !is_indexed_sys_flag(flags) {
                             continue;
                         }
                         let built = w.build_index(
@@ -757,7 +788,7 @@ impl MessageStore {
                 self.inner
                     .last_physic_ts
                     .store(ctx.store_timestamp, Ordering::Release);
-                if dispatch {
+                if dispatched_any {
                     self.inner
                         .last_logics_ts
                         .store(ctx.store_timestamp, Ordering::Release);
@@ -774,6 +805,7 @@ impl MessageStore {
                         self.flush.wake();
                     }
                 }
+                FlushDiskType::SyncFlush if !wait_flush => {}
                 FlushDiskType::SyncFlush => {
                     let ok = self
                         .flush
@@ -790,6 +822,17 @@ impl MessageStore {
             }
         }
         Ok(results)
+    }
+
+    /// Waits (up to `sync_flush_timeout`) until a CommitLog flush covers `upto`, the end offset of a put made
+    /// with `wait_flush` false; true once it does, false on timeout, flush failure or a closed store. Callers
+    /// waiting at the same time share one msync (the flush thread's group commit).
+    pub fn wait_flushed(&self, upto: i64) -> bool {
+        if self.check_open().is_err() {
+            return false;
+        }
+        let timeout = Duration::from_millis(self.inner.config.sync_flush_timeout_ms);
+        self.flush.sync(upto, timeout)
     }
 
     fn allocate(

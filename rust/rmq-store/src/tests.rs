@@ -85,6 +85,7 @@ fn put_n(
             flag: i as i32,
             properties: &ps[i],
             queue_id: qid,
+            own: None,
         })
         .collect();
     store.put_messages(&msgs, &ctx(ts)).unwrap()
@@ -205,6 +206,7 @@ fn validation_and_statuses() {
         flag: 0,
         properties: &p,
         queue_id: 0,
+        own: None,
     };
     let big = vec![0u8; 101];
     let r = store
@@ -304,6 +306,7 @@ fn roll_over_with_blank() {
                 flag: 0,
                 properties: &p,
                 queue_id: 0,
+                own: None,
             }],
             &ctx(1),
         )
@@ -659,6 +662,7 @@ fn put_keyed(store: &MessageStore, topic: &str, keys: &str, uniq: &str, ts: i64)
         flag: 0,
         properties: &p,
         queue_id: 0,
+        own: None,
     };
     store.put_messages(&[m], &ctx(ts)).unwrap()[0]
 }

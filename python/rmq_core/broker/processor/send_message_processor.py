@@ -34,19 +34,21 @@ transactional (prepared) messages are refused with NO_PERMISSION, as 4.9 does wi
 once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
 answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
 
-Threading: runs on the broker's loop. Under SYNC_FLUSH the store put runs in the loop's default executor so the loop
-keeps serving; under ASYNC_FLUSH it runs inline (µs). Nothing is stored for a request that fails a check.
+Threading: runs on the broker's loop; the store put runs inline (µs). Under SYNC_FLUSH the put does not wait for the
+flush: the send then awaits the GroupCommitService, which lets every in-flight sync send share one flush (4.9's group
+commit), and answers FLUSH_DISK_TIMEOUT when the flush does not come in ``sync_flush_timeout``; a send whose ``WAIT``
+property is ``false`` is answered without waiting, as 4.9 does. Nothing is stored for a request that fails a check.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
@@ -98,7 +100,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
-    from rmq_core.store import MessageStore, StoreConfig
+    from rmq_core.store import MessageStore, PutMessageResult, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +154,18 @@ class _Refused(Exception):
         self.remark = remark
 
 
+class _PreparedSend(NamedTuple):
+    """A single send that passed its checks: the message and the record fields to store it with."""
+
+    msg: Message
+    queue_id: int
+    born_host: tuple[str, int]
+    born_timestamp: int
+    sys_flag: int
+    reconsume_times: int
+    wait_store_msg_ok: bool
+
+
 class SendMessageProcessor:
     """``SendMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
 
@@ -161,6 +175,7 @@ class SendMessageProcessor:
         RequestCode.SEND_BATCH_MESSAGE,
         RequestCode.CONSUMER_SEND_MSG_BACK,
     )
+    batch_codes = _SEND_CODES  # what ``process_batch`` takes: the sends read from one chunk
 
     def __init__(
         self,
@@ -172,6 +187,7 @@ class SendMessageProcessor:
         broker_stats_manager: BrokerStatsManager,
         schedule_message_service: ScheduleMessageService,
         rng: random.Random | None = None,
+        group_commit_service: GroupCommitService | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.message_store = message_store
@@ -181,6 +197,7 @@ class SendMessageProcessor:
         self.broker_stats_manager = broker_stats_manager
         self.schedule_message_service = schedule_message_service
         self._random = rng or random.Random()
+        self.group_commit_service = group_commit_service or GroupCommitService(message_store)
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -245,11 +262,17 @@ class SendMessageProcessor:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no writable queue")
         return self._random.randrange(99999999) % queue_nums
 
-    async def _run_put(self, fn: Callable[[], Any]) -> Any:
-        """The store put: in the default executor under SYNC_FLUSH (the flush wait must not block the loop)."""
-        if self.store_config.flush_disk_type == "SYNC_FLUSH":
-            return await asyncio.get_running_loop().run_in_executor(None, fn)
-        return fn()
+    def _must_wait_flush(self, wait_store_msg_ok: bool = True) -> bool:
+        """SYNC_FLUSH and the sender waits for the store (4.9: ``isWaitStoreMsgOK``, true unless WAIT=false)."""
+        return wait_store_msg_ok and self.store_config.flush_disk_type == "SYNC_FLUSH"
+
+    async def _flushed(self, results: Sequence[PutMessageResult]) -> bool:
+        """Awaits the group commit covering the records ``results`` appended (put with ``wait_flush=False``):
+        False when the flush timed out or failed, so their PUT_OK becomes FLUSH_DISK_TIMEOUT."""
+        ends = [r.commitlog_offset + r.wrote_bytes for r in results if r.status == PutMessageStatus.PUT_OK]
+        if not ends:
+            return True
+        return await self.group_commit_service.wait(max(ends))
 
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
@@ -306,6 +329,24 @@ class SendMessageProcessor:
     async def _send_message(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
+        send = self._prepare_send(conn, request, header)
+        result = self.message_store.put_message(
+            send.msg,
+            send.queue_id,
+            send.born_host,
+            born_timestamp=send.born_timestamp,
+            sys_flag=send.sys_flag,
+            reconsume_times=send.reconsume_times,
+            wait_flush=False,
+        )
+        if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed((result,)):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return self._send_answer(request, send, result)
+
+    def _prepare_send(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> _PreparedSend:
+        """The checks of a single send and the message to store (``_Refused`` when a check fails)."""
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
@@ -321,41 +362,38 @@ class SendMessageProcessor:
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         properties[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
-        properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # 4.9.8: no need to store WAIT=true
+        wait_store_msg_ok = properties.pop(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"  # 4.9.8: WAIT not stored
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
         queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
-            return self._send_response(
-                request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+            raise _Refused(
+                ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
-        store = self.message_store
-        result = await self._run_put(
-            lambda: store.put_message(
-                msg,
-                queue_id,
-                born_host,
-                born_timestamp=header.bornTimestamp,
-                sys_flag=sys_flag,
-                reconsume_times=reconsume_times,
-            )
+        return _PreparedSend(
+            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok
         )
+
+    def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
+        """The response to a single send once stored: the status's code, or SUCCESS with msgId, queueId and
+        queueOffset (the stats counted)."""
         code, remark = self._status_to_code(result.status)
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
-        if msg.topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
-            self.broker_stats_manager.inc_queue_put_nums(msg.topic, queue_id, 1, 1)
-            self.broker_stats_manager.inc_queue_put_size(msg.topic, queue_id, result.wrote_bytes)
+        topic, queue_id = send.msg.topic, send.queue_id
         stats = self.broker_stats_manager
-        stats.inc_put(msg.topic, 1, result.wrote_bytes)
+        if topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
+            stats.inc_queue_put_nums(topic, queue_id, 1, 1)
+            stats.inc_queue_put_size(topic, queue_id, result.wrote_bytes)
+        stats.inc_put(topic, 1, result.wrote_bytes)
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = self.broker_config
         ext = {
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
-            "msgId": result.msg_id,
+            "msgId": result.msg_id or "",  # set: the record was written
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         }
@@ -368,6 +406,74 @@ class SendMessageProcessor:
             ext_fields=ext,
             serialize_type=request.serialize_type,
         )
+
+    # --- the sends of one received chunk ---------------------------------------------------------------------
+    async def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[RemotingCommand | None]:
+        """The send requests read from one chunk of a connection, answered in order: consecutive single sends
+        (SEND_MESSAGE / SEND_MESSAGE_V2 that pass their checks) are stored with one ``put_messages`` call, each
+        record with its own born timestamp, sys flag and reconsume times, exactly as one by one; a send refused by
+        a check stores nothing and gets its own answer; batch sends and send-backs go through ``process_request``
+        in their turn (the single sends before them stored first, so the store keeps the arrival order)."""
+        responses: list[RemotingCommand | None] = [None] * len(requests)
+        run: list[tuple[int, _PreparedSend]] = []
+        for i, request in enumerate(requests):
+            code = request.code
+            if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
+                try:
+                    header = self.parse_request_header(request)
+                    if not header.batch:
+                        run.append((i, self._prepare_send(conn, request, header)))
+                        continue
+                except _Refused as e:
+                    responses[i] = self._send_response(request, e.code, e.remark)
+                    continue
+                except HeaderError as e:
+                    responses[i] = self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+                    continue
+                except Exception as e:  # as RemotingServer answers a processor's failure: this request only
+                    log.exception("send %d failed", request.opaque)
+                    responses[i] = RemotingCommand.response_to(
+                        request, ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
+                    )
+                    continue
+            if run:
+                await self._put_run(requests, run, responses)
+                run = []
+            responses[i] = await self.process_request(conn, request)
+        if run:
+            await self._put_run(requests, run, responses)
+        return responses
+
+    async def _put_run(
+        self,
+        requests: list[RemotingCommand],
+        run: list[tuple[int, _PreparedSend]],
+        responses: list[RemotingCommand | None],
+    ) -> None:
+        """Stores a run of checked single sends (one connection: one born host) in one call and answers each."""
+        sends = [send for _, send in run]
+        try:
+            results = self.message_store.put_messages(
+                [(send.msg, send.queue_id) for send in sends],
+                sends[0].born_host,
+                wait_flush=False,
+                own_fields=[(send.born_timestamp, send.sys_flag, send.reconsume_times) for send in sends],
+            )
+        except Exception as e:  # refused before anything was appended: every send of the run gets the error
+            log.exception("storing %d sends failed", len(run))
+            for i, _ in run:
+                responses[i] = RemotingCommand.response_to(
+                    requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
+                )
+            return
+        stored = list(results)
+        waiting = [r for send, r in zip(sends, stored) if self._must_wait_flush(send.wait_store_msg_ok)]
+        if waiting and not await self._flushed(waiting):
+            for r in waiting:
+                if r.status == PutMessageStatus.PUT_OK:
+                    r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        for (i, send), result in zip(run, stored):
+            responses[i] = self._send_answer(requests[i], send, result)
 
     def _handle_retry_and_dlq(
         self,
@@ -482,17 +588,17 @@ class SendMessageProcessor:
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         born_host = parse_address(conn.remote_address)
-        store = self.message_store
-        results = await self._run_put(
-            lambda: store.put_messages(
-                batch,
-                born_host,
-                born_timestamp=header.bornTimestamp,
-                sys_flag=sys_flag,
-                reconsume_times=header.reconsumeTimes or 0,
-            )
+        results = self.message_store.put_messages(
+            batch,
+            born_host,
+            born_timestamp=header.bornTimestamp,
+            sys_flag=sys_flag,
+            reconsume_times=header.reconsumeTimes or 0,
+            wait_flush=False,
         )
         statuses = results.statuses
+        if self._must_wait_flush() and not await self._flushed(results):
+            statuses = [PutMessageStatus.FLUSH_DISK_TIMEOUT if s == PutMessageStatus.PUT_OK else s for s in statuses]
         failed = [s for s in statuses if s not in _SEND_OK]
         status = (
             failed[0]
@@ -508,7 +614,7 @@ class SendMessageProcessor:
         self.broker_stats_manager.inc_broker_put_nums(len(batch))
         first = results[0]
         resp_header = SendMessageResponseHeader(
-            msgId=",".join(r.msg_id for r in results), queueId=queue_id, queueOffset=first.queue_offset
+            msgId=",".join(r.msg_id or "" for r in results), queueId=queue_id, queueOffset=first.queue_offset
         )
         return self._send_response(request, code, None, resp_header)
 
@@ -582,18 +688,17 @@ class SendMessageProcessor:
             return answer(e.code, e.remark)
         if self.broker_config.is_slave:
             return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
-        store = self.message_store
-        reconsume_times = msg_ext.reconsume_times + 1
-        result = await self._run_put(
-            lambda: store.put_message(
-                msg,
-                queue_id,
-                msg_ext.born_host,
-                born_timestamp=msg_ext.born_timestamp,
-                sys_flag=msg_ext.sys_flag,
-                reconsume_times=reconsume_times,
-            )
+        result = self.message_store.put_message(
+            msg,
+            queue_id,
+            msg_ext.born_host,
+            born_timestamp=msg_ext.born_timestamp,
+            sys_flag=msg_ext.sys_flag,
+            reconsume_times=msg_ext.reconsume_times + 1,
+            wait_flush=False,
         )
+        if self._must_wait_flush() and not await self._flushed((result,)):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         if result.status != PutMessageStatus.PUT_OK:
             return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
         back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic
