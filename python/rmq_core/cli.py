@@ -1,6 +1,7 @@
 """The ``rmq-core`` command line: ``serve`` (name server + broker in one process), ``namesrv``, ``broker``,
-``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``, ``pipeline`` (the main job:
-rmq_core.pipeline).
+``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``, ``admin ...`` (rmq_core.admin_cli:
+cluster-list, topic-status, consumer-progress, query-by-id, query-by-key, reset-offset-by-time), ``pipeline`` (the
+main job: rmq_core.pipeline).
 
 Servers run until SIGTERM or SIGINT, then shut down cleanly (the broker flushes its store and persists its configs).
 
@@ -521,6 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port (0: any free port; needs rmq_core[metrics])",
     )
     br.set_defaults(func=cmd_broker)
+
+    from rmq_core.admin_cli import add_admin_parser
+
+    add_admin_parser(sub)
 
     topic = sub.add_parser("topic", help="create or list topics", description="Topic administration.")
     tsub = topic.add_subparsers(dest="topic_command", required=True)
