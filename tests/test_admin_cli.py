@@ -22,8 +22,17 @@ from rmq_core.admin_cli import parse_timestamp, render_table
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.client import Producer
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
-from rmq_core.message import Message
+from rmq_core.message import Message, MessageQueue
 from rmq_core.namesrv import NameServer
+from rmq_core.remoting import fastjson
+from rmq_core.remoting.body.queue_offsets import (
+    ConsumeStats,
+    OffsetWrapper,
+    ResetOffsetBody,
+    TopicOffset,
+    TopicStatsTable,
+)
+from rmq_core.remoting.body.route import BodyDecodeError
 from rmq_core.remoting.header import UpdateConsumerOffsetRequestHeader
 
 CLI = [sys.executable, "-m", "rmq_core.cli", "admin"]
@@ -100,6 +109,20 @@ def test_parse_timestamp_forms() -> None:
         env=subprocess_env(),
     )
     assert r.returncode == 2 and "is not a timestamp" in r.stderr
+
+
+def test_message_queue_keyed_bodies_read_back() -> None:
+    """The admin bodies fastjson writes with MessageQueue keys decode to what was encoded; a bad body is an error."""
+    a, b = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+    cs = ConsumeStats({a: OffsetWrapper(10, 4, 1_700_000_000_000), b: OffsetWrapper(3, 3, 0)}, 2.5)
+    assert ConsumeStats.decode(cs.encode()) == cs
+    ts = TopicStatsTable({a: TopicOffset(1, 9, 5)})
+    assert TopicStatsTable.decode(ts.encode()) == ts
+    assert ResetOffsetBody.decode(ResetOffsetBody({b: 7}).encode()) == ResetOffsetBody({b: 7})
+    assert fastjson.map_items('{ {"k":[1,"}"]} : {"v":"a,b"} , 3:4 }') == [({"k": [1, "}"]}, {"v": "a,b"}), (3, 4)]
+    assert fastjson.map_items("{}") == []
+    with pytest.raises(BodyDecodeError):
+        ConsumeStats.decode(b'{"offsetTable":{{"topic":"T"} 1}}')
 
 
 # --- against both brokers ----------------------------------------------------------------------------------------

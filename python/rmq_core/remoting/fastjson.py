@@ -123,7 +123,11 @@ def map_items(text: str | bytes) -> list[tuple[Any, Any]]:
     if i < n and text[i] == "}":
         return out
     while i < n:
-        key_end = _value_end(text, i)
+        if text[i] in '"{[':
+            key_end = _value_end(text, i)
+        else:  # a bare key (fastjson's unquoted int): up to the colon
+            key_end = text.find(":", i)
+            key_end = n if key_end < 0 else key_end
         key_text = text[i:key_end].strip()
         i = skip(key_end)
         if i >= n or text[i] != ":":
