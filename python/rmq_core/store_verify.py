@@ -9,7 +9,8 @@ Format: the store layout of the format module (``commitlog/<20-digit start>`` re
 checked by ``record_layout``, ranges read through ``StoreReader``.
 Invariants:
   1. Nothing under the root is created, written, locked or deleted (files opened read-only, mapped ``ACCESS_READ``;
-     no recovery runs), so a live broker's store or a copy of Apache's may be verified as it is.
+     no recovery runs), so a copy of Apache's store is verified as it is (a live broker's too, though a record it is
+     writing at that moment may be reported as torn).
   2. Every problem names its file (relative to the root), the byte in that file and the global offset; the scan goes
      on with the next file (CommitLog) or the next unit (ConsumeQueue) so one bad spot does not hide the others.
   3. CommitLog: from each file's start, record after record: structure (``record_layout``), PHYSICALOFFSET = where
