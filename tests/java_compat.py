@@ -1,7 +1,8 @@
 """Running the Java interop harness (compat/java: Apache RocketMQ's Java client 4.9.7 and the JSON-lines programs
 Produce, PushConsume, QueryOffset, PullConsume) from tests.
 
-``java_classpath()`` builds the harness once per process (compat/java/build.sh, which itself only runs Maven when a
+``java_classpath()`` builds the harness once per process (``java_classpath("5.5.0")`` the same programs against
+that rocketmq-client, into compat/java/target-5.5.0) (compat/java/build.sh, which itself only runs Maven when a
 source changed) and returns the class path. ``run_java(main, args)`` runs a program to completion and returns its
 JSON lines; ``JavaProgram`` runs one in the background and hands its lines over as they come (so a test can act
 when a consumer is ready). The client's own logs go to files under ``log_dir`` (never stdout).
@@ -41,6 +42,7 @@ CLIENT_JVM_OPTS = [
 ]
 
 _classpath: str | None = None
+_classpaths: dict[str, str] = {}  # other client versions
 _classpath_lock = threading.Lock()
 
 
@@ -59,9 +61,11 @@ def require_java() -> None:
             )
 
 
-def build_with(script: str) -> str:
+def build_with(script: str, *args: str) -> str:
     """Run a compat build script (no stdin) and return the class path it prints last."""
-    proc = subprocess.run([script], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [script, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, check=False
+    )
     if proc.returncode != 0:
         raise JavaProgramError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
@@ -70,16 +74,22 @@ def build_with(script: str) -> str:
     return lines[-1].strip()
 
 
-def java_classpath() -> str:
+def java_classpath(client_version: str | None = None) -> str:
+    """The harness built against rocketmq-client 4.9.7, or ``client_version`` (e.g. "5.5.0", built into
+    compat/java/target-<version>)."""
     global _classpath
     require_java()
     with _classpath_lock:
+        if client_version is not None:
+            if client_version not in _classpaths:
+                _classpaths[client_version] = build_with(os.path.join(JAVA_DIR, "build.sh"), client_version)
+            return _classpaths[client_version]
         if _classpath is None:
             _classpath = build_with(os.path.join(JAVA_DIR, "build.sh"))
         return _classpath
 
 
-def java_command(main: str, args: Sequence[object], log_dir: str) -> list[str]:
+def java_command(main: str, args: Sequence[object], log_dir: str, client_version: str | None = None) -> list[str]:
     os.makedirs(log_dir, exist_ok=True)
     return [
         "java",
@@ -87,7 +97,7 @@ def java_command(main: str, args: Sequence[object], log_dir: str) -> list[str]:
         f"-Drocketmq.client.logRoot={log_dir}",
         f"-Duser.home={log_dir}",
         "-cp",
-        java_classpath(),
+        java_classpath(client_version),
         PKG + main,
         *[str(a) for a in args],
     ]
@@ -105,9 +115,12 @@ def parse_lines(main: str, stdout: str, stderr: str) -> list[dict[str, Any]]:
     return out
 
 
-def run_java(main: str, args: Sequence[object], log_dir: str, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Run ``org.rmqcore.compat.<main>`` to completion; its JSON lines. Errors (exit != 0) raise."""
-    cmd = java_command(main, args, log_dir)
+def run_java(
+    main: str, args: Sequence[object], log_dir: str, timeout: float = 60.0, client_version: str | None = None
+) -> list[dict[str, Any]]:
+    """Run ``org.rmqcore.compat.<main>`` (built against rocketmq-client ``client_version``, default 4.9.7) to
+    completion; its JSON lines. Errors (exit != 0) raise."""
+    cmd = java_command(main, args, log_dir, client_version)
     try:
         proc = subprocess.run(
             cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False

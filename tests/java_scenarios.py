@@ -305,3 +305,36 @@ def scenario_sql92(namesrv: str, topic: str, group: str, log_dir: str) -> None:
     )
     got = sorted(check_delivered(m, topic, sends) for m in events(lines, "msg"))
     assert got == [1, 4]
+
+
+def scenario_lite_pull_5x(namesrv: str, topic: str, group: str, log_dir: str, mode: str, version: str) -> None:
+    """The Java client ``version`` (5.x) sends and its DefaultLitePullConsumer (``mode`` subscribe or assign, "*")
+    pulls with LITE_PULL_MESSAGE (361): every message arrives once with its body, tags and keys, and the group's
+    offsets committed on the broker reach every queue's max offset."""
+    count = 30
+    lines = run_java(
+        "Produce", ["--namesrv", namesrv, "--topic", topic, "--count", count], log_dir, client_version=version
+    )
+    sends = {s["i"]: s for s in events(lines, "send")}
+    assert sorted(sends) == list(range(count)) and all(s["status"] == "SEND_OK" for s in sends.values())
+    lines = run_java(
+        "PullConsume",
+        ["--namesrv", namesrv, "--group", group, "--topic", topic, "--mode", mode, "--expect", count]
+        + ["--linger-ms", 1000, "--timeout-ms", 40000],
+        log_dir,
+        timeout=90.0,
+        client_version=version,
+    )
+    msgs = events(lines, "msg")
+    got = sorted(index_of(m) for m in msgs)
+    assert got == list(range(count)), got
+    for m in msgs:
+        i = index_of(m)
+        assert m["topic"] == topic and m["tags"] == TAGS[i % 3] and m["keys"] == f"key-{i}"
+        assert m["msgId"] == sends[i]["msgId"] and m["properties"][PROPERTY] == f"v-{i}"
+    done = events(lines, "done")[0]
+    offsets = query_offsets(namesrv, group, topic, log_dir)
+    assert offsets and all(o["consumerOffset"] == o["maxOffset"] for o in offsets.values()), offsets
+    assert sum(o["maxOffset"] - o["minOffset"] for o in offsets.values()) == count
+    if mode == "assign":  # the client's own committed() read back from the broker
+        assert done["committed"] == {f"{o['brokerName']}:{q}": o["maxOffset"] for q, o in offsets.items()}, done

@@ -4,6 +4,8 @@ a push consumer with a tag filter whose committed offsets are read back after a 
 consumer, RECONSUME_LATER through the retry topic, an orderly consumer (queue locks) and a SQL92 selector.
 
 The same scenarios (tests/java_scenarios.py) pass against Apache RocketMQ 4.9.7 itself (test_apache_broker_smoke.py).
+Apache's Java client 5.5.0 (the same harness built against it) sends and pulls with its lite pull consumer in
+subscribe and assign mode (LITE_PULL_MESSAGE, 361).
 The Java programs are built by compat/java/build.sh (cached); set RMQ_COMPAT_JAVA=0 to skip explicitly."""
 
 from __future__ import annotations
@@ -76,3 +78,8 @@ def test_java_orderly_consumer(rmq_cluster, log_dir):
 
 def test_java_sql92_consumer(rmq_cluster, log_dir):
     sc.scenario_sql92(rmq_cluster[0], "java_sql", "java_sql_group", log_dir)
+
+
+@pytest.mark.parametrize("mode", ["subscribe", "assign"])
+def test_java_5x_lite_pull_consumer(rmq_cluster, log_dir, mode):
+    sc.scenario_lite_pull_5x(rmq_cluster[0], f"J5LitePull_{mode}", f"j5_lite_{mode}", log_dir, mode, "5.5.0")

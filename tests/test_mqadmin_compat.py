@@ -231,7 +231,11 @@ def test_topic_list_by_cluster(sides: dict[str, Side]) -> None:
 
 # the settings both brokers were given the same way (tests/apache_rocketmq.py's broker.conf and the fixture above)
 # 4.9 hard-codes the 120 s client channel expiry; metricsPromExporterPort is RocketMQ 5's name (4.9 has no metrics)
-RMQ_CORE_ONLY_SETTINGS = {"channelExpiredTimeout", "metricsPromExporterPort"}
+RMQ_CORE_ONLY_SETTINGS = {
+    "channelExpiredTimeout",
+    "metricsPromExporterPort",
+    "litePullMessageEnable",
+}  # the last: 5.x's
 SAME_SETTINGS = (
     "brokerClusterName",
     "brokerName",

@@ -18,6 +18,7 @@ from pull_helpers import (
     heartbeat,
     on_loop,
     pull,
+    pull_request,
     put,
     running_broker,
     stored_offset,
@@ -202,6 +203,32 @@ def test_sql92_heartbeat_subscription_filters_by_properties(tmp_path, client):
     assert r.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_messages(r.body)] == [b"a=7", b"a=9"]
     assert r.ext_fields["nextBeginOffset"] == "4"
+
+
+def _lite(request: RemotingCommand) -> RemotingCommand:
+    request.code = RequestCode.LITE_PULL_MESSAGE
+    return request
+
+
+def test_lite_pull_message_is_a_pull(broker, client):
+    """LITE_PULL_MESSAGE (361, 5.x clients' lite pull consumer): the same processing and answer as PULL_MESSAGE."""
+    for i in range(3):
+        put(broker, body=b"m%d" % i)
+    flags = sys_flag.FLAG_SUBSCRIPTION | sys_flag.FLAG_LITE_PULL_MESSAGE
+    lite = client.invoke_sync(broker.address, _lite(pull_request(offset=1, flags=flags)), timeout=3.0)
+    plain = pull(client, broker.address, offset=1, flags=flags)
+    assert lite.code == plain.code == ResponseCode.SUCCESS
+    assert lite.body == plain.body and lite.ext_fields == plain.ext_fields
+    assert [m.body for m in decode_messages(lite.body)] == [b"m1", b"m2"]
+
+
+def test_lite_pull_disabled_is_no_permission(tmp_path, client):
+    with running_broker(tmp_path, lite_pull_message_enable=False) as b:
+        add_topic(b)
+        r = client.invoke_sync(b.address, _lite(pull_request()), timeout=3.0)
+        assert pull(client, b.address).code == ResponseCode.PULL_NOT_FOUND  # PULL_MESSAGE is not affected
+    assert r.code == ResponseCode.NO_PERMISSION
+    assert r.remark == "the broker[127.0.0.1] for lite pull consumer is forbidden"
 
 
 # --- status → response code table -------------------------------------------------------------------------------

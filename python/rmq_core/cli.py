@@ -1,6 +1,7 @@
 """The ``rmq-core`` command line: ``serve`` (name server + broker in one process), ``namesrv``, ``broker``,
-``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``, ``pipeline`` (the main job:
-rmq_core.pipeline).
+``topic create|list``, ``send``, ``consume``, ``store demo|inspect|verify``, ``admin ...`` (rmq_core.admin_cli:
+cluster-list, topic-status, consumer-progress, query-by-id, query-by-key, reset-offset-by-time), ``pipeline`` (the
+main job: rmq_core.pipeline).
 
 Servers run until SIGTERM or SIGINT, then shut down cleanly (the broker flushes its store and persists its configs).
 
@@ -109,50 +110,77 @@ def cmd_store_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_root_and_sizes(args: argparse.Namespace):
+    """The store directory (``dir``, else the ``-c`` broker.conf's storePathRootDir) and its mapped file sizes."""
+    from rmq_core.store_verify import store_file_sizes
+
+    root = args.dir
+    if root is None:
+        if args.config is None:
+            raise SystemExit("error: give the store directory or -c broker.conf")
+        from rmq_core.broker import BrokerConfig
+
+        root = BrokerConfig.from_properties_file(args.config).store_path_root_dir
+    if not os.path.isdir(root):
+        raise SystemExit(f"error: {root} is not a directory")
+    return root, store_file_sizes(root, args.config)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unknown (no file tells)"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit} ({n:,} bytes)"
+    return f"{n:,} bytes"
+
+
 def cmd_store_inspect(args: argparse.Namespace) -> int:
-    with MessageStore(args.dir, StoreConfig()) as store:
-        print(f"store {args.dir} (backend={backend()})")
-        print(f"  commitlog: physical offsets [{store.min_physical_offset:,}, {store.max_physical_offset:,})")
-        files = (
-            sorted(os.listdir(os.path.join(args.dir, "commitlog")))
-            if os.path.isdir(os.path.join(args.dir, "commitlog"))
-            else []
-        )
-        print(f"  commitlog files: {len(files)}" + (f" ({files[0]} .. {files[-1]})" if files else ""))
-        for topic, q in store.topics():
+    """Read-only (no recovery, no lock): files, mapped file sizes, and every queue's offsets."""
+    from rmq_core._reference.format import ABORT_FILE, COMMITLOG_DIR
+    from rmq_core._reference.store_reader import list_mapped_files
+    from rmq_core.store_reader import StoreReader
+
+    root, sizes = _store_root_and_sizes(args)
+    print(f"store {root} (backend={backend()}, read-only)")
+    print(f"  commitlog file size: {_size(sizes.commit_log)}, consumequeue file size: {_size(sizes.consume_queue)}")
+    print(f"  sizes from: {sizes.source}")
+    for msg in sizes.mismatches():
+        print(f"  warning: {msg}")
+    files = list_mapped_files(os.path.join(root, COMMITLOG_DIR))
+    names = [os.path.basename(p) for _, p in files]
+    print(f"  commitlog files: {len(files)}" + (f" ({names[0]} .. {names[-1]})" if files else ""))
+    with StoreReader(root, sizes.commit_log, sizes.consume_queue) as reader:
+        print(f"  commitlog: first physical offset {reader.min_physical_offset:,}")
+        for topic, q in reader.queues():
             print(
-                f"  consumequeue {topic}/{q}: offsets [{store.get_min_offset_in_queue(topic, q):,}, "
-                f"{store.get_max_offset_in_queue(topic, q):,})"
+                f"  consumequeue {topic}/{q}: offsets [{reader.min_offset(topic, q):,}, {reader.max_offset(topic, q):,})"
             )
-        report = store.recovery_report
-        print(f"  last open: {'abnormal (recovered)' if report.get('abnormal') else 'normal'} {report}")
+    clean = not os.path.exists(os.path.join(root, ABORT_FILE))
+    print(f"  last shutdown: {'clean' if clean else 'not clean (abort file present: the next open recovers)'}")
     return 0
 
 
 def cmd_store_verify(args: argparse.Namespace) -> int:
-    """Open (recovering), then read every queue end to end through get_message and decode every record."""
-    problems = 0
-    with MessageStore(args.dir, StoreConfig()) as store:
-        total = 0
-        for topic, q in store.topics():
-            offset = store.get_min_offset_in_queue(topic, q)
-            end = store.get_max_offset_in_queue(topic, q)
-            while offset < end:
-                r = store.get_message("verify", topic, q, offset, 32)
-                if r.status == GetMessageStatus.FOUND:
-                    msgs = r.decode()
-                    for m in msgs:
-                        if m.topic != topic or m.queue_id != q:
-                            print(f"  mismatch at {topic}/{q}@{m.queue_offset}: record says {m.topic}/{m.queue_id}")
-                            problems += 1
-                    total += len(msgs)
-                elif r.next_begin_offset <= offset:
-                    print(f"  {topic}/{q}: stopped at {offset} with {r.status.name}")
-                    problems += 1
-                    break
-                offset = r.next_begin_offset
-        print(f"verified {total:,} messages in {len(store.topics())} queues; recovery: {store.recovery_report}")
-    return 1 if problems else 0
+    """Read-only: every CommitLog record (structure, offset, body CRC) and every ConsumeQueue unit checked; each
+    problem printed with its file and offset."""
+    from rmq_core.store_verify import verify_store
+
+    root, sizes = _store_root_and_sizes(args)
+    print(
+        f"verifying {root} (read-only): commitlog file size {_size(sizes.commit_log)}, "
+        f"consumequeue file size {_size(sizes.consume_queue)}, from {sizes.source}",
+        flush=True,
+    )
+    report = verify_store(root, sizes)
+    for p in report.problems:
+        print(f"  problem: {p}")
+    print(
+        f"verified {report.records:,} records in {report.commit_log_files} commitlog files "
+        f"(data ends at {report.data_end:,}) and {report.units:,} units in {report.queues} queues: "
+        + (f"{len(report.problems)} problem(s)" if report.problems else "ok")
+    )
+    return 1 if report.problems else 0
 
 
 def _wait_for_signal() -> None:
@@ -444,13 +472,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--fresh", action="store_true", help="delete the directory first")
     demo.set_defaults(func=cmd_store_demo)
 
-    inspect = ssub.add_parser("inspect", help="show files, offsets and the last recovery")
-    inspect.add_argument("dir")
-    inspect.set_defaults(func=cmd_store_inspect)
-
-    verify = ssub.add_parser("verify", help="recover if needed, then read and decode every message")
-    verify.add_argument("dir")
-    verify.set_defaults(func=cmd_store_verify)
+    inspect = ssub.add_parser(
+        "inspect", help="show files, file sizes and offsets (read-only)", description=cmd_store_inspect.__doc__
+    )
+    verify = ssub.add_parser(
+        "verify", help="check every record and unit, read-only", description=cmd_store_verify.__doc__
+    )
+    for sp, fn in ((inspect, cmd_store_inspect), (verify, cmd_store_verify)):
+        sp.add_argument("dir", nargs="?", help="store directory (default: the -c broker.conf's storePathRootDir)")
+        sp.add_argument(
+            "-c",
+            "--config",
+            default=None,
+            help="a broker.conf: mappedFileSizeCommitLog / mappedFileSizeConsumeQueue (default: from the files)",
+        )
+        sp.set_defaults(func=fn)
 
     def broker_args(sp: argparse.ArgumentParser, with_config: bool) -> None:
         if with_config:
@@ -486,6 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port (0: any free port; needs rmq_core[metrics])",
     )
     br.set_defaults(func=cmd_broker)
+
+    from rmq_core.admin_cli import add_admin_parser
+
+    add_admin_parser(sub)
 
     topic = sub.add_parser("topic", help="create or list topics", description="Topic administration.")
     tsub = topic.add_subparsers(dest="topic_command", required=True)

@@ -455,7 +455,9 @@ class StoreEngine:
             if not self._commit_log.fits_in_a_file(len(record)):
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue
-            prepared.append((topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags))
+            prepared.append(
+                (topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags)
+            )
         if first_fail is not None:
             return [(int(first_fail), -1, -1, 0)] * len(msgs)
 

@@ -45,6 +45,7 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     long_polling_enable: bool = True
+    lite_pull_message_enable: bool = True  # 5.x's litePullMessageEnable: LITE_PULL_MESSAGE (361) answered
     short_polling_time_mills: int = 1000
     enable_property_filter: bool = False
     filter_support_retry: bool = False

@@ -179,7 +179,7 @@ class BrokerController:
         )
         self.query_message_processor = QueryMessageProcessor(self.message_store, self.message_store_config)
         table: list[tuple[Any, tuple[int, ...]]] = [
-            (self.pull_message_processor, (RequestCode.PULL_MESSAGE,)),
+            (self.pull_message_processor, (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)),
             (
                 self.send_message_processor,
                 (
@@ -211,6 +211,7 @@ class BrokerController:
         # commit, so they get a task each and a connection's pipelined sends share one flush.
         inline = {
             int(RequestCode.PULL_MESSAGE),
+            int(RequestCode.LITE_PULL_MESSAGE),
             int(RequestCode.HEART_BEAT),
             int(RequestCode.QUERY_CONSUMER_OFFSET),
             int(RequestCode.UPDATE_CONSUMER_OFFSET),

@@ -24,7 +24,8 @@ from rmq_core.client.producer.send_result import SendResult
 from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
-from rmq_core.message import Message, MessageExt
+from rmq_core.message import Message, MessageExt, MessageQueue
+from rmq_core.remoting.body.queue_offsets import ConsumeStats, TopicStatsTable
 from rmq_core.remoting.body.route import MASTER_ID, ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.header import (
     PullMessageRequestHeader,
@@ -155,7 +156,27 @@ class BlockingMQClientAPI:
         t = self._t(timeout_ms)
         return self._run(self.api.view_message(addr, phy_offset, t), t)
 
-    # --- admin -------------------------------------------------------------------------------------------------
+    # --- introspection (``rmq-core admin``) -----------------------------------------------------------------
+    def get_broker_runtime_info(self, addr: str, timeout_ms: float | None = None) -> dict[str, str]:
+        t = self._t(timeout_ms)
+        return self._run(self.api.get_broker_runtime_info(addr, t), t)
+
+    def get_topic_stats_info(self, addr: str, topic: str, timeout_ms: float | None = None) -> TopicStatsTable:
+        t = self._t(timeout_ms)
+        return self._run(self.api.get_topic_stats_info(addr, topic, t), t)
+
+    def get_consume_stats(
+        self, addr: str, group: str, topic: str | None = None, timeout_ms: float | None = None
+    ) -> ConsumeStats:
+        t = self._t(timeout_ms)
+        return self._run(self.api.get_consume_stats(addr, group, topic, t), t)
+
+    def invoke_broker_to_reset_offset(
+        self, addr: str, topic: str, group: str, timestamp: int, is_force: bool = True, timeout_ms: float | None = None
+    ) -> dict[MessageQueue, int]:
+        t = self._t(timeout_ms)
+        return self._run(self.api.invoke_broker_to_reset_offset(addr, topic, group, timestamp, is_force, t), t)
+
     def create_topic(
         self,
         addr: str,

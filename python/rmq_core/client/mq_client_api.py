@@ -7,7 +7,8 @@ RPCs: name server: GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPI
 (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE), PULL_MESSAGE, GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP,
 QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP, HEART_BEAT, UNREGISTER_CLIENT,
 CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, QUERY_MESSAGE (by key / UNIQ_KEY) and VIEW_MESSAGE_BY_ID,
-and the admin UPDATE_AND_CREATE_TOPIC and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
+and the admin UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_BROKER_RUNTIME_INFO,
+GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET (``rmq-core admin``).
 
 Invariants:
 1. Requests carry RocketMQ's request codes and custom headers (``rmq_core.remoting.header``) and JSON bodies
@@ -48,7 +49,9 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
+from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rmq_core.remoting.body.queue_offsets import ConsumeStats, ResetOffsetBody, TopicStatsTable
 from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -57,15 +60,18 @@ from rmq_core.remoting.header import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -474,6 +480,45 @@ class MQClientAPIImpl:
         )
         if response.code != ResponseCode.SUCCESS:
             raise MQClientException(response.code, response.remark, addr=addr)
+
+    # --- introspection (MQClientAPIImpl#getBrokerRuntimeInfo, #getTopicStatsInfo, #getConsumeStats, #viewMessage,
+    # #invokeBrokerToResetOffset) -------------------------------------------------------------------------------
+    async def _admin(self, addr: str, code: int, header: Any, timeout_ms: float) -> RemotingCommand:
+        request = RemotingCommand.request(code, encode_header(header) if header is not None else None)
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+        return response
+
+    async def get_broker_runtime_info(self, addr: str, timeout_ms: float) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's runtime KVTable (putTps, brokerVersionDesc, bootTimestamp, …)."""
+        response = await self._admin(addr, RequestCode.GET_BROKER_RUNTIME_INFO, None, timeout_ms)
+        return KVTable.decode(response.body or b"{}").table
+
+    async def get_topic_stats_info(self, addr: str, topic: str, timeout_ms: float) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO: min/max offset and last update time of each of the topic's queues on one broker."""
+        response = await self._admin(
+            addr, RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic), timeout_ms
+        )
+        return TopicStatsTable.decode(response.body or b"{}")
+
+    async def get_consume_stats(
+        self, addr: str, consumer_group: str, topic: str | None, timeout_ms: float
+    ) -> ConsumeStats:
+        """GET_CONSUME_STATS: broker and consumer offset of each queue the group has offsets for (``topic``: one)."""
+        h = GetConsumeStatsRequestHeader(consumerGroup=consumer_group, topic=topic)
+        response = await self._admin(addr, RequestCode.GET_CONSUME_STATS, h, timeout_ms)
+        return ConsumeStats.decode(response.body or b"{}")
+
+    async def invoke_broker_to_reset_offset(
+        self, addr: str, topic: str, group: str, timestamp: int, is_force: bool, timeout_ms: float
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the broker computes each queue's offset at ``timestamp`` and tells the
+        group's online clients (RESET_CONSUMER_CLIENT_OFFSET); the new offsets. No client online raises
+        ``MQBrokerException`` with CONSUMER_NOT_ONLINE (206), as 4.9 answers."""
+        h = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, isForce=is_force)
+        response = await self._admin(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, h, timeout_ms)
+        return ResetOffsetBody.decode(response.body).offset_table if response.body else {}
 
     async def close(self) -> None:
         await self.remoting_client.close()

@@ -9,7 +9,7 @@ fastjson also writes maps keyed by objects (``Map<MessageQueue, OffsetWrapper>``
 with the key's JSON object as the key: ``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``. ``dumps`` writes a
 ``RawKey`` key verbatim for that and a ``RawValue`` value verbatim (``loads`` does not read such maps back;
 ``raw_field(text, name)`` cuts a top-level field's JSON text out of a document unparsed, so such a map can be passed
-on).
+on, and ``map_items(map_text)`` reads one as ``(key, value)`` pairs, an object key as a dict).
 
 Invariant: ``loads(dumps(x, unquoted_int_keys=b)) == x`` for JSON-shaped ``x`` with str or int keys.
 """
@@ -101,6 +101,49 @@ def raw_field(text: str | bytes, name: str) -> str | None:
             depth -= 1
         i += 1
     return None
+
+
+def map_items(text: str | bytes) -> list[tuple[Any, Any]]:
+    """The entries of one JSON map as fastjson writes it, object keys allowed (``{{"topic":"T",…}:{…},…}``): a list
+    of ``(key, value)``, each key and value read by ``loads`` (an object key becomes a dict). Raises ValueError."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8")
+    n = len(text)
+
+    def skip(i: int) -> int:
+        while i < n and text[i] in _WS:
+            i += 1
+        return i
+
+    i = skip(0)
+    if i >= n or text[i] != "{":
+        raise ValueError(f"not a JSON map: {text[:60]!r}")
+    out: list[tuple[Any, Any]] = []
+    i = skip(i + 1)
+    if i < n and text[i] == "}":
+        return out
+    while i < n:
+        if text[i] in '"{[':
+            key_end = _value_end(text, i)
+        else:  # a bare key (fastjson's unquoted int): up to the colon
+            key_end = text.find(":", i)
+            key_end = n if key_end < 0 else key_end
+        key_text = text[i:key_end].strip()
+        i = skip(key_end)
+        if i >= n or text[i] != ":":
+            raise ValueError(f"expected ':' after the key {key_text[:60]!r}")
+        value_start = skip(i + 1)
+        value_end = _value_end(text, value_start)
+        key = loads(key_text) if key_text[:1] in ('"', "{", "[") else loads(f"[{key_text}]")[0]
+        out.append((key, loads(text[value_start:value_end])))
+        i = skip(value_end)
+        if i < n and text[i] == ",":
+            i = skip(i + 1)
+            continue
+        if i < n and text[i] == "}":
+            return out
+        raise ValueError(f"expected ',' or '}}' at {i}")
+    raise ValueError("unterminated JSON map")
 
 
 def _string_end(text: str, i: int) -> int:

@@ -1,5 +1,8 @@
 """PullMessageProcessor: PULL_MESSAGE (11), RocketMQ 4.9's broker/processor/PullMessageProcessor.java#processRequest
-step by step, in its order:
+step by step, in its order, and LITE_PULL_MESSAGE (361),
+which RocketMQ 5.x clients send for a DefaultLitePullConsumer's pulls (the LITE_PULL sys flag): 5.x's processor runs
+it through the same steps, with one more check after step 1 (``lite_pull_message_enable``, else NO_PERMISSION
+"... for lite pull consumer is forbidden").
 
  1. broker readable (NO_PERMISSION); 2. subscription group exists (SUBSCRIPTION_GROUP_NOT_EXIST) and may consume
  (NO_PERMISSION); 3. sys flags; 4. topic exists (TOPIC_NOT_EXIST) and is readable (NO_PERMISSION); 5. queue id in
@@ -64,7 +67,7 @@ from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import PROPERTY_DELAY_TIME_LEVEL, Message
-from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rmq_core.remoting.header import (
     PullMessageRequestHeader,
@@ -231,6 +234,10 @@ class PullMessageProcessor:
 
         if not perm_name.is_readable(cfg.broker_permission):
             return answer(ResponseCode.NO_PERMISSION, f"the broker[{cfg.broker_ip1}] pulling message is forbidden")
+        if request.code == RequestCode.LITE_PULL_MESSAGE and not cfg.lite_pull_message_enable:
+            return answer(
+                ResponseCode.NO_PERMISSION, f"the broker[{cfg.broker_ip1}] for lite pull consumer is forbidden"
+            )
 
         subscription_group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if subscription_group_config is None:

@@ -11,6 +11,8 @@ ConsumeStats.java, OffsetWrapper.java):
 
 where ``MQ`` is a MessageQueue JSON object used as the map key, as fastjson writes ``Map<MessageQueue, …>``
 (``{"brokerName","queueId","topic"}``; see ``fastjson.RawKey``). Fields in alphabetical order, as fastjson writes them.
+TopicStatsTable, ConsumeStats and ResetOffsetBody are also read back (``decode``: the admin commands' side), through
+``fastjson.map_items``; a body that is not of that shape raises ``BodyDecodeError``.
 
 Plain data; no shared state.
 """
@@ -22,12 +24,24 @@ from typing import Any
 
 from rmq_core.message import MessageQueue
 from rmq_core.remoting import fastjson
-from rmq_core.remoting.body.lock_batch import mq_to_json_dict
+from rmq_core.remoting.body.lock_batch import mq_from_json_dict, mq_to_json_dict
+from rmq_core.remoting.body.route import BodyDecodeError
 
 
 def mq_key(mq: MessageQueue) -> fastjson.RawKey:
     """A MessageQueue as the key of a fastjson map."""
     return fastjson.RawKey(fastjson.dumps(mq_to_json_dict(mq)))
+
+
+def _mq_table(data: bytes | str, what: str) -> tuple[list[tuple[MessageQueue, Any]], Any]:
+    """The ``offsetTable`` entries of a body (MessageQueue, value) and the whole document's other fields."""
+    text = bytes(data).decode("utf-8") if not isinstance(data, str) else data
+    raw = fastjson.raw_field(text, "offsetTable")
+    try:
+        items = fastjson.map_items(raw) if raw is not None else []
+        return [(mq_from_json_dict(k), v) for k, v in items], text
+    except (ValueError, KeyError, TypeError) as e:
+        raise BodyDecodeError(f"{what}: bad offsetTable: {e}") from None
 
 
 @dataclass
@@ -51,6 +65,16 @@ class TopicStatsTable:
     def encode(self) -> bytes:
         table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
         return fastjson.dumps({"offsetTable": table}).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> TopicStatsTable:
+        items, _ = _mq_table(data, "TopicStatsTable")
+        return cls(
+            {
+                mq: TopicOffset(int(v["minOffset"]), int(v["maxOffset"]), int(v.get("lastUpdateTimestamp", 0)))
+                for mq, v in items
+            }
+        )
 
 
 @dataclass
@@ -79,6 +103,18 @@ class ConsumeStats:
         table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
         return fastjson.dumps({"consumeTps": float(self.consume_tps), "offsetTable": table}).encode("utf-8")
 
+    @classmethod
+    def decode(cls, data: bytes | str) -> ConsumeStats:
+        items, text = _mq_table(data, "ConsumeStats")
+        tps = fastjson.raw_field(text, "consumeTps")
+        return cls(
+            {
+                mq: OffsetWrapper(int(v["brokerOffset"]), int(v["consumerOffset"]), int(v.get("lastTimestamp", 0)))
+                for mq, v in items
+            },
+            float(tps) if tps else 0.0,
+        )
+
 
 @dataclass
 class ResetOffsetBody:
@@ -87,6 +123,11 @@ class ResetOffsetBody:
     def encode(self) -> bytes:
         table = {mq_key(mq): int(v) for mq, v in sorted(self.offset_table.items())}
         return fastjson.dumps({"offsetTable": table}).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> ResetOffsetBody:
+        items, _ = _mq_table(data, "ResetOffsetBody")
+        return cls({mq: int(v) for mq, v in items})
 
 
 @dataclass

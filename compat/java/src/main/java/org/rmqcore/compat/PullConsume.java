@@ -1,18 +1,25 @@
 /*
  * PullConsume: DefaultLitePullConsumer in subscribe mode (CLUSTERING, CONSUME_FROM_FIRST_OFFSET, a tag expression,
- * auto-commit), one JSON line per polled message.
- *   --namesrv host:port --group G --topic T [--sub "*"] [--expect N] [--timeout-ms 30000] [--linger-ms 1000]
- * Lines: {"event":"started"}, {"event":"msg",...} per message, {"event":"done","received":n,"timedOut":bool}.
+ * auto-commit) or in assign mode (--mode assign: every queue of the topic assigned, no tag expression), one JSON line
+ * per polled message.
+ *   --namesrv host:port --group G --topic T [--sub "*"] [--mode subscribe|assign] [--expect N] [--timeout-ms 30000]
+ *   [--linger-ms 1000]
+ * Lines: {"event":"started"}, {"event":"msg",...} per message, {"event":"done","received":n,"timedOut":bool,
+ * "committed":{"broker:queueId":offset}} (the offsets the broker holds for the group after commitSync, read back).
  * Shutdown commits the polled offsets to the broker (UPDATE_CONSUMER_OFFSET). Single-threaded (the client's pull
  * threads are its own).
  */
 package org.rmqcore.compat;
 
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 public final class PullConsume {
     private PullConsume() {
@@ -32,9 +39,18 @@ public final class PullConsume {
         int received = 0;
         boolean timedOut = false;
         int code = 0;
+        boolean assign = "assign".equals(a.str("mode", "subscribe"));
+        Map<String, Object> committed = new TreeMap<>();
+        Collection<MessageQueue> queues = new ArrayList<>();
         try {
-            consumer.subscribe(a.str("topic"), a.str("sub", "*"));
+            if (!assign) {
+                consumer.subscribe(a.str("topic"), a.str("sub", "*"));
+            }
             consumer.start();
+            if (assign) {
+                queues = consumer.fetchMessageQueues(a.str("topic"));
+                consumer.assign(queues);
+            }
             Out.line(Out.obj("started"));
             long deadline = System.currentTimeMillis() + timeoutMs;
             long reachedAt = -1;
@@ -57,6 +73,11 @@ public final class PullConsume {
                 }
             }
             consumer.commitSync();
+            if (assign) {
+                for (MessageQueue mq : queues) {
+                    committed.put(mq.getBrokerName() + ":" + mq.getQueueId(), consumer.committed(mq));
+                }
+            }
         } catch (Throwable e) {
             Out.error("pull", e);
             code = 1;
@@ -66,6 +87,7 @@ public final class PullConsume {
         Map<String, Object> done = Out.obj("done");
         done.put("received", received);
         done.put("timedOut", timedOut);
+        done.put("committed", committed);
         Out.line(done);
         System.exit(code);
     }

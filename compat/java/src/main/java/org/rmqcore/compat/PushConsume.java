@@ -31,7 +31,6 @@ import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
-import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 
 public final class PushConsume {
     private PushConsume() {
@@ -47,7 +46,7 @@ public final class PushConsume {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(a.str("group"));
         consumer.setNamesrvAddr(a.str("namesrv"));
         consumer.setInstanceName(a.str("instance", "push-" + ProcessHandle.current().pid()));
-        consumer.setMessageModel(MessageModel.valueOf(a.str("model", "CLUSTERING")));
+        setMessageModel(consumer, a.str("model", "CLUSTERING"));
         consumer.setConsumeFromWhere("LAST".equals(a.str("from", "FIRST"))
             ? ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET : ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.setAwaitTerminationMillisWhenShutdown(5000);
@@ -139,5 +138,18 @@ public final class PushConsume {
         m.put("queues", queues);
         Out.line(m);
         return true;
+    }
+
+    /** MessageModel by name, through reflection: its package differs between clients 4.9 (common.protocol) and 5.x
+     *  (remoting.protocol), so one source builds against both. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static void setMessageModel(DefaultMQPushConsumer consumer, String name) {
+        try {
+            java.lang.reflect.Method get = consumer.getClass().getMethod("getMessageModel");
+            Class type = get.getReturnType();
+            consumer.getClass().getMethod("setMessageModel", type).invoke(consumer, Enum.valueOf(type, name));
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("setMessageModel(" + name + ")", e);
+        }
     }
 }
