@@ -492,11 +492,19 @@ class RemotingClient:
         await conn.drain()
 
     async def close(self) -> None:
+        """Close every connection and cancel and await its read loop and the requests it is answering (on a loop
+        that lives on, e.g. the caller's for rmq_core.aio, no task is left pending)."""
+        tasks: list[asyncio.Task[None]] = list(self._tasks)
         for conn in self._conns.values():
             conn.close()
+            tasks.extend(conn.tasks)
         self._conns.clear()
-        for t in list(self._tasks):
+        for t in tasks:
             t.cancel()
+        current = asyncio.current_task()
+        tasks = [t for t in tasks if t is not current]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class BlockingRemotingClient:

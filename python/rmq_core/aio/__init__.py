@@ -1,0 +1,13 @@
+"""rmq_core.aio: RocketMQ's clients for asyncio, running on the caller's event loop (no loop thread).
+
+``AsyncProducer`` (send, send_batch, send_oneway, ordered sends with a selector), ``AsyncPushConsumer`` (an
+``async def`` listener) and ``AsyncPullConsumer`` (``async for msg in consumer.messages(topic, "TagA || TagB")`` with
+explicit ``await consumer.commit(...)``), all async context managers. They drive the same client core as
+``rmq_core.client`` (MQClientInstance, MQClientAPIImpl, rebalance, ProcessQueue, offset stores), on the caller's loop.
+"""
+
+from __future__ import annotations
+
+from rmq_core.aio.producer import AsyncProducer
+
+__all__ = ["AsyncProducer"]
