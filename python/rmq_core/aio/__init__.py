@@ -9,7 +9,14 @@ explicit ``await consumer.commit(...)``), all async context managers. They drive
 from __future__ import annotations
 
 from rmq_core.aio.producer import AsyncProducer
+from rmq_core.aio.pull_consumer import AsyncPullConsumer
 from rmq_core.aio.push_consumer import AsyncPushConsumer
 from rmq_core.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 
-__all__ = ["AsyncProducer", "AsyncPushConsumer", "ConsumeConcurrentlyContext", "ConsumeConcurrentlyStatus"]
+__all__ = [
+    "AsyncProducer",
+    "AsyncPullConsumer",
+    "AsyncPushConsumer",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+]
