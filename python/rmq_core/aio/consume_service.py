@@ -31,6 +31,7 @@ from rmq_core.client.consumer.consume_message_concurrently_service import (
 from rmq_core.client.consumer.consume_message_service import PushConsumerImplView
 from rmq_core.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from rmq_core.client.consumer.process_queue import ProcessQueue
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.message import MessageExt, MessageQueue
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,7 @@ class AsyncConsumeMessageConcurrentlyService(ConsumeMessageConcurrentlyService):
 
     async def shutdown_async(self) -> None:
         self.shutdown()
-        pending = list(self._tasks)
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         self._tasks.clear()
 
     def update_core_pool_size(self, core_pool_size: int) -> None:

@@ -34,6 +34,7 @@ from rmq_core.client.consumer.pull_consumer import PullConsumer
 from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.consumer.rebalance_impl import compute_pull_from_where
 from rmq_core.client.mq_client_manager import MQClientManager
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import MessageExt, MessageQueue
@@ -173,10 +174,7 @@ class AsyncPullConsumer:
             del self._streams[stream.topic]
         tasks = list(stream.fetchers.values())
         stream.fetchers.clear()
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks)
 
     def _on_queues_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         """RebalancePullImpl's MessageQueueListener (on the loop): start or stop fetch tasks."""

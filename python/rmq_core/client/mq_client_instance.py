@@ -39,6 +39,7 @@ from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.mix_all import MASTER_ID
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.heartbeat import (
@@ -302,6 +303,7 @@ class MQClientInstance:
         self, initial_delay_ms: int, period_ms: Callable[[], int], fn: Callable[[], Awaitable[Any]]
     ) -> None:
         await asyncio.sleep(initial_delay_ms / 1000)
+        task = asyncio.current_task()
         while True:
             try:
                 await fn()
@@ -309,6 +311,9 @@ class MQClientInstance:
                 raise
             except Exception:
                 log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+            if task is not None and task.cancelling():
+                # a cancel that landed as fn's await completed (3.11's wait_for may swallow it): honour it
+                raise asyncio.CancelledError
             await asyncio.sleep(max(period_ms(), 10) / 1000)
 
     async def _clean_and_heartbeat(self) -> None:
@@ -363,11 +368,7 @@ class MQClientInstance:
                     await _maybe_await(stop())
                 except Exception:
                     log.exception("service shutdown failed")
-        current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         await self.mq_client_api.close()
         await asyncio.sleep(0)
 

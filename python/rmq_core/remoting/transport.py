@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import ModuleType
 from typing import Any, cast
 
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
 
 _uvloop: ModuleType | None
@@ -499,12 +500,7 @@ class RemotingClient:
             conn.close()
             tasks.extend(conn.tasks)
         self._conns.clear()
-        for t in tasks:
-            t.cancel()
-        current = asyncio.current_task()
-        tasks = [t for t in tasks if t is not current]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks)
 
 
 class BlockingRemotingClient:

@@ -43,6 +43,7 @@ from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmq_core.common import mix_all, perm_name
 from rmq_core.common.sys_flag import build_pull_sys_flag
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import (
@@ -508,11 +509,7 @@ class DefaultMQPushConsumerImpl:
         log.info("the consumer [%s] shutdown OK", c.consumer_group)
 
     async def _cancel_pull_tasks(self) -> None:
-        tasks = list(self._pull_tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._pull_tasks))
 
     def suspend(self) -> None:
         self.pause = True
