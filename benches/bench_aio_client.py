@@ -5,15 +5,18 @@ serve`` in its own process), both clients in the same run, alternating round by 
                                                  [--json out.json]
 
 Phases (each round runs every phase once, sync and async alternating; medians of the rounds with every run beside):
-  send-seq     one send at a time: ``Producer.send`` (blocking, from one thread) / ``await AsyncProducer.send``
-  send-window  --window sends in flight: ``Producer.send_async`` futures bounded by a semaphore / asyncio tasks
-               awaiting ``AsyncProducer.send`` bounded by an asyncio.Semaphore
+  send-seq     one send at a time: ``Producer.send`` from one thread (bench_client's send_sync) /
+               ``await AsyncProducer.send``
+  send-window  --window sends in flight: ``Producer.send_async`` futures under a semaphore (bench_client's
+               send_async) / asyncio tasks awaiting ``AsyncProducer.send`` under an asyncio.Semaphore
   consume      a backlog of --messages consumed by a fresh group from the first offset: ``PushConsumer`` (20 consume
-               threads, batch 1) / ``AsyncPushConsumer`` (an ``async def`` listener, 20 at once, batch 1) /
-               ``AsyncPullConsumer`` (``async for``); the clock runs from the first delivery to the last
+               threads, batch 1: bench_client's consume_throughput) / ``AsyncPushConsumer`` (an ``async def``
+               listener, 20 workers, batch 1) / ``AsyncPullConsumer`` (``async for``); the clock runs from the first
+               delivery to the last
 The async client runs on each of --loops: uvloop (``rmq_core.remoting.transport.new_event_loop``, the loop the
 blocking client's thread uses) and the stdlib's asyncio loop. The ratio column is async / sync of the medians; the
-pull consumer is compared with the sync push consumer (the sync PullConsumer has no stream to compare). The machine is shared (2 cores, other work running): noisy.
+pull consumer is compared with the sync push consumer (the sync PullConsumer has no stream to compare). The machine
+is shared (2 cores, other work running): noisy.
 """
 
 from __future__ import annotations
@@ -26,18 +29,16 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_client import QUEUES, create_topic, fill_backlog, start_server
+from bench_client import QUEUES, consume_throughput, create_topic, fill_backlog, send_async, send_sync, start_server
 
 from rmq_core.aio import AsyncProducer, AsyncPullConsumer, AsyncPushConsumer
-from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Producer, PushConsumer
+from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rmq_core.message import Message
 from rmq_core.remoting.transport import new_event_loop
 
@@ -57,48 +58,6 @@ BACKLOG = "BenchAioBacklog"
 
 
 # --- produce ---------------------------------------------------------------------------------------------------
-def sync_send_seq(ns: str, n: int, body: bytes) -> float:
-    p = Producer("bench_aio_sync_seq", namesrv_addr=ns, instance_name="bench-aio-sync-seq")
-    p.start()
-    try:
-        p.send(Message(SEND_TOPIC, body))  # route and connection
-        t0 = time.perf_counter()
-        for _ in range(n):
-            p.send(Message(SEND_TOPIC, body))
-        return n / (time.perf_counter() - t0)
-    finally:
-        p.shutdown()
-
-
-def sync_send_window(ns: str, n: int, body: bytes, window: int) -> float:
-    p = Producer("bench_aio_sync_win", namesrv_addr=ns, instance_name="bench-aio-sync-win")
-    p.start()
-    sem = threading.Semaphore(window)
-    done = threading.Event()
-    answered = [0]
-    lock = threading.Lock()
-
-    def on_done(f: Future[Any]) -> None:
-        f.result()
-        with lock:
-            answered[0] += 1
-            if answered[0] == n:
-                done.set()
-        sem.release()
-
-    try:
-        p.send(Message(SEND_TOPIC, body))
-        t0 = time.perf_counter()
-        for _ in range(n):
-            sem.acquire()
-            p.send_async(Message(SEND_TOPIC, body)).add_done_callback(on_done)
-        if not done.wait(300):
-            raise RuntimeError(f"{answered[0]} of {n} answered")
-        return n / (time.perf_counter() - t0)
-    finally:
-        p.shutdown()
-
-
 async def async_send_seq(ns: str, n: int, body: bytes) -> float:
     async with AsyncProducer("bench_aio_async_seq", ns, instance_name="bench-aio-async-seq") as p:
         await p.send(Message(SEND_TOPIC, body))
@@ -131,38 +90,6 @@ async def async_send_window(ns: str, n: int, body: bytes, window: int) -> float:
 
 
 # --- consume ---------------------------------------------------------------------------------------------------
-def sync_consume(ns: str, group: str, n: int) -> float:
-    lock = threading.Lock()
-    state = {"count": 0, "first": 0.0, "last": 0.0}
-    done = threading.Event()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
-        now = time.perf_counter()
-        with lock:
-            state["first"] = state["first"] or now
-            state["count"] += len(msgs)
-            if state["count"] >= n:
-                state["last"] = now
-                done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    c = PushConsumer(
-        group,
-        namesrv_addr=ns,
-        instance_name=f"bench-{group}",
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-    )
-    c.subscribe(BACKLOG, "*")
-    c.register_message_listener(listener)
-    c.start()
-    try:
-        if not done.wait(300):
-            raise RuntimeError(f"consumed {state['count']} of {n}")
-    finally:
-        c.shutdown()
-    return state["count"] / (state["last"] - state["first"])
-
-
 async def async_push_consume(ns: str, group: str, n: int) -> float:
     state = {"count": 0, "first": 0.0, "last": 0.0}
     done = asyncio.Event()
@@ -236,9 +163,17 @@ def main() -> int:
             order = [0, 1] if r % 2 == 0 else [1, 0]  # alternate which client goes first
             for which in order:
                 if which == 0:
-                    record("sync send-seq", lambda: sync_send_seq(ns, n_seq, body))
-                    record("sync send-window", lambda: sync_send_window(ns, a.messages, body, a.window))
-                    record("sync push consume", lambda r=r: sync_consume(ns, f"bench_aio_sync_{r}", a.messages))
+                    record("sync send-seq", lambda: send_sync(ns, SEND_TOPIC, n_seq, a.size, 1)["msgs_per_s"])
+                    record(
+                        "sync send-window",
+                        lambda: send_async(ns, SEND_TOPIC, a.messages, a.size, a.window)["msgs_per_s"],
+                    )
+                    record(
+                        "sync push consume",
+                        lambda r=r: consume_throughput(ns, BACKLOG, f"bench_aio_sync_{r}", a.messages, 1, 20)[
+                            "msgs_per_s"
+                        ],
+                    )
                 else:
                     for lp in loops:
                         record(f"async[{lp}] send-seq", lambda lp=lp: arun(lp, async_send_seq(ns, n_seq, body)))

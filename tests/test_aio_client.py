@@ -24,6 +24,7 @@ from rmq_core.aio import (
     AsyncPushConsumer,
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
 )
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.client import Producer
@@ -241,6 +242,62 @@ def test_push_consumer_async_listener_with_retry(cluster: PushCluster, request: 
         assert attempts[b"m3"][:2] == [0, 1]  # redelivered through the retry topic, reconsume_times counted
         assert attempts[b"m7"][:2] == [0, 1]
         assert all(len(v) == 1 for k, v in attempts.items() if k not in (b"m3", b"m7"))
+
+    run(main())
+
+
+def test_push_consumer_orderly_async_listener(cluster: PushCluster, request: pytest.FixtureRequest) -> None:
+    """Orderly: per queue one listener call at a time, in queue order, only while the broker lock is held; a
+    SUSPEND_CURRENT_QUEUE_A_MOMENT (or an exception) gives the same message again before anything after it."""
+    topic = topic_name(request)
+    cluster.create_topic(topic, 2)
+
+    async def main() -> None:
+        seen: dict[int, list[int]] = defaultdict(list)
+        busy: dict[int, int] = defaultdict(int)
+        overlap: list[int] = []
+        unlocked: list[int] = []
+        failed: set[tuple[int, int]] = set()
+        consumer: AsyncPushConsumer | None = None
+
+        async def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeOrderlyStatus:
+            m = msgs[0]
+            busy[m.queue_id] += 1
+            if busy[m.queue_id] > 1:
+                overlap.append(m.queue_id)
+            assert consumer is not None
+            pq = consumer.impl.rebalance_impl.process_queue_table.get(ctx.message_queue)
+            if pq is None or not pq.locked:
+                unlocked.append(m.queue_id)
+            await asyncio.sleep(0.001)  # give another call the chance to overlap, if the service allowed it
+            busy[m.queue_id] -= 1
+            order, step = map(int, m.body.decode().split(":"))
+            seen[order].append(step)
+            if step == 3 and (order, step) not in failed:
+                failed.add((order, step))
+                ctx.suspend_current_queue_time_millis = 50
+                if order % 2:
+                    raise ValueError("an exception suspends the queue too")
+                return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            return ConsumeOrderlyStatus.SUCCESS
+
+        consumer = AsyncPushConsumer("aio_cg_orderly", cluster.namesrv_addr, consume_from_where=FIRST, **FAST)
+        consumer.subscribe(topic, "*")
+        consumer.register_message_listener_orderly(listener)
+        async with AsyncProducer("aio_pg_orderly", cluster.namesrv_addr) as p, consumer:
+            for step in range(6):
+                for order in range(6):
+                    await p.send(
+                        Message(topic, f"{order}:{step}".encode()), lambda mqs, _m, a: mqs[a % len(mqs)], order
+                    )
+            await wait_for(lambda: sum(len(v) for v in seen.values()) >= 36 + 6, "all consumed, 6 twice")
+            await wait_for(
+                lambda: sum(cluster.committed_offset("aio_cg_orderly", topic, q) for q in range(2)) == 36,
+                "offsets committed",
+            )
+        for order in range(6):
+            assert seen[order] == [0, 1, 2, 3, 3, 4, 5], (order, seen[order])
+        assert overlap == [] and unlocked == []
 
     run(main())
 

@@ -111,19 +111,10 @@ class AsyncConsumeMessageConcurrentlyService(ConsumeMessageConcurrentlyService):
     ) -> None:
         queue = self._queue
         if self._stop.is_set() or queue is None:
-            log.info(
-                "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
-                self.consumer_group,
-                len(msgs),
-                message_queue,
-            )
+            self.log_left_unconsumed(msgs, message_queue)
             return
-        n = self.consume_batch_size
-        if len(msgs) <= n:
-            queue.put_nowait(ConsumeRequest(self, msgs, process_queue, message_queue))
-            return
-        for i in range(0, len(msgs), n):
-            queue.put_nowait(ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue))
+        for request in self.consume_requests(msgs, process_queue, message_queue):
+            queue.put_nowait(request)
 
     # --- workers ------------------------------------------------------------------------------------------------
     async def _work(self, slot: int) -> None:

@@ -13,18 +13,16 @@ Thread-safety: none; one event loop.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
-from rmq_core.client.mq_client_manager import MQClientManager
+from rmq_core.aio.lifecycle import AsyncClient, caller_loop_instance, release_instance, start_instance
 from rmq_core.client.producer.producer import ONEWAY, SYNC, Producer, Selector
 from rmq_core.client.producer.send_result import SendResult
 from rmq_core.message import Message, MessageQueue
 
 
-class AsyncProducer:
+class AsyncProducer(AsyncClient):
     """``AsyncProducer(group, namesrv_addr=..., **settings)``: the settings of ``rmq_core.client.Producer``."""
 
     def __init__(self, group: str, namesrv_addr: str | None = None, **settings: Any) -> None:
@@ -42,16 +40,9 @@ class AsyncProducer:
     async def start(self) -> None:
         p = self.producer
         p.prepare_start()
-        instance = MQClientManager.get_instance().get_or_create_async_instance(
-            p.client_config, asyncio.get_running_loop()
-        )
+        instance = caller_loop_instance(p.client_config)
         p.register_with(instance)
-        try:
-            await instance.start_async()
-        except BaseException:
-            await instance.unregister_producer_async(p.producer_group)
-            await instance.shutdown_async()
-            raise
+        await start_instance(instance, lambda: instance.unregister_producer_async(p.producer_group))
         p.service_state = "RUNNING"
         await instance.send_heartbeat_to_all_broker_with_lock()
 
@@ -61,17 +52,7 @@ class AsyncProducer:
         if p.service_state != "RUNNING" or instance is None:
             return
         p.service_state = "SHUTDOWN_ALREADY"
-        await instance.unregister_producer_async(p.producer_group)
-        await instance.shutdown_async()
-
-    async def __aenter__(self) -> AsyncProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
+        await release_instance(instance, lambda: instance.unregister_producer_async(p.producer_group))
 
     # --- sends -------------------------------------------------------------------------------------------------
     async def send(

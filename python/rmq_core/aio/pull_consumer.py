@@ -27,13 +27,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
+from rmq_core.aio.lifecycle import AsyncClient, caller_loop_instance, release_instance, start_instance
 from rmq_core.client.consumer.pull_consumer import PullConsumer
 from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.consumer.rebalance_impl import compute_pull_from_where
-from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
@@ -56,7 +55,7 @@ class _Stream:
     fetchers: dict[MessageQueue, asyncio.Task[None]] = field(default_factory=dict)
 
 
-class AsyncPullConsumer:
+class AsyncPullConsumer(AsyncClient):
     """``AsyncPullConsumer(group, namesrv_addr=..., message_model=..., allocate_strategy=...,
     consume_from_where=CONSUME_FROM_LAST_OFFSET, consume_timestamp=None, pull_batch_size=32,
     max_buffered_messages=1024, **settings)`` with ``rmq_core.client.PullConsumer``'s other settings."""
@@ -101,16 +100,9 @@ class AsyncPullConsumer:
             raise RuntimeError(f"The AsyncPullConsumer service state not OK, maybe started once, {pc.service_state}")
         pc.service_state = "START_FAILED"
         pc.prepare_start()
-        instance = MQClientManager.get_instance().get_or_create_async_instance(
-            pc.client_config, asyncio.get_running_loop()
-        )
+        instance = caller_loop_instance(pc.client_config)
         pc.set_up(instance)
-        try:
-            await instance.start_async()
-        except BaseException:
-            await instance.unregister_consumer_async(pc.consumer_group)
-            await instance.shutdown_async()
-            raise
+        await start_instance(instance, lambda: instance.unregister_consumer_async(pc.consumer_group))
         pc.service_state = "RUNNING"
 
     async def shutdown(self) -> None:
@@ -125,17 +117,7 @@ class AsyncPullConsumer:
         await pc.persist_consumer_offset()
         pc.service_state = "SHUTDOWN_ALREADY"
         instance = pc.instance
-        await instance.unregister_consumer_async(pc.consumer_group)
-        await instance.shutdown_async()
-
-    async def __aenter__(self) -> AsyncPullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
+        await release_instance(instance, lambda: instance.unregister_consumer_async(pc.consumer_group))
 
     # --- the stream --------------------------------------------------------------------------------------------
     async def messages(self, topic: str, expression: str | MessageSelector | None = "*") -> AsyncIterator[MessageExt]:

@@ -14,16 +14,15 @@ Thread-safety: none; the caller's loop only.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
+from rmq_core.aio.consume_orderly_service import AsyncConsumeMessageOrderlyService, AsyncOrderlyListener
 from rmq_core.aio.consume_service import AsyncConcurrentlyListener, AsyncConsumeMessageConcurrentlyService
+from rmq_core.aio.lifecycle import AsyncClient, caller_loop_instance, release_instance
 from rmq_core.client.consumer.push_consumer import DefaultMQPushConsumerImpl, PushConsumer, ServiceState
-from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.filter.message_selector import MessageSelector
 
 log = logging.getLogger(__name__)
@@ -34,13 +33,12 @@ class AsyncPushConsumerImpl(DefaultMQPushConsumerImpl):
 
     def create_consume_message_service(self, listener: Callable[..., Any]) -> Any:
         if self.consume_orderly:
-            raise NotImplementedError("AsyncPushConsumer consumes concurrently; an orderly async listener is not yet")
+            return AsyncConsumeMessageOrderlyService(self, listener)
         return AsyncConsumeMessageConcurrentlyService(self, listener, self.send_message_back_async)
 
     async def start_async(self) -> None:
         self.prepare_start()
-        loop = asyncio.get_running_loop()
-        instance = MQClientManager.get_instance().get_or_create_async_instance(self._client_config(), loop)
+        instance = caller_loop_instance(self._client_config())
         self.set_up(instance)
         try:
             await instance.start_async()
@@ -51,8 +49,7 @@ class AsyncPushConsumerImpl(DefaultMQPushConsumerImpl):
         except BaseException:
             self.service_state = ServiceState.START_FAILED
             await self.consume_message_service.shutdown_async()
-            await instance.unregister_consumer_async(self.group_name)
-            await instance.shutdown_async()
+            await release_instance(instance, lambda: instance.unregister_consumer_async(self.group_name))
             raise
         log.info("the consumer [%s] start OK.", self.group_name)
         instance.rebalance_immediately()
@@ -67,13 +64,13 @@ class AsyncPushConsumerImpl(DefaultMQPushConsumerImpl):
         self.service_state = ServiceState.SHUTDOWN_ALREADY
         await self._cancel_pull_tasks()
         instance = self.instance
-        await instance.unregister_consumer_async(self.group_name)
-        await instance.shutdown_async()
+        await release_instance(instance, lambda: instance.unregister_consumer_async(self.group_name))
+        await self.rebalance_impl.cancel_background()
         self.rebalance_impl.destroy()
         log.info("the consumer [%s] shutdown OK", self.group_name)
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(AsyncClient):
     """``AsyncPushConsumer(group, namesrv_addr=..., message_model=..., consume_from_where=..., allocate_strategy=...,
     **settings)`` with ``rmq_core.client.PushConsumer``'s settings; ``consume_thread_min`` bounds the listener calls
     running at once. ``register_message_listener(async def listener(msgs, context) -> ConsumeConcurrentlyStatus)``."""
@@ -100,11 +97,14 @@ class AsyncPushConsumer:
     def register_message_listener(self, listener: AsyncConcurrentlyListener) -> None:
         """``async def listener(msgs, context) -> ConsumeConcurrentlyStatus``: CONSUME_SUCCESS, or RECONSUME_LATER
         (also an exception, None or the consume timeout) to have the messages redelivered later."""
-        if not inspect.iscoroutinefunction(listener) and not inspect.iscoroutinefunction(
-            getattr(listener, "__call__", None)  # noqa: B004 - an object with an async __call__
-        ):
-            raise TypeError("AsyncPushConsumer needs an async def listener (msgs, context)")
-        self.push_consumer.register_message_listener(listener)
+        self.push_consumer.register_message_listener(_require_async(listener))
+
+    def register_message_listener_orderly(self, listener: AsyncOrderlyListener) -> None:
+        """``async def listener(msgs, context) -> ConsumeOrderlyStatus``: each queue's messages in queue order, one
+        call at a time per queue (CLUSTERING: while this consumer holds the queue's broker lock); SUCCESS, or
+        SUSPEND_CURRENT_QUEUE_A_MOMENT (also an exception or None) to get the same messages again after
+        ``suspend_current_queue_time_millis``."""
+        self.push_consumer.register_message_listener_orderly(_require_async(listener))
 
     async def start(self) -> None:
         await self.impl.start_async()
@@ -118,14 +118,13 @@ class AsyncPushConsumer:
     def resume(self) -> None:
         self.impl.resume()
 
-    async def __aenter__(self) -> AsyncPushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
-
     def __repr__(self) -> str:
         return f"AsyncPushConsumer({self.consumer_group}, {self.impl.service_state}, client_id={self.client_id})"
+
+
+def _require_async(listener: Any) -> Any:
+    if not inspect.iscoroutinefunction(listener) and not inspect.iscoroutinefunction(
+        getattr(listener, "__call__", None)  # noqa: B004 - an object with an async __call__
+    ):
+        raise TypeError("AsyncPushConsumer needs an async def listener (msgs, context)")
+    return listener

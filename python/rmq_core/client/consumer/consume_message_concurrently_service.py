@@ -265,23 +265,12 @@ class ConsumeMessageConcurrentlyService:
         if pool is None:
             raise RuntimeError("the consume service is not started")
         if self._stop.is_set():
-            # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
-            # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
-            log.info(
-                "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
-                self.consumer_group,
-                len(msgs),
-                message_queue,
-            )
+            self.log_left_unconsumed(msgs, message_queue)
             return
-        n = self.consume_batch_size
         submit = pool.submit
         try:
-            if len(msgs) <= n:
-                submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
-            else:
-                for i in range(0, len(msgs), n):
-                    submit(ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue).run)
+            for request in self.consume_requests(msgs, process_queue, message_queue):
+                submit(request.run)
         except RuntimeError:  # the pool shut down between the check above and the submit
             if not self._stop.is_set():
                 raise
@@ -290,6 +279,25 @@ class ConsumeMessageConcurrentlyService:
                 self.consumer_group,
                 message_queue,
             )
+
+    def consume_requests(
+        self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue
+    ) -> list[ConsumeRequest]:
+        """The pulled messages cut into ConsumeRequests of ``consume_message_batch_max_size``."""
+        n = self.consume_batch_size
+        if len(msgs) <= n:
+            return [ConsumeRequest(self, msgs, process_queue, message_queue)]
+        return [ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue) for i in range(0, len(msgs), n)]
+
+    def log_left_unconsumed(self, msgs: list[MessageExt], message_queue: MessageQueue) -> None:
+        # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
+        # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
+        log.info(
+            "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
+            self.consumer_group,
+            len(msgs),
+            message_queue,
+        )
 
     def submit_consume_request_later(
         self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue, delay_ms: int = 5000

@@ -33,6 +33,7 @@ from typing import Any
 
 from rmq_core.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmq_core.common.mix_all import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
@@ -548,6 +549,11 @@ class RebalancePushImpl(RebalanceImpl):
         for h in list(self._delayed_unlocks):
             h.cancel()
         self._delayed_unlocks.clear()
+
+    async def cancel_background(self) -> None:
+        """Cancel the delayed unlocks and await the background unlocks (a consumer on a loop that lives on)."""
+        self.cancel_delayed_unlocks()
+        await cancel_and_wait(list(self._tasks or ()))
 
     async def remove_dirty_offset(self, mq: MessageQueue) -> None:
         await _store_call(self.push_impl.offset_store, "remove_offset", mq)
