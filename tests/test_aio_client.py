@@ -480,6 +480,28 @@ def test_pull_commit_survives_consumer_restart(cluster: PushCluster, request: py
     run(main())
 
 
+def test_pull_iteration_again_after_break(cluster: PushCluster, request: pytest.FixtureRequest) -> None:
+    """Leaving ``async for`` with ``break`` and iterating again at once: the new iteration takes over and starts at
+    the committed offset (what was handed out and not committed comes again: at-least-once)."""
+    topic = topic_name(request)
+    cluster.create_topic(topic, 1)
+
+    async def main() -> None:
+        async with AsyncProducer("aio_pg_again", cluster.namesrv_addr) as p:
+            for i in range(8):
+                await p.send(Message(topic, f"a{i}".encode()))
+        async with AsyncPullConsumer("aio_cg_again", cluster.namesrv_addr, consume_from_where=FIRST, **FAST) as c:
+            first = await drain(c, topic, 3)
+            await c.commit(first[1])  # up to a1
+            again = await drain(c, topic, 6)
+            await c.commit()
+        assert [m.body for m in first] == [b"a0", b"a1", b"a2"]
+        assert [m.body for m in again] == [f"a{i}".encode() for i in range(2, 8)]
+        assert cluster.committed_offset("aio_cg_again", topic, 0) == 8
+
+    run(main())
+
+
 def test_pull_commit_survives_broker_restart(tmp_path: Any, request: pytest.FixtureRequest) -> None:
     topic = topic_name(request)
     with push_cluster(tmp_path) as c:
@@ -545,11 +567,18 @@ def test_two_async_pull_consumers_rebalance(cluster: PushCluster, request: pytes
             for name, c in (("a", a), ("b", b)):
                 assert {MessageQueue(topic, m.broker_name or "", m.queue_id) for m in got[name]} <= c.assignment(topic)
             assert sorted(m.body for m in got["a"] + got["b"]) == sorted(f"p{i}".encode() for i in range(40))
+            await a.commit()
+            await b.commit()
+            assert [cluster.committed_offset("aio_cg_pull2", topic, q) for q in range(4)] == [10, 10, 10, 10]
             # b leaves: a takes all four queues
             tasks[1].cancel()
             await asyncio.gather(tasks[1], return_exceptions=True)
             await b.shutdown()
             await wait_for(lambda: len(a.assignment(topic)) == 4, "a owns all 4 queues")
+            await asyncio.sleep(0.3)
+            assert len(got["a"]) + len(got["b"]) == 40  # b's queues continue from b's commits: nothing again
+            await a.commit()
+            assert [cluster.committed_offset("aio_cg_pull2", topic, q) for q in range(4)] == [10, 10, 10, 10]
             await a.shutdown()  # ends a's iteration
             await asyncio.wait_for(tasks[0], 5)
 

@@ -110,10 +110,7 @@ class AsyncPullConsumer(AsyncClient):
         if pc.service_state != "RUNNING":
             return
         for stream in list(self._streams.values()):
-            await self._close_stream(stream)
-            while not stream.buffer.empty():
-                stream.buffer.get_nowait()
-            stream.buffer.put_nowait(_END)  # ends an iteration waiting for messages
+            await self._end_stream(stream)
         await pc.persist_consumer_offset()
         pc.service_state = "SHUTDOWN_ALREADY"
         instance = pc.instance
@@ -122,12 +119,15 @@ class AsyncPullConsumer(AsyncClient):
     # --- the stream --------------------------------------------------------------------------------------------
     async def messages(self, topic: str, expression: str | MessageSelector | None = "*") -> AsyncIterator[MessageExt]:
         """The messages of ``topic`` matching ``expression`` on the queues the rebalance gives this consumer, in
-        queue order per queue, for as long as the caller iterates. One iteration per topic at a time."""
+        queue order per queue, for as long as the caller iterates. One iteration per topic at a time: a new one ends
+        the previous one."""
         pc = self.pull_consumer
         if pc.service_state != "RUNNING":
             raise RuntimeError("start the AsyncPullConsumer before iterating its messages")
-        if topic in self._streams:
-            raise RuntimeError(f"{topic} is iterated already")
+        old = self._streams.get(topic)
+        if old is not None:
+            # an iteration left with ``break`` is closed only when its generator is collected: a new one takes over
+            await self._end_stream(old)
         stream = _Stream(topic, build_subscription_data(topic, expression), asyncio.Queue(self.max_buffered_messages))
         self._streams[topic] = stream
         try:
@@ -147,9 +147,17 @@ class AsyncPullConsumer(AsyncClient):
                     yield msg
         finally:
             await self._close_stream(stream)
-            pc.unsubscribe(topic)
-            with pc._topics_lock:
-                pc.register_topics.discard(topic)
+            if topic not in self._streams:  # not taken over by a newer iteration
+                pc.unsubscribe(topic)
+                with pc._topics_lock:
+                    pc.register_topics.discard(topic)
+
+    async def _end_stream(self, stream: _Stream) -> None:
+        """Stop fetching for ``stream`` and end an iteration waiting on it."""
+        await self._close_stream(stream)
+        while not stream.buffer.empty():
+            stream.buffer.get_nowait()
+        stream.buffer.put_nowait(_END)
 
     async def _close_stream(self, stream: _Stream) -> None:
         if self._streams.get(stream.topic) is stream:
@@ -169,6 +177,7 @@ class AsyncPullConsumer(AsyncClient):
         for mq in list(stream.fetchers):
             if mq not in assigned:
                 stream.fetchers.pop(mq).cancel()
+                self._delivered.pop(mq, None)  # its next owner commits it now
                 log.info("%s: %s is no longer assigned to %s", self.consumer_group, mq, self.client_id)
         loop = asyncio.get_running_loop()
         for mq in sorted(assigned - set(stream.fetchers)):
@@ -217,13 +226,14 @@ class AsyncPullConsumer(AsyncClient):
 
     # --- offsets -----------------------------------------------------------------------------------------------
     async def commit(self, what: MessageExt | MessageQueue | None = None, offset: int | None = None) -> None:
-        """Commit consumed offsets: all queues handed out so far (no argument), up to and including a message, or
-        ``offset`` (the next to consume) for a queue. Returns once the broker (or the offset file) has them."""
+        """Commit consumed offsets: for every queue still assigned, the offset after the last message handed out (no
+        argument); up to and including a message; or ``offset`` (the next to consume) for a queue. Returns once the broker (or the offset file) has them."""
         pc = self.pull_consumer
         if pc.service_state != "RUNNING":
             raise RuntimeError("the AsyncPullConsumer is not running")
         if what is None:
-            targets = dict(self._delivered)
+            assigned = {mq for stream in self._streams.values() for mq in stream.fetchers}
+            targets = {mq: off for mq, off in self._delivered.items() if mq in assigned}
         elif isinstance(what, MessageQueue):
             if offset is None or offset < 0:
                 raise ValueError("commit(mq, offset) needs the next offset to consume (>= 0)")
