@@ -1,6 +1,8 @@
 """MQClientInstance (4.9 ``org.apache.rocketmq.client.impl.factory.MQClientInstance``): the one client per client id
 that the producers and consumers of a process share. It owns an asyncio event loop on a daemon thread
-(``rmq-client-<client_id>``) on which all network I/O runs: the ``MQClientAPIImpl`` over one ``RemotingClient``
+(``rmq-client-<client_id>``) on which all network I/O runs — or, for ``rmq_core.aio``, it runs on the caller's loop
+(``MQClientInstance(..., loop=asyncio.get_running_loop())``, ``await start_async()`` / ``await shutdown_async()``;
+no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
 (whose request handler serves broker→client requests such as NOTIFY_CONSUMER_IDS_CHANGED), the pull and rebalance
 services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 
@@ -40,6 +42,7 @@ from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.mix_all import MASTER_ID
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.heartbeat import (
@@ -124,13 +127,16 @@ class MQClientInstance:
         instance_index: int = 0,
         client_id: str | None = None,
         on_shutdown: Callable[[MQClientInstance], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.client_config = client_config
         self.instance_index = instance_index
         self.client_id = client_id or client_config.build_mq_client_id()
         self._on_shutdown = on_shutdown  # the MQClientManager forgets the instance (remove_client_factory)
         self.boot_timestamp = int(time.time() * 1000)
-        self.loop = new_event_loop()
+        # the caller's loop (rmq_core.aio: no thread of ours) or a loop of our own run on a daemon thread
+        self.on_caller_loop = loop is not None
+        self.loop = loop if loop is not None else new_event_loop()
         self.remoting_client = RemotingClient(request_handler=self._process_request)
         self.mq_client_api = MQClientAPIImpl(self.remoting_client, client_config)
         self.producer_table: dict[str, Any] = {}
@@ -162,6 +168,15 @@ class MQClientInstance:
 
     def in_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread_id
+
+    def _check_caller_loop(self) -> None:
+        """An instance on the caller's loop is used from that loop only (await its methods there)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self.loop:
+            raise RuntimeError(f"the client instance {self.client_id} runs on another event loop than the caller's")
 
     def run_sync(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run ``coro`` on the instance loop and block for its result (RemotingTimeoutError after ``timeout_s``)."""
@@ -246,6 +261,8 @@ class MQClientInstance:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> None:
+        if self.on_caller_loop:
+            raise RuntimeError(f"the client instance {self.client_id} runs on the caller's loop: await start_async()")
         with self._state_lock:
             if self.service_state == RUNNING:
                 return
@@ -261,6 +278,26 @@ class MQClientInstance:
                 self._stop_loop()
                 raise
             self._start_inner_producer()
+
+    async def start_async(self) -> None:
+        """Start on the caller's loop (an instance made with ``loop=``): the same services and scheduled tasks as
+        ``start()``, as tasks of that loop. Idempotent."""
+        if not self.on_caller_loop:
+            raise RuntimeError(f"the client instance {self.client_id} has a loop thread of its own: call start()")
+        self._check_caller_loop()
+        if self.service_state == RUNNING:
+            return
+        if self.service_state != CREATE_JUST:
+            raise MQClientException.of(f"The Factory object[{self.client_id}] has been created before, and failed.")
+        self._loop_thread_id = threading.get_ident()
+        self.service_state = RUNNING
+        try:
+            await self._start_async()
+        except BaseException:
+            self.service_state = START_FAILED
+            await self._shutdown_async()
+            raise
+        self._start_inner_producer()
 
     async def _start_async(self) -> None:
         self._start_service(
@@ -311,6 +348,7 @@ class MQClientInstance:
         self, initial_delay_ms: int, period_ms: Callable[[], int], fn: Callable[[], Awaitable[Any]]
     ) -> None:
         await asyncio.sleep(initial_delay_ms / 1000)
+        task = asyncio.current_task()
         while True:
             try:
                 await fn()
@@ -318,6 +356,9 @@ class MQClientInstance:
                 raise
             except Exception:
                 log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+            if task is not None and task.cancelling():
+                # a cancel that landed as fn's await completed (3.11's wait_for may swallow it): honour it
+                raise asyncio.CancelledError
             await asyncio.sleep(max(period_ms(), 10) / 1000)
 
     async def _clean_and_heartbeat(self) -> None:
@@ -346,6 +387,23 @@ class MQClientInstance:
         if self._on_shutdown is not None:
             self._on_shutdown(self)
 
+    async def shutdown_async(self) -> None:
+        """``shutdown()`` for an instance on the caller's loop: once no consumer and no producer (other than the
+        inner one) is registered, stop the services and cancel and await every task of the instance."""
+        self._check_caller_loop()
+        if self.consumer_table or any(g != mix_all.CLIENT_INNER_PRODUCER_GROUP for g in self.producer_table):
+            return
+        if self.service_state != RUNNING:
+            return
+        self.service_state = SHUTDOWN_ALREADY
+        if self.default_mq_producer is not None:
+            self.default_mq_producer.shutdown_with_instance()
+        try:
+            await self._shutdown_async()
+        finally:
+            if self._on_shutdown is not None:
+                self._on_shutdown(self)
+
     async def _shutdown_async(self) -> None:
         await self.persist_all_consumer_offset()
         for svc in (self.pull_message_service, self.rebalance_service):
@@ -355,11 +413,7 @@ class MQClientInstance:
                     await _maybe_await(stop())
                 except Exception:
                     log.exception("service shutdown failed")
-        current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         await self.mq_client_api.close()
         await asyncio.sleep(0)
 
@@ -398,6 +452,19 @@ class MQClientInstance:
             self.consumer_table.pop(group, None)
         self._unregister_client_with_lock(None, group)
 
+    async def unregister_consumer_async(self, group: str) -> None:
+        """unregister_consumer on the instance's loop, awaiting the UNREGISTER_CLIENT requests."""
+        with self._table_lock:
+            self.consumer_table.pop(group, None)
+        if self.service_state == RUNNING:
+            await self._unregister_client(None, group)
+
+    async def unregister_producer_async(self, group: str) -> None:
+        with self._table_lock:
+            self.producer_table.pop(group, None)
+        if self.service_state == RUNNING:
+            await self._unregister_client(group, None)
+
     def register_producer(self, group: str, producer: Any) -> bool:
         if not group or producer is None:
             return False
@@ -421,7 +488,7 @@ class MQClientInstance:
 
     def _unregister_client_with_lock(self, producer_group: str | None, consumer_group: str | None) -> None:
         """UNREGISTER_CLIENT to every known broker (blocking when called off the loop, a task when on it)."""
-        if self.service_state != RUNNING or self._thread is None:
+        if self.service_state != RUNNING or (self._thread is None and not self.on_caller_loop):
             return
         coro = self._unregister_client(producer_group, consumer_group)
         if self.in_loop_thread():

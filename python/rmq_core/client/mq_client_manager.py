@@ -1,13 +1,17 @@
 """MQClientManager (4.9 ``org.apache.rocketmq.client.impl.MQClientManager``): the process-wide table of
 ``MQClientInstance`` by client id, so producers and consumers with the same client id share one instance.
 
-Invariants: one instance per client id at a time; an instance removes itself (``remove_client_factory``) when it
+Instances on a caller's event loop (``rmq_core.aio``) are kept apart, one per (client id, loop): they share nothing
+with the loop-thread instances of the blocking clients.
+
+Invariants: one instance per client id (and loop) at a time; an instance removes itself (``remove_client_factory``) when it
 shuts down, which happens only once its last producer/consumer has unregistered (the reference count).
 Thread-safety: a lock guards the table; ``get_instance()`` is a thread-safe singleton.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 
@@ -21,6 +25,7 @@ class MQClientManager:
 
     def __init__(self) -> None:
         self._factory_table: dict[str, MQClientInstance] = {}
+        self._async_table: dict[tuple[str, asyncio.AbstractEventLoop], MQClientInstance] = {}
         self._index = itertools.count()
         self._lock = threading.Lock()
 
@@ -44,6 +49,30 @@ class MQClientManager:
                 )
                 self._factory_table[client_id] = instance
             return instance
+
+    def get_or_create_async_instance(
+        self, client_config: ClientConfig, loop: asyncio.AbstractEventLoop
+    ) -> MQClientInstance:
+        """The instance of ``client_config``'s client id on ``loop`` (the caller's), created when missing."""
+        client_id = client_config.build_mq_client_id()
+        key = (client_id, loop)
+        with self._lock:
+            instance = self._async_table.get(key)
+            if instance is None:
+                instance = MQClientInstance(
+                    client_config.clone(),
+                    next(self._index),
+                    client_id,
+                    on_shutdown=lambda inst: self._remove_async(key, inst),
+                    loop=loop,
+                )
+                self._async_table[key] = instance
+            return instance
+
+    def _remove_async(self, key: tuple[str, asyncio.AbstractEventLoop], instance: MQClientInstance) -> None:
+        with self._lock:
+            if self._async_table.get(key) is instance:
+                self._async_table.pop(key, None)
 
     def remove_client_factory(self, client_id: str, instance: MQClientInstance | None = None) -> None:
         """Forget ``client_id`` (only if it still maps to ``instance``, when one is given)."""

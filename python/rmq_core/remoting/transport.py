@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import ModuleType
 from typing import Any, cast
 
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
 
 _uvloop: ModuleType | None
@@ -614,11 +615,14 @@ class RemotingClient:
         await conn.drain()
 
     async def close(self) -> None:
+        """Close every connection and cancel and await its read loop and the requests it is answering (on a loop
+        that lives on, e.g. the caller's for rmq_core.aio, no task is left pending)."""
+        tasks: list[asyncio.Task[None]] = list(self._tasks)
         for conn in self._conns.values():
             conn.close()
+            tasks.extend(conn.tasks)
         self._conns.clear()
-        for t in list(self._tasks):
-            t.cancel()
+        await cancel_and_wait(tasks)
 
 
 class BlockingRemotingClient:

@@ -121,32 +121,50 @@ class ConsumeRequest:
         self.message_queue = message_queue
 
     def run(self) -> None:
-        pq = self.process_queue
-        svc = self.service
-        if pq.dropped:
-            log.info("the message queue not be able to consume, because it's dropped. %s", self.message_queue)
+        context = self.begin()
+        if context is None:
             return
-        msgs = self.msgs
-        context = ConsumeConcurrentlyContext(self.message_queue)
-        svc.impl.reset_retry_and_namespace(msgs, svc.consumer_group)
         status: Any = None
         has_exception = False
         begin = time.monotonic()
         try:
-            if msgs:
-                now = str(time.time_ns() // 1_000_000)
-                for m in msgs:
-                    m.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
-            status = svc.listener(msgs, context)
+            status = self.service.listener(self.msgs, context)
         except Exception:
-            log.warning(
-                "consumeMessage exception, Group: %s Msgs: %d MQ: %s",
-                svc.consumer_group,
-                len(msgs),
-                self.message_queue,
-                exc_info=True,
-            )
             has_exception = True
+            self.log_listener_exception()
+        status = self.end(status, has_exception, begin)
+        if status is not None:
+            self.service.process_consume_result(status, context, self)
+
+    def begin(self) -> ConsumeConcurrentlyContext | None:
+        """Before the listener (also for rmq_core.aio's service): None when the queue was dropped; else the retry
+        topic reset and CONSUME_START_TIME stamped, and the listener's context."""
+        if self.process_queue.dropped:
+            log.info("the message queue not be able to consume, because it's dropped. %s", self.message_queue)
+            return None
+        svc = self.service
+        svc.impl.reset_retry_and_namespace(self.msgs, svc.consumer_group)
+        if self.msgs:
+            now = str(time.time_ns() // 1_000_000)
+            for m in self.msgs:
+                m.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
+        return ConsumeConcurrentlyContext(self.message_queue)
+
+    def log_listener_exception(self) -> None:
+        log.warning(
+            "consumeMessage exception, Group: %s Msgs: %d MQ: %s",
+            self.service.consumer_group,
+            len(self.msgs),
+            self.message_queue,
+            exc_info=True,
+        )
+
+    def end(self, status: Any, has_exception: bool, begin: float) -> ConsumeConcurrentlyStatus | None:
+        """After the listener: its answer as a ConsumeConcurrentlyStatus (an exception or None counts as
+        RECONSUME_LATER), consume RT counted; None when the queue was dropped meanwhile (nothing to acknowledge)."""
+        svc = self.service
+        msgs = self.msgs
+        pq = self.process_queue
         consume_rt = int((time.monotonic() - begin) * 1000)
         if status is None:
             return_type = ConsumeReturnType.EXCEPTION if has_exception else ConsumeReturnType.RETURNNULL
@@ -173,14 +191,15 @@ class ConsumeRequest:
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         svc.stats.inc_consume_rt(svc.consumer_group, self.message_queue.topic, consume_rt)
         if not pq.dropped:
-            svc.process_consume_result(status, context, self)
-        else:  # not acked: the queue's next owner gets these again (at shutdown, every queue is dropped: debug)
-            log.log(
-                logging.DEBUG if svc._stop.is_set() else logging.WARNING,
-                "processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
-                self.message_queue,
-                len(msgs),
-            )
+            return status  # type: ignore[no-any-return]
+        # not acked: the queue's next owner gets these again (at shutdown, every queue is dropped: debug)
+        log.log(
+            logging.DEBUG if svc.is_stopping() else logging.WARNING,
+            "processQueue is dropped without process consume result. messageQueue=%s, msgs=%d",
+            self.message_queue,
+            len(msgs),
+        )
+        return None
 
 
 class ConsumeMessageConcurrentlyService:
@@ -246,23 +265,12 @@ class ConsumeMessageConcurrentlyService:
         if pool is None:
             raise RuntimeError("the consume service is not started")
         if self._stop.is_set():
-            # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
-            # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
-            log.info(
-                "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
-                self.consumer_group,
-                len(msgs),
-                message_queue,
-            )
+            self.log_left_unconsumed(msgs, message_queue)
             return
-        n = self.consume_batch_size
         submit = pool.submit
         try:
-            if len(msgs) <= n:
-                submit(ConsumeRequest(self, msgs, process_queue, message_queue).run)
-            else:
-                for i in range(0, len(msgs), n):
-                    submit(ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue).run)
+            for request in self.consume_requests(msgs, process_queue, message_queue):
+                submit(request.run)
         except RuntimeError:  # the pool shut down between the check above and the submit
             if not self._stop.is_set():
                 raise
@@ -271,6 +279,25 @@ class ConsumeMessageConcurrentlyService:
                 self.consumer_group,
                 message_queue,
             )
+
+    def consume_requests(
+        self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue
+    ) -> list[ConsumeRequest]:
+        """The pulled messages cut into ConsumeRequests of ``consume_message_batch_max_size``."""
+        n = self.consume_batch_size
+        if len(msgs) <= n:
+            return [ConsumeRequest(self, msgs, process_queue, message_queue)]
+        return [ConsumeRequest(self, msgs[i : i + n], process_queue, message_queue) for i in range(0, len(msgs), n)]
+
+    def log_left_unconsumed(self, msgs: list[MessageExt], message_queue: MessageQueue) -> None:
+        # a pull answered while the consumer shuts down: its queue is being dropped and nothing was acked, so
+        # the messages come back to whoever owns the queue next (Java: the rejected request is dropped likewise)
+        log.info(
+            "consume service of %s is shutting down; %d pulled messages of %s left unconsumed",
+            self.consumer_group,
+            len(msgs),
+            message_queue,
+        )
 
     def submit_consume_request_later(
         self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue, delay_ms: int = 5000
@@ -282,12 +309,24 @@ class ConsumeMessageConcurrentlyService:
         self.impl.execute_task_later(later, delay_ms)
 
     # --- results --------------------------------------------------------------------------------------------------
+    def is_stopping(self) -> bool:
+        return self._stop.is_set()
+
     def process_consume_result(
         self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext, request: ConsumeRequest
     ) -> None:
+        to_send_back = self.acknowledge(status, context, request)
+        back_failed = [m for m in to_send_back if not self.send_message_back(m, context)]
+        self.finish_consume_result(request, back_failed)
+
+    def acknowledge(
+        self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext, request: ConsumeRequest
+    ) -> list[MessageExt]:
+        """processConsumeResult's first half: count the outcome and return the messages to send back (CLUSTERING:
+        those after ``ack_index``; BROADCASTING drops them with a warning and returns none)."""
         msgs = request.msgs
         if not msgs:
-            return
+            return []
         ack_index = context.ack_index
         topic = request.message_queue.topic
         if status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
@@ -304,18 +343,22 @@ class ConsumeMessageConcurrentlyService:
         if self.impl.push_consumer.message_model == MessageModel.BROADCASTING:
             for m in msgs[ack_index + 1 :]:
                 log.warning("BROADCASTING, the message consume failed, drop it, %r", m)
-        else:
-            back_failed: list[MessageExt] = []
-            for m in msgs[ack_index + 1 :]:
-                if not self.send_message_back(m, context):
-                    m.reconsume_times += 1
-                    back_failed.append(m)
-            if back_failed:
-                failed_ids = {id(m) for m in back_failed}
-                msgs = [m for m in msgs if id(m) not in failed_ids]
-                request.msgs = msgs
-                self.submit_consume_request_later(back_failed, request.process_queue, request.message_queue)
+            return []
+        return msgs[ack_index + 1 :]
 
+    def finish_consume_result(self, request: ConsumeRequest, back_failed: list[MessageExt]) -> None:
+        """processConsumeResult's second half: the messages whose send-back failed are consumed again locally 5 s
+        later; the rest leave the ProcessQueue and the offset store gets its answer (unless the queue was dropped)."""
+        msgs = request.msgs
+        if not msgs:
+            return
+        if back_failed:
+            for m in back_failed:
+                m.reconsume_times += 1
+            failed_ids = {id(m) for m in back_failed}
+            msgs = [m for m in msgs if id(m) not in failed_ids]
+            request.msgs = msgs
+            self.submit_consume_request_later(back_failed, request.process_queue, request.message_queue)
         offset = request.process_queue.remove_message(msgs)
         if offset >= 0 and not request.process_queue.dropped:
             self.impl.offset_store.update_offset(request.message_queue, offset, True)

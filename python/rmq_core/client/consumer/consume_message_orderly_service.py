@@ -238,8 +238,12 @@ class ConsumeMessageOrderlyService:
         if t == -1:
             t = int(getattr(self._conf(), "suspend_current_queue_time_millis", 1000))
         t = min(max(t, 10), 30000)
+        self.schedule(t, lambda: self.submit_consume_request(None, process_queue, message_queue, True))
+
+    def schedule(self, delay_ms: int, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` after ``delay_ms`` (the scheduler thread here; the loop in rmq_core.aio's service)."""
         if self._scheduler is not None:
-            self._scheduler.schedule(t, lambda: self.submit_consume_request(None, process_queue, message_queue, True))
+            self._scheduler.schedule(delay_ms, fn)
 
     # -- the ConsumeRequest --------------------------------------------------------------------------------------
     def _reset_retry(self, msgs: list[MessageExt]) -> None:
@@ -262,70 +266,94 @@ class ConsumeMessageOrderlyService:
                 self.submit_consume_request_later(pq, mq, 3000)
 
     def _run_consume_request(self, pq: Any, mq: MessageQueue) -> None:
-        if pq.dropped:
-            log.warning("run, the message queue not be able to consume, because it's dropped. %s", mq)
-            return
         clustering = self._message_model() == MessageModel.CLUSTERING
         with self.message_queue_lock.fetch_lock_object(mq):
-            if clustering and not (pq.locked and not pq.is_lock_expired()):
-                if pq.dropped:
-                    log.warning("the message queue not be able to consume, because it's dropped. %s", mq)
-                    return
-                self.try_lock_later_and_reconsume(mq, pq, 100)
+            if not self.may_consume(pq, mq, clustering):
                 return
             begin = _now_ms()
-            continue_consume = True
-            while continue_consume:
-                if pq.dropped:
-                    log.warning("the message queue not be able to consume, because it's dropped. %s", mq)
-                    break
-                if clustering and not pq.locked:
-                    log.warning("the message queue not locked, so consume later, %s", mq)
-                    self.try_lock_later_and_reconsume(mq, pq, 10)
-                    break
-                if clustering and pq.is_lock_expired():
-                    log.warning("the message queue lock expired, so consume later, %s", mq)
-                    self.try_lock_later_and_reconsume(mq, pq, 10)
-                    break
-                if _now_ms() - begin > self.max_time_consume_continuously_ms:
-                    self.submit_consume_request_later(pq, mq, 10)
-                    break
-                batch = int(getattr(self._conf(), "consume_message_batch_max_size", 1))
-                msgs = pq.take_messages(batch)
-                self._reset_retry(msgs)
-                if not msgs:
+            while True:
+                msgs = self.next_batch(pq, mq, clustering, begin)
+                if msgs is None:
                     break
                 context = ConsumeOrderlyContext(mq)
                 status: ConsumeOrderlyStatus | None = None
                 with pq.consume_lock:
-                    if pq.dropped:
-                        log.warning(
-                            "consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq
-                        )
+                    if self.dropped_before_listener(pq, mq):
                         break
                     try:
                         status = self.message_listener(tuple(msgs), context)
                     except Exception as e:
-                        log.warning(
-                            "consumeMessage exception: %r Group: %s Msgs: %d MQ: %s",
-                            e,
-                            self.consumer_group,
-                            len(msgs),
-                            mq,
-                        )
-                if status is None or status in (
-                    ConsumeOrderlyStatus.ROLLBACK,
-                    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
-                ):
-                    log.warning(
-                        "consumeMessage Orderly return not OK, Group: %s Msgs: %d MQ: %s",
-                        self.consumer_group,
-                        len(msgs),
-                        mq,
-                    )
-                if status is None:
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                continue_consume = self.process_consume_result(msgs, ConsumeOrderlyStatus(status), context, pq, mq)
+                        self.log_listener_exception(e, msgs, mq)
+                status = self.listener_status(status, msgs, mq)
+                if not self.process_consume_result(msgs, status, context, pq, mq):
+                    break
+
+    # the steps of a ConsumeRequest (shared with rmq_core.aio's orderly service, which awaits the listener)
+    def may_consume(self, pq: Any, mq: MessageQueue, clustering: bool) -> bool:
+        """On entry: False (and a retry scheduled when needed) when the queue is dropped or not locked."""
+        if pq.dropped:
+            log.warning("run, the message queue not be able to consume, because it's dropped. %s", mq)
+            return False
+        if clustering and not (pq.locked and not pq.is_lock_expired()):
+            if pq.dropped:
+                log.warning("the message queue not be able to consume, because it's dropped. %s", mq)
+                return False
+            self.try_lock_later_and_reconsume(mq, pq, 100)
+            return False
+        return True
+
+    def next_batch(self, pq: Any, mq: MessageQueue, clustering: bool, begin_ms: int) -> list[MessageExt] | None:
+        """The next batch to hand the listener, or None to stop (dropped, lock lost or expired, 60 s of continuous
+        consumption, or nothing cached), with the retry scheduled when one is needed."""
+        if pq.dropped:
+            log.warning("the message queue not be able to consume, because it's dropped. %s", mq)
+            return None
+        if clustering and not pq.locked:
+            log.warning("the message queue not locked, so consume later, %s", mq)
+            self.try_lock_later_and_reconsume(mq, pq, 10)
+            return None
+        if clustering and pq.is_lock_expired():
+            log.warning("the message queue lock expired, so consume later, %s", mq)
+            self.try_lock_later_and_reconsume(mq, pq, 10)
+            return None
+        if _now_ms() - begin_ms > self.max_time_consume_continuously_ms:
+            self.submit_consume_request_later(pq, mq, 10)
+            return None
+        batch = int(getattr(self._conf(), "consume_message_batch_max_size", 1))
+        msgs: list[MessageExt] = pq.take_messages(batch)
+        self._reset_retry(msgs)
+        return msgs or None
+
+    def dropped_before_listener(self, pq: Any, mq: MessageQueue) -> bool:
+        if pq.dropped:
+            log.warning("consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq)
+            return True
+        return False
+
+    def log_listener_exception(self, e: BaseException, msgs: list[MessageExt], mq: MessageQueue) -> None:
+        log.warning(
+            "consumeMessage exception: %r Group: %s Msgs: %d MQ: %s",
+            e,
+            self.consumer_group,
+            len(msgs),
+            mq,
+        )
+
+    def listener_status(self, status: Any, msgs: list[MessageExt], mq: MessageQueue) -> ConsumeOrderlyStatus:
+        """The listener's answer as a ConsumeOrderlyStatus (an exception or None: SUSPEND_CURRENT_QUEUE_A_MOMENT)."""
+        if status is None or status in (
+            ConsumeOrderlyStatus.ROLLBACK,
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+        ):
+            log.warning(
+                "consumeMessage Orderly return not OK, Group: %s Msgs: %d MQ: %s",
+                self.consumer_group,
+                len(msgs),
+                mq,
+            )
+        if status is None:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus(status)
 
     def process_consume_result(
         self,
@@ -334,7 +362,10 @@ class ConsumeMessageOrderlyService:
         context: ConsumeOrderlyContext,
         pq: Any,
         mq: MessageQueue,
+        sent_to_dlq: Callable[[MessageExt], bool] | None = None,
     ) -> bool:
+        """``sent_to_dlq(msg)``: whether a message past max_reconsume_times went to the DLQ; by default it is sent
+        now (``send_message_back``); rmq_core.aio's service passes the answers of its awaited sends."""
         continue_consume = True
         commit_offset = -1
         S = ConsumeOrderlyStatus
@@ -346,7 +377,7 @@ class ConsumeMessageOrderlyService:
             if status in (S.COMMIT, S.ROLLBACK, S.SUCCESS):
                 commit_offset = pq.commit()
             elif status == S.SUSPEND_CURRENT_QUEUE_A_MOMENT:
-                if self.check_reconsume_times(msgs, mq):
+                if self.check_reconsume_times(msgs, mq, sent_to_dlq):
                     pq.make_message_to_consume_again(msgs)
                     self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
                     continue_consume = False
@@ -360,7 +391,7 @@ class ConsumeMessageOrderlyService:
                 self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
                 continue_consume = False
             elif status == S.SUSPEND_CURRENT_QUEUE_A_MOMENT:
-                if self.check_reconsume_times(msgs, mq):
+                if self.check_reconsume_times(msgs, mq, sent_to_dlq):
                     pq.make_message_to_consume_again(msgs)
                     self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
                     continue_consume = False
@@ -372,14 +403,22 @@ class ConsumeMessageOrderlyService:
         n = int(getattr(self._conf(), "max_reconsume_times", -1))
         return INTEGER_MAX_VALUE if n == -1 else n
 
-    def check_reconsume_times(self, msgs: list[MessageExt], mq: MessageQueue) -> bool:
+    def over_max_reconsume_times(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """The messages that go to the DLQ rather than being consumed again."""
+        max_times = self.get_max_reconsume_times()
+        return [m for m in msgs if m.reconsume_times >= max_times]
+
+    def check_reconsume_times(
+        self, msgs: list[MessageExt], mq: MessageQueue, sent_to_dlq: Callable[[MessageExt], bool] | None = None
+    ) -> bool:
         """True when the batch must be consumed again (some message is under the maximum or could not go to the DLQ)."""
         suspend = False
         max_times = self.get_max_reconsume_times()
         for msg in msgs:
             if msg.reconsume_times >= max_times:
                 msg.put_property(PROPERTY_RECONSUME_TIME, str(msg.reconsume_times))
-                if not self.send_message_back(msg, mq):
+                sent = sent_to_dlq(msg) if sent_to_dlq is not None else self.send_message_back(msg, mq)
+                if not sent:
                     suspend = True
                     msg.reconsume_times += 1
             else:
@@ -389,23 +428,28 @@ class ConsumeMessageOrderlyService:
 
     def send_message_back(self, msg: MessageExt, mq: MessageQueue) -> bool:
         """Over the maximum: CONSUMER_SEND_MSG_BACK with delay level -1 (to ``%DLQ%group``). False on failure."""
+        try:
+            return bool(self.instance.run_sync(self.send_message_back_async(msg, mq), self._timeout_s()))
+        except Exception as e:
+            log.error("sendMessageBack exception, group: %s msg: %s: %r", self.consumer_group, msg.msg_id, e)
+            return False
+
+    async def send_message_back_async(self, msg: MessageExt, mq: MessageQueue) -> bool:
+        """send_message_back on the instance's loop."""
         inst = self.instance
         try:
             addr = inst.find_broker_address_in_publish(mq.broker_name)
             if addr is None:
                 found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
                 addr = found.broker_addr if found is not None else f"{msg.store_host[0]}:{msg.store_host[1]}"
-            inst.run_sync(
-                inst.mq_client_api.consumer_send_message_back(
-                    addr,
-                    mq.broker_name,
-                    msg,
-                    self.consumer_group,
-                    -1,
-                    inst.client_config.mq_client_api_timeout,
-                    self.get_max_reconsume_times(),
-                ),
-                self._timeout_s(),
+            await inst.mq_client_api.consumer_send_message_back(
+                addr,
+                mq.broker_name,
+                msg,
+                self.consumer_group,
+                -1,
+                inst.client_config.mq_client_api_timeout,
+                self.get_max_reconsume_times(),
             )
             return True
         except Exception as e:

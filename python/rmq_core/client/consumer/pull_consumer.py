@@ -189,38 +189,10 @@ class PullConsumer:
                 )
             self.service_state = START_FAILED
             try:
-                self._check_config()
-                for t in sorted(self.register_topics):
-                    self.rebalance_impl.subscription_inner[t] = build_subscription_data(t, SUB_ALL)
-                if self.message_model == MessageModel.CLUSTERING:
-                    self.client_config.change_instance_name_to_pid()
+                self.prepare_start()
                 from rmq_core.client.mq_client_manager import MQClientManager
 
-                self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config)
-                ri = self.rebalance_impl
-                ri.consumer_group, ri.message_model = self.consumer_group, self.message_model
-                ri.allocate_message_queue_strategy = self.allocate_message_queue_strategy
-                ri.instance = self.instance
-                self.pull_api_wrapper = PullAPIWrapper(self.instance, self.consumer_group, self.is_unit_mode())
-                if self.offset_store is None:
-                    if self.message_model == MessageModel.BROADCASTING:
-                        from rmq_core.client.consumer.store.local_file_offset_store import LocalFileOffsetStore
-
-                        self.offset_store = LocalFileOffsetStore(
-                            self.instance, self.consumer_group, self.offset_store_dir
-                        )
-                    else:
-                        from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
-
-                        self.offset_store = RemoteBrokerOffsetStore(self.instance, self.consumer_group)
-                self.offset_store.load()
-                if not self.instance.register_consumer(self.consumer_group, self):
-                    self.service_state = CREATE_JUST
-                    raise MQClientException(
-                        -1,
-                        f"The consumer group[{self.consumer_group}] has been created before, "
-                        "specify another name please.",
-                    )
+                self.set_up(MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config))
                 try:
                     self.instance.start()
                 except BaseException:
@@ -232,6 +204,40 @@ class PullConsumer:
                 raise
             except Exception as e:
                 raise MQClientException(-1, f"PullConsumer {self.consumer_group} failed to start: {e}", e) from e
+
+    def prepare_start(self) -> None:
+        """start's first steps (config, registered topics, instance name → pid): shared with rmq_core.aio."""
+        self._check_config()
+        for t in sorted(self.register_topics):
+            self.rebalance_impl.subscription_inner[t] = build_subscription_data(t, SUB_ALL)
+        if self.message_model == MessageModel.CLUSTERING:
+            self.client_config.change_instance_name_to_pid()
+
+    def set_up(self, instance: Any) -> None:
+        """Wire the consumer to ``instance`` (not started here): rebalance, PullAPIWrapper, offset store, registration
+        (MQClientException when the group is registered there already)."""
+        self.instance = instance
+        ri = self.rebalance_impl
+        ri.consumer_group, ri.message_model = self.consumer_group, self.message_model
+        ri.allocate_message_queue_strategy = self.allocate_message_queue_strategy
+        ri.instance = self.instance
+        self.pull_api_wrapper = PullAPIWrapper(self.instance, self.consumer_group, self.is_unit_mode())
+        if self.offset_store is None:
+            if self.message_model == MessageModel.BROADCASTING:
+                from rmq_core.client.consumer.store.local_file_offset_store import LocalFileOffsetStore
+
+                self.offset_store = LocalFileOffsetStore(self.instance, self.consumer_group, self.offset_store_dir)
+            else:
+                from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
+
+                self.offset_store = RemoteBrokerOffsetStore(self.instance, self.consumer_group)
+        self.offset_store.load()
+        if not self.instance.register_consumer(self.consumer_group, self):
+            self.service_state = CREATE_JUST
+            raise MQClientException(
+                -1,
+                f"The consumer group[{self.consumer_group}] has been created before, specify another name please.",
+            )
 
     def shutdown(self) -> None:
         with self._state_lock:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rmq_core.client.consumer.pull_request import PullRequest
+from rmq_core.common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,7 @@ class PullMessageService:
         """shutdown on the loop, waiting for the service task to end."""
         self._stopped = True
         self._shutdown_on_loop()
-        pending = [t for t in [self._task, *self._tasks] if t is not None]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await cancel_and_wait([t for t in [self._task, *self._tasks] if t is not None])
         self._task = None
 
     @property

@@ -43,6 +43,7 @@ from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmq_core.common import mix_all, perm_name
 from rmq_core.common.sys_flag import build_pull_sys_flag
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.message import (
@@ -410,15 +411,43 @@ class DefaultMQPushConsumerImpl:
         return cfg
 
     def start(self) -> None:
+        self.prepare_start()
+        from rmq_core.client.mq_client_manager import MQClientManager
+
+        self.set_up(MQClientManager.get_instance().get_or_create_mq_client_instance(self._client_config()))
+        try:
+            self.instance.start()
+            self.service_state = ServiceState.RUNNING
+            self.update_topic_subscribe_info_when_subscription_changed()
+            self.instance.run_sync(self.instance.send_heartbeat_to_all_broker_with_lock(), self._api_timeout_s())
+        except BaseException:
+            self.service_state = ServiceState.START_FAILED
+            self._abandon_start()
+            raise
+        log.info("the consumer [%s] start OK.", self.push_consumer.consumer_group)
+        self.instance.rebalance_immediately()
+
+    def prepare_start(self) -> None:
+        """start's first steps (state, config, retry subscription): shared with rmq_core.aio.AsyncPushConsumer."""
         if self.service_state != ServiceState.CREATE_JUST:
             raise _client_exception(f"The PushConsumer service state not OK, maybe started once, {self.service_state}")
         self.service_state = ServiceState.START_FAILED
-        c = self.push_consumer
         self.check_config()
         self.copy_subscription()
-        from rmq_core.client.mq_client_manager import MQClientManager
 
-        self.instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self._client_config())
+    def create_consume_message_service(self, listener: Callable[..., Any]) -> Any:
+        """The consume service for ``listener`` (threads here; rmq_core.aio's impl returns one running tasks)."""
+        if self.consume_orderly:
+            from rmq_core.client.consumer.consume_message_orderly_service import ConsumeMessageOrderlyService
+
+            return ConsumeMessageOrderlyService(self, listener)
+        return ConsumeMessageConcurrentlyService(self, listener)
+
+    def set_up(self, instance: Any) -> None:
+        """Wire the consumer to ``instance`` (not started here): rebalance, PullAPIWrapper, offset store, consume
+        service (started), registration. MQClientException when the group is registered there already."""
+        c = self.push_consumer
+        self.instance = instance
         rb = self.rebalance_impl
         rb.consumer_group = c.consumer_group
         rb.message_model = c.message_model
@@ -433,12 +462,7 @@ class DefaultMQPushConsumerImpl:
         self.offset_store.load()
         listener = self.message_listener_inner
         assert listener is not None  # checked by check_config
-        if self.consume_orderly:
-            from rmq_core.client.consumer.consume_message_orderly_service import ConsumeMessageOrderlyService
-
-            self.consume_message_service = ConsumeMessageOrderlyService(self, listener)
-        else:
-            self.consume_message_service = ConsumeMessageConcurrentlyService(self, listener)
+        self.consume_message_service = self.create_consume_message_service(listener)
         self.consume_message_service.start()
         if not self.instance.register_consumer(c.consumer_group, self):
             self.service_state = ServiceState.CREATE_JUST
@@ -446,17 +470,6 @@ class DefaultMQPushConsumerImpl:
             raise _client_exception(
                 f"The consumer group[{c.consumer_group}] has been created before, specify another name please."
             )
-        try:
-            self.instance.start()
-            self.service_state = ServiceState.RUNNING
-            self.update_topic_subscribe_info_when_subscription_changed()
-            self.instance.run_sync(self.instance.send_heartbeat_to_all_broker_with_lock(), self._api_timeout_s())
-        except BaseException:
-            self.service_state = ServiceState.START_FAILED
-            self._abandon_start()
-            raise
-        log.info("the consumer [%s] start OK.", c.consumer_group)
-        self.instance.rebalance_immediately()
 
     def _abandon_start(self) -> None:
         try:
@@ -496,11 +509,7 @@ class DefaultMQPushConsumerImpl:
         log.info("the consumer [%s] shutdown OK", c.consumer_group)
 
     async def _cancel_pull_tasks(self) -> None:
-        tasks = list(self._pull_tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._pull_tasks))
 
     def suspend(self) -> None:
         self.pause = True

@@ -33,6 +33,7 @@ from typing import Any
 
 from rmq_core.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmq_core.common.mix_all import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX
+from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
@@ -64,10 +65,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def parse_consume_timestamp(ts: str) -> int:
+def parse_consume_timestamp(ts: str | None) -> int:
     """``yyyyMMddHHmmss`` (UtilAll.YYYYMMDDHHMMSS, local time) → epoch milliseconds; ValueError when malformed."""
     try:
-        return int(datetime.strptime(ts, "%Y%m%d%H%M%S").timestamp() * 1000)
+        return int(datetime.strptime(ts, "%Y%m%d%H%M%S").timestamp() * 1000)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ValueError(f"consume_timestamp {ts!r} is not yyyyMMddHHmmss") from None
 
@@ -114,6 +115,33 @@ async def search_offset(instance: Any, mq: MessageQueue, timestamp_ms: int) -> i
             addr, mq.topic, mq.queue_id, timestamp_ms, instance.client_config.mq_client_api_timeout
         )
     )
+
+
+async def compute_pull_from_where(
+    instance: Any, offset_store: Any, mq: MessageQueue, cfw: ConsumeFromWhere, consume_timestamp: str | None
+) -> int:
+    """RebalancePushImpl.computePullFromWhereWithException: where a consumer starts on ``mq`` — the stored offset
+    when there is one, else by ``cfw`` (first: 0; timestamp: the broker's search; last: the max offset; a retry
+    topic from 0, or its max for timestamp); -1 when the store failed. Shared by the push consumer and
+    rmq_core.aio's pull consumer."""
+    from rmq_core.client.consumer.store.offset_store import ReadOffsetType
+
+    last = int(await _store_call(offset_store, "read_offset", mq, ReadOffsetType.READ_FROM_STORE))
+    if last >= 0:
+        return last
+    if last != -1:
+        return -1
+    retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    if cfw == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return 0
+    if cfw == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        if retry:
+            return await fetch_max_offset(instance, mq)
+        return await search_offset(instance, mq, parse_consume_timestamp(consume_timestamp))
+    # LAST_OFFSET and the deprecated LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST / MIN_OFFSET / MAX_OFFSET
+    if retry:
+        return 0
+    return await fetch_max_offset(instance, mq)
 
 
 class RebalanceImpl(ABC):
@@ -523,32 +551,20 @@ class RebalancePushImpl(RebalanceImpl):
             h.cancel()
         self._delayed_unlocks.clear()
 
+    async def cancel_background(self) -> None:
+        """Cancel the delayed unlocks and await the background unlocks (a consumer on a loop that lives on)."""
+        self.cancel_delayed_unlocks()
+        await cancel_and_wait(list(self._tasks or ()))
+
     async def remove_dirty_offset(self, mq: MessageQueue) -> None:
         await _store_call(self.push_impl.offset_store, "remove_offset", mq)
 
     async def compute_pull_from_where_with_exception(self, mq: MessageQueue) -> int:
-        from rmq_core.client.consumer.store.offset_store import ReadOffsetType
-
         conf = self._conf()
         cfw = ConsumeFromWhere(getattr(conf, "consume_from_where", ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET))
-        store = self.push_impl.offset_store
-        last = int(await _store_call(store, "read_offset", mq, ReadOffsetType.READ_FROM_STORE))
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        if cfw == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if cfw == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            if retry:
-                return await fetch_max_offset(self.instance, mq)
-            ts = parse_consume_timestamp(conf.consume_timestamp)
-            return await search_offset(self.instance, mq, ts)
-        # LAST_OFFSET and the deprecated LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST / MIN_OFFSET / MAX_OFFSET
-        if retry:
-            return 0
-        return await fetch_max_offset(self.instance, mq)
+        return await compute_pull_from_where(
+            self.instance, self.push_impl.offset_store, mq, cfw, getattr(conf, "consume_timestamp", None)
+        )
 
     def dispatch_pull_request(self, pull_requests: list[Any]) -> None:
         for pr in pull_requests:

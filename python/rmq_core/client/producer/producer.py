@@ -161,23 +161,9 @@ class Producer:
     def start(self) -> None:
         from rmq_core.client.mq_client_manager import MQClientManager
 
-        if self.service_state != CREATE_JUST:
-            raise MQClientException.of(
-                f"The producer service state not OK, maybe started once, {self.service_state}" + suggest_todo()
-            )
-        self._check_config()
-        if self.producer_group != mix_all.CLIENT_INNER_PRODUCER_GROUP:
-            self.client_config.change_instance_name_to_pid()
-        self.service_state = START_FAILED
+        self.prepare_start()
         instance = MQClientManager.get_instance().get_or_create_mq_client_instance(self.client_config)
-        if not instance.register_producer(self.producer_group, self):
-            self.service_state = CREATE_JUST
-            raise MQClientException.of(
-                f"The producer group[{self.producer_group}] has been created before, specify "
-                f"another name please." + suggest_todo()
-            )
-        self.instance = instance
-        self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
+        self.register_with(instance)
         try:
             instance.start()
         except BaseException:
@@ -188,6 +174,28 @@ class Producer:
             instance.send_heartbeat_to_all_broker_sync()
         except Exception as e:
             log.warning("heartbeat after producer start failed: %s", e)
+
+    def prepare_start(self) -> None:
+        """The first steps of start (check the state and config, instance name → pid): shared with AsyncProducer."""
+        if self.service_state != CREATE_JUST:
+            raise MQClientException.of(
+                f"The producer service state not OK, maybe started once, {self.service_state}" + suggest_todo()
+            )
+        self._check_config()
+        if self.producer_group != mix_all.CLIENT_INNER_PRODUCER_GROUP:
+            self.client_config.change_instance_name_to_pid()
+        self.service_state = START_FAILED
+
+    def register_with(self, instance: MQClientInstance) -> None:
+        """Register with ``instance`` (not started here); MQClientException when the group is taken there."""
+        if not instance.register_producer(self.producer_group, self):
+            self.service_state = CREATE_JUST
+            raise MQClientException.of(
+                f"The producer group[{self.producer_group}] has been created before, specify "
+                f"another name please." + suggest_todo()
+            )
+        self.instance = instance
+        self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
 
     def start_with_instance(self, instance: MQClientInstance) -> None:
         """Start on an already running instance without starting it (startFactory=false): the inner producer."""
@@ -294,15 +302,23 @@ class Producer:
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
 
         async def run() -> SendResult:
-            self._prepare(msg)
-            if selector is not None:
-                r = await self._send_select_impl(msg, selector, arg, ASYNC, timeout)
-            else:
-                r = await self._send_default_impl(msg, ASYNC, timeout)
+            r = await self.send_on_loop(msg, selector, arg, ASYNC, timeout)
             assert r is not None
             return r
 
         return instance.run_async(run())
+
+    async def send_on_loop(
+        self, msg: Message, selector: Selector | None, arg: Any, mode: str, timeout_ms: int | None = None
+    ) -> SendResult | None:
+        """A send of any mode (SYNC, ASYNC, ONEWAY; None for ONEWAY), awaited on the instance's loop: the coroutine
+        behind ``send_async`` and ``rmq_core.aio.AsyncProducer``. Checks the message first."""
+        self._make_sure_state_ok()
+        timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
+        self._prepare(msg)
+        if selector is not None:
+            return await self._send_select_impl(msg, selector, arg, mode, timeout)
+        return await self._send_default_impl(msg, mode, timeout)
 
     def send_oneway(self, msg: Message, selector: Selector | None = None, arg: Any = None) -> None:
         instance = self._make_sure_state_ok()
