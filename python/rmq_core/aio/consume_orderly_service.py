@@ -87,7 +87,7 @@ class AsyncConsumeMessageOrderlyService(ConsumeMessageOrderlyService):
         handle: asyncio.TimerHandle | None = None
 
         def fire() -> None:
-            self._timers.discard(handle)  # type: ignore[arg-type]
+            self._timers.discard(handle)
             if not self.stopped:
                 fn()
 
