@@ -70,11 +70,13 @@ from .format import (
 )
 from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
 from .format.message import (
+    BODYCRC_POSITION,
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE,
     PHY_POS_POSITION,
     STOREHOSTADDRESS_V6_FLAG,
     RecordFormatError,
+    body_crc,
     decode_properties,
     encode_host,
     encode_properties,
@@ -92,6 +94,7 @@ from .recovery import iter_records, recover
 
 _PUT_OK = int(PutMessageStatus.PUT_OK)
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 
 
 def _record_properties(record: bytes | bytearray) -> bytes:
@@ -723,7 +726,7 @@ class StoreEngine:
                         rec = self.look_message_by_offset(off)
                         if rec is None:
                             continue
-                        total, _mg, _sf, _st, _bp, _bl, topic_pos, topic_len = record_layout(rec, 0, len(rec))
+                        total, _mg, _sf, _st, body_pos, body_len, topic_pos, topic_len = record_layout(rec, 0, len(rec))
                     except (CorruptRecordError, RecordFormatError):
                         continue
                     if m == 0:
@@ -732,6 +735,11 @@ class StoreEngine:
                         _I64.unpack_from(rec, PHY_POS_POSITION)[0] != off
                         or rec[topic_pos : topic_pos + topic_len] != t
                         or not record_has_index_key(bytes(rec[topic_pos + topic_len + 2 : total]), k)
+                        or (
+                            self._config.check_crc_on_recover
+                            and body_crc(rec[body_pos : body_pos + body_len])
+                            != _I32.unpack_from(rec, BODYCRC_POSITION)[0]
+                        )
                     ):
                         continue
                     out.append(bytes(rec))

@@ -60,9 +60,10 @@ use crate::format::index::{
     for_each_index_key, is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS,
 };
 use crate::format::message::{
-    be_i32, be_i64, decode_record, encode_record, is_legal_topic, is_tx_prepared_or_rollback,
-    store_timestamp_position, tags_code_of_properties, Host, RecordFields, BORNHOST_V6_FLAG,
-    MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG, SYSFLAG_POSITION,
+    be_i32, be_i64, body_crc, decode_record, encode_record, is_legal_topic,
+    is_tx_prepared_or_rollback, store_timestamp_position, tags_code_of_properties, Host,
+    RecordFields, BORNHOST_V6_FLAG, MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG,
+    SYSFLAG_POSITION,
 };
 use crate::format::{
     ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE,
@@ -1136,6 +1137,7 @@ impl MessageStore {
                 if r.physical_offset != off
                     || r.topic != topic.as_bytes()
                     || !record_has_index_key(r.properties, key.as_bytes())
+                    || (self.inner.config.check_crc_on_recover && body_crc(r.body) != r.body_crc)
                 {
                     continue;
                 }
