@@ -29,7 +29,7 @@ from rmq_core.aio import (
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.client import Producer
 from rmq_core.client.producer.message_queue_selector import SelectMessageQueueByHash
-from rmq_core.client.producer.send_result import SendStatus
+from rmq_core.client.send_result import SendStatus
 from rmq_core.message import Message, MessageExt, MessageQueue
 
 T = TypeVar("T")

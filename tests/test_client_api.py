@@ -195,7 +195,7 @@ def test_offsets_consumer_ids_locks_and_pull(tmp_path: Path) -> None:
             run(api.update_consumer_offset_oneway(addr, u), 5)
             wait_until(lambda: run(api.query_consumer_offset(addr, q, 3000), 5) == 2)
             # pull: FOUND with the stored bytes, then NO_NEW_MSG past the end
-            from rmq_core.client.consumer.pull_result import PullStatus
+            from rmq_core.client.pull_result import PullStatus
             from rmq_core.message import decode_messages
 
             ph = PullMessageRequestHeader(

@@ -21,11 +21,11 @@ from rmq_core.client import (
     MQClientException,
     RocketMQRpcError,
 )
-from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.exceptions import RemotingConnectError, RemotingError, RemotingTimeoutError
+from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.name_server_selector import NameServerSelector
-from rmq_core.client.producer.message_batch import MessageBatch
-from rmq_core.client.producer.send_result import SendStatus
+from rmq_core.client.pull_result import PullStatus
+from rmq_core.client.send_result import SendStatus
 from rmq_core.common import sys_flag
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig

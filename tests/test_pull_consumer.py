@@ -12,8 +12,8 @@ from client_helpers_e2e import cluster
 from client_helpers_rebalance import put
 
 from rmq_core.client.consumer.pull_consumer import PullConsumer
-from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.exceptions import MQClientException
+from rmq_core.client.pull_result import PullStatus
 from rmq_core.filter.message_selector import MessageSelector
 from rmq_core.message import MessageQueue
 

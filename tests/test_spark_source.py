@@ -23,7 +23,7 @@ from spark_helpers import (
 
 from rmq_core.client import MQBrokerException, Producer, PullConsumer
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
-from rmq_core.client.consumer.pull_result import PullStatus
+from rmq_core.client.pull_result import PullStatus
 from rmq_core.message import Message, MessageQueue
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import QueryConsumerOffsetRequestHeader

@@ -11,7 +11,7 @@ from admin_helpers import wait_for_route
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.client.consumer.pull_consumer import PullConsumer
-from rmq_core.client.consumer.pull_result import PullStatus
+from rmq_core.client.pull_result import PullStatus
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message, MessageQueue
 from rmq_core.namesrv import NameServer

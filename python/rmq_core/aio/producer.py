@@ -18,7 +18,7 @@ from typing import Any
 
 from rmq_core.aio.lifecycle import AsyncClient, caller_loop_instance, release_instance, start_instance
 from rmq_core.client.producer.producer import ONEWAY, SYNC, Producer, Selector
-from rmq_core.client.producer.send_result import SendResult
+from rmq_core.client.send_result import SendResult
 from rmq_core.message import Message, MessageQueue
 
 

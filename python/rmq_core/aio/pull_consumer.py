@@ -31,8 +31,8 @@ from typing import Any
 
 from rmq_core.aio.lifecycle import AsyncClient, caller_loop_instance, release_instance, start_instance
 from rmq_core.client.consumer.pull_consumer import PullConsumer
-from rmq_core.client.consumer.pull_result import PullStatus
 from rmq_core.client.consumer.rebalance_impl import compute_pull_from_where
+from rmq_core.client.pull_result import PullStatus
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data

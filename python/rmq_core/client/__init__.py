@@ -26,7 +26,6 @@ from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
 from rmq_core.client.consumer.pull_consumer import PullConsumer
 from rmq_core.client.consumer.pull_message_service import PullMessageService
 from rmq_core.client.consumer.pull_request import PullRequest
-from rmq_core.client.consumer.pull_result import PullResult, PullResultExt, PullStatus
 from rmq_core.client.consumer.push_consumer import DefaultMQPushConsumerImpl, PushConsumer
 from rmq_core.client.consumer.rebalance_impl import RebalanceImpl, RebalancePullImpl, RebalancePushImpl
 from rmq_core.client.consumer.rebalance_service import RebalanceService
@@ -35,7 +34,7 @@ from rmq_core.client.consumer.store.offset_store import OffsetStore, ReadOffsetT
 from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingTimeoutError, RocketMQRpcError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
-from rmq_core.client.mq_client_instance import FindBrokerResult, MQClientInstance
+from rmq_core.client.mq_client_instance import ClientParts, FindBrokerResult, MQClientInstance
 from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.client.producer import (
     MessageQueueSelector,
@@ -44,4 +43,11 @@ from rmq_core.client.producer import (
     SelectMessageQueueByRandom,
     SendResult,
     SendStatus,
+)
+from rmq_core.client.pull_result import PullResult, PullResultExt, PullStatus
+
+# the composition root: the parts an instance starts (see MQClientInstance.parts), set here, where every client
+# module is imported, so that the instance imports none of the consumers and the producer that use it
+MQClientInstance.parts = ClientParts(
+    pull_message_service=PullMessageService, rebalance_service=RebalanceService, inner_producer=Producer
 )

@@ -17,10 +17,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from rmq_core.client.client_config import ClientConfig
-from rmq_core.client.consumer.pull_result import PullResultExt
 from rmq_core.client.exceptions import RocketMQRpcError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
-from rmq_core.client.producer.send_result import SendResult
+from rmq_core.client.pull_result import PullResultExt
+from rmq_core.client.send_result import SendResult
 from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig

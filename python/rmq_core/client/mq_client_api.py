@@ -41,9 +41,9 @@ from rmq_core.client.exceptions import (
     RemotingTimeoutError,
     suggest_todo,
 )
+from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.name_server_selector import NameServerSelector
-from rmq_core.client.producer.message_batch import MessageBatch
-from rmq_core.client.producer.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus
+from rmq_core.client.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus
 from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
@@ -84,7 +84,7 @@ from rmq_core.remoting.header import (
 from rmq_core.remoting.transport import RemotingClient
 
 if TYPE_CHECKING:
-    from rmq_core.client.consumer.pull_result import PullResultExt
+    from rmq_core.client.pull_result import PullResultExt
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ class MQClientAPIImpl:
         return self.process_pull_response(response, addr)
 
     def process_pull_response(self, response: RemotingCommand, addr: str) -> PullResultExt:
-        from rmq_core.client.consumer.pull_result import PullResultExt, PullStatus  # owned by the pull path
+        from rmq_core.client.pull_result import PullResultExt, PullStatus  # owned by the pull path
 
         code = response.code
         if code == ResponseCode.SUCCESS:

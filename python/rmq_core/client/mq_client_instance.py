@@ -20,6 +20,11 @@ Invariants:
 
 Thread-safety: registration tables are guarded by a lock; everything else runs on the loop. Public blocking calls
 go through ``run_sync`` from other threads.
+
+Parts: the pull message service, the rebalance service and the inner producer are built from ``ClientParts``, which
+the package's composition root (``rmq_core/client/__init__.py``) sets once on ``MQClientInstance.parts``: RocketMQ's
+instance constructs them itself, here that would make the instance import the consumers and the producer that import
+it (the import-linter contract ``client-acyclic``).
 """
 
 from __future__ import annotations
@@ -34,12 +39,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
-from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
+from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.tasks import cancel_and_wait
@@ -67,6 +72,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LOCK_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class ClientParts:
+    """What an instance starts: ``pull_message_service(instance)``, ``rebalance_service(instance)`` and
+    ``inner_producer(group)`` (RocketMQ's CLIENT_INNER_PRODUCER, a ``Producer``)."""
+
+    pull_message_service: Callable[[MQClientInstance], Any]
+    rebalance_service: Callable[[MQClientInstance], Any]
+    inner_producer: Callable[[str], Producer]
+
+
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
 
 
@@ -121,6 +138,8 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class MQClientInstance:
+    parts: ClassVar[ClientParts | None] = None  # set by rmq_core/client/__init__.py (the composition root)
+
     def __init__(
         self,
         client_config: ClientConfig,
@@ -300,33 +319,25 @@ class MQClientInstance:
         self._start_inner_producer()
 
     async def _start_async(self) -> None:
-        self._start_service(
-            "pull_message_service", "rmq_core.client.consumer.pull_message_service", "PullMessageService"
-        )
-        self._start_service("rebalance_service", "rmq_core.client.consumer.rebalance_service", "RebalanceService")
+        parts = self._parts()
+        if self.pull_message_service is None:
+            self.pull_message_service = parts.pull_message_service(self)
+        if self.rebalance_service is None:
+            self.rebalance_service = parts.rebalance_service(self)
         for svc in (self.pull_message_service, self.rebalance_service):
             if svc is not None:
                 await _maybe_await(svc.start())
         self._start_scheduled_task()
 
-    def _start_service(self, attr: str, module: str, cls_name: str) -> None:
-        if getattr(self, attr) is not None:
-            return
-        try:
-            mod = __import__(module, fromlist=[cls_name])
-            cls = getattr(mod, cls_name)
-        except (ImportError, AttributeError) as e:
-            log.warning("%s not available (%s): %s is not started", cls_name, e, attr)
-            return
-        setattr(self, attr, cls(self))
+    @classmethod
+    def _parts(cls) -> ClientParts:
+        if cls.parts is None:
+            raise MQClientException(-1, "MQClientInstance.parts is not set: import rmq_core.client first")
+        return cls.parts
 
     def _start_inner_producer(self) -> None:
         """The instance's own producer (CLIENT_INNER_PRODUCER) consumers fall back to for send-back."""
-        try:
-            from rmq_core.client.producer.producer import Producer
-        except ImportError:  # pragma: no cover - producer module is part of this package
-            return
-        producer = Producer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
+        producer = self._parts().inner_producer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
         producer.start_with_instance(self)
         self.default_mq_producer = producer
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from rmq_core.client.consumer.pull_result import PullStatus
+from rmq_core.client.pull_result import PullStatus
 from rmq_core.common import sys_flag
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import build_subscription_data

@@ -106,7 +106,7 @@ def _chunks(rows: Iterator[Any], opts: RocketMQWriteOptions) -> Iterator[list[Me
 
 def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
     from rmq_core.client import Producer
-    from rmq_core.client.producer.send_result import SendStatus
+    from rmq_core.client.send_result import SendStatus
 
     assert opts.namesrv is not None
     producer = Producer(

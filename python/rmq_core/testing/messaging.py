@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rmq_core.client.consumer.pull_consumer import PullConsumer
     from rmq_core.client.producer.producer import Producer
-    from rmq_core.client.producer.send_result import SendResult
+    from rmq_core.client.send_result import SendResult
     from rmq_core.message import MessageExt, MessageQueue
 
 PULL_BATCH = 32
@@ -102,7 +102,7 @@ class TestConsumer:
     def consume(self, topic: str, n: int, timeout: float = 10.0, *, expression: str = "*") -> list[MessageExt]:
         """The next ``n`` messages of ``topic`` (matching ``expression``), in queue order then offset order within
         each pull round; waits up to ``timeout`` seconds for them."""
-        from rmq_core.client.consumer.pull_result import PullStatus
+        from rmq_core.client.pull_result import PullStatus
 
         deadline = time.monotonic() + timeout
         got = self._pending.pop(topic, [])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rmq_core.client.consumer.pull_result import PullResultExt, PullStatus
+from rmq_core.client.pull_result import PullResultExt, PullStatus
 from rmq_core.common import sys_flag as pull_sys_flag
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.filter.message_selector import ExpressionType

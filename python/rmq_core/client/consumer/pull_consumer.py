@@ -39,10 +39,10 @@ from typing import Any
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
-from rmq_core.client.consumer.pull_result import PullResult
 from rmq_core.client.consumer.rebalance_impl import RebalancePullImpl, fetch_max_offset, fetch_min_offset, search_offset
 from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.client.exceptions import MQClientException
+from rmq_core.client.pull_result import PullResult
 from rmq_core.common import mix_all
 from rmq_core.common import sys_flag as pull_sys_flag
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector

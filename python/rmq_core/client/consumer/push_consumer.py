@@ -37,10 +37,10 @@ from rmq_core.client.consumer.listener import ConsumeFromWhere, ConsumeType, Mes
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.client.consumer.pull_api_wrapper import PullAPIWrapper
 from rmq_core.client.consumer.pull_request import PullRequest
-from rmq_core.client.consumer.pull_result import PullResultExt, PullStatus
 from rmq_core.client.consumer.store.local_file_offset_store import LocalFileOffsetStore
 from rmq_core.client.consumer.store.offset_store import ReadOffsetType
 from rmq_core.client.consumer.store.remote_broker_offset_store import RemoteBrokerOffsetStore
+from rmq_core.client.pull_result import PullResultExt, PullStatus
 from rmq_core.common import mix_all, perm_name
 from rmq_core.common.sys_flag import build_pull_sys_flag
 from rmq_core.common.tasks import cancel_and_wait

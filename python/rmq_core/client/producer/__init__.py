@@ -1,14 +1,14 @@
 """Producer side of the client (DefaultMQProducer), see docs/CLIENT_DESIGN.md."""
 
-from rmq_core.client.producer.message_batch import MessageBatch
+from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.producer.message_queue_selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
 from rmq_core.client.producer.producer import Producer
-from rmq_core.client.producer.send_result import SendResult, SendStatus
-from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
+from rmq_core.client.send_result import SendResult, SendStatus
+from rmq_core.client.topic_publish_info import TopicPublishInfo
 
 __all__ = [
     "MessageBatch",

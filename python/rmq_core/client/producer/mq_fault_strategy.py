@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rmq_core.client.producer.topic_publish_info import ThreadLocalIndex, TopicPublishInfo
+from rmq_core.client.topic_publish_info import ThreadLocalIndex, TopicPublishInfo
 from rmq_core.message import MessageQueue
 
 LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)

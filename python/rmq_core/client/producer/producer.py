@@ -37,11 +37,11 @@ from rmq_core.client.exceptions import (
     RemotingTooMuchRequestError,
     suggest_todo,
 )
-from rmq_core.client.producer.message_batch import MessageBatch
+from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.producer.message_queue_selector import MessageQueueSelector
 from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
-from rmq_core.client.producer.send_result import SendResult
-from rmq_core.client.producer.topic_publish_info import TopicPublishInfo
+from rmq_core.client.send_result import SendResult
+from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.message import (
     COMPRESSED_FLAG,
