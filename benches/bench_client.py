@@ -332,7 +332,7 @@ def memory(namesrv: str, topic: str, seconds: float) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------ Java
 def java_result(main: str, args: list[object], timeout: float) -> dict[str, Any]:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from java_compat import run_java
+    from support.java_compat import run_java
 
     log_dir = tempfile.mkdtemp(prefix="rmq-bench-java-")
     try:

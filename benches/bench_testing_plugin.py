@@ -72,9 +72,9 @@ def rmq_core_rounds(rounds: int, tests: int) -> dict[str, list[float]]:
 
 def apache_rounds(rounds: int) -> dict[str, list[float]]:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from apache_rocketmq import ApacheRocketMQ
-
     from rmq_core.testing import create_topic
+
+    from support.apache_rocketmq import ApacheRocketMQ
 
     out: dict[str, list[float]] = {}
     for _ in range(rounds):

@@ -5,7 +5,7 @@ path is judged by.
                                                 [--no-java] [--json out.json]
 
 Each broker runs in its own processes (rmq_core: ``rmq-core namesrv`` and ``rmq-core broker``; Apache: the
-NamesrvStartup and BrokerStartup JVMs of tests/apache_rocketmq.py, jars from compat/apache/build.sh) from the SAME
+NamesrvStartup and BrokerStartup JVMs of tests/support/apache_rocketmq.py, jars from compat/apache/build.sh) from the SAME
 broker.conf settings (BROKER_CONF below: 256 MiB CommitLog files, 4 queues per auto-created topic,
 autoCreateTopicEnable, ASYNC_FLUSH or SYNC_FLUSH) and the same store layout (``<session>/store/broker``) under a
 fresh temporary directory per session. Rounds alternate the brokers (round 0 rmq_core first, round 1 Apache
@@ -63,8 +63,9 @@ from rmq_core.remoting.transport import BlockingRemotingClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from apache_rocketmq import ApacheRocketMQ, _port_free, server_classpath  # noqa: E402
 from bench_client import java_result  # noqa: E402
+
+from support.apache_rocketmq import ApacheRocketMQ, _port_free, server_classpath  # noqa: E402
 
 FIRST_PORT, LAST_PORT = 20000, 20999
 BROKER_NAME = "bench-broker"

@@ -6,7 +6,7 @@
 
 Extra arguments go to libFuzzer (``-max_total_time=60``, ``-max_len=4096`` ...); ``-timeout=1`` (a hang is an input
 that takes over a second) is the default. A crash writes ``crash-<sha1>`` in the current directory and exits
-non-zero; turn it into a regression test (tests/test_fuzz_targets.py reads fuzz/regressions/<target>/).
+non-zero; turn it into a regression test (tests/tools/test_fuzz_targets.py reads fuzz/regressions/<target>/).
 
 Coverage: atheris instruments the Python code it imports (the decoders, the Python twins); the Rust extension is
 exercised through its bindings without coverage feedback (no nightly toolchain for cargo-fuzz here), and every Rust

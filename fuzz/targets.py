@@ -1,7 +1,7 @@
 """Fuzz targets: everything rmq_core parses from outside, each a function of one byte string that returns normally for
 any input the decoder accepts or refuses *with its documented error*, and raises anything else (an undocumented
 exception, a Rust panic surfacing as ``pyo3_runtime.PanicException``, a disagreement between the Rust decoder and its
-Python twin). ``fuzz/run.py`` drives them with atheris (libFuzzer); ``tests/test_fuzz_targets.py`` runs each over its
+Python twin). ``fuzz/run.py`` drives them with atheris (libFuzzer); ``tests/tools/test_fuzz_targets.py`` runs each over its
 seed corpus and random inputs in the suite.
 
 Targets (name → what parses the bytes):

@@ -19,7 +19,7 @@ if importlib.util.find_spec("rmq_core") is None:  # not installed: use the sourc
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from helpers import BACKENDS, SMALL_INDEX, Backend  # noqa: E402
+from support.helpers import BACKENDS, SMALL_INDEX, Backend  # noqa: E402
 
 
 @pytest.fixture(params=[pytest.param(b, marks=pytest.mark.both_backends, id=b) for b in BACKENDS])

@@ -1,5 +1,5 @@
 """Records what Apache RocketMQ's Java client 4.9.7 puts on the wire: starts an Apache RocketMQ 4.9.7 name server and
-broker (tests/apache_rocketmq.py), puts compat/tools/remoting_proxy.py in front of both (the broker registers through
+broker (tests/support/apache_rocketmq.py), puts compat/tools/remoting_proxy.py in front of both (the broker registers through
 it too), runs the harness programs through it and leaves the decoded frames as JSON lines in ``--out``.
 
     .venv/bin/python compat/java/capture_wire.py --out /tmp/wire.jsonl [--workdir /tmp/wire-capture] [--target rmq_core]
@@ -26,9 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "compat", "tools")]
 
-from apache_rocketmq import ApacheRocketMQ, free_port
-from java_compat import JavaProgramError, run_java
 from remoting_proxy import RemotingProxy
+
+from support.apache_rocketmq import ApacheRocketMQ, free_port
+from support.java_compat import JavaProgramError, run_java
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ Invariants:
      than ``file_size - 8`` bytes can never be written (MESSAGE_ILLEGAL).
   3. Roll-over creates the next file *first*, then writes the BLANK and marks the current file full (write offset =
      its end). If the creation fails nothing changes: the put reports CREATE_MAPPED_FILE_FAILED, the max physical
-     offset stays at the last record's end, and the next put retries (tests/test_bad_input.py full-disk tests
+     offset stays at the last record's end, and the next put retries (tests/store/test_bad_input.py full-disk tests
      expect exactly this). Recovery ends at the file end after a BLANK in the last file.
   4. A fresh store has no files; the first append creates ``00000000000000000000``. With no files both the min and
      the max physical offset are 0. Appends always go to the last file.

@@ -1,0 +1,1 @@
+"""The tests' shared helpers: one package, imported as ``from support.<module> import ...``."""
