@@ -191,38 +191,23 @@ def redispatch(
 ) -> int:
     """Invariant 4. ``note_dispatched(store_timestamp)`` is called for every unit written."""
     written = 0
-    offset = start
-    while offset < end:
-        f = commit_log.queue.find(offset)
-        if f is None:
-            break
-        pos = offset - f.start
-        if pos >= f.wrote:
-            offset = f.end
+    for offset, buf, pos, layout in iter_records(commit_log, start, end):
+        size, _magic, sys_flag, _st, _bp, _bl, topic_pos, topic_len = layout
+        if is_tx_prepared_or_rollback(sys_flag):
             continue
-        size, layout = check_record(f.buffer, pos, f.wrote, False)
-        if size == BLANK:
-            offset = f.end
+        topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len]).decode("utf-8", errors="replace")
+        queue_id = _I32.unpack_from(buf, pos + QUEUEID_POSITION)[0]
+        queue_offset = _I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0]
+        cq = queues.get((topic, queue_id))
+        if not is_legal_topic(topic) or queue_id < 0:
             continue
-        if size == INVALID:
-            break
-        _total, _magic, sys_flag, _st, _bp, _bl, topic_pos, topic_len = layout
-        if not is_tx_prepared_or_rollback(sys_flag):
-            buf = f.buffer
-            topic = bytes(buf[pos + topic_pos : pos + topic_pos + topic_len]).decode("utf-8", errors="replace")
-            queue_id = _I32.unpack_from(buf, pos + QUEUEID_POSITION)[0]
-            queue_offset = _I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0]
-            cq = queues.get((topic, queue_id))
-            if not is_legal_topic(topic) or queue_id < 0:
-                pass
-            elif cq is None or (offset + size > cq.max_physic_offset and queue_offset >= cq.max_offset):
-                if cq is None:
-                    cq = get_or_create_queue(topic, queue_id)
-                props = decode_properties(bytes(buf[pos + topic_pos + topic_len + 2 : pos + size]))
-                if cq.put(queue_offset, offset, size, tags_code_of(props)):
-                    written += 1
-                    note_dispatched(_I64.unpack_from(buf, pos + layout[3])[0])
-        offset += size
+        if cq is None or (offset + size > cq.max_physic_offset and queue_offset >= cq.max_offset):
+            if cq is None:
+                cq = get_or_create_queue(topic, queue_id)
+            props = decode_properties(bytes(buf[pos + topic_pos + topic_len + 2 : pos + size]))
+            if cq.put(queue_offset, offset, size, tags_code_of(props)):
+                written += 1
+                note_dispatched(_I64.unpack_from(buf, pos + layout[3])[0])
     return written
 
 
