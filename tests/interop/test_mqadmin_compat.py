@@ -371,5 +371,6 @@ def test_query_msg_by_unique_key(sides: dict[str, Side]) -> None:
         f = {ln[:20].strip().rstrip(":"): ln[20:].strip() for ln in text.splitlines() if len(ln) > 20}
         assert f["Topic"] == TOPIC and f["Keys"] == f"[{send['keys']}]", (name, text)
         assert f["Queue ID"] == str(send["queueId"]) and f["Queue Offset"] == str(send["queueOffset"]), (name, text)
-        fields[name] = {k: f[k] for k in ("Topic", "Tags", "Keys", "Queue ID", "Queue Offset", "System Flag")}
+        # queue id and offset depend on each side's producer's queue choice: each checked against its send above
+        fields[name] = {k: f[k] for k in ("Topic", "Tags", "Keys", "System Flag")}
     assert fields["rmq_core"] == fields["apache"]

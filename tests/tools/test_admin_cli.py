@@ -179,7 +179,13 @@ def _populate(namesrv: str) -> list[Any]:
 @pytest.mark.apache_broker
 def test_cluster_list(sides) -> None:
     for name, side in sides.items():
+        # Apache 4.9.7 answers GET_BROKER_RUNTIME_INFO with a NoSuchElementException (LinkedList.getLast on its
+        # empty stats snapshots) until its stats sampler has run once after start: ask again for up to 60 s
+        deadline = time.monotonic() + 60
         r = admin(side["namesrv"], "cluster-list")
+        while r.returncode != 0 and "LinkedList.getLast" in r.stdout and time.monotonic() < deadline:
+            time.sleep(2)
+            r = admin(side["namesrv"], "cluster-list")
         assert r.returncode == 0, (name, r.stdout, r.stderr)
         rows, _ = table(r.stdout)
         assert len(rows) == 1, (name, r.stdout)
