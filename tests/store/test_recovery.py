@@ -15,6 +15,7 @@ import struct
 
 import pytest
 
+from rmq_core._reference.format.message import QUEUE_OFFSET_POSITION
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus as S
 
@@ -214,6 +215,25 @@ def test_record_missing_from_consume_queue_is_redispatched(backend):
     assert g.status == S.FOUND and g.body == rec
     for q in (0, 2):
         assert s2.get_max_offset_in_queue(T, q) == 10  # idempotent: nothing dispatched twice
+
+
+def test_a_damaged_queue_offset_does_not_make_recovery_fill_a_huge_gap(backend):
+    """A record whose QUEUEOFFSET (no checksum covers it) was damaged to a million, met by re-dispatch after an
+    unclean stop: its unit is refused instead of creating every ConsumeQueue file up to it (fuzzing found one flipped
+    byte making 20,000 files); the records after it are dispatched and served (the skipped one is a pre-blank unit)."""
+    store = backend.open()
+    rs = [put_ok(store, Message(T, b"q-%d" % i), 0) for i in range(8)]
+    copy = crash_copy(store, os.path.join(backend.tmp, "crashed"))
+    shutil.rmtree(cq_dir(copy, T, 0))  # re-dispatch the whole queue (from the first file: no checkpoint)
+    os.remove(os.path.join(copy, "checkpoint"))
+    r5 = rs[5]
+    patch(cl_file_of(copy, r5.commitlog_offset), r5.commitlog_offset % CL_SIZE + QUEUE_OFFSET_POSITION,
+          struct.pack(">q", 1_000_000))  # fmt: skip
+    s2 = backend.open(copy)
+    assert len(os.listdir(cq_dir(copy, T, 0))) == 1
+    assert s2.get_max_offset_in_queue(T, 0) == 8
+    assert [m.body for m in s2.get_message("g", T, 0, 0, 32).decode()] == [b"q-%d" % i for i in range(5)]
+    assert [m.body for m in s2.get_message("g", T, 0, 6, 32).decode()] == [b"q-6", b"q-7"]
 
 
 def test_consume_queues_rebuilt_when_deleted(backend):

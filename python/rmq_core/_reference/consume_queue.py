@@ -152,8 +152,12 @@ class ConsumeQueue:
 
     def put(self, queue_offset: int, offset: int, size: int, tags_code: int) -> bool:
         """Writes one unit at ``queue_offset`` (invariant 3). Returns False (and writes nothing) if
-        ``queue_offset < max_offset`` (already indexed)."""
+        ``queue_offset < max_offset`` (already indexed), or if it is more than one file's worth of units past
+        ``max_offset`` in a non-empty queue (puts never leave a gap: only a damaged QUEUEOFFSET met by recovery's
+        re-dispatch asks for one, and filling it would create every file up to it)."""
         if queue_offset < self.max_offset:
+            return False
+        if self.queue.files and queue_offset - self.max_offset > self.file_size // U:
             return False
         pos = queue_offset * U
         if not self.queue.files:

@@ -142,10 +142,13 @@ impl ConsumeQueue {
     }
 
     /// Writes `unit` at logical `offset` (invariant 3 for gaps). A unit below `max_offset` is skipped
-    /// (returns false), as RocketMQ does for repeated dispatch. Writer only.
+    /// (returns false), as RocketMQ does for repeated dispatch. A unit more than one file's worth of units past
+    /// `max_offset` in a non-empty queue is refused too (returns false): puts never leave a gap, so only a
+    /// damaged QUEUEOFFSET (no checksum covers it) met by recovery's re-dispatch asks for one, and filling it would
+    /// create every file up to it (20,000 files for one flipped byte, found by fuzzing). Writer only.
     pub fn write_unit(&self, offset: i64, unit: CqUnit) -> Result<bool> {
         let max = self.max_offset();
-        if offset < max {
+        if offset < max || (!self.queue.is_empty() && offset - max > self.units_per_file()) {
             return Ok(false);
         }
         let mut cur = max;
