@@ -153,6 +153,12 @@ def test_introspection_of_a_push_consumer_through_the_broker(tmp_path: Any, orde
             assert result.consume_result == CMResult.CR_SUCCESS and result.order == orderly and result.auto_commit
             wait_until(lambda: len(deliveries) == before + 1, "the direct delivery", 5)
             assert deliveries.keys()[-1] == "k-3"
+            # no message attached (no msgId): a clear error, nothing delivered
+            r = _call(
+                cl.broker.address, RequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": GROUP, "clientId": client_id}
+            )
+            assert r.code == ResponseCode.SYSTEM_ERROR and "carries 0 messages" in (r.remark or ""), r.remark
+            assert len(deliveries) == before + 1
 
             # INVOKE_BROKER_TO_RESET_OFFSET to before the first message: the consumer consumes everything again
             before = len(deliveries)

@@ -809,6 +809,8 @@ class MQClientInstance:
                 response = await handler(self, conn, request)
             except (ValueError, RemotingCommandError, BodyDecodeError) as e:
                 log.warning("bad request %d from %s: %s", request.code, conn.remote_address, e)
+                if request.is_oneway:
+                    return None
                 response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
             if response is None:
                 return None
