@@ -175,7 +175,8 @@ def test_introspection_of_a_push_consumer_through_the_broker(tmp_path: Any, orde
             wait_until(committed, "the offsets committed again", 10)
 
 
-def test_aio_push_consumer_answers_too(tmp_path: Any) -> None:
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrently", "orderly"])
+def test_aio_push_consumer_answers_too(tmp_path: Any, orderly: bool) -> None:
     from rmq_core.aio import AsyncPushConsumer
 
     with cluster(tmp_path) as cl:
@@ -195,9 +196,12 @@ def test_aio_push_consumer_answers_too(tmp_path: Any) -> None:
 
             async def listener(msgs: Any, context: Any) -> Any:
                 seen.extend(m.keys for m in msgs)
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+                return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-            c.register_message_listener(listener)
+            if orderly:
+                c.register_message_listener_orderly(listener)
+            else:
+                c.register_message_listener(listener)
             await c.start()
             try:
                 for _ in range(300):
@@ -226,5 +230,6 @@ def test_aio_push_consumer_answers_too(tmp_path: Any) -> None:
         info, result = asyncio.run(main())
         assert len(seen) == 5 and seen[-1] == "k-0"
         assert info.properties[PROP_CONSUME_TYPE] == "CONSUME_PASSIVELY"
+        assert info.properties[PROP_CONSUME_ORDERLY] == ("true" if orderly else "false")
         assert {mq.queue_id for mq in info.mq_table if mq.topic == TOPIC} == {0, 1}
-        assert result.consume_result == CMResult.CR_SUCCESS and not result.order
+        assert result.consume_result == CMResult.CR_SUCCESS and result.order == orderly
