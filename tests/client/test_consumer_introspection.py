@@ -223,12 +223,30 @@ def test_aio_push_consumer_answers_too(tmp_path: Any, orderly: bool) -> None:
                     {"consumerGroup": GROUP, "clientId": client_id, "msgId": sent[0].offset_msg_id},
                 )
                 assert d.code == ResponseCode.SUCCESS, d.remark
+                for _ in range(300):  # the reset needs the group's committed offsets on the broker
+                    offsets = [await asyncio.to_thread(cl.committed_offset, GROUP, TOPIC, q) for q in (0, 1)]
+                    if sum(offsets) == 4:
+                        break
+                    await asyncio.sleep(0.1)
+                before = len(seen)
+                reset = await asyncio.to_thread(
+                    _call,
+                    cl.broker.address,
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    {"topic": TOPIC, "group": GROUP, "timestamp": "1000000000000", "isForce": "true"},
+                )
+                assert reset.code == ResponseCode.SUCCESS, reset.remark
+                for _ in range(300):
+                    if len(seen) >= before + 4:
+                        break
+                    await asyncio.sleep(0.1)
+                assert sorted(seen[before:]) == ["k-0", "k-1", "k-2", "k-3"]
                 return ConsumerRunningInfo.decode(bytes(r.body)), ConsumeMessageDirectlyResult.decode(bytes(d.body))
             finally:
                 await c.shutdown()
 
         info, result = asyncio.run(main())
-        assert len(seen) == 5 and seen[-1] == "k-0"
+        assert len(seen) == 9 and seen[4] == "k-0"
         assert info.properties[PROP_CONSUME_TYPE] == "CONSUME_PASSIVELY"
         assert info.properties[PROP_CONSUME_ORDERLY] == ("true" if orderly else "false")
         assert {mq.queue_id for mq in info.mq_table if mq.topic == TOPIC} == {0, 1}
