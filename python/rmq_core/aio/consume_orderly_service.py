@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from rmq_core.client.consumer.consume_directly import directly_queue, run_directly_async
 from rmq_core.client.consumer.consume_message_orderly_service import ConsumeMessageOrderlyService, _now_ms
 from rmq_core.client.consumer.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.message import MessageExt, MessageQueue
+from rmq_core.remoting.body.consumer_running_info import ConsumeMessageDirectlyResult
 from rmq_core.remoting.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,16 @@ class AsyncConsumeMessageOrderlyService(ConsumeMessageOrderlyService):
         self._timers: set[asyncio.TimerHandle] = set()
 
     # --- life cycle ---------------------------------------------------------------------------------------------
+
+    async def consume_message_directly_async(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY with the ``async def`` listener, awaited on the loop."""
+        msgs = [msg]
+        context = ConsumeOrderlyContext(directly_queue(msg, broker_name))
+        self._reset_retry(msgs)
+        return await run_directly_async(
+            lambda: self.async_listener(tuple(msgs), context), True, lambda: context.auto_commit
+        )
+
     def start(self) -> None:
         self.stopped = False
         if self._message_model() == MessageModel.CLUSTERING:
@@ -149,10 +162,12 @@ class AsyncConsumeMessageOrderlyService(ConsumeMessageOrderlyService):
             try:
                 if self.dropped_before_listener(pq, mq):
                     break
+                started = time.monotonic()
                 try:
                     status = await self.async_listener(tuple(msgs), context)
                 except Exception as e:
                     self.log_listener_exception(e, msgs, mq)
+                self.count_consume_rt(mq, started)
             finally:
                 pq.consume_lock.release()
             result = self.listener_status(status, msgs, mq)

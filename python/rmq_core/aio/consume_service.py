@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from rmq_core.client.consumer.consume_directly import directly_queue, run_directly_async
 from rmq_core.client.consumer.consume_message_concurrently_service import (
     ConsumeMessageConcurrentlyService,
     ConsumeRequest,
@@ -33,6 +34,7 @@ from rmq_core.client.consumer.listener import ConsumeConcurrentlyContext, Consum
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.message import MessageExt, MessageQueue
+from rmq_core.remoting.body.consumer_running_info import ConsumeMessageDirectlyResult
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,13 @@ class AsyncConsumeMessageConcurrentlyService(ConsumeMessageConcurrentlyService):
 
     def get_core_pool_size(self) -> int:
         return sum(1 for t in self._workers if not t.done())
+
+    async def consume_message_directly_async(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY with the ``async def`` listener, awaited on the loop."""
+        msgs = (msg,)
+        context = ConsumeConcurrentlyContext(directly_queue(msg, broker_name))
+        self.impl.reset_retry_and_namespace(msgs, self.consumer_group)
+        return await run_directly_async(lambda: self.async_listener(msgs, context), False, lambda: True)
 
     @property
     def in_flight(self) -> int:

@@ -3,7 +3,9 @@ that the producers and consumers of a process share. It owns an asyncio event lo
 (``rmq-client-<client_id>``) on which all network I/O runs — or, for ``rmq_core.aio``, it runs on the caller's loop
 (``MQClientInstance(..., loop=asyncio.get_running_loop())``, ``await start_async()`` / ``await shutdown_async()``;
 no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
-(whose request handler serves broker→client requests such as NOTIFY_CONSUMER_IDS_CHANGED), the pull and rebalance
+(whose request handler serves the broker→client requests: NOTIFY_CONSUMER_IDS_CHANGED, and the introspection of
+``mqadmin``: RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
+CONSUME_MESSAGE_DIRECTLY, answered as 4.9's ClientRemotingProcessor answers them), the pull and rebalance
 services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 
 Invariants:
@@ -35,8 +37,10 @@ import copy
 import functools
 import inspect
 import logging
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -47,9 +51,17 @@ from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.mix_all import MASTER_ID
+from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.message import MessageQueue
+from rmq_core.message import MessageExt, MessageQueue, decode_messages
+from rmq_core.remoting.body.consumer_running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_TYPE,
+    PROP_NAMESERVER_ADDR,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+)
 from rmq_core.remoting.body.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -58,10 +70,18 @@ from rmq_core.remoting.body.heartbeat import (
     MessageModel,
     ProducerData,
 )
-from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOffsetBody
+from rmq_core.remoting.body.route import BodyDecodeError, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.header import NotifyConsumerIdsChangedRequestHeader, decode_header
+from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand, RemotingCommandError
+from rmq_core.remoting.header import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+    decode_header,
+)
 from rmq_core.remoting.transport import Connection, RemotingClient, new_event_loop
 
 if TYPE_CHECKING:
@@ -139,6 +159,10 @@ async def _maybe_await(value: Any) -> Any:
 
 class MQClientInstance:
     parts: ClassVar[ClientParts | None] = None  # set by rmq_core/client/__init__.py (the composition root)
+
+    # resetOffset's wait between dropping the process queues and moving the offsets (4.9 sleeps 10 s): pulls and
+    # listener calls in flight see the drop and commit nothing (both check ``dropped`` before they touch offsets)
+    RESET_OFFSET_SETTLE_S: ClassVar[float] = 1.0
 
     def __init__(
         self,
@@ -779,14 +803,162 @@ class MQClientInstance:
                 log.warning("bad NOTIFY_CONSUMER_IDS_CHANGED from %s: %s", conn.remote_address, e)
             self.rebalance_immediately()
             return None
-        response = RemotingCommand.response_to(
-            request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
-        )
+        handler = self._request_handlers.get(request.code)
+        if handler is not None:
+            try:
+                response = await handler(self, conn, request)
+            except (ValueError, RemotingCommandError, BodyDecodeError) as e:
+                log.warning("bad request %d from %s: %s", request.code, conn.remote_address, e)
+                if request.is_oneway:
+                    return None
+                response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
+            if response is None:
+                return None
+        else:
+            response = RemotingCommand.response_to(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
+            )
         response.language = self.client_config.language
         return response
 
+    async def _on_reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (oneway from the broker: no answer)."""
+        # isForce is not used here; a broker that leaves it out (rmq_core's did) still gets its reset done
+        h = decode_header(ResetOffsetRequestHeader, {"isForce": "false", **request.ext_fields})
+        log.info(
+            "invoke reset offset operation from broker. brokerAddr=%s, topic=%s, group=%s, timestamp=%s",
+            conn.remote_address,
+            h.topic,
+            h.group,
+            h.timestamp,
+        )
+        table = ResetOffsetBody.decode(bytes(request.body)).offset_table if request.body else {}
+        self._spawn(self.reset_offset(h.topic, h.group, table), "reset-offset")
+        return None
+
+    async def _on_get_consumer_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetConsumerStatusRequestHeader, request.ext_fields)
+        body = GetConsumerStatusBody(message_queue_table=self.get_consumer_status(h.topic, h.group))
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
+
+    async def _on_get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
+        info = self.consumer_running_info(h.consumerGroup)
+        if info is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
+            )
+        if h.jstackEnable:
+            info.jstack = thread_stacks()
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=info.encode())
+
+    async def _on_consume_message_directly(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
+        msgs = decode_messages(bytes(request.body or b""))
+        if len(msgs) != 1:
+            raise ValueError(f"CONSUME_MESSAGE_DIRECTLY carries {len(msgs)} messages, not one")
+        result = await self.consume_message_directly(msgs[0], h.consumerGroup, h.brokerName or "")
+        if result is None:
+            return RemotingCommand.response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
+            )
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=result.encode())
+
+    _request_handlers: ClassVar[
+        dict[int, Callable[[MQClientInstance, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]]
+    ] = {
+        RequestCode.RESET_CONSUMER_CLIENT_OFFSET: _on_reset_offset,
+        RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: _on_get_consumer_status,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: _on_get_consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_consume_message_directly,
+    }
+
+    # --- introspection (4.9 MQClientInstance#resetOffset, getConsumerStatus, consumerRunningInfo,
+    # consumeMessageDirectly) ---------------------------------------------------------------------------------
+    async def reset_offset(self, topic: str, group: str, offset_table: dict[MessageQueue, int]) -> None:
+        """Move the push consumer of ``group`` to ``offset_table`` on ``topic``: suspend it, drop the topic's process
+        queues named in the table, wait ``RESET_OFFSET_SETTLE_S`` for pulls and listener calls in flight to see the
+        drop, then for each queue update the offset, persist it to the broker and remove the queue; resume (the
+        rebalance that follows re-creates the pull requests from the new offsets)."""
+        consumer = self.consumer_table.get(group)
+        if consumer is None or not hasattr(consumer, "rebalance_impl") or not hasattr(consumer, "suspend"):
+            log.info("[reset-offset] consumer dose not exist. group=%s", group)
+            return
+        consumer.suspend()
+        try:
+            table = consumer.rebalance_impl.process_queue_table
+            for mq, pq in list(table.items()):
+                if mq.topic == topic and mq in offset_table:
+                    pq.dropped = True
+                    pq.clear()
+            await asyncio.sleep(self.RESET_OFFSET_SETTLE_S)
+            for mq in list(table):
+                offset = offset_table.get(mq)
+                if mq.topic != topic or offset is None:
+                    continue
+                try:
+                    consumer.offset_store.update_offset(mq, offset, False)
+                    await consumer.rebalance_impl.remove_unnecessary_message_queue(mq, table.get(mq))
+                    table.pop(mq, None)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("reset offset failed. group=%s, %s", group, mq)
+        finally:
+            consumer.resume()
+
+    def get_consumer_status(self, topic: str, group: str) -> dict[MessageQueue, int]:
+        """The consumer's offsets of ``topic``'s queues (empty when ``group`` has no consumer here)."""
+        consumer = self.consumer_table.get(group)
+        store = getattr(consumer, "offset_store", None)
+        if store is None:
+            return {}
+        return dict(store.clone_offset_table(topic))
+
+    def consumer_running_info(self, group: str) -> ConsumerRunningInfo | None:
+        consumer = self.consumer_table.get(group)
+        build = getattr(consumer, "consumer_running_info", None)
+        if consumer is None or build is None:
+            return None
+        info: ConsumerRunningInfo = build()
+        info.properties[PROP_NAMESERVER_ADDR] = "".join(f"{a};" for a in self.client_config.namesrv_addr_list())
+        consume_type = consumer.consume_type
+        info.properties[PROP_CONSUME_TYPE] = getattr(consume_type, "value", str(consume_type))
+        info.properties[PROP_CLIENT_VERSION] = version_desc(DEFAULT_VERSION)
+        return info
+
+    async def consume_message_directly(
+        self, msg: MessageExt, group: str, broker_name: str
+    ) -> ConsumeMessageDirectlyResult | None:
+        """Run the push consumer's listener of ``group`` on ``msg`` (a thread for a blocking listener, awaited for
+        rmq_core.aio's); None when the group has no push consumer here."""
+        consumer = self.consumer_table.get(group)
+        service = getattr(consumer, "consume_message_service", None)
+        if service is None:
+            return None
+        run_async = getattr(service, "consume_message_directly_async", None)
+        if run_async is not None:
+            result: ConsumeMessageDirectlyResult = await run_async(msg, broker_name)
+            return result
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(None, service.consume_message_directly, msg, broker_name)
+        return result
+
     def __repr__(self) -> str:
         return f"MQClientInstance({self.client_id}, {self.service_state})"
+
+
+def thread_stacks() -> str:
+    """Every thread's stack, as ``jstack`` prints them for GET_CONSUMER_RUNNING_INFO's ``jstackEnable``."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        out.append(f"Thread: {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)))
+    return "\n".join(out)
 
 
 def _copy_outcome(cfut: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:

@@ -84,7 +84,7 @@ class BrokerToClient:
         body = ResetOffsetBody(table).encode()
         header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, isForce=is_force)
         ext = encode_header(header)
-        ext.pop("isForce", None)  # 4.9's Broker2Client leaves isForce unset (false) on the client request
+        ext["isForce"] = "false"  # 4.9's Broker2Client leaves isForce unset: its primitive false goes on the wire
         info = self.consumer_manager.get_consumer_group_info(group)
         if info is None or not info.channel_info_table:
             return RemotingCommand.response_to(

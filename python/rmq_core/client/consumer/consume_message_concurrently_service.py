@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rmq_core.client.consumer.consume_directly import directly_queue, run_directly
 from rmq_core.client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -35,6 +36,7 @@ from rmq_core.client.consumer.listener import (
 )
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt, MessageQueue
+from rmq_core.remoting.body.consumer_running_info import ConsumeMessageDirectlyResult
 
 if TYPE_CHECKING:
     from rmq_core.client.consumer.consume_message_service import PushConsumerImplView
@@ -252,6 +254,14 @@ class ConsumeMessageConcurrentlyService:
 
     def lock_mqs_periodically(self) -> None:
         pass  # orderly only
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: the listener on ``msg`` alone, on the calling thread (nothing acknowledged)."""
+        msgs = [msg]
+        context = ConsumeConcurrentlyContext(directly_queue(msg, broker_name))
+        self.impl.reset_retry_and_namespace(msgs, self.consumer_group)
+        log.info("consumeMessageDirectly receive new message: %s", msg)
+        return run_directly(lambda: self.listener(msgs, context), False, lambda: True)
 
     # --- submitting ---------------------------------------------------------------------------------------------
     def submit_consume_request(

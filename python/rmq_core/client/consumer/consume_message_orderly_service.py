@@ -37,9 +37,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rmq_core.client.consumer.consume_directly import directly_queue, run_directly
 from rmq_core.client.consumer.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rmq_core.common.mix_all import MASTER_ID, get_retry_topic
 from rmq_core.message import PROPERTY_RECONSUME_TIME, PROPERTY_RETRY_TOPIC, MessageExt, MessageQueue
+from rmq_core.remoting.body.consumer_running_info import ConsumeMessageDirectlyResult
 from rmq_core.remoting.body.heartbeat import MessageModel
 
 log = logging.getLogger("rmq_core.client.consume")
@@ -125,6 +127,7 @@ class ConsumeMessageOrderlyService:
         self.lock_interval_ms = REBALANCE_LOCK_INTERVAL_MS
         self.max_time_consume_continuously_ms = MAX_TIME_CONSUME_CONTINUOUSLY_MS
         threads = max(1, int(getattr(conf, "consume_thread_min", 20)))
+        self._threads = threads
         prefix = f"ConsumeMessageThread_{self.consumer_group[:100]}_"
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=prefix)
         self._scheduler: _Scheduler | None = None
@@ -245,6 +248,24 @@ class ConsumeMessageOrderlyService:
         if self._scheduler is not None:
             self._scheduler.schedule(delay_ms, fn)
 
+    def count_consume_rt(self, mq: MessageQueue, started: float) -> None:
+        """The listener call begun at ``started`` (time.monotonic) into the consumer's consume RT."""
+        stats = getattr(self.push_impl, "stats", None)
+        if stats is not None:
+            stats.inc_consume_rt(self.consumer_group, mq.topic, int((time.monotonic() - started) * 1000))
+
+    def get_core_pool_size(self) -> int:
+        return self._threads
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: the listener on ``msg`` alone, on the calling thread (no queue lock, nothing
+        acknowledged); ``autoCommit`` as the listener left the context."""
+        msgs = [msg]
+        context = ConsumeOrderlyContext(directly_queue(msg, broker_name))
+        self._reset_retry(msgs)
+        log.info("consumeMessageDirectly receive new message: %s", msg)
+        return run_directly(lambda: self.message_listener(msgs, context), True, lambda: context.auto_commit)
+
     # -- the ConsumeRequest --------------------------------------------------------------------------------------
     def _reset_retry(self, msgs: list[MessageExt]) -> None:
         reset = getattr(self.push_impl, "reset_retry_and_namespace", None)
@@ -280,10 +301,12 @@ class ConsumeMessageOrderlyService:
                 with pq.consume_lock:
                     if self.dropped_before_listener(pq, mq):
                         break
+                    started = time.monotonic()
                     try:
                         status = self.message_listener(tuple(msgs), context)
                     except Exception as e:
                         self.log_listener_exception(e, msgs, mq)
+                    self.count_consume_rt(mq, started)
                 status = self.listener_status(status, msgs, mq)
                 if not self.process_consume_result(msgs, status, context, pq, mq):
                     break
@@ -369,6 +392,12 @@ class ConsumeMessageOrderlyService:
         continue_consume = True
         commit_offset = -1
         S = ConsumeOrderlyStatus
+        stats = getattr(self.push_impl, "stats", None)
+        if stats is not None:
+            if status == S.SUCCESS or (context.auto_commit and status in (S.COMMIT, S.ROLLBACK)):
+                stats.inc_consume_ok_tps(self.consumer_group, mq.topic, len(msgs))
+            elif status == S.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                stats.inc_consume_failed_tps(self.consumer_group, mq.topic, len(msgs))
         if context.auto_commit:
             if status in (S.COMMIT, S.ROLLBACK):
                 log.warning(

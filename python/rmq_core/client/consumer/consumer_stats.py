@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from rmq_core.remoting.body.consumer_running_info import ConsumeStatus
+
 
 class ConsumerStatsManager:
     def __init__(self) -> None:
@@ -39,3 +41,15 @@ class ConsumerStatsManager:
 
     def inc_consume_failed_tps(self, group: str, topic: str, msgs: int) -> None:
         self.consume_failed[self._key(group, topic)] += msgs
+
+    def consume_status(self, group: str, topic: str, elapsed_s: float) -> ConsumeStatus:
+        """ConsumeStatus of (group, topic): mean pull and consume RT, and TPS as totals over ``elapsed_s``."""
+        k = self._key(group, topic)
+        return ConsumeStatus(
+            pull_rt=self.pull_rt_ms[k] / self.pull_times[k] if self.pull_times[k] else 0.0,
+            pull_tps=self.pull_tps[k] / elapsed_s,
+            consume_rt=self.consume_rt_ms[k] / self.consume_times[k] if self.consume_times[k] else 0.0,
+            consume_ok_tps=self.consume_ok[k] / elapsed_s,
+            consume_failed_tps=self.consume_failed[k] / elapsed_s,
+            consume_failed_msgs=self.consume_failed[k],
+        )

@@ -26,6 +26,7 @@ from rmq_core.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_MAX_OFFS
 
 if TYPE_CHECKING:
     from rmq_core.client.consumer.consume_message_service import ExpiredMessageSender
+    from rmq_core.remoting.body.consumer_running_info import ProcessQueueInfo
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +253,25 @@ class ProcessQueue:
         """The cached (not taken) messages in offset order (a copy)."""
         with self._lock:
             return self.msg_tree.values()
+
+    def fill_process_queue_info(self, info: ProcessQueueInfo) -> None:
+        """This queue's cache and lock state into ``info`` (GET_CONSUMER_RUNNING_INFO's mqTable)."""
+        with self._lock:
+            if self.msg_tree:
+                info.cached_msg_min_offset = self.msg_tree.first_key() or 0
+                info.cached_msg_max_offset = self.msg_tree.last_key() or 0
+                info.cached_msg_count = len(self.msg_tree)
+                info.cached_msg_size_in_mib = self.msg_size // (1024 * 1024)
+            if self.consuming_msg_orderly_tree:
+                info.transaction_msg_min_offset = self.consuming_msg_orderly_tree.first_key() or 0
+                info.transaction_msg_max_offset = self.consuming_msg_orderly_tree.last_key() or 0
+                info.transaction_msg_count = len(self.consuming_msg_orderly_tree)
+            info.locked = self.locked
+            info.try_unlock_times = self.try_unlock_times
+            info.last_lock_timestamp = self.last_lock_timestamp
+            info.dropped = self.dropped
+            info.last_pull_timestamp = self.last_pull_timestamp
+            info.last_consume_timestamp = self.last_consume_timestamp
 
     def clear(self) -> None:
         with self._lock:

@@ -58,6 +58,13 @@ from rmq_core.message import (
     MessageQueue,
 )
 from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.body.consumer_running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
 
@@ -303,6 +310,38 @@ class DefaultMQPushConsumerImpl:
 
     def is_unit_mode(self) -> bool:
         return bool(self.push_consumer.client_settings.get("unit_mode", False))
+
+    def consumer_running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO as 4.9's consumerRunningInfo builds it: the consumer's settings (Java's field
+        names) and PROP_CONSUMEORDERLY / PROP_THREADPOOL_CORE_SIZE / PROP_CONSUMER_START_TIMESTAMP, the
+        subscriptions, each assigned queue's ProcessQueueInfo with its commit offset, and per topic the consume
+        statistics (averages since the consumer started: rmq_core keeps running totals, not 4.9's one-minute
+        samples). The instance adds the name server, consume type and client version."""
+        c = self.push_consumer
+        props = {
+            "consumerGroup": c.consumer_group,
+            "messageModel": c.message_model.value,
+            "consumeFromWhere": c.consume_from_where.value,
+        }
+        for name in _DEFAULTS:
+            value = getattr(c, name, None)
+            if value is not None:
+                props[_java_name(name)] = str(value).lower() if isinstance(value, bool) else str(value)
+        svc = self.consume_message_service
+        props[PROP_CONSUME_ORDERLY] = "true" if self.consume_orderly else "false"
+        props[PROP_THREADPOOL_CORE_SIZE] = str(svc.get_core_pool_size() if svc is not None else 0)
+        props[PROP_CONSUMER_START_TIMESTAMP] = str(self.consumer_start_timestamp)
+        info = ConsumerRunningInfo(properties=props, subscription_set=self.subscriptions())
+        for mq, pq in list(self.rebalance_impl.process_queue_table.items()):
+            pq_info = ProcessQueueInfo()
+            if self.offset_store is not None:
+                pq_info.commit_offset = self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            pq.fill_process_queue_info(pq_info)
+            info.mq_table[mq] = pq_info
+        elapsed_s = max(1e-3, time.time() - self.consumer_start_timestamp / 1000)
+        for sub in info.subscription_set:
+            info.status_table[sub.topic] = self.stats.consume_status(self.group_name, sub.topic, elapsed_s)
+        return info
 
     # --- set-up -----------------------------------------------------------------------------------------------
     def _create_rebalance_impl(self) -> Any:
@@ -881,6 +920,12 @@ class DefaultMQPushConsumerImpl:
             batch=False,
         )
         await inst.mq_client_api.send_message(addr, broker, new_msg, header, SEND_MESSAGE_BACK_TIMEOUT_MILLIS, "SYNC")
+
+
+def _java_name(snake: str) -> str:
+    """``pull_batch_size`` → ``pullBatchSize`` (DefaultMQPushConsumer's field names)."""
+    head, *rest = snake.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
 class _NoRebalance:

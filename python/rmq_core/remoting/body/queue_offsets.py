@@ -8,6 +8,8 @@ ConsumeStats.java, OffsetWrapper.java):
   ``{"offsetTable":{MQ:offset}}``
 - INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) → GetConsumerStatusBody ``{"consumerTable":{clientId:{MQ:offset}},
   "messageQueueTable":{}}``; each client's table is passed on as the client wrote it (``fastjson.RawValue``).
+- GET_CONSUMER_STATUS_FROM_CLIENT (221), a client's answer → GetConsumerStatusBody ``{"consumerTable":{},
+  "messageQueueTable":{MQ:offset}}``.
 
 where ``MQ`` is a MessageQueue JSON object used as the map key, as fastjson writes ``Map<MessageQueue, …>``
 (``{"brokerName","queueId","topic"}``; see ``fastjson.RawKey``). Fields in alphabetical order, as fastjson writes them.
@@ -132,8 +134,23 @@ class ResetOffsetBody:
 
 @dataclass
 class GetConsumerStatusBody:
+    """The broker's answer (``consumer_table``, one client's table each) and a client's answer to
+    GET_CONSUMER_STATUS_FROM_CLIENT (``message_queue_table``: its offsets of the topic's queues)."""
+
     consumer_table: dict[str, fastjson.RawValue] = field(default_factory=dict)
+    message_queue_table: dict[MessageQueue, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        doc = {"consumerTable": dict(sorted(self.consumer_table.items())), "messageQueueTable": {}}
+        mqs = {mq_key(mq): int(v) for mq, v in sorted(self.message_queue_table.items())}
+        doc = {"consumerTable": dict(sorted(self.consumer_table.items())), "messageQueueTable": mqs}
         return fastjson.dumps(doc).encode("utf-8")
+
+    @classmethod
+    def decode_message_queue_table(cls, data: bytes | str) -> dict[MessageQueue, int]:
+        """A client's answer: its ``messageQueueTable``."""
+        text = bytes(data).decode("utf-8") if not isinstance(data, str) else data
+        raw = fastjson.raw_field(text, "messageQueueTable")
+        try:
+            return {mq_from_json_dict(k): int(v) for k, v in (fastjson.map_items(raw) if raw else [])}
+        except (ValueError, KeyError, TypeError) as e:
+            raise BodyDecodeError(f"GetConsumerStatusBody: bad messageQueueTable: {e}") from None
