@@ -309,7 +309,8 @@ def test_send_latency_fault_keeps_away_from_a_failing_broker(tmp_path: Path, fau
     """broker-a answers every send SYSTEM_ERROR (a retryable code). With send_latency_fault_enable the failure
     isolates broker-a for 30 s (MQFaultStrategy): after the first refused attempt every send goes straight to
     broker-b. Without it, selection only avoids the last failed broker within one send, so about half of the
-    sends try broker-a first again."""
+    sends try broker-a first again (how many depends on where the round robin starts and how the retries move it:
+    4 to 7 of 20 seen; isolation would allow at most 1)."""
     with cluster(tmp_path, 2) as (ns, [a, b]):
         refused: list[int] = []
 
@@ -331,7 +332,7 @@ def test_send_latency_fault_keeps_away_from_a_failing_broker(tmp_path: Path, fau
         if fault_enable:
             assert len(refused) <= 1, f"broker-a tried {len(refused)} times while isolated"
         else:
-            assert len(refused) >= 5, f"broker-a tried only {len(refused)} times without the fault strategy"
+            assert len(refused) >= 3, f"broker-a tried only {len(refused)} times without the fault strategy"
 
 
 def test_an_unreachable_name_server_is_skipped(tmp_path: Path) -> None:
