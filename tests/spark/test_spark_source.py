@@ -343,3 +343,28 @@ def test_bad_options_are_named(spark, tmp_path):  # noqa: F811
         read(spark, path=str(tmp_path), topic=TOPIC, maxOffsetsPerTrigger="5").collect()
     with pytest.raises(Exception, match="option startingOffsets must be"):
         read(spark, path=str(tmp_path), topic=TOPIC, startingOffsets="{bad").collect()
+
+
+def test_namesrv_source_reads_a_store_written_by_message_store_then_served_by_a_broker(spark, tmp_path):  # noqa: F811
+    """A store written through MessageStore (no config/topics.json) served by a broker started on it: the broker
+    adopts its topics and registers them, so the namesrv source reads every message (stores that move)."""
+    from rmq_core.broker import Broker, BrokerConfig
+    from rmq_core.namesrv import NameServer
+    from rmq_core.store import StoreConfig
+
+    from support.admin_helpers import wait_for_route
+
+    root = tmp_path / "moved"
+    with MessageStore(
+        root, StoreConfig(mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=20_000)
+    ) as store:
+        for i in range(9):
+            assert store.put_message(Message("Moved", f"moved-{i}".encode(), tags="T"), queue_id=i % 3).ok
+    with (
+        NameServer(listen_port=0) as ns,
+        Broker(BrokerConfig(listen_port=0, namesrv_addr=ns.address, store_path_root_dir=str(root), broker_name="b0")),
+    ):
+        wait_for_route(ns.address, "Moved")
+        rows = read(spark, namesrv=ns.address, topic="Moved").collect()
+    assert sorted(bytes(r.body).decode() for r in rows) == [f"moved-{i}" for i in range(9)]
+    assert {(r.broker_name, r.queue_id) for r in rows} == {("b0", q) for q in range(3)}
