@@ -179,11 +179,13 @@ def test_not_writable_topic(broker, client):
     assert max_offset(broker, "ReadOnly") == 0
 
 
-def test_transaction_prepared_message_is_refused(broker, client):
+def test_transaction_prepared_message_goes_to_the_half_topic(broker, client):
+    """(the rest of the transaction path: tests/broker/test_end_transaction_processor.py)"""
     props = properties_to_string({"TRAN_MSG": "true", "PGROUP": "PG"})
     resp = invoke(client, broker, send_request("TxTopic", b"x", properties=props, sys_flag=0x4))
-    assert resp.code == ResponseCode.NO_PERMISSION
+    assert resp.code == ResponseCode.SUCCESS
     assert max_offset(broker, "TxTopic") == 0
+    assert max_offset(broker, "RMQ_SYS_TRANS_HALF_TOPIC") == 1
 
 
 def test_missing_header_field_answers_system_error_with_ext_fields(broker, client):

@@ -80,6 +80,14 @@ class BrokerConfig:
     max_msgs_num_batch: int = 64
     # RocketMQ 5's name: the Prometheus endpoint's port (-1 off, 0 a free port); needs rmq_core[metrics]
     metrics_prom_exporter_port: int = -1
+    # transactions (BrokerConfig: rejectTransactionMessage, transactionTimeOut, transactionCheckMax,
+    # transactionCheckInterval; MessageStoreConfig: fileReservedTime, hours, the age past which a half message is
+    # dropped unchecked)
+    reject_transaction_message: bool = False
+    transaction_timeout: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60000
+    file_reserved_time: int = 72
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -128,8 +136,13 @@ class BrokerConfig:
             return cls.from_properties(parse_properties(f.read()))
 
 
+# broker.conf keys whose snake_case is not the field's name
+_KEY_ALIASES = {"transaction_time_out": "transaction_timeout"}
+
+
 def _snake(key: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+    return _KEY_ALIASES.get(name, name)
 
 
 def _convert(current: Any, raw: str, key: str) -> Any:

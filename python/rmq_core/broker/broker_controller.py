@@ -47,6 +47,7 @@ from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProc
 from rmq_core.broker.processor.admin_stats_processor import AdminStatsProcessor
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
+from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
@@ -56,6 +57,10 @@ from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq_core.broker.topic_config_manager import TopicConfigManager
+from rmq_core.broker.transaction.transactional_message_bridge import TransactionalMessageBridge
+from rmq_core.broker.transaction.transactional_message_check_listener import TransactionalMessageCheckListener
+from rmq_core.broker.transaction.transactional_message_check_service import TransactionalMessageCheckService
+from rmq_core.broker.transaction.transactional_message_service import TransactionalMessageService
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.transport import RemotingClient, RemotingServer, new_event_loop
@@ -178,6 +183,7 @@ class BrokerController:
             cfg, self.message_store, self.consumer_manager, self.broker_to_client
         )
         self.query_message_processor = QueryMessageProcessor(self.message_store, self.message_store_config)
+        self._build_transaction_components()
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)),
             (
@@ -205,6 +211,7 @@ class BrokerController:
             (self.admin_stats_processor, AdminStatsProcessor.request_codes),
             (self.admin_consumer_processor, AdminConsumerProcessor.request_codes),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
+            (self.end_transaction_processor, EndTransactionProcessor.request_codes),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
         # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends await the group
@@ -230,6 +237,28 @@ class BrokerController:
             SendMessageProcessor.batch_codes,
             self.send_message_processor.process_batch,
             inline=int(RequestCode.SEND_MESSAGE) in inline,
+        )
+
+    def _build_transaction_components(self) -> None:
+        """Transactional messages: the half/op queue bridge, END_TRANSACTION, the check-back service."""
+        cfg = self.broker_config
+        bridge = TransactionalMessageBridge(
+            self.message_store, self.topic_config_manager, self.consumer_offset_manager, self.store_host
+        )
+        self.transactional_message_service = TransactionalMessageService(bridge, cfg.file_reserved_time)
+        self.transactional_message_check_listener = TransactionalMessageCheckListener(
+            self.producer_manager, self.topic_config_manager, bridge
+        )
+        self.transactional_message_check_service = TransactionalMessageCheckService(
+            cfg, self.transactional_message_service, self.transactional_message_check_listener
+        )
+        self.end_transaction_processor = EndTransactionProcessor(
+            cfg,
+            self.transactional_message_service,
+            bridge,
+            self.schedule_message_service,
+            self.broker_stats_manager,
+            self.message_store_config.max_message_size,
         )
 
     # --- facts processors rely on ---------------------------------------------------------------------------
@@ -305,6 +334,9 @@ class BrokerController:
         self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()
         self.schedule_message_service.start(self.message_store)
+        self.transactional_message_service.load()
+        if not cfg.is_slave:
+            self.transactional_message_check_service.start(self.loop)
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
@@ -481,6 +513,7 @@ class BrokerController:
             self.broker_metrics.stop()
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
+        await self.transactional_message_check_service.shutdown()
         if self.namesrv_addrs():
             cfg = self.broker_config
             try:

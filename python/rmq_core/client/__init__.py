@@ -37,12 +37,16 @@ from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.mq_client_instance import ClientParts, FindBrokerResult, MQClientInstance
 from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.client.producer import (
+    LocalTransactionState,
     MessageQueueSelector,
     Producer,
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
     SendResult,
     SendStatus,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
 )
 from rmq_core.client.pull_result import PullResult, PullResultExt, PullStatus
 

@@ -59,6 +59,7 @@ from rmq_core.remoting.header import (
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -266,6 +267,15 @@ class MQClientAPIImpl:
             trace_on=trace_on,
             transaction_id=h.transactionId,
         )
+
+    # --- transactions ------------------------------------------------------------------------------------------
+    async def end_transaction_oneway(
+        self, addr: str, header: EndTransactionRequestHeader, remark: str | None, timeout_ms: float
+    ) -> None:
+        """END_TRANSACTION (37), oneway: commit, roll back or leave open (UNKNOW) a half message."""
+        request = RemotingCommand.request(RequestCode.END_TRANSACTION, encode_header(header))
+        request.remark = remark
+        await self.invoke_oneway(addr, request, timeout_ms)
 
     # --- pull --------------------------------------------------------------------------------------------------
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float) -> PullResultExt:

@@ -5,7 +5,8 @@ that the producers and consumers of a process share. It owns an asyncio event lo
 no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
 (whose request handler serves the broker→client requests: NOTIFY_CONSUMER_IDS_CHANGED, and the introspection of
 ``mqadmin``: RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
-CONSUME_MESSAGE_DIRECTLY, answered as 4.9's ClientRemotingProcessor answers them), the pull and rebalance
+CONSUME_MESSAGE_DIRECTLY, and a transactional producer's CHECK_TRANSACTION_STATE, answered as 4.9's
+ClientRemotingProcessor answers them), the pull and rebalance
 services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 
 Invariants:
@@ -54,7 +55,7 @@ from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.message import MessageExt, MessageQueue, decode_messages
+from rmq_core.message import PROPERTY_PRODUCER_GROUP, MessageExt, MessageQueue, decode_messages
 from rmq_core.remoting.body.consumer_running_info import (
     PROP_CLIENT_VERSION,
     PROP_CONSUME_TYPE,
@@ -75,6 +76,7 @@ from rmq_core.remoting.body.route import BodyDecodeError, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand, RemotingCommandError
 from rmq_core.remoting.header import (
+    CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
@@ -868,6 +870,27 @@ class MQClientInstance:
             )
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=result.encode())
 
+    async def _on_check_transaction_state(self, conn: Connection, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (oneway from the broker): the half message's producer runs its check on its own
+        executor and ends the transaction (4.9 ClientRemotingProcessor.checkTransactionState)."""
+        h = decode_header(CheckTransactionStateRequestHeader, request.ext_fields)
+        msgs = decode_messages(bytes(request.body or b""))
+        if not msgs:
+            log.warning("checkTransactionState, decode message failed")
+            return None
+        msg = msgs[0]
+        group = msg.properties.get(PROPERTY_PRODUCER_GROUP)
+        if group is None:
+            log.warning("checkTransactionState, pick producer group failed")
+            return None
+        producer = self.select_producer(group)
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            log.debug("checkTransactionState, pick producer by group[%s] failed", group)
+            return None
+        check(conn.remote_address, msg, h)
+        return None
+
     _request_handlers: ClassVar[
         dict[int, Callable[[MQClientInstance, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]]
     ] = {
@@ -875,6 +898,7 @@ class MQClientInstance:
         RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: _on_get_consumer_status,
         RequestCode.GET_CONSUMER_RUNNING_INFO: _on_get_consumer_running_info,
         RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_consume_message_directly,
+        RequestCode.CHECK_TRANSACTION_STATE: _on_check_transaction_state,
     }
 
     # --- introspection (4.9 MQClientInstance#resetOffset, getConsumerStatus, consumerRunningInfo,

@@ -151,6 +151,27 @@ class SendMessageResponseHeader:
     batchUniqId: str | None = optional()
 
 
+# --- transactions (END_TRANSACTION 37, CHECK_TRANSACTION_STATE 39) ----------------------------------------------
+@dataclass
+class EndTransactionRequestHeader:
+    producerGroup: str = required()
+    tranStateTableOffset: int = required()
+    commitLogOffset: int = required()
+    commitOrRollback: int = required()  # the sys flag's transaction value: NOT (0, UNKNOW), COMMIT (8), ROLLBACK (12)
+    fromTransactionCheck: bool | None = optional(False)
+    msgId: str = required()
+    transactionId: str | None = optional()
+
+
+@dataclass
+class CheckTransactionStateRequestHeader:
+    tranStateTableOffset: int = required()
+    commitLogOffset: int = required()
+    msgId: str | None = optional()
+    transactionId: str | None = optional()
+    offsetMsgId: str | None = optional()
+
+
 @dataclass
 class ConsumerSendMsgBackRequestHeader:
     offset: int = required()

@@ -13,6 +13,10 @@ Send, in order (``msgCheck`` then the put):
    from the header; ``UNIQ_KEY`` kept (the store assigns one when missing);
 4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
 5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
+   a prepared message (``TRAN_MSG=true``) is refused with NO_PERMISSION under ``rejectTransactionMessage``, else
+   stored as its half message (``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, ``REAL_TOPIC``/``REAL_QID``, transaction bits
+   reset: ``broker/transaction/transactional_message_bridge.py``), its DELAY left for the commit; the response
+   names the queue it was sent to and the half queue offset (what END_TRANSACTION's tranStateTableOffset must be);
 6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId, queueOffset.
 Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
 
@@ -29,8 +33,7 @@ delayLevel < 0, to ``%DLQ%<group>``, with reconsumeTimes + 1, ``RETRY_TOPIC`` (t
 
 Deviations from 4.9 (on purpose): a non-writable broker refuses every send (4.9 only refuses order topics there and
 relies on the name server routes for the rest) and a non-writable topic refuses sends (4.9 does not check);
-transactional (prepared) messages are refused with NO_PERMISSION, as 4.9 does with ``rejectTransactionMessage``
-(there is no transaction service); a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
+a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
 once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
 answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
 
@@ -53,6 +56,7 @@ from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
 )
+from rmq_core.broker.transaction.transactional_message_bridge import parse_half_message_inner
 from rmq_core.common import mix_all
 from rmq_core.common.perm_name import (
     PERM_READ,
@@ -69,6 +73,7 @@ from rmq_core.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -106,7 +111,6 @@ log = logging.getLogger(__name__)
 
 PROPERTY_MSG_REGION = "MSG_REGION"
 PROPERTY_TRACE_SWITCH = "TRACE_ON"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 DLQ_NUMS_PER_GROUP = 1
 TRANSACTION_TYPE_MASK = 0xC
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
@@ -164,6 +168,7 @@ class _PreparedSend(NamedTuple):
     sys_flag: int
     reconsume_times: int
     wait_store_msg_ok: bool
+    answer_queue_id: int | None = None  # the queue the response names when not ``queue_id`` (a half message's)
 
 
 class SendMessageProcessor:
@@ -351,7 +356,8 @@ class SendMessageProcessor:
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
         properties = string_to_properties(header.properties)
-        if properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+        prepared = properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
+        if prepared and self.broker_config.reject_transaction_message:
             raise _Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden",
@@ -366,14 +372,19 @@ class SendMessageProcessor:
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
-        queue_id = self._redirect_delay(msg, queue_id, sys_flag)
+        answer_queue_id = queue_id
+        if prepared:  # a transaction's half message (its DELAY, if any, applies once committed)
+            queue_id, sys_flag = parse_half_message_inner(msg, queue_id, sys_flag)
+        else:
+            queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
             raise _Refused(
                 ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         return _PreparedSend(
-            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok
+            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok,
+            answer_queue_id if prepared else None,
         )
 
     def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
@@ -394,7 +405,7 @@ class SendMessageProcessor:
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
             "msgId": result.msg_id or "",  # set: the record was written
-            "queueId": str(queue_id),
+            "queueId": str(queue_id if send.answer_queue_id is None else send.answer_queue_id),
             "queueOffset": str(result.queue_offset),
         }
         return RemotingCommand(

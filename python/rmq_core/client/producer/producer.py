@@ -47,6 +47,7 @@ from rmq_core.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
+    PROPERTY_TRANSACTION_PREPARED,
     SYSFLAG_COMPRESSION_ZLIB,
     TRANSACTION_PREPARED_TYPE,
     UNIQ_KEY,
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SYNC, ASYNC, ONEWAY = "SYNC", "ASYNC", "ONEWAY"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+
 COMPRESS_LEVEL = 5
 SEND_MSG_FAILED_URL = "http://rocketmq.apache.org/docs/faq/"
 # MQBrokerException codes after which sendDefaultImpl tries another queue (DefaultMQProducer.retryResponseCodes)
