@@ -338,3 +338,56 @@ def scenario_lite_pull_5x(namesrv: str, topic: str, group: str, log_dir: str, mo
     assert sum(o["maxOffset"] - o["minOffset"] for o in offsets.values()) == count
     if mode == "assign":  # the client's own committed() read back from the broker
         assert done["committed"] == {f"{o['brokerName']}:{q}": o["maxOffset"] for q, o in offsets.items()}, done
+
+
+# --- transactions -------------------------------------------------------------------------------------------------
+TX_PLAN = ("COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW:COMMIT_MESSAGE", "UNKNOW:ROLLBACK_MESSAGE")
+
+
+def tx_committed(count: int) -> set[str]:
+    """The keys of ``TransactionProduce``'s messages that end committed (by the send or by the check-back)."""
+    return {f"key-{i}" for i in range(count) if "COMMIT_MESSAGE" in TX_PLAN[i % len(TX_PLAN)]}
+
+
+def pulled_keys(namesrv: str, topic: str, group: str, log_dir: str, expect: int) -> list[str]:
+    """Every message of ``topic`` read by the Java DefaultLitePullConsumer from the first offset (lingering 2 s
+    after ``expect`` arrived, so an extra or a duplicate would be seen): their keys, as often as delivered."""
+    lines = run_java(
+        "PullConsume",
+        ["--namesrv", namesrv, "--group", group, "--topic", topic, "--expect", expect, "--linger-ms", 2000]
+        + ["--timeout-ms", 40000],
+        log_dir,
+        timeout=90.0,
+    )
+    return [m["keys"] for m in events(lines, "msg")]
+
+
+def scenario_transaction_producer(namesrv: str, topic: str, group: str, log_dir: str, count: int = 8) -> None:
+    """TransactionMQProducer (4.9.7): COMMIT and ROLLBACK from executeLocalTransaction, and UNKNOW resolved by the
+    broker's check-back (CHECK_TRANSACTION_STATE) to COMMIT and to ROLLBACK. The check names the real topic, each
+    undecided message is checked until decided (once when the broker checks each once), and a consumer reads the
+    committed messages only, each once."""
+    lines = run_java(
+        "TransactionProduce",
+        ["--namesrv", namesrv, "--topic", topic, "--count", count, "--group", group, "--wait-checks-ms", 40000],
+        log_dir,
+        timeout=120.0,
+    )
+    sends = events(lines, "send")
+    assert [s["i"] for s in sends] == list(range(count)), lines[-3:]
+    for s in sends:
+        assert s["status"] == "SEND_OK", s
+        assert s["localTransactionState"] == TX_PLAN[s["i"] % len(TX_PLAN)].split(":")[0], s
+        assert UNIQ_KEY.match(s["msgId"]), s
+        assert s.get("offsetMsgId") is None, s  # 4.9.7's TransactionSendResult does not copy it
+    [done] = events(lines, "done")
+    assert done == {"event": "done", "sent": count, "unresolved": 0}, lines[-5:]
+    checks = events(lines, "check")
+    undecided = {f"key-{i}" for i in range(count) if TX_PLAN[i % len(TX_PLAN)].startswith("UNKNOW")}
+    assert {c["keys"] for c in checks} == undecided, checks
+    for c in checks:
+        assert c["topic"] == topic, c
+        i = int(c["keys"][len("key-") :])
+        assert c["state"] == TX_PLAN[i % len(TX_PLAN)].split(":")[1], c
+    keys = pulled_keys(namesrv, topic, f"{group}_reader", log_dir, len(tx_committed(count)))
+    assert sorted(keys) == sorted(tx_committed(count)), keys
