@@ -170,8 +170,11 @@ def test_transactional_batch_is_refused(broker, client):
     body = encode_batch([_Msg(b"a"), _Msg(b"b")])
     props = properties_to_string({"TRAN_MSG": "true", "PGROUP": "PG"})
     resp = invoke(
-        client, broker, send_request("TxBatch", body, code=RequestCode.SEND_BATCH_MESSAGE, properties=props,
-                                     sys_flag=PREPARED, batch=True)
+        client,
+        broker,
+        send_request(
+            "TxBatch", body, code=RequestCode.SEND_BATCH_MESSAGE, properties=props, sys_flag=PREPARED, batch=True
+        ),
     )
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL
     assert max_offset(broker, "TxBatch", 0) == 0 and max_offset(broker, HALF, 0) == 0
@@ -198,61 +201,74 @@ def test_transactional_message_with_a_delay_level_waits_for_the_commit(broker, c
 
 # --- the check-back -------------------------------------------------------------------------------------------
 def test_check_sends_check_transaction_state_to_the_producer_connection(tmp_path):
-    with _broker(tmp_path, transaction_timeout=0, transaction_check_interval=3_600_000) as b:
-        with RawProducerConnection(b.address, "PG") as conn:
-            resp = conn.invoke(half_send("TxChk", b"body", TAGS="t"))
-            time.sleep(0.01)
-            check_now(b)
-            req = conn.next_request(RequestCode.CHECK_TRANSACTION_STATE)
-            assert req.is_oneway
-            [renewed] = stored(b, HALF, 0, offset=1)  # put back at the tail with TRANSACTION_CHECK_TIMES=1
-            assert renewed.properties["TRANSACTION_CHECK_TIMES"] == "1"
-            assert int(req.ext_fields["tranStateTableOffset"]) == renewed.queue_offset == 1
-            assert int(req.ext_fields["commitLogOffset"]) == renewed.commitlog_offset
-            assert req.ext_fields["msgId"] == renewed.properties["UNIQ_KEY"] == req.ext_fields["transactionId"]
-            [msg] = decode_messages(req.body)
-            assert (msg.topic, msg.queue_id, msg.body, msg.tags) == ("TxChk", 1, b"body", "t")
-            # the producer answers COMMIT for the renewed record: stored once, no further check
-            end = RemotingCommand.request(
-                RequestCode.END_TRANSACTION,
-                encode_header(EndTransactionRequestHeader(
-                    producerGroup="PG", tranStateTableOffset=1, commitLogOffset=renewed.commitlog_offset,
-                    commitOrRollback=COMMIT, fromTransactionCheck=True, msgId=msg.properties["UNIQ_KEY"])),
-            )
-            assert conn.invoke(end).code == ResponseCode.SUCCESS
-            assert resp.code == ResponseCode.SUCCESS
-            time.sleep(0.01)
-            check_now(b)
-            assert conn.no_request_within(0.3)
-            assert max_offset(b, "TxChk", 1) == 1 and max_offset(b, HALF, 0) == 2
+    with (
+        _broker(tmp_path, transaction_timeout=0, transaction_check_interval=3_600_000) as b,
+        RawProducerConnection(b.address, "PG") as conn,
+    ):
+        resp = conn.invoke(half_send("TxChk", b"body", TAGS="t"))
+        time.sleep(0.01)
+        check_now(b)
+        req = conn.next_request(RequestCode.CHECK_TRANSACTION_STATE)
+        assert req.is_oneway
+        [renewed] = stored(b, HALF, 0, offset=1)  # put back at the tail with TRANSACTION_CHECK_TIMES=1
+        assert renewed.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        assert int(req.ext_fields["tranStateTableOffset"]) == renewed.queue_offset == 1
+        assert int(req.ext_fields["commitLogOffset"]) == renewed.commitlog_offset
+        assert req.ext_fields["msgId"] == renewed.properties["UNIQ_KEY"] == req.ext_fields["transactionId"]
+        [msg] = decode_messages(req.body)
+        assert (msg.topic, msg.queue_id, msg.body, msg.tags) == ("TxChk", 1, b"body", "t")
+        # the producer answers COMMIT for the renewed record: stored once, no further check
+        end = RemotingCommand.request(
+            RequestCode.END_TRANSACTION,
+            encode_header(
+                EndTransactionRequestHeader(
+                    producerGroup="PG",
+                    tranStateTableOffset=1,
+                    commitLogOffset=renewed.commitlog_offset,
+                    commitOrRollback=COMMIT,
+                    fromTransactionCheck=True,
+                    msgId=msg.properties["UNIQ_KEY"],
+                )
+            ),
+        )
+        assert conn.invoke(end).code == ResponseCode.SUCCESS
+        assert resp.code == ResponseCode.SUCCESS
+        time.sleep(0.01)
+        check_now(b)
+        assert conn.no_request_within(0.3)
+        assert max_offset(b, "TxChk", 1) == 1 and max_offset(b, HALF, 0) == 2
 
 
 def test_check_skips_ended_and_young_messages(tmp_path):
-    with _broker(tmp_path, transaction_timeout=60_000, transaction_check_interval=3_600_000) as b:
-        with RawProducerConnection(b.address, "PG") as conn:
-            ended = conn.invoke(half_send("TxY"))
-            assert conn.invoke(end_request(ended, ROLLBACK)).code == ResponseCode.SUCCESS
-            conn.invoke(half_send("TxY"))  # young: not checked before transactionTimeOut
-            time.sleep(0.01)
-            check_now(b)
-            assert conn.no_request_within(0.3)
-            assert max_offset(b, HALF, 0) == 2  # nothing put back
+    with (
+        _broker(tmp_path, transaction_timeout=60_000, transaction_check_interval=3_600_000) as b,
+        RawProducerConnection(b.address, "PG") as conn,
+    ):
+        ended = conn.invoke(half_send("TxY"))
+        assert conn.invoke(end_request(ended, ROLLBACK)).code == ResponseCode.SUCCESS
+        conn.invoke(half_send("TxY"))  # young: not checked before transactionTimeOut
+        time.sleep(0.01)
+        check_now(b)
+        assert conn.no_request_within(0.3)
+        assert max_offset(b, HALF, 0) == 2  # nothing put back
 
 
 def test_check_discards_after_transaction_check_max(tmp_path):
-    with _broker(tmp_path, transaction_timeout=0, transaction_check_max=2, transaction_check_interval=3_600_000) as b:
-        with RawProducerConnection(b.address, "PG") as conn:
-            conn.invoke(half_send("TxMax", b"m"))
-            for _ in range(2):  # two checks, the producer stays silent
-                time.sleep(0.01)
-                check_now(b)
-                conn.next_request(RequestCode.CHECK_TRANSACTION_STATE)
+    with (
+        _broker(tmp_path, transaction_timeout=0, transaction_check_max=2, transaction_check_interval=3_600_000) as b,
+        RawProducerConnection(b.address, "PG") as conn,
+    ):
+        conn.invoke(half_send("TxMax", b"m"))
+        for _ in range(2):  # two checks, the producer stays silent
             time.sleep(0.01)
-            check_now(b)  # the third: checked twice already → discarded
-            assert conn.no_request_within(0.3)
-            [dropped] = stored(b, "TRANS_CHECK_MAX_TIME_TOPIC", 0)
-            assert dropped.body == b"m" and dropped.properties["REAL_TOPIC"] == "TxMax"
-            assert max_offset(b, "TxMax", 1) == 0
+            check_now(b)
+            conn.next_request(RequestCode.CHECK_TRANSACTION_STATE)
+        time.sleep(0.01)
+        check_now(b)  # the third: checked twice already → discarded
+        assert conn.no_request_within(0.3)
+        [dropped] = stored(b, "TRANS_CHECK_MAX_TIME_TOPIC", 0)
+        assert dropped.body == b"m" and dropped.properties["REAL_TOPIC"] == "TxMax"
+        assert max_offset(b, "TxMax", 1) == 0
 
 
 def test_check_without_a_producer_connection_sends_nothing(tmp_path, client):

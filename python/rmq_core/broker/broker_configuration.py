@@ -31,7 +31,11 @@ log = logging.getLogger(__name__)
 FILE_NAME = "broker.properties"
 
 
-_JAVA_NAMES = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2", "transaction_timeout": "transactionTimeOut"}  # not plain camelCase in BrokerConfig.java
+_JAVA_NAMES = {
+    "broker_ip1": "brokerIP1",
+    "broker_ip2": "brokerIP2",
+    "transaction_timeout": "transactionTimeOut",
+}  # not plain camelCase in BrokerConfig.java
 
 
 def camel(name: str) -> str:

@@ -103,8 +103,9 @@ class EndTransactionProcessor:
         kind = header.commitOrRollback
         origin = "check" if header.fromTransactionCheck else "send"
         if kind == TRANSACTION_NOT_TYPE:
-            log.warning("producer %s: end transaction (%s) pending: %s %s", conn.remote_address, origin, header,
-                        request.remark)
+            log.warning(
+                "producer %s: end transaction (%s) pending: %s %s", conn.remote_address, origin, header, request.remark
+            )
             return None
         if kind == TRANSACTION_COMMIT_TYPE:
             result = self.service.commit_message(header)
@@ -120,8 +121,12 @@ class EndTransactionProcessor:
         if refused is not None:
             return answer(ResponseCode.SYSTEM_ERROR, refused)
         if self.service.is_resolved(half):  # ended before: answer as if done now, store nothing again
-            log.warning("half message at %d (queue offset %d) was already ended; %s ignored", header.commitLogOffset,
-                        half.queue_offset, "commit" if kind == TRANSACTION_COMMIT_TYPE else "rollback")
+            log.warning(
+                "half message at %d (queue offset %d) was already ended; %s ignored",
+                header.commitLogOffset,
+                half.queue_offset,
+                "commit" if kind == TRANSACTION_COMMIT_TYPE else "rollback",
+            )
             return answer(ResponseCode.SUCCESS)
         if kind == TRANSACTION_ROLLBACK_TYPE:
             self.service.delete_prepare_message(half)

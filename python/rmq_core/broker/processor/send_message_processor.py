@@ -383,7 +383,13 @@ class SendMessageProcessor:
                 ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         return _PreparedSend(
-            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok,
+            msg,
+            queue_id,
+            born_host,
+            header.bornTimestamp,
+            sys_flag,
+            reconsume_times,
+            wait_store_msg_ok,
             answer_queue_id if prepared else None,
         )
 

@@ -261,8 +261,13 @@ class TransactionalMessageService:
                         break
                     if half.status == "NO_NEW_MSG":
                         break
-                    log.info("half queue %d: illegal offset %d (%s), go on at %d", queue_id, i, half.status,
-                             half.next_begin_offset)
+                    log.info(
+                        "half queue %d: illegal offset %d (%s), go on at %d",
+                        queue_id,
+                        i,
+                        half.status,
+                        half.next_begin_offset,
+                    )
                     i = half.next_begin_offset
                     new_offset = i
                     continue

@@ -48,7 +48,7 @@ from rmq_core.message import (
 from rmq_core.remoting.header import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
 if TYPE_CHECKING:
-    from rmq_core.client.mq_client_instance import MQClientInstance
+    pass
 
 log = logging.getLogger(__name__)
 
