@@ -106,3 +106,77 @@ def test_rmq_core_transaction_producer_on_apache(apache_tx: ApacheRocketMQ, log_
         p.shutdown()
     keys = sc.pulled_keys(apache_tx.namesrv_addr, topic, "rmq_tx_apache_reader", log_dir, len(sc.tx_committed(count)))
     assert sorted(keys) == sorted(sc.tx_committed(count)), keys
+
+
+# --- bad input: the same raw requests to both brokers, the same answers ----------------------------------------
+def _bad_input_answers(broker_addr: str, client: Any) -> dict[str, tuple[int, str | None]]:
+    """Raw requests to ``broker_addr``: a transactional batch, END_TRANSACTION for an offset past the end, for a
+    half message with the wrong producer group and with the wrong tranStateTableOffset; (code, remark) of each."""
+    from rmq_core.message_encoding import encode_batch, properties_to_string
+    from rmq_core.remoting.codes import RequestCode
+    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.remoting.header import EndTransactionRequestHeader, encode_header
+
+    from support.send_helpers import send_request
+
+    class _M:
+        def __init__(self, body: bytes) -> None:
+            self.topic, self.body, self.flag, self.properties = "TxBadBatch", body, 0, {}
+
+    def call(req: RemotingCommand) -> RemotingCommand:
+        return client.invoke_sync(broker_addr, req, timeout=5.0)
+
+    def end(**over: Any) -> RemotingCommand:
+        fields: dict[str, Any] = dict(
+            producerGroup="PG", tranStateTableOffset=0, commitLogOffset=0, commitOrRollback=8, msgId="M"
+        )
+        fields.update(over)
+        return RemotingCommand.request(
+            RequestCode.END_TRANSACTION, encode_header(EndTransactionRequestHeader(**fields))
+        )
+
+    out: dict[str, tuple[int, str | None]] = {}
+    tx_props = properties_to_string({"TRAN_MSG": "true", "PGROUP": "PG"})
+    batch = send_request(
+        "TxBadBatch",
+        encode_batch([_M(b"a"), _M(b"b")]),
+        code=RequestCode.SEND_BATCH_MESSAGE,
+        properties=tx_props,
+        sys_flag=0x4,
+        batch=True,
+    )
+    r = call(batch)
+    out["batch"] = (r.code, None)
+    half = call(send_request("TxBadEnd", b"x", queue_id=0, properties=tx_props, sys_flag=0x4))
+    assert half.code == 0, half.remark
+    from rmq_core.message import decode_offset_msg_id
+
+    phy = decode_offset_msg_id(half.ext_fields["msgId"])[1]
+    q_off = int(half.ext_fields["queueOffset"])
+    for name, req in (
+        ("unknown_offset", end(commitLogOffset=1 << 40, tranStateTableOffset=q_off)),
+        ("wrong_group", end(producerGroup="OTHER", commitLogOffset=phy, tranStateTableOffset=q_off)),
+        ("wrong_queue_offset", end(commitLogOffset=phy, tranStateTableOffset=q_off + 100)),
+    ):
+        r = call(req)
+        out[name] = (r.code, r.remark)
+    return out
+
+
+EXPECTED_BAD_INPUT = {
+    "batch": (13, None),  # MESSAGE_ILLEGAL
+    "unknown_offset": (1, "Find prepared transaction message failed"),
+    "wrong_group": (1, "The producer group wrong"),
+    "wrong_queue_offset": (1, "The transaction state table offset wrong"),
+}
+
+
+def test_bad_input_answers_on_apache(apache_tx: ApacheRocketMQ, client: Any) -> None:
+    assert _bad_input_answers(apache_tx.broker_addr, client) == EXPECTED_BAD_INPUT
+
+
+def test_bad_input_answers_on_rmq_core(tmp_path: Any, client: Any) -> None:
+    with cluster(tmp_path) as c:
+        assert _bad_input_answers(c.broker.address, client) == EXPECTED_BAD_INPUT
+        assert c.broker.message_store.get_max_offset_in_queue("TxBadEnd", 0) == 0
+        assert c.broker.message_store.get_max_offset_in_queue("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) == 0
