@@ -85,3 +85,60 @@ def test_streaming_sink_copies_a_topic(spark, tmp_path):  # noqa: F811
         finally:
             q.stop()
         _check(rows)
+
+
+# --- option("transactional", "true"): half messages in the tasks, ended by the driver --------------------------
+def _stored_count(broker, topic: str, queues: int = 8) -> int:
+    return sum(broker.message_store.get_max_offset_in_queue(topic, q) for q in range(queues))
+
+
+def test_transactional_sink_commits_once_in_the_driver(spark, tmp_path):  # noqa: F811
+    """Each task sends its rows as half messages; the job's commit ends them with COMMIT: the topic holds every row
+    exactly once, each half message has its op message."""
+    with cluster(tmp_path) as (ns, brokers):
+        (
+            _df(spark)
+            .repartition(3)
+            .write.format("rocketmq")
+            .option("namesrv", ns.address)
+            .option("topic", "SinkTx")
+            .option("transactional", "true")
+            .mode("append")
+            .save()
+        )
+        b = brokers[0]
+        assert _stored_count(b, "SinkTx") == 50
+        assert _stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1) == 50
+        assert _stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1) == 50
+        _check(read(spark, namesrv=ns.address, topic="SinkTx").collect())
+
+
+def test_transactional_sink_abort_rolls_back(spark, tmp_path):  # noqa: F811
+    """A task fails on a row with a null body after sending half messages: the job aborts, the driver rolls back the
+    successful tasks' half messages, the failed task's are never committed: the topic stays empty."""
+    rows = [(f"body-{i}",) for i in range(20)] + [(None,)]
+    df = spark.createDataFrame(rows, "body string").coalesce(1)
+    good = spark.createDataFrame([(f"ok-{i}",) for i in range(10)], "body string")
+    with cluster(tmp_path) as (ns, brokers):
+        with pytest.raises(Exception, match="null body"):
+            (
+                good.union(df)
+                .write.format("rocketmq")
+                .option("namesrv", ns.address)
+                .option("topic", "SinkTxAbort")
+                .option("transactional", "true")
+                .mode("append")
+                .save()
+            )
+        b = brokers[0]
+        assert _stored_count(b, "SinkTxAbort") == 0
+        halves = _stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1)
+        ops = _stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1)
+        assert halves >= 20 and 0 < ops < halves  # the successful task's halves rolled back, the failed one's open
+
+
+def test_transactional_sink_needs_namesrv(spark, tmp_path):  # noqa: F811
+    with pytest.raises(Exception, match="transactional needs namesrv"):
+        _df(spark).write.format("rocketmq").option("path", str(tmp_path / "s")).option("topic", "T").option(
+            "transactional", "true"
+        ).mode("append").save()

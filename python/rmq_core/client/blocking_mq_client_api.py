@@ -28,6 +28,7 @@ from rmq_core.message import Message, MessageExt, MessageQueue
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, TopicStatsTable
 from rmq_core.remoting.body.route import MASTER_ID, ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.header import (
+    EndTransactionRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
@@ -108,6 +109,13 @@ class BlockingMQClientAPI:
     ) -> PullResultExt:
         t = self._t(timeout_ms)
         return self._run(self.api.pull_message(addr, header, t), t)
+
+    def end_transaction(
+        self, addr: str, header: EndTransactionRequestHeader, remark: str | None = None, timeout_ms: float | None = None
+    ) -> None:
+        """END_TRANSACTION, answered (MQBrokerException unless SUCCESS)."""
+        t = self._t(timeout_ms)
+        self._run(self.api.end_transaction(addr, header, remark, t), t)
 
     # --- queue offsets -----------------------------------------------------------------------------------------
     def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: float | None = None) -> int:

@@ -277,6 +277,17 @@ class MQClientAPIImpl:
         request.remark = remark
         await self.invoke_oneway(addr, request, timeout_ms)
 
+    async def end_transaction(
+        self, addr: str, header: EndTransactionRequestHeader, remark: str | None, timeout_ms: float
+    ) -> None:
+        """END_TRANSACTION (37) awaiting the broker's answer (the Spark sink's driver: it must know the end took);
+        anything but SUCCESS raises MQBrokerException with the broker's code and remark."""
+        request = RemotingCommand.request(RequestCode.END_TRANSACTION, encode_header(header))
+        request.remark = remark
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
     # --- pull --------------------------------------------------------------------------------------------------
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float) -> PullResultExt:
         response = await self.invoke(addr, pull_message_request(header), timeout_ms)

@@ -197,6 +197,15 @@ def parse_read_options(opts: Mapping[str, str], streaming: bool) -> RocketMQOpti
     )
 
 
+def _transactional(opts: Mapping[str, str], path: str | None) -> bool:
+    raw = (_get(opts, "transactional") or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise OptionError(f"option transactional must be true or false, got {raw!r}")
+    if raw == "true" and path is not None:
+        raise OptionError("option transactional needs namesrv (a broker ends the transactions), not path")
+    return raw == "true"
+
+
 @dataclass(frozen=True)
 class RocketMQWriteOptions:
     namesrv: str | None
@@ -207,6 +216,7 @@ class RocketMQWriteOptions:
     write_queue_nums: int
     lock_timeout_ms: int
     timeout_ms: int
+    transactional: bool = False
 
 
 def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
@@ -223,4 +233,5 @@ def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
         write_queue_nums=_int(opts, "writeQueueNums", 4, 1),  # type: ignore[arg-type]
         lock_timeout_ms=_int(opts, "lockTimeoutMs", 120_000, 0),  # type: ignore[arg-type]
         timeout_ms=_int(opts, "timeoutMs", 10_000, 1),  # type: ignore[arg-type]
+        transactional=_transactional(opts, path),
     )

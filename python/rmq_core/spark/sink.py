@@ -7,9 +7,18 @@ Rows: ``body`` (binary or string, required, not null) and optional ``topic`` (el
 ``path``: ``MessageStore.put_messages`` in chunks, queue ids round-robin over ``writeQueueNums`` (a store
 directory has one writer at a time: a task waits up to ``lockTimeoutMs`` for the store lock).
 
-Delivery is AT-LEAST-ONCE: a failed send fails the task with the error; Spark retries the task (and a streaming
-query replays the micro-batch after a restart), so messages sent before the failure are sent again. Consumers that
-need exactly-once must de-duplicate (e.g. on a key carried in the row).
+Delivery is AT-LEAST-ONCE by default: a failed send fails the task with the error; Spark retries the task (and a
+streaming query replays the micro-batch after a restart), so messages sent before the failure are sent again.
+
+``option("transactional", "true")`` (namesrv only) makes it EXACTLY-ONCE for the job's successful tasks: each task
+sends its rows as half messages (``TransactionProducer``, one send per row, the local transaction left UNKNOW) and
+reports their handles (``TransactionHandle``: broker address, commitlog offset, half queue offset, msg id) in its
+commit message; the driver's ``commit()`` ends every handle with COMMIT (END_TRANSACTION, answered), ``abort()`` with
+ROLLBACK. A failed task attempt's half messages are never committed: nobody answers the broker's check for the sink's
+producer group (its producers are gone), so the broker discards them after ``transactionCheckMax`` checks. A commit
+retried (by the driver or by a restarted streaming query's batch) ends nothing twice on rmq_core's broker (a resolved
+half message is not stored again; Apache 4.9's broker would store it again). The driver dying between its first and
+last END leaves the rest to be discarded: that window is not exactly-once.
 
 Invariants: a task's commit message counts what it sent; nothing is reported sent that the broker/store did not
 acknowledge. Thread-safety: one writer per task; ``write`` keeps no state between calls.
@@ -42,10 +51,21 @@ class SinkError(RmqError):
     """A row could not be sent (bad row or a failed send); the task fails with it."""
 
 
+@dataclass(frozen=True)
+class TransactionHandle:
+    """What the driver needs to end one half message (EndTransactionRequestHeader's fields)."""
+
+    broker_addr: str
+    commitlog_offset: int
+    tran_state_table_offset: int
+    msg_id: str
+
+
 @dataclass
 class RocketMQCommitMessage(WriterCommitMessage):
     partition_id: int
     sent: int
+    handles: tuple[TransactionHandle, ...] = ()
 
 
 def validate_schema(schema: StructType, opts: RocketMQWriteOptions) -> None:
@@ -134,6 +154,91 @@ def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
     return sent
 
 
+class _LeaveOpen:
+    """The sink's TransactionListener: the driver decides, so the task leaves every transaction open."""
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> Any:
+        from rmq_core.client import LocalTransactionState
+
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg_ext: Any) -> Any:
+        from rmq_core.client import LocalTransactionState
+
+        return LocalTransactionState.UNKNOW
+
+
+def _write_transactional(rows: Iterator[Any], opts: RocketMQWriteOptions) -> RocketMQCommitMessage:
+    from rmq_core.client import TransactionProducer
+    from rmq_core.client.send_result import SendStatus
+    from rmq_core.message import decode_offset_msg_id
+
+    assert opts.namesrv is not None
+    producer = TransactionProducer(
+        opts.producer_group,
+        namesrv_addr=opts.namesrv,
+        transaction_listener=_LeaveOpen(),
+        send_msg_timeout=opts.timeout_ms,
+        instance_name=f"rmq-spark-txsink-{_task_id()}-{time.time_ns()}",
+    )
+    producer.start()
+    handles: list[TransactionHandle] = []
+    try:
+        for row in rows:
+            msg = row_to_message(row, opts.topic)
+            try:
+                r = producer.send_message_in_transaction(msg)
+            except Exception as e:
+                raise SinkError(
+                    f"sending a half message to topic {msg.topic!r} failed ({len(handles)} sent before): {e}"
+                ) from e
+            if r.send_status != SendStatus.SEND_OK:
+                raise SinkError(f"sending a half message to topic {msg.topic!r}: {r.send_status.value}")
+            addr = producer.instance.find_broker_address_in_publish(r.message_queue.broker_name)  # type: ignore[union-attr]
+            if addr is None:
+                raise SinkError(f"no address for broker {r.message_queue.broker_name!r}")
+            _host, offset = decode_offset_msg_id(r.offset_msg_id or "")
+            handles.append(TransactionHandle(addr, offset, r.queue_offset, r.msg_id or ""))
+    finally:
+        producer.shutdown()
+    return RocketMQCommitMessage(_task_id(), len(handles), tuple(handles))
+
+
+def end_transactions(opts: RocketMQWriteOptions, messages: list[WriterCommitMessage | None], commit: bool) -> int:
+    """The driver's side: END_TRANSACTION (COMMIT or ROLLBACK) for every handle of the tasks' commit messages; the
+    number ended. A failure raises SinkError after trying every handle (those ended stay ended)."""
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+    from rmq_core.remoting.header import EndTransactionRequestHeader
+
+    assert opts.namesrv is not None
+    handles = [h for m in messages if isinstance(m, RocketMQCommitMessage) for h in m.handles]
+    if not handles:
+        return 0
+    kind = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
+    failures: list[str] = []
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms) as api:
+        for h in handles:
+            header = EndTransactionRequestHeader(
+                producerGroup=opts.producer_group,
+                tranStateTableOffset=h.tran_state_table_offset,
+                commitLogOffset=h.commitlog_offset,
+                commitOrRollback=kind,
+                fromTransactionCheck=False,
+                msgId=h.msg_id,
+            )
+            try:
+                api.end_transaction(h.broker_addr, header)
+            except Exception as e:
+                failures.append(f"{h}: {e}")
+    if failures:
+        raise SinkError(
+            f"{len(failures)} of {len(handles)} transactions could not be "
+            f"{'committed' if commit else 'rolled back'}: {failures[:3]}"
+        )
+    return len(handles)
+
+
 def _open_store_waiting(opts: RocketMQWriteOptions) -> MessageStore:
     from rmq_core.errors import StoreError
     from rmq_core.store import MessageStore
@@ -180,6 +285,8 @@ def _chain(first: list[Message], rest: Iterator[list[Message]]) -> Iterator[list
 
 
 def write_rows(rows: Iterator[Any], opts: RocketMQWriteOptions) -> RocketMQCommitMessage:
+    if opts.transactional:
+        return _write_transactional(rows, opts)
     sent = _write_namesrv(rows, opts) if opts.namesrv is not None else _write_path(rows, opts)
     return RocketMQCommitMessage(_task_id(), sent)
 
@@ -197,9 +304,17 @@ class RocketMQDataSourceWriter(DataSourceWriter):
         return write_rows(iterator, self.opts)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.transactional:
+            n = end_transactions(self.opts, messages, commit=True)
+            log.info("rocketmq sink: %d transactional messages committed (%d tasks)", n, len(messages))
+            return
         log.info("rocketmq sink: %d messages sent by %d tasks", _total(messages), len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.transactional:
+            n = end_transactions(self.opts, messages, commit=False)
+            log.warning("rocketmq sink: job aborted, %d transactional messages rolled back", n)
+            return
         log.warning(
             "rocketmq sink: job aborted after %d messages were sent (at-least-once: they stay sent)", _total(messages)
         )
@@ -214,9 +329,13 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         return write_rows(iterator, self.opts)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.transactional:
+            end_transactions(self.opts, messages, commit=True)
         log.info("rocketmq sink: batch %d: %d messages sent", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.transactional:
+            end_transactions(self.opts, messages, commit=False)
         log.warning(
             "rocketmq sink: batch %d aborted after %d messages were sent (at-least-once)", batchId, _total(messages)
         )
