@@ -90,6 +90,7 @@ class StoreEngine:
         store_timestamp: int,
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
+        prepared_transaction_offset: int = 0,
     ) -> list[tuple[int, int, int, int]]: ...
     def wait_flushed(self, upto: int) -> bool: ...
     def get_message(

@@ -299,10 +299,22 @@ class MessageStore:
         sys_flag: int = 0,
         reconsume_times: int = 0,
         wait_flush: bool = True,
+        prepared_transaction_offset: int = 0,
     ) -> PutMessageResult:
         """Append one message. ``wait_flush=False`` (SYNC_FLUSH): return once appended and dispatched, without
-        waiting for the flush; the caller then waits with ``wait_flushed(commitlog_offset + wrote_bytes)``."""
-        t = self._put([msg], [queue_id], born_host, born_timestamp, sys_flag, reconsume_times, wait_flush)[0]
+        waiting for the flush; the caller then waits with ``wait_flushed(commitlog_offset + wrote_bytes)``.
+        ``prepared_transaction_offset``: the record's field of that name (a committed transactional message's half
+        message offset, as 4.9's EndTransactionProcessor sets it)."""
+        t = self._put(
+            [msg],
+            [queue_id],
+            born_host,
+            born_timestamp,
+            sys_flag,
+            reconsume_times,
+            wait_flush,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )[0]
         return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self.config.store_host)
 
     def put_messages(
@@ -342,6 +354,7 @@ class MessageStore:
         reconsume_times: int,
         wait_flush: bool = True,
         own_fields: Sequence[tuple[int, int, int]] | None = None,
+        prepared_transaction_offset: int = 0,
     ) -> list[tuple[int, int, int, int]]:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
@@ -364,6 +377,7 @@ class MessageStore:
             now,
             wait_flush,
             None if own_fields is None else list(own_fields),
+            prepared_transaction_offset,
         )
         if self._listeners:
             self._notify_arrivals(msgs, queue_ids, raw)

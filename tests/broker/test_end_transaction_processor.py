@@ -84,6 +84,7 @@ def test_commit_restores_the_real_topic_and_writes_the_op_message(broker, client
     [m] = stored(broker, "TxC", 1)
     assert m.body == b"payload" and m.tags == "tagC" and m.keys == "k1"
     assert m.sys_flag & 0xC == COMMIT
+    assert m.prepared_transaction_offset == decode_offset_msg_id(resp.ext_fields["msgId"])[1]  # the half's offset
     for gone in ("REAL_TOPIC", "REAL_QID", "TRAN_MSG"):
         assert gone not in m.properties
     assert m.properties["PGROUP"] == "PG"

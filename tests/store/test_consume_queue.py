@@ -174,3 +174,17 @@ def test_transaction_prepared_and_rollback_not_dispatched(backend):
     assert [u[0] for u in sp.read_cq(store.root_dir, TOPIC, 0)] == [0, commit.commitlog_offset]
     g = store.get_message("g", TOPIC, 0, 0, 32)
     assert [m.body for m in g.decode()] == [b"normal", b"commit"]
+
+
+def test_prepared_transaction_offset_is_written(backend):
+    """A committed transactional message records its half message's commitlog offset (4.9's EndTransactionProcessor),
+    byte for byte in the record, under both engines; other puts write 0."""
+    store = backend.open()
+    half = put_ok(store, Message(TOPIC, b"half"), 0)
+    commit = store.put_message(Message(TOPIC, b"commit"), 1, sys_flag=0x8, prepared_transaction_offset=777)
+    assert commit.ok
+    store.flush()
+    records = dict(sp.read_commitlog(store.root_dir)[0])
+    assert records[commit.commitlog_offset].prepared_transaction_offset == 777
+    assert records[half.commitlog_offset].prepared_transaction_offset == 0
+    assert store.look_message_by_offset(commit.commitlog_offset).prepared_transaction_offset == 777

@@ -403,6 +403,7 @@ class StoreEngine:
         store_timestamp: int,
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
+        prepared_transaction_offset: int = 0,
     ) -> list[tuple[int, int, int, int]]:
         cfg = self._config
         if len(msgs) != len(queue_ids):
@@ -450,7 +451,7 @@ class StoreEngine:
                 store_timestamp=store_timestamp,
                 store_host_raw=self._store_host_raw,
                 reconsume_times=m_reconsume,
-                prepared_transaction_offset=0,
+                prepared_transaction_offset=prepared_transaction_offset,
                 body=body,
                 topic=topic.encode(),
                 properties=props,

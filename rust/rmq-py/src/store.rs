@@ -144,7 +144,7 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
-    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None))]
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None, prepared_transaction_offset=0))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
@@ -158,6 +158,7 @@ impl StoreEngine {
         store_timestamp: i64,
         wait_flush: bool,
         own_fields: Option<Vec<(i64, i32, i32)>>,
+        prepared_transaction_offset: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
@@ -181,6 +182,7 @@ impl StoreEngine {
             born_host: codec::host_from_py(born_host)?,
             reconsume_times,
             store_timestamp,
+            prepared_transaction_offset,
         };
         let (a_topic, a_body, a_flag, a_props) = (
             intern!(py, "topic"),

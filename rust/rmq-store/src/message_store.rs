@@ -119,6 +119,9 @@ pub struct PutContext {
     pub born_host: Host,
     pub reconsume_times: i32,
     pub store_timestamp: i64,
+    /// Written into every record of the call (4.9: a committed transactional message records its half
+    /// message's commitlog offset here); 0 otherwise.
+    pub prepared_transaction_offset: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -714,7 +717,7 @@ impl MessageStore {
                     store_timestamp: ctx.store_timestamp,
                     store_host: &cfg.store_host,
                     reconsume_times: own.reconsume_times,
-                    prepared_transaction_offset: 0,
+                    prepared_transaction_offset: ctx.prepared_transaction_offset,
                     body: m.body,
                     topic: m.topic.as_bytes(),
                     properties: m.properties,

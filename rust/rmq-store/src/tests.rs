@@ -51,6 +51,7 @@ fn ctx(ts: i64) -> PutContext {
         born_host: Host::parse("10.1.2.3", 5555).unwrap(),
         reconsume_times: 0,
         store_timestamp: ts,
+        prepared_transaction_offset: 0,
     }
 }
 

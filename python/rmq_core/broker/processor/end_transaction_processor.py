@@ -9,16 +9,13 @@ In order:
    ("The transaction state table offset wrong") and its commitlog offset ``commitLogOffset`` ("The commit log offset
    wrong"), each SYSTEM_ERROR;
 4. COMMIT: the message is put to ``REAL_TOPIC``/``REAL_QID`` (body, flag, born time and host, reconsume times as the
-   half message's; sys flag transaction value COMMIT; ``REAL_TOPIC``/``REAL_QID``/``TRAN_MSG`` removed; tags code
+   half message's; sys flag transaction value COMMIT; preparedTransactionOffset = the half message's commitlog offset; ``REAL_TOPIC``/``REAL_QID``/``TRAN_MSG`` removed; tags code
    from its TAGS) — a DELAY it carries then applies (4.9's CommitLog does it for COMMIT messages); once stored, the op
    message; the put's status → the response code (4.9's ``sendFinalMessage``);
    ROLLBACK: the op message only; SUCCESS.
 An op message (tag ``d``, body = the half queue offset) is what makes a half message resolved, for the check and
 after a restart. A second END_TRANSACTION for a half message already resolved (``TransactionalMessageService.
 is_resolved``) is answered SUCCESS and stores nothing (deviation: 4.9 keeps no state here and stores a commit again).
-
-Deviation (4.9.7 writes it, the store has no way to here): the committed record's preparedTransactionOffset is 0,
-not the half message's commitlog offset.
 
 Thread-safety: the broker's event loop only.
 """
@@ -165,7 +162,13 @@ class EndTransactionProcessor:
         except ValueError as e:
             return ResponseCode.MESSAGE_ILLEGAL, str(e)
         result = self.bridge.put_message(
-            msg, queue_id, half.born_host, half.born_timestamp, sys_flag, half.reconsume_times
+            msg,
+            queue_id,
+            half.born_host,
+            half.born_timestamp,
+            sys_flag,
+            half.reconsume_times,
+            prepared_transaction_offset=half.commitlog_offset,
         )
         status = result.status
         if status in _FINAL_OK:

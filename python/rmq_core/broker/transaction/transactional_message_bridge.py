@@ -164,6 +164,7 @@ class TransactionalMessageBridge:
         born_timestamp: int,
         sys_flag: int,
         reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
     ) -> PutMessageResult:
         return self.message_store.put_message(
             msg,
@@ -173,6 +174,7 @@ class TransactionalMessageBridge:
             sys_flag=sys_flag,
             reconsume_times=reconsume_times,
             wait_flush=False,
+            prepared_transaction_offset=prepared_transaction_offset,
         )
 
     def put_op_message(self, half: MessageExt) -> bool:
