@@ -36,7 +36,7 @@ COMMIT, ROLLBACK, UNKNOW = (
     LocalTransactionState.ROLLBACK_MESSAGE,
     LocalTransactionState.UNKNOW,
 )
-FAST_CHECK = {"transaction_timeout": 100, "transaction_check_interval": 200}
+FAST_CHECK = {"transaction_timeout": 500, "transaction_check_interval": 200}  # a check asks after 0.5 s
 
 
 class Listener:
@@ -221,8 +221,47 @@ def test_bad_input(tx_cluster: Cluster) -> None:
         delayed.delay_time_level = 3
         r = p.send_message_in_transaction(delayed)  # 4.9's client ignores the delay level
         assert r.local_transaction_state == COMMIT
+        wait_until(lambda: stored_keys(c)["delayed"], "the commit (END_TRANSACTION is oneway)")
         [m] = [m for q in range(2) for m in c.stored("TxTopic", q)]
         assert m.keys == "delayed" and "DELAY" not in m.properties
         assert os.path.isdir(c.broker.config.store_path_root_dir)
     finally:
         p.shutdown()
+
+
+def test_async_transaction_producer_with_async_listener(tx_cluster: Cluster) -> None:
+    """rmq_core.aio.AsyncTransactionProducer on the caller's loop: ``async def`` execute and check; commit, rollback
+    and UNKNOW → commit by the check-back (the check awaited on the loop)."""
+    import asyncio
+
+    from rmq_core.aio import AsyncTransactionProducer
+
+    c = tx_cluster
+    checked: list[str] = []
+
+    class AsyncListener:
+        async def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+            await asyncio.sleep(0)
+            return LocalTransactionState(msg.properties["decide"])
+
+        async def check_local_transaction(self, msg_ext: MessageExt) -> LocalTransactionState:
+            checked.append(msg_ext.keys or "")
+            return LocalTransactionState(msg_ext.properties["check"])
+
+    async def run() -> None:
+        async with AsyncTransactionProducer(
+            "tx_aio", namesrv_addr=c.namesrv_addr, transaction_listener=AsyncListener(), **FAST_CLIENT
+        ) as p:
+            r = await p.send_message_in_transaction(tx_message("TxTopic", "aio-commit"))
+            assert r.local_transaction_state == COMMIT
+            await p.send_message_in_transaction(tx_message("TxTopic", "aio-rollback", "ROLLBACK_MESSAGE"))
+            await p.send_message_in_transaction(tx_message("TxTopic", "aio-unknow", "UNKNOW", "COMMIT_MESSAGE"))
+            for _ in range(200):
+                if stored_keys(c)["aio-unknow"]:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+
+    asyncio.run(run())
+    assert stored_keys(c) == Counter({"aio-commit": 1, "aio-unknow": 1})
+    assert checked == ["aio-unknow"]

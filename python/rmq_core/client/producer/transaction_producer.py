@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import logging
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.client.exceptions import MQClientException
@@ -80,7 +82,9 @@ class TransactionProducer(Producer):
             self.executor.shutdown(wait=False, cancel_futures=True)
 
     # --- the transactional send --------------------------------------------------------------------------------
-    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+    def prepare_half_message(self, msg: Message) -> TransactionListener:
+        """Step 1 before the send: the listener (MQClientException when none), DELAY dropped, the message checked,
+        ``TRAN_MSG`` / ``PGROUP`` set. Shared with ``rmq_core.aio.AsyncTransactionProducer``."""
         listener = self.transaction_listener
         if listener is None:
             raise MQClientException(-1, "TransactionListener is null")
@@ -88,6 +92,12 @@ class TransactionProducer(Producer):
         self.check_message(msg)
         msg.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
         msg.properties[PROPERTY_PRODUCER_GROUP] = self.producer_group
+        return listener
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        listener = self.prepare_half_message(msg)
+        if inspect.iscoroutinefunction(listener.execute_local_transaction):
+            raise MQClientException(-1, "an async TransactionListener needs rmq_core.aio.AsyncTransactionProducer")
         try:
             send_result = self.send(msg)
         except Exception as e:
@@ -97,8 +107,6 @@ class TransactionProducer(Producer):
         if send_result.send_status == SendStatus.SEND_OK:
             try:
                 state = listener.execute_local_transaction(msg, arg) or LocalTransactionState.UNKNOW
-                if state != LocalTransactionState.COMMIT_MESSAGE:
-                    log.info("executeLocalTransactionBranch return %s: %s", state.value, msg)
             except Exception as e:
                 log.info("executeLocalTransactionBranch exception: %s", e)
                 local_exception = e
@@ -108,6 +116,14 @@ class TransactionProducer(Producer):
             self.end_transaction(send_result, state, local_exception)
         except Exception as e:
             log.warning("local transaction execute %s, but end broker transaction failed: %s", state.value, e)
+        return self.transaction_send_result(msg, send_result, state)
+
+    @staticmethod
+    def transaction_send_result(
+        msg: Message, send_result: SendResult, state: LocalTransactionState
+    ) -> TransactionSendResult:
+        if state != LocalTransactionState.COMMIT_MESSAGE:
+            log.info("executeLocalTransactionBranch return %s: %s", state.value, msg)
         return TransactionSendResult(
             send_result.send_status,
             send_result.msg_id,
@@ -120,10 +136,10 @@ class TransactionProducer(Producer):
             local_transaction_state=state,
         )
 
-    def end_transaction(
+    def end_transaction_coro(
         self, send_result: SendResult, state: LocalTransactionState, local_exception: BaseException | None = None
-    ) -> None:
-        """END_TRANSACTION (oneway) for the half message ``send_result`` names."""
+    ) -> Coroutine[Any, Any, None]:
+        """The END_TRANSACTION (oneway) for the half message ``send_result`` names, as a coroutine for the loop."""
         instance = self._make_sure_state_ok()
         _host, commitlog_offset = decode_offset_msg_id(send_result.offset_msg_id or send_result.msg_id or "")
         broker_name = send_result.message_queue.broker_name
@@ -140,12 +156,26 @@ class TransactionProducer(Producer):
             transactionId=send_result.transaction_id,
         )
         remark = f"executeLocalTransactionBranch exception: {local_exception!r}" if local_exception else None
-        coro = instance.mq_client_api.end_transaction_oneway(addr, header, remark, self.send_msg_timeout)
+        return instance.mq_client_api.end_transaction_oneway(addr, header, remark, self.send_msg_timeout)
+
+    def end_transaction(
+        self, send_result: SendResult, state: LocalTransactionState, local_exception: BaseException | None = None
+    ) -> None:
+        """END_TRANSACTION (oneway) for the half message ``send_result`` names."""
+        instance = self._make_sure_state_ok()
+        coro = self.end_transaction_coro(send_result, state, local_exception)
         instance.run_sync(coro, self._sync_wait_s(self.send_msg_timeout))
 
     # --- the broker's check-back (MQProducerInner.checkTransactionState) -----------------------------------------
     def check_transaction_state(self, addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader) -> None:
-        """Called on the client's loop: the check runs on the producer's executor."""
+        """Called on the client's loop: the check runs on the producer's executor (an ``async def``
+        check_local_transaction, rmq_core.aio's, as a task on the loop)."""
+        listener = self.transaction_listener
+        instance = self.instance
+        if listener is not None and instance is not None:
+            if inspect.iscoroutinefunction(listener.check_local_transaction):
+                instance.loop.create_task(self._check_transaction_state_async(addr, msg, header))
+                return
         try:
             self.executor.submit(self._check_transaction_state, addr, msg, header)
         except RuntimeError:  # the executor is shut down: the producer is going away
@@ -163,6 +193,40 @@ class TransactionProducer(Producer):
         except Exception as e:
             log.error("broker call checkTransactionState, but checkLocalTransactionState exception: %s", e)
             exception = e
+        instance = self.instance
+        if instance is None:
+            return
+        coro = self._end_after_check(addr, msg, header, state, exception)
+        try:
+            asyncio.run_coroutine_threadsafe(coro, instance.loop).result(10)
+        except Exception as e:
+            log.error("endTransactionOneway exception: %s", e)
+
+    async def _check_transaction_state_async(
+        self, addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
+        listener = self.transaction_listener
+        assert listener is not None
+        state = LocalTransactionState.UNKNOW
+        exception: BaseException | None = None
+        try:
+            state = await listener.check_local_transaction(msg) or LocalTransactionState.UNKNOW  # type: ignore[misc]
+        except Exception as e:
+            log.error("broker call checkTransactionState, but checkLocalTransactionState exception: %s", e)
+            exception = e
+        try:
+            await self._end_after_check(addr, msg, header, state, exception)
+        except Exception as e:
+            log.error("endTransactionOneway exception: %s", e)
+
+    async def _end_after_check(
+        self,
+        addr: str,
+        msg: MessageExt,
+        header: CheckTransactionStateRequestHeader,
+        state: LocalTransactionState,
+        exception: BaseException | None,
+    ) -> None:
         end = EndTransactionRequestHeader(
             producerGroup=self.producer_group,
             tranStateTableOffset=header.tranStateTableOffset,
@@ -174,13 +238,8 @@ class TransactionProducer(Producer):
         )
         remark = f"checkLocalTransactionState Exception: {exception!r}" if exception is not None else None
         instance = self.instance
-        if instance is None:
-            return
-        coro = instance.mq_client_api.end_transaction_oneway(addr, end, remark, 3000)
-        try:
-            asyncio.run_coroutine_threadsafe(coro, instance.loop).result(10)
-        except Exception as e:
-            log.error("endTransactionOneway exception: %s", e)
+        if instance is not None:
+            await instance.mq_client_api.end_transaction_oneway(addr, end, remark, 3000)
 
     def __repr__(self) -> str:
         return f"TransactionProducer({self.producer_group}, {self.service_state}, client_id={self.client_id})"
