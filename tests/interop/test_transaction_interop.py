@@ -23,7 +23,6 @@ from support.client_helpers_e2e import FAST_CLIENT, cluster
 from support.helpers import wait_until
 from support.java_compat import require_java
 
-pytestmark = pytest.mark.apache_broker
 
 TX_BROKER_CONF = {"transactionCheckInterval": "1000", "transactionTimeOut": "1000", "transactionCheckMax": "15"}
 
@@ -44,6 +43,7 @@ def log_dir(tmp_path: Any) -> str:
     return os.path.join(str(tmp_path), "client-logs")
 
 
+@pytest.mark.compat_java
 def test_java_transaction_producer_on_rmq_core(tmp_path: Any, log_dir: str) -> None:
     require_java()
     with cluster(tmp_path, transaction_check_interval=1000, transaction_timeout=1000) as c:
@@ -52,6 +52,7 @@ def test_java_transaction_producer_on_rmq_core(tmp_path: Any, log_dir: str) -> N
         assert checks == 4, checks  # the four undecided transactions, each asked once
 
 
+@pytest.mark.apache_broker
 def test_java_transaction_producer_on_apache(apache_tx: ApacheRocketMQ, log_dir: str) -> None:
     sc.scenario_transaction_producer(apache_tx.namesrv_addr, "JavaTxOnApache", "java_tx_apache", log_dir)
 
@@ -73,6 +74,7 @@ class PlanListener:
         return LocalTransactionState(sc.TX_PLAN[i % len(sc.TX_PLAN)].split(":")[1])
 
 
+@pytest.mark.apache_broker
 def test_rmq_core_transaction_producer_on_apache(apache_tx: ApacheRocketMQ, log_dir: str) -> None:
     topic, count = "RmqTxOnApache", 8
     listener = PlanListener()
@@ -171,6 +173,7 @@ EXPECTED_BAD_INPUT = {
 }
 
 
+@pytest.mark.apache_broker
 def test_bad_input_answers_on_apache(apache_tx: ApacheRocketMQ, client: Any) -> None:
     assert _bad_input_answers(apache_tx.broker_addr, client) == EXPECTED_BAD_INPUT
 
