@@ -292,3 +292,17 @@ def test_broker_conf_names(tmp_path):
 
 
 _ = socket
+
+
+def test_end_transaction_on_a_slave_is_refused(tmp_path, client):
+    with _broker(tmp_path, broker_role="SLAVE", broker_id=1) as b:
+        req = RemotingCommand.request(
+            RequestCode.END_TRANSACTION,
+            encode_header(
+                EndTransactionRequestHeader(
+                    producerGroup="PG", tranStateTableOffset=0, commitLogOffset=0, commitOrRollback=COMMIT, msgId="M"
+                )
+            ),
+        )
+        assert invoke(client, b, req).code == ResponseCode.SLAVE_NOT_AVAILABLE
+        assert b.controller.transactional_message_check_service._task is None  # a slave does not check
