@@ -23,7 +23,6 @@ from support.client_helpers_e2e import FAST_CLIENT, cluster
 from support.helpers import wait_until
 from support.java_compat import require_java
 
-
 TX_BROKER_CONF = {"transactionCheckInterval": "1000", "transactionTimeOut": "1000", "transactionCheckMax": "15"}
 
 
