@@ -13,6 +13,7 @@ Send, in order (``msgCheck`` then the put):
    from the header; ``UNIQ_KEY`` kept (the store assigns one when missing);
 4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
 5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
+   else RocketMQ 5's timer properties → ``rmq_sys_wheel_timer`` (``broker/timer/timer_message_hook.py``);
 6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId, queueOffset.
 Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
 
@@ -53,7 +54,9 @@ from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
 )
+from rmq_core.broker.timer.timer_message_hook import TimerMessageRefused, transform_timer_message
 from rmq_core.common import mix_all
+from rmq_core.common.clock import now_ms
 from rmq_core.common.perm_name import (
     PERM_READ,
     PERM_WRITE,
@@ -512,9 +515,26 @@ class SendMessageProcessor:
         if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             return queue_id
         try:
+            queue_id = self._transform_timer(msg, queue_id)  # 5.x: timer first, a delay level wins over it
             return redirect_to_schedule_topic(msg, queue_id, self.schedule_message_service.max_delay_level)
         except ValueError as e:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
+    def _transform_timer(self, msg: Message, queue_id: int) -> int:
+        """RocketMQ 5's timer messages (``broker/timer/timer_message_hook.py``): to ``rmq_sys_wheel_timer``."""
+        cfg = self.broker_config
+        try:
+            return transform_timer_message(
+                msg,
+                queue_id,
+                delay_level_of(msg.properties),
+                timer_wheel_enable=cfg.timer_wheel_enable,
+                timer_max_delay_sec=cfg.timer_max_delay_sec,
+                timer_precision_ms=cfg.timer_precision_ms,
+                now_ms=now_ms(),
+            )
+        except TimerMessageRefused as e:
+            raise _Refused(e.code, e.remark) from None
 
     def _status_to_code(self, status: PutMessageStatus) -> tuple[int, str | None]:
         """``handlePutMessageResult``: PutMessageStatus → (response code, remark)."""
