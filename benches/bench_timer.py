@@ -23,12 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -195,7 +193,9 @@ def main() -> int:
             r = steady_round(a.rate, a.seconds, (lo, hi), seed=i)
             print(json.dumps(r), flush=True)
             runs.append(r)
-        med = {k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "max_ms", "broker_cpu_us_per_timer")}
+        med = {
+            k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "max_ms", "broker_cpu_us_per_timer")
+        }
         print(json.dumps({"median": med, "early_total": sum(r["early"] for r in runs)}))
     else:
         print(json.dumps(pending(a.count)))

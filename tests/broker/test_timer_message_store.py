@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -87,7 +86,15 @@ def test_transform_rounds_down_to_the_slot_and_keeps_the_real_topic():
     m, _ = _transform({"TIMER_DELAY_SEC": "10", "TIMER_DELAY_MS": "1", "TIMER_DELIVER_MS": "1"})
     assert m.properties["TIMER_OUT_MS"] == "1009000"
     assert [normalize_precision_ms(p) for p in (1, 100, 150, 200, 499, 500, 999, 1000, 5000)] == [
-        100, 100, 100, 200, 200, 500, 500, 1000, 1000,
+        100,
+        100,
+        100,
+        200,
+        200,
+        500,
+        500,
+        1000,
+        1000,
     ]
 
 

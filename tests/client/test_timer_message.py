@@ -15,8 +15,8 @@ import pytest
 
 from rmq_core.broker import Broker
 from rmq_core.client import ConsumeConcurrentlyStatus, Producer, PushConsumer, SendStatus
-from rmq_core.client.exceptions import MQBrokerException
 from rmq_core.client.consumer.listener import ConsumeFromWhere
+from rmq_core.client.exceptions import MQBrokerException
 from rmq_core.message import Message, MessageExt
 from rmq_core.message_encoding import properties_to_string, string_to_properties
 from rmq_core.namesrv import NameServer

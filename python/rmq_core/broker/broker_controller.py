@@ -52,11 +52,11 @@ from rmq_core.broker.processor.pull_message_processor import PullMessageProcesso
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
-from rmq_core.broker.timer.timer_message_store import TimerMessageStore
 from rmq_core.broker.stats.broker_metrics import BrokerMetrics, MetricsSnapshot
 from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+from rmq_core.broker.timer.timer_message_store import TimerMessageStore
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode

@@ -28,6 +28,7 @@ Thread-safety: pure functions and constants.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
 
@@ -58,6 +59,8 @@ CHECKPOINT_FILE_SIZE = 4096
 TIMER_WHEEL_FILE = "timerwheel"
 TIMER_LOG_DIR = "timerlog"
 TIMER_CHECK_FILE = "timercheck"  # under <root>/config/
+
+Buf = bytes | bytearray | memoryview | mmap.mmap  # what the decoders read from (a mapping included)
 
 SLOT = struct.Struct(">qqqii")
 UNIT = struct.Struct(">iqiqiqiiq")
@@ -114,7 +117,7 @@ def encode_slot(time_ms: int, first_pos: int, last_pos: int, num: int, magic: in
     return SLOT.pack(time_ms // precision_ms, first_pos, last_pos, num, magic)
 
 
-def decode_slot(buf: bytes | bytearray | memoryview, pos: int, precision_ms: int) -> Slot:
+def decode_slot(buf: Buf, pos: int, precision_ms: int) -> Slot:
     t, first, last, num, magic = SLOT.unpack_from(buf, pos)
     return Slot(t * precision_ms, first, last, num, magic)
 
@@ -129,10 +132,12 @@ def encode_unit(
     topic_hash: int,
     deliver_ms: int,
 ) -> bytes:
-    return UNIT.pack(UNIT_SIZE, prev_pos, magic, curr_write_time_ms, delay_ms, offset_py, size_py, topic_hash, deliver_ms)
+    return UNIT.pack(
+        UNIT_SIZE, prev_pos, magic, curr_write_time_ms, delay_ms, offset_py, size_py, topic_hash, deliver_ms
+    )
 
 
-def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> TimerLogUnit:
+def decode_unit(buf: Buf, pos: int = 0) -> TimerLogUnit:
     return TimerLogUnit(*UNIT.unpack_from(buf, pos))
 
 
@@ -157,7 +162,7 @@ def encode_checkpoint(cp: TimerCheckpointData) -> bytes:
     return CHECKPOINT.pack(*cp)
 
 
-def decode_checkpoint(buf: bytes | bytearray | memoryview) -> TimerCheckpointData:
+def decode_checkpoint(buf: Buf) -> TimerCheckpointData:
     return TimerCheckpointData(*CHECKPOINT.unpack_from(buf, 0))
 
 

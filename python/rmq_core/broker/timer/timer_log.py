@@ -39,9 +39,7 @@ class TimerLog:
         """Map the existing files (each must be ``file_size`` bytes). Write positions are set by ``truncate_dirty``."""
         if not os.path.isdir(self.store_path):
             return
-        starts = sorted(
-            s for s in (parse_file_name(n) for n in os.listdir(self.store_path)) if s is not None
-        )
+        starts = sorted(s for s in (parse_file_name(n) for n in os.listdir(self.store_path)) if s is not None)
         for start in starts:
             path = os.path.join(self.store_path, offset_to_file_name(start))
             if os.path.getsize(path) != self.file_size:

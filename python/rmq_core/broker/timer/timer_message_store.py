@@ -147,7 +147,9 @@ class TimerMessageStore:
         self.precision_ms = normalize_precision_ms(cfg.timer_precision_ms)
         slots = fmt.SLOTS_TOTAL
         window = cfg.timer_roll_window_slot
-        self.roll_window_slots = slots - fmt.TIMER_BLANK_SLOTS if window > slots - fmt.TIMER_BLANK_SLOTS or window < 2 else window
+        self.roll_window_slots = (
+            slots - fmt.TIMER_BLANK_SLOTS if window > slots - fmt.TIMER_BLANK_SLOTS or window < 2 else window
+        )
         self.timer_wheel = TimerWheel(os.path.join(root, fmt.TIMER_WHEEL_FILE), self.precision_ms)
         self.timer_log = TimerLog(os.path.join(root, fmt.TIMER_LOG_DIR), cfg.mapped_file_size_timer_log)
         self.timer_checkpoint = TimerCheckpoint(os.path.join(cfg.store_config_dir, fmt.TIMER_CHECK_FILE))
@@ -392,7 +394,13 @@ class TimerMessageStore:
         wheel = self.timer_wheel
         slot = wheel.get_slot(delayed_ms)
         unit = fmt.encode_unit(
-            slot.last_pos, magic, write_ms, delayed_ms - write_ms, offset_py, size_py, fmt.topic_hash(real_topic),
+            slot.last_pos,
+            magic,
+            write_ms,
+            delayed_ms - write_ms,
+            offset_py,
+            size_py,
+            fmt.topic_hash(real_topic),
             deliver_ms,
         )
         pos = self.timer_log.append(unit)
@@ -410,9 +418,7 @@ class TimerMessageStore:
         p = self.precision_ms
         walked = 0
         while (
-            self.curr_read_time_ms <= now + LOAD_AHEAD_MS
-            and len(self._heap) < HEAP_CAP
-            and walked < LOAD_SLOTS_BUDGET
+            self.curr_read_time_ms <= now + LOAD_AHEAD_MS and len(self._heap) < HEAP_CAP and walked < LOAD_SLOTS_BUDGET
         ):
             t = self.curr_read_time_ms
             n = self._load_slot(t)
