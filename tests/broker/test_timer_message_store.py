@@ -324,3 +324,16 @@ def test_kill_9_with_pending_timers_loses_none_and_delivers_none_early(root, cli
     twice = [k for k, n in seen.items() if n > 1]
     assert all(dues[k] <= back_at for k in twice), [(k, dues[k] - killed_at) for k in twice]
     assert any(dues[k] > back_at for k in dues)  # the test did leave timers pending across the restart
+
+
+def test_timer_log_files_are_deleted_once_delivered(root, client):
+    # three units per file: ten timers fill four files; once all are delivered only the last file is kept
+    with Broker(_config(root, mapped_file_size_timer_log=52 * 3 + 30, timer_flush_interval_ms=100)) as b:
+        due = _now() + 1200
+        for i in range(10):
+            assert _send(client, b, b"c%d" % i, TIMER_DELIVER_MS=str(due + i)).code == ResponseCode.SUCCESS
+        d = os.path.join(root, "timerlog")
+        wait_until(lambda: len(os.listdir(d)) == 4, timeout=5)
+        wait_until(lambda: len(stored(b, TOPIC, 1)) == 10, timeout=10)
+        wait_until(lambda: len(os.listdir(d)) == 1, timeout=5)
+        assert os.listdir(d) == [f"{3 * (52 * 3 + 30):020d}"]

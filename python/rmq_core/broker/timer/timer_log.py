@@ -114,6 +114,19 @@ class TimerLog:
             pos += fmt.UNIT_SIZE
         return out
 
+    def last_unit_in(self, start: int, end: int) -> fmt.TimerLogUnit | None:
+        """The last valid unit of the file ``[start, end)`` (its units are contiguous from the file's start)."""
+        mf = self._file_of(start)
+        if mf is None:
+            return None
+        n = min(mf.wrote, mf.size) // fmt.UNIT_SIZE
+        while n > 0:
+            u = fmt.decode_unit(mf.buffer, (n - 1) * fmt.UNIT_SIZE)
+            if u.size == fmt.UNIT_SIZE and fmt.is_magic_ok(u.magic):
+                return u
+            n -= 1
+        return None
+
     # --- recovery ----------------------------------------------------------------------------------------------
     def scan_valid(self, begin: int) -> tuple[int, list[tuple[int, fmt.TimerLogUnit]]]:
         """5.x ``recoverAndRevise(begin, checkTimerLog=true)``: from the start of the file holding ``begin``, every

@@ -161,7 +161,7 @@ class TimerMessageStore:
         self._loaded: OrderedDict[int, int] = OrderedDict()  # slot ms → timers of it not yet delivered
         self._direct: OrderedDict[int, int] = OrderedDict()  # queue offset → timer log position then
         self._skip_py: set[int] = set()  # recovery: messages already filed after the checkpoint's position
-        self._file_max_slot: dict[int, int] = {}  # timer log file start → the latest slot of its units
+        self._file_max_slot: dict[int, int] = {}  # timer log file start → the latest slot of its units (this run)
         self.enqueued = 0
         self.delivered = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -404,6 +404,9 @@ class TimerMessageStore:
             deliver_ms,
         )
         pos = self.timer_log.append(unit)
+        file_start = pos - (pos - self.timer_log.min_pos) % self.timer_log.file_size
+        if self._file_max_slot.get(file_start, -1) < delayed_ms:
+            self._file_max_slot[file_start] = delayed_ms
         wheel.put_slot(delayed_ms, pos if slot.first_pos == -1 else slot.first_pos, pos, slot.num + 1, slot.magic)
         return pos
 
@@ -610,12 +613,13 @@ class TimerMessageStore:
             self._file_max_slot.pop(head.start, None)
 
     def _file_done(self, start: int, end: int, limit: int) -> bool:
-        cache = self._file_max_slot
-        m = cache.get(start)
+        """True when every unit of the file ``[start, end)`` lies in a slot below ``limit``: the latest slot is known
+        for files written since the start; for older ones it is bounded by the last unit's write time + the roll
+        window (no unit is filed further ahead than that)."""
+        m = self._file_max_slot.get(start)
         if m is None:
-            m = -1
-            for _, u in self.timer_log.units_in(start, end):
-                if u.delayed_time_ms > m:
-                    m = u.delayed_time_ms
-            cache[start] = m
+            last = self.timer_log.last_unit_in(start, end)
+            if last is None:
+                return True
+            m = last.curr_write_time_ms + self.roll_window_slots * self.precision_ms
         return m < limit
