@@ -101,6 +101,6 @@ def test_producer_sends_timers_and_a_push_consumer_gets_them_at_their_time(one) 
         assert timed[b"ms"][1].store_timestamp >= start + 1200
         assert timed[b"sec"][1].store_timestamp >= start + 2000
         assert timed[b"at"][1].msg_id == r1.offset_msg_id or timed[b"at"][1].properties["UNIQ_KEY"] == r1.msg_id
-        assert timed[b"at"][1].topic == "TimerClientTopic" and "REAL_TOPIC" not in timed[b"at"][1].properties
+        assert timed[b"at"][1].topic == "TimerClientTopic" and "TIMER_OUT_MS" in timed[b"at"][1].properties
     finally:
         pc.shutdown()

@@ -7,8 +7,8 @@ previous unit of the same slot, and the slot's first/last positions updated (``t
 A message more than ``timerRollWindowSlot`` slots ahead is filed at the end (or the middle) of the window with
 MAGIC_ROLL and, when that slot comes, put again to ``rmq_sys_wheel_timer`` (``TIMER_ROLL_TIMES`` + 1) to be filed
 anew. **Dequeue** walks slot after slot (``curr_read_time_ms``), reads each slot's units back through ``prev_pos``,
-reads the messages from the CommitLog and puts them to ``REAL_TOPIC``/``REAL_QID`` (``REAL_*`` removed,
-``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added, body, flag, sys flag, born host/time, reconsume times kept, the
+reads the messages from the CommitLog and puts them to ``REAL_TOPIC``/``REAL_QID`` (``REAL_*`` kept in the record
+as 5.x's bytes have them, ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added, body, flag, sys flag, born host/time, reconsume times kept, the
 store not waited for: 5.x's ``setWaitStoreMsgOK(false)``). Every ``timerFlushIntervalMs`` the timer log, the wheel
 and ``config/timercheck`` are flushed.
 
@@ -540,8 +540,10 @@ class TimerMessageStore:
             props[PROPERTY_TIMER_ROLL_TIMES] = str(int(props.get(PROPERTY_TIMER_ROLL_TIMES, "0") or 0) + 1)
             topic, queue_id = m.topic, m.queue_id
         else:
-            topic = props.pop(PROPERTY_REAL_TOPIC, "")
-            raw_qid = props.pop(PROPERTY_REAL_QUEUE_ID, "")
+            # REAL_TOPIC/REAL_QID stay in the record: 5.x's convertMessage clears them from the map only after
+            # the properties string is made, so its delivered records carry them (seen against 5.3.3's broker)
+            topic = props.get(PROPERTY_REAL_TOPIC, "")
+            raw_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
             try:
                 queue_id = int(raw_qid)
             except ValueError:
