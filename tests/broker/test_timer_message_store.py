@@ -338,3 +338,31 @@ def test_timer_log_files_are_deleted_once_delivered(root, client):
         wait_until(lambda: len(stored(b, TOPIC, 1)) == 10, timeout=10)
         wait_until(lambda: len(os.listdir(d)) == 1, timeout=5)
         assert os.listdir(d) == [f"{3 * (52 * 3 + 30):020d}"]
+
+
+def test_a_crash_image_with_units_past_the_checkpoint_files_each_timer_once(root, client, tmp_path):
+    # the checkpoint is never flushed while running (1 h interval): a copy of the live store directory is what a
+    # kill -9 leaves (the mappings' pages), with every unit in the timer log after the checkpoint's position; the
+    # broker started on the copy must skip the messages already filed instead of filing them a second time
+    import shutil
+
+    with Broker(_config(root, timer_flush_interval_ms=3_600_000)) as b:
+        due = _now() + 3000
+        for i in range(5):
+            assert _send(client, b, b"x%d" % i, TIMER_DELIVER_MS=str(due + i * 100)).code == ResponseCode.SUCCESS
+        ts = b.controller.timer_message_store
+        assert ts is not None
+        wait_until(lambda: ts.enqueued == 5, timeout=5)
+        image = str(tmp_path / "image")
+        shutil.copytree(root, image)
+    with open(os.path.join(image, "config", "timercheck"), "rb") as f:
+        assert fmt.decode_checkpoint(f.read()).last_timer_queue_offset == 0  # nothing checkpointed
+    with Broker(_config(image)) as b:
+        ts = b.controller.timer_message_store
+        assert ts is not None
+        got = wait_until(lambda: (lambda ms: ms if len(ms) >= 5 else None)(stored(b, TOPIC, 1)), timeout=15)
+        time.sleep(0.5)
+        got = stored(b, TOPIC, 1)
+        assert [m.body for m in got] == [b"x%d" % i for i in range(5)]  # each once, in order
+        assert all(m.store_timestamp >= due + i * 100 for i, m in enumerate(got))
+        assert ts.enqueued == 0 and ts.timer_log.write_pos == 5 * 52  # nothing filed twice
