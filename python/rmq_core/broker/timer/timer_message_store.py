@@ -199,6 +199,15 @@ class TimerMessageStore:
             read = max(cp.last_read_time_ms // p * p, now_slot - fmt.SLOTS_TOTAL * p + fmt.TIMER_BLANK_SLOTS * p)
         self.curr_read_time_ms = read
         self.commit_read_time_ms = read
+        # 5.x: a slot whose last position is past the valid end (the wheel reached the disk before the timer log,
+        # a machine crash) is linked again from the earliest first position among such slots (≈0.15 s for the wheel)
+        min_first = self.timer_wheel.check_phy_pos(read, process_offset)
+        if min_first < process_offset:
+            log.warning(
+                "timer recheck: a slot links past the timer log's end %d; re-linking from %d", process_offset, min_first
+            )
+            for pos, u in self.timer_log.units_in(max(min_first, self.timer_log.min_pos), process_offset):
+                self.timer_wheel.revise_slot(u.delayed_time_ms, fmt.IGNORE, pos, True)
         log.info(
             "timer recover ok: read time %d, queue offset %d (CQ %d..%d), timer log end %d, %d units re-linked",
             read,
