@@ -132,6 +132,7 @@ def test_timer_message_arrives_at_its_time_not_before_with_5x_properties(root, c
         due = _now() + 1500
         r = _send(client, b, b"timed", TIMER_DELIVER_MS=str(due), UNIQ_KEY="UNIQ-T-1", KEYS="k")
         assert r.code == ResponseCode.SUCCESS, r.remark
+        assert r.ext_fields["queueId"] == "1"  # the request's queue (5.x answers queueIdInt), though stored in queue 0
         [t] = stored(b, TIMER_TOPIC, 0)
         assert t.properties["REAL_TOPIC"] == TOPIC and t.properties["REAL_QID"] == "1"
         assert t.properties["TIMER_OUT_MS"] == str((due - 1) // 1000 * 1000 if due % 1000 == 0 else due // 1000 * 1000)

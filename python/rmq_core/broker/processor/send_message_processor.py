@@ -14,7 +14,8 @@ Send, in order (``msgCheck`` then the put):
 4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
 5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
    else RocketMQ 5's timer properties → ``rmq_sys_wheel_timer`` (``broker/timer/timer_message_hook.py``);
-6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId, queueOffset.
+6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId
+   (the request's, also for a delayed or timer message, as 4.9/5.x), queueOffset (of the queue stored to).
 Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
 
 Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
@@ -167,6 +168,7 @@ class _PreparedSend(NamedTuple):
     sys_flag: int
     reconsume_times: int
     wait_store_msg_ok: bool
+    answer_queue_id: int = -1  # the queue the sender meant (a delay level or timer stores elsewhere); -1: queue_id
 
 
 class SendMessageProcessor:
@@ -369,6 +371,7 @@ class SendMessageProcessor:
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
+        real_queue_id = queue_id
         queue_id = self._redirect_delay(msg, queue_id, sys_flag)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
@@ -376,7 +379,7 @@ class SendMessageProcessor:
                 ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         return _PreparedSend(
-            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok
+            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok, real_queue_id
         )
 
     def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
@@ -397,7 +400,7 @@ class SendMessageProcessor:
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
             "msgId": result.msg_id or "",  # set: the record was written
-            "queueId": str(queue_id),
+            "queueId": str(queue_id if send.answer_queue_id < 0 else send.answer_queue_id),  # 4.9/5.x: queueIdInt
             "queueOffset": str(result.queue_offset),
         }
         return RemotingCommand(
