@@ -367,3 +367,12 @@ def test_a_crash_image_with_units_past_the_checkpoint_files_each_timer_once(root
         assert [m.body for m in got] == [b"x%d" % i for i in range(5)]  # each once, in order
         assert all(m.store_timestamp >= due + i * 100 for i, m in enumerate(got))
         assert ts.enqueued == 0 and ts.timer_log.write_pos == 5 * 52  # nothing filed twice
+
+
+def test_timers_due_at_the_same_ms_go_in_the_order_they_came(root, client):
+    with Broker(_config(root)) as b:
+        due = _now() + 1500
+        for i in range(6):
+            assert _send(client, b, b"s%d" % i, TIMER_DELIVER_MS=str(due)).code == ResponseCode.SUCCESS
+        got = wait_until(lambda: (lambda ms: ms if len(ms) == 6 else None)(stored(b, TOPIC, 1)), timeout=10)
+        assert [m.body for m in got] == [b"s%d" % i for i in range(6)]

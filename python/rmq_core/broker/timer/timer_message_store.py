@@ -447,35 +447,32 @@ class TimerMessageStore:
         if slot.time_ms == -1:
             return 0
         p = self.precision_ms
-        n = 0
+        found: list[tuple[int, _Timer]] = []
         pos = slot.last_pos
-        seen = 0
         while pos != -1:
             u = self.timer_log.read_unit(pos)
             if u is None or u.size != fmt.UNIT_SIZE:
                 log.error("timer slot %d: no unit at timer log position %d; the rest of the slot is skipped", t, pos)
                 break
-            seen += 1
-            if fmt.need_delete(u.magic) and not fmt.need_roll(u.magic):
-                pass  # delete markers are not delivered (TIMER_DEL_UNIQKEY is not supported)
-            else:
+            if not (fmt.need_delete(u.magic) and not fmt.need_roll(u.magic)):  # delete markers: not delivered
                 if fmt.need_roll(u.magic):
                     deliver = t
                 else:
                     r = u.reserved
                     deliver = r if t < r <= t + p else t + p
-                self._seq += 1
-                self._heap.append(
-                    (deliver, self._seq, _Timer(u.offset_py, u.size_py, u.magic, u.curr_write_time_ms, t, -1))
-                )
-                n += 1
+                found.append((deliver, _Timer(u.offset_py, u.size_py, u.magic, u.curr_write_time_ms, t, -1)))
             if u.prev_pos >= pos:
                 log.error("timer slot %d: unit at %d links forward to %d; the rest is skipped", t, pos, u.prev_pos)
                 break
             pos = u.prev_pos
-        if n:
-            heapq.heapify(self._heap)
-        return n
+        # the chain runs backwards: number in append order, so timers due at the same ms go in the order they came
+        heap = self._heap
+        for deliver, timer in reversed(found):
+            self._seq += 1
+            heap.append((deliver, self._seq, timer))
+        if found:
+            heapq.heapify(heap)
+        return len(found)
 
     async def _dequeue_service(self) -> None:
         while self._started:
