@@ -376,3 +376,20 @@ def test_timers_due_at_the_same_ms_go_in_the_order_they_came(root, client):
             assert _send(client, b, b"s%d" % i, TIMER_DELIVER_MS=str(due)).code == ResponseCode.SUCCESS
         got = wait_until(lambda: (lambda ms: ms if len(ms) == 6 else None)(stored(b, TOPIC, 1)), timeout=10)
         assert [m.body for m in got] == [b"s%d" % i for i in range(6)]
+
+
+def test_bad_records_in_the_timer_topic_are_skipped_and_the_rest_delivered(root, client):
+    with Broker(_config(root)) as b:
+        # sent straight to rmq_sys_wheel_timer (5.x does not forbid it): no TIMER_OUT_MS; then one without REAL_TOPIC
+        r = _send(client, b, b"no-out", topic=TIMER_TOPIC, queue_id=0)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = _send(client, b, b"no-real", topic=TIMER_TOPIC, queue_id=0, TIMER_OUT_MS=str(_now() + 500))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        due = _now() + 1200
+        assert _send(client, b, b"good", TIMER_DELIVER_MS=str(due)).code == ResponseCode.SUCCESS
+        [m] = wait_until(lambda: stored(b, TOPIC, 1), timeout=10)
+        assert m.body == b"good" and m.store_timestamp >= due
+        ts = b.controller.timer_message_store
+        assert ts is not None
+        wait_until(lambda: ts.commit_queue_offset == 3, timeout=5)  # past the bad ones: nothing stuck
+        assert [x.body for x in _all(b)] == [b"good"]
