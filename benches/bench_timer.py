@@ -23,7 +23,8 @@ steady-net  the same load through the wire: ``rmq-core broker`` in its own proce
          before the batch of sends is stored), so "early" here counts that gap (``early_max_ms`` says how big), not
          an early delivery; ``steady`` uses absolute deliver times and counts true early deliveries.
 pending  ``--count`` timers due in an hour, put the same way, then waits until all are filed in the wheel: the
-         process RSS (total, anonymous, file-backed) before and after, the timer heap's size, the time to file them.
+         process RSS (total, anonymous, file-backed) before and after, the timer heap's size, the time to file them;
+         then a clean restart: the seconds until the broker serves again and the timers the wheel still counts.
 The machine is shared: figures are from one run; read them with that in mind.
 """
 
@@ -176,14 +177,24 @@ def pending(count: int) -> dict[str, Any]:
         filed_s = time.monotonic() - t0
         after = _rss()
         heap = _call(b, lambda: ts.pending_in_heap)
+        log_bytes = ts.timer_log.write_pos
+        b.shutdown()
+        t1 = time.monotonic()
+        with Broker(_config(root, commit_log=1 << 30)) as b2:
+            restart_s = time.monotonic() - t1
+            ts2 = b2.controller.timer_message_store
+            assert ts2 is not None
+            pending_after = _call(b2, lambda: ts2.timer_wheel.get_all_num(_now()))
         return {
+            "restart_s": round(restart_s, 2),
+            "pending_in_wheel_after_restart": pending_after,
             "count": count,
             "put_s": round(put_s, 1),
             "filed_s": round(filed_s, 1),
             "rss_before_mib": before,
             "rss_after_mib": after,
             "timer_heap_entries": heap,
-            "timer_log_bytes": ts.timer_log.write_pos,
+            "timer_log_bytes": log_bytes,
         }
 
 

@@ -128,10 +128,11 @@ class TimerLog:
         return None
 
     # --- recovery ----------------------------------------------------------------------------------------------
-    def scan_valid(self, begin: int) -> tuple[int, list[tuple[int, fmt.TimerLogUnit]]]:
-        """5.x ``recoverAndRevise(begin, checkTimerLog=true)``: from the start of the file holding ``begin``, every
-        valid unit up to the first invalid one (size ≠ 52 or a bad magic: the unwritten zeros or a torn unit).
-        Returns (the end of the valid data, the units with their positions)."""
+    def scan_valid(self, begin: int, from_file_start: bool = True) -> tuple[int, list[tuple[int, fmt.TimerLogUnit]]]:
+        """5.x ``recoverAndRevise(begin, checkTimerLog=true)``: every valid unit up to the first invalid one (size ≠
+        52 or a bad magic: the unwritten zeros or a torn unit), from the start of the file holding ``begin`` (5.x),
+        or from ``begin`` itself (a unit boundary) when not ``from_file_start``. Returns (the end of the valid
+        data, the units with their positions)."""
         if not self.files:
             return 0, []
         idx = 0
@@ -139,11 +140,13 @@ class TimerLog:
             if begin >= self.files[i].start:
                 idx = i
                 break
+        first = self.files[idx]
+        start_in_first = 0 if from_file_start or begin < first.start else begin - first.start
         units: list[tuple[int, fmt.TimerLogUnit]] = []
-        check = self.files[idx].start
+        check = first.start + start_in_first
         for mf in self.files[idx:]:
             buf = mf.buffer
-            pos = 0
+            pos = start_in_first if mf is first else 0
             while pos + fmt.UNIT_SIZE <= mf.size:
                 u = fmt.decode_unit(buf, pos)
                 if u.magic == fmt.BLANK_MAGIC_CODE:  # the file's tail: it is complete
@@ -155,6 +158,21 @@ class TimerLog:
                 pos += fmt.UNIT_SIZE
             check = mf.end
         return check, units
+
+    def unit_ok_before(self, pos: int) -> bool:
+        """Whether the unit just before ``pos`` in its file is a valid one (or ``pos`` starts a file)."""
+        mf = self._file_of(pos)
+        if mf is None:
+            mf = self.files[-1] if self.files and pos == self.files[-1].end else None
+            if mf is None:
+                return False
+        rel = pos - mf.start
+        if rel == 0 or rel == mf.size:
+            return True
+        if rel < fmt.UNIT_SIZE or rel % fmt.UNIT_SIZE:
+            return False
+        u = fmt.decode_unit(mf.buffer, rel - fmt.UNIT_SIZE)
+        return u.size == fmt.UNIT_SIZE and fmt.is_magic_ok(u.magic)
 
     def truncate_dirty(self, pos: int) -> None:
         """Drop everything from ``pos`` on: files starting after it are deleted, the file holding it is zeroed

@@ -181,8 +181,13 @@ class TimerMessageStore:
     def recover(self) -> None:
         cp = self.timer_checkpoint.data
         flush_pos = cp.last_timer_log_flush_pos
-        begin = max(0, flush_pos - self.timer_log.file_size)
-        process_offset, units = self.timer_log.scan_valid(begin)
+        tl = self.timer_log
+        if flush_pos >= tl.min_pos and tl.unit_ok_before(flush_pos):
+            # the wheel's links up to the checkpoint's position were flushed with it (timer log first, then the
+            # wheel, then the checkpoint): re-link from there (5.x goes back one whole file, ≈2 M units)
+            process_offset, units = tl.scan_valid(flush_pos, from_file_start=False)
+        else:
+            process_offset, units = tl.scan_valid(max(0, flush_pos - tl.file_size))
         for pos, u in units:
             self.timer_wheel.revise_slot(u.delayed_time_ms, fmt.IGNORE, pos, True)
         self.timer_log.truncate_dirty(process_offset)
