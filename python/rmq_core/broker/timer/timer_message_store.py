@@ -22,7 +22,9 @@ Durability (kill -9, restart), the invariants:
    message handed straight to the heap (its slot already read) until that one is delivered.
 2. ``commit_read_time_ms``: every slot below it is delivered (a loaded slot counts until its last timer is put).
 3. The checkpoint stores (2), (1) and the timer log position where (1) was reached. On start, recovery (5.x
-   ``recover``) re-links the slots from the units written since one file before that position, drops a torn tail,
+   ``recover``) re-links the slots from the units written since that position (5.x: since one file before it; we
+   do so only when the unit before the position is not valid), re-links slots that point past the valid end (5.x's
+   recheck), drops a torn tail,
    and enqueues again from (1), skipping the messages whose units are after the stored position (already filed);
    reading resumes at (2). So nothing is lost and nothing is early; the timers delivered between the last
    checkpoint and the crash are delivered again (they were due), and a roll put again twice is filed twice.
