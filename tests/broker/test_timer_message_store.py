@@ -393,3 +393,26 @@ def test_bad_records_in_the_timer_topic_are_skipped_and_the_rest_delivered(root,
         assert ts is not None
         wait_until(lambda: ts.commit_queue_offset == 3, timeout=5)  # past the bad ones: nothing stuck
         assert [x.body for x in _all(b)] == [b"good"]
+
+
+def test_a_damaged_timer_file_stops_the_start_with_a_clear_error_and_loses_nothing(root, client):
+    with Broker(_config(root)) as b:
+        assert _send(client, b, b"kept", TIMER_DELIVER_MS=str(_now() + 60_000)).code == ResponseCode.SUCCESS
+        wait_until(lambda: b.controller.timer_message_store.enqueued == 1, timeout=5)  # type: ignore[union-attr]
+    wheel = os.path.join(root, "timerwheel")
+    with open(wheel, "rb") as f:
+        saved = f.read()
+    with open(wheel, "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(Exception, match="Timer wheel length:1000"):
+        Broker(_config(root)).start()
+    with open(wheel, "wb") as f:  # repaired: the pending timer is still there
+        f.write(saved)
+    with Broker(_config(root)) as b:
+        ts = b.controller.timer_message_store
+        assert ts is not None
+        assert ts.timer_wheel.get_all_num(_now()) == 1 and len(stored(b, TIMER_TOPIC, 0)) == 1
+    with open(os.path.join(root, "timerlog", "0" * 20), "r+b") as f:  # a timer log file of the wrong size
+        f.truncate(100)
+    with pytest.raises(Exception, match="expected mappedFileSizeTimerLog"):
+        Broker(_config(root)).start()

@@ -309,8 +309,7 @@ class BrokerController:
         self.pull_request_hold_service.start()
         self.schedule_message_service.start(self.message_store)
         if cfg.timer_wheel_enable and not self.is_slave:
-            self.timer_message_store = TimerMessageStore(cfg, self.message_store, self.broker_stats_manager)
-            self.timer_message_store.load()
+            self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
             self.timer_message_store.start()
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0

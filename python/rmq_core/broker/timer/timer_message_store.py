@@ -152,9 +152,13 @@ class TimerMessageStore:
         self.roll_window_slots = (
             slots - fmt.TIMER_BLANK_SLOTS if window > slots - fmt.TIMER_BLANK_SLOTS or window < 2 else window
         )
-        self.timer_wheel = TimerWheel(os.path.join(root, fmt.TIMER_WHEEL_FILE), self.precision_ms)
         self.timer_log = TimerLog(os.path.join(root, fmt.TIMER_LOG_DIR), cfg.mapped_file_size_timer_log)
-        self.timer_checkpoint = TimerCheckpoint(os.path.join(cfg.store_config_dir, fmt.TIMER_CHECK_FILE))
+        self.timer_wheel = TimerWheel(os.path.join(root, fmt.TIMER_WHEEL_FILE), self.precision_ms)
+        try:
+            self.timer_checkpoint = TimerCheckpoint(os.path.join(cfg.store_config_dir, fmt.TIMER_CHECK_FILE))
+        except BaseException:
+            self.timer_wheel.close()
+            raise
         self.curr_queue_offset = 0
         self.curr_read_time_ms = 0
         self.commit_read_time_ms = 0
@@ -173,6 +177,23 @@ class TimerMessageStore:
         self._dequeue_wake = asyncio.Event()
         self._started = False
         self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        broker_config: BrokerConfig,
+        message_store: MessageStore,
+        broker_stats_manager: BrokerStatsManager | None = None,
+    ) -> TimerMessageStore:
+        """Map the files and recover; on failure (a timer file of the wrong size, an unreadable file) the files
+        opened so far are closed and the error raised (the broker then refuses to start, naming the file)."""
+        ts = cls(broker_config, message_store, broker_stats_manager)
+        try:
+            ts.load()
+        except BaseException:
+            ts.close_unstarted()
+            raise
+        return ts
 
     # --- recovery ------------------------------------------------------------------------------------------------
     def load(self) -> None:
