@@ -104,3 +104,15 @@ def test_producer_sends_timers_and_a_push_consumer_gets_them_at_their_time(one) 
         assert timed[b"at"][1].topic == "TimerClientTopic" and "TIMER_OUT_MS" in timed[b"at"][1].properties
     finally:
         pc.shutdown()
+
+
+def test_cli_send_deliver_after_ms(one, capsys) -> None:  # type: ignore[no-untyped-def]
+    from rmq_core.cli import main
+
+    ns, broker, _p = one
+    before = _now()
+    assert main(["send", "TimerCliTopic", "later", "-n", ns.address, "--deliver-after-ms", "60000"]) == 0
+    assert "SEND_OK" in capsys.readouterr().out
+    [t] = stored(broker, "rmq_sys_wheel_timer", 0)
+    assert t.properties["REAL_TOPIC"] == "TimerCliTopic" and t.body == b"later"
+    assert before + 60000 <= int(t.properties["TIMER_DELIVER_MS"]) <= _now() + 60000
