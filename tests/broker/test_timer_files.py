@@ -60,10 +60,11 @@ def test_timer_log_rolls_files_with_a_blank_and_recovers(tmp_path):
 def test_timer_wheel_slots_and_file_length(tmp_path):
     p = str(tmp_path / "timerwheel")
     w = TimerWheel(p, 1000)
-    assert os.path.getsize(p) == fmt.WHEEL_LENGTH
     t = 1_700_000_123_456
-    assert w.get_slot(t) == fmt.EMPTY_SLOT
+    assert not os.path.exists(p) and w.get_slot(t) == fmt.EMPTY_SLOT  # no file before the first slot is written
     w.put_slot(t, 52, 104, 2, 0)
+    assert os.path.getsize(p) == fmt.WHEEL_LENGTH
+    assert os.stat(p).st_blocks * 512 >= fmt.WHEEL_LENGTH  # preallocated, not sparse: no SIGBUS on a full disk
     assert w.get_slot(t + 500) == fmt.Slot(t // 1000 * 1000, 52, 104, 2, 0)  # same slot within the precision
     later = t + fmt.SLOTS_TOTAL * 2 * 1000  # once round the wheel: the same position, another time
     assert w.get_slot(later) == fmt.EMPTY_SLOT

@@ -200,6 +200,15 @@ def test_delay_level_wins_over_a_timer(root, client):
         assert not any(k.startswith("TIMER_") for k in m.properties)
 
 
+def test_a_broker_without_timers_writes_no_timer_file(root, client):
+    with Broker(_config(root)) as b:
+        assert _send(client, b, b"plain").code == ResponseCode.SUCCESS
+        time.sleep(0.3)
+    assert not os.path.exists(os.path.join(root, "timerwheel"))
+    assert not os.path.exists(os.path.join(root, "timerlog"))
+    assert not os.path.exists(os.path.join(root, "config", "timercheck"))
+
+
 def test_timer_wheel_disabled_refuses_timers(root, client):
     with Broker(_config(root, timer_wheel_enable=False)) as b:
         assert b.controller.timer_message_store is None
@@ -356,8 +365,7 @@ def test_a_crash_image_with_units_past_the_checkpoint_files_each_timer_once(root
         wait_until(lambda: ts.enqueued == 5, timeout=5)
         image = str(tmp_path / "image")
         shutil.copytree(root, image)
-    with open(os.path.join(image, "config", "timercheck"), "rb") as f:
-        assert fmt.decode_checkpoint(f.read()).last_timer_queue_offset == 0  # nothing checkpointed
+    assert not os.path.exists(os.path.join(image, "config", "timercheck"))  # nothing checkpointed yet
     with Broker(_config(image)) as b:
         ts = b.controller.timer_message_store
         assert ts is not None

@@ -282,7 +282,7 @@ class TimerMessageStore:
         self.flush_checkpoint()
         self.timer_log.close()
         self.timer_wheel.close()
-        self.timer_checkpoint.close()
+        self.timer_checkpoint.close(flush=False)
 
     def close_unstarted(self) -> None:
         """Close the files of a timer store that was loaded but never started."""
@@ -290,7 +290,7 @@ class TimerMessageStore:
             self._closed = True
             self.timer_log.close()
             self.timer_wheel.close()
-            self.timer_checkpoint.close()
+            self.timer_checkpoint.close(flush=False)
 
     def _on_arrival(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
@@ -328,7 +328,10 @@ class TimerMessageStore:
         self.commit_read_time_ms = self.curr_read_time_ms
 
     def flush_checkpoint(self) -> None:
-        """5.x ``TimerFlushService``: flush the timer log and the wheel, then the checkpoint."""
+        """5.x ``TimerFlushService``: flush the timer log and the wheel, then the checkpoint (nothing before the
+        first timer: a broker that never had one writes no timer file)."""
+        if not self.timer_wheel.exists:
+            return
         self.timer_log.flush()
         self.timer_wheel.flush()
         self.timer_checkpoint.update(
@@ -429,6 +432,7 @@ class TimerMessageStore:
                 delayed_ms = write_ms + window
             deliver_ms = delayed_ms // p * p
         wheel = self.timer_wheel
+        wheel.ensure()  # before the unit: a full disk fails here, with nothing half written
         slot = wheel.get_slot(delayed_ms)
         unit = fmt.encode_unit(
             slot.last_pos,

@@ -1,12 +1,14 @@
 """TimerWheel: the slots of the timing wheel, RocketMQ 5's ``store/timer/TimerWheel.java``.
 
-Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each; created sparse, as 5.x's
-``setLength``), slot reads and writes. Byte layout: ``rmq_core._reference.format.timer``.
+Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each), slot reads and writes. The
+file is created when the first timer is filed (a broker that never gets one has none) and preallocated (5.x's
+``setLength`` makes it sparse; a mapped write into a hole on a full disk would be a SIGBUS). Byte layout: ``rmq_core._reference.format.timer``.
 
 Departure from 5.x, same file content: 5.x works on an in-memory copy of the whole wheel and writes it back every
 ``timerFlushIntervalMs``; rmq_core reads and writes the shared mapping itself, so a slot change is in the page cache
 at once (it survives a kill -9 of the broker; ``flush()`` msyncs it for a machine crash). Only touched pages are
-resident, so the wheel costs at most its 37 MiB whatever the number of pending timers.
+resident, so the wheel costs at most its 37 MiB of page cache whatever the number of pending timers. Before the
+file exists every slot reads empty.
 
 Invariants: the file is exactly ``WHEEL_LENGTH`` bytes (another length is refused, as 5.x does); a slot is valid for
 time t only when its stored time equals ``t // precision``.
@@ -30,18 +32,38 @@ class TimerWheel:
         self.path = path
         self.precision_ms = precision_ms
         self.slots_total = fmt.SLOTS_TOTAL
-        length = fmt.WHEEL_LENGTH
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self._mm: mmap.mmap | None = None
+        if os.path.exists(path):
+            self._map(create=False)
+
+    @property
+    def exists(self) -> bool:
+        return self._mm is not None
+
+    def ensure(self) -> None:
+        """Create the file (preallocated: a full disk fails here with a clear error, never SIGBUS on a mapped
+        write) if this broker never had one."""
+        if self._mm is None:
+            self._map(create=True)
+
+    def _map(self, create: bool) -> None:
+        path, length = self.path, fmt.WHEEL_LENGTH
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if create:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         except OSError as e:
             raise StoreError(f"cannot open timer wheel {path}: {e}") from e
         try:
             size = os.fstat(fd).st_size
-            if size not in (0, length):
+            if size not in (0, length) or (size == 0 and not create):
                 raise StoreError(f"Timer wheel length:{size} != expected:{length} ({path})")
             if size == 0:
-                os.ftruncate(fd, length)
+                try:
+                    os.posix_fallocate(fd, 0, length)
+                except OSError as e:
+                    os.ftruncate(fd, 0)
+                    raise StoreError(f"cannot allocate timer wheel {path} ({length} bytes): {e}") from e
             self._mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as e:
             raise StoreError(f"cannot map timer wheel {path}: {e}") from e
@@ -52,6 +74,8 @@ class TimerWheel:
         return fmt.slot_index(time_ms, self.precision_ms) * fmt.SLOT_SIZE
 
     def get_raw_slot(self, time_ms: int) -> fmt.Slot:
+        if self._mm is None:
+            return fmt.EMPTY_SLOT
         return fmt.decode_slot(self._mm, self._pos(time_ms), self.precision_ms)
 
     def get_slot(self, time_ms: int) -> fmt.Slot:
@@ -62,6 +86,8 @@ class TimerWheel:
         return slot
 
     def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int = 0, magic: int = 0) -> None:
+        self.ensure()
+        assert self._mm is not None
         pos = self._pos(time_ms)
         self._mm[pos : pos + fmt.SLOT_SIZE] = fmt.encode_slot(
             time_ms, first_pos, last_pos, num, magic, self.precision_ms
@@ -85,7 +111,9 @@ class TimerWheel:
 
     def _live_slots(self, time_start_ms: int) -> list[fmt.Slot]:
         """Every slot from ``time_start_ms`` round the wheel whose stored time is the one expected there."""
-        out = []
+        out: list[fmt.Slot] = []
+        if self._mm is None:
+            return out
         p = self.precision_ms
         start = time_start_ms // p
         n = self.slots_total * 2
@@ -111,12 +139,14 @@ class TimerWheel:
         return sum(s.num for s in self._live_slots(time_start_ms))
 
     def flush(self) -> None:
+        if self._mm is None:
+            return
         try:
             self._mm.flush()
         except (OSError, ValueError) as e:
             raise StoreError(f"cannot flush timer wheel {self.path}: {e}") from e
 
     def close(self) -> None:
-        if not self._mm.closed:
+        if self._mm is not None and not self._mm.closed:
             self.flush()
             self._mm.close()
