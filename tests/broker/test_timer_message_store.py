@@ -286,6 +286,7 @@ def _wait_serving(client, addr: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_kill_9_with_pending_timers_loses_none_and_delivers_none_early(root, client, tmp_path):
     log = tmp_path / "broker.log"
     port = free_port()
@@ -430,6 +431,7 @@ def _read_topic(root: str) -> list:
         return got
 
 
+@pytest.mark.slow
 def test_kill_9_while_timers_are_being_sent_loses_no_acknowledged_one(root, client, tmp_path):
     # a sender keeps sending timers (due 0.3 .. 2.5 s after sending) while the broker is SIGKILLed: every timer the
     # broker answered SUCCESS is delivered after the restart (none lost), none before its time, and a timer is

@@ -4,7 +4,7 @@ and broker (rocketmq-broker 5.3.3 from Maven Central, compat/apache/build.sh 5.3
 in the same run: the same properties on the wire are understood by both (each timer reaches its topic once, not
 before its time, with 5.x's TIMER_OUT_MS and REAL_TOPIC/REAL_QID still in the record, as 5.3.3 stores it); 5.x's broker delivers at the end of the 1 s slot,
 rmq_core's at the timer's own time.
-Needs Java 17 and Maven (skipped otherwise, as the other interop tests)."""
+Run alone with ``-m apache_broker`` (needs java and mvn; RMQ_COMPAT_JAVA=0 skips)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from rmq_core.namesrv import NameServer
 from support.admin_helpers import wait_for_route
 from support.apache_rocketmq import ApacheRocketMQ
 
-pytestmark = pytest.mark.compat_java
+pytestmark = pytest.mark.apache_broker
 
 APACHE_5 = "5.3.3"
 
