@@ -4,23 +4,31 @@
 # it runs Maven only when pom.xml changed since the last good fetch (target/.build-stamp holds its hash). Maven's
 # repository is the default ~/.m2 unless MAVEN_REPO_LOCAL is set. Progress goes to stderr; the last line on stdout is
 # the class path (absolute): target/lib/*
+# `build.sh VERSION` (e.g. 5.3.3) fetches that release instead into target-VERSION/.
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
-STAMP=$HERE/target/.build-stamp
+VERSION=${1:-}
+OUT=$HERE/target
+version_opt=()
+if [ -n "$VERSION" ]; then
+  OUT=$HERE/target-$VERSION
+  version_opt=("-Drocketmq.version=$VERSION" "-Dapache.build.dir=$OUT")
+fi
+STAMP=$OUT/.build-stamp
 
 command -v mvn >/dev/null 2>&1 || { echo "compat/apache/build.sh: mvn (Maven 3.8+) is not on PATH" >&2; exit 2; }
 
-hash=$(sha256sum pom.xml | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$hash" ] && [ -d "$HERE/target/lib" ]; then
+hash=$( (sha256sum pom.xml; echo "$VERSION") | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$hash" ] && [ -d "$OUT/lib" ]; then
   echo "compat/apache: up to date" >&2
 else
   echo "compat/apache: fetching rocketmq-namesrv and rocketmq-broker (Maven Central)" >&2
   rm -f "$STAMP"
-  rm -rf "$HERE/target/lib"
+  rm -rf "$OUT/lib"
   repo_opt=()
   [ -n "${MAVEN_REPO_LOCAL:-}" ] && repo_opt=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
-  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" -f "$HERE/pom.xml" package </dev/null >&2
+  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" "${version_opt[@]}" -f "$HERE/pom.xml" package </dev/null >&2
   echo "$hash" > "$STAMP"
 fi
-echo "$HERE/target/lib/*"
+echo "$OUT/lib/*"

@@ -366,6 +366,9 @@ def cmd_send(args: argparse.Namespace) -> int:
                 keys=(args.keys.replace("{i}", str(i)) if args.keys else None),
                 properties=dict(props),
                 delay_time_level=args.delay,
+                deliver_time_ms=(
+                    time.time_ns() // 1_000_000 + args.deliver_after_ms if args.deliver_after_ms > 0 else None
+                ),
             )
             try:
                 r = producer.send(msg)
@@ -556,6 +559,13 @@ def build_parser() -> argparse.ArgumentParser:
     snd.add_argument("--keys", default=None, help="message keys; {i} is replaced by the message's index")
     snd.add_argument("--property", action="append", metavar="KEY=VALUE", help="a user property (repeatable)")
     snd.add_argument("--delay", type=int, default=0, help="delay level (0 = none)")
+    snd.add_argument(
+        "--deliver-after-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="a RocketMQ 5 timer message: deliver MS ms from now (TIMER_DELIVER_MS; 0 = at once)",
+    )
     snd.add_argument("--count", type=int, default=1)
     snd.add_argument("--size", type=int, default=128, help="body size when no body is given")
     snd.add_argument("-v", "--verbose", action="store_true", help="print every SendResult")

@@ -5,7 +5,7 @@ consumer, RECONSUME_LATER through the retry topic, an orderly consumer (queue lo
 
 The same scenarios (tests/support/java_scenarios.py) pass against Apache RocketMQ 4.9.7 itself (test_apache_broker_smoke.py).
 Apache's Java client 5.5.0 (the same harness built against it) sends and pulls with its lite pull consumer in
-subscribe and assign mode (LITE_PULL_MESSAGE, 361).
+subscribe and assign mode (LITE_PULL_MESSAGE, 361) and sends RocketMQ 5 timer messages (setDeliverTimeMs).
 The Java programs are built by compat/java/build.sh (cached); set RMQ_COMPAT_JAVA=0 to skip explicitly."""
 
 from __future__ import annotations
@@ -84,3 +84,9 @@ def test_java_sql92_consumer(rmq_cluster, log_dir):
 @pytest.mark.parametrize("mode", ["subscribe", "assign"])
 def test_java_5x_lite_pull_consumer(rmq_cluster, log_dir, mode):
     sc.scenario_lite_pull_5x(rmq_cluster[0], f"J5LitePull_{mode}", f"j5_lite_{mode}", log_dir, mode, "5.5.0")
+
+
+def test_java_5x_timer_messages(rmq_cluster, log_dir):
+    """Apache's Java client 5.5.0: Message.setDeliverTimeMs / setDelayTimeSec to rmq_core's broker, received by its
+    push consumer at the time (RocketMQ 5's timer messages, broker/timer/)."""
+    sc.scenario_timer_5x(rmq_cluster[0], "J5Timer", "j5_timer_group", log_dir, "5.5.0")

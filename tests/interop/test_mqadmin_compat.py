@@ -236,7 +236,14 @@ RMQ_CORE_ONLY_SETTINGS = {
     "channelExpiredTimeout",
     "metricsPromExporterPort",
     "litePullMessageEnable",
-}  # the last: 5.x's
+    # RocketMQ 5's timer messages (MessageStoreConfig 5.x, broker/timer/)
+    "timerWheelEnable",
+    "timerPrecisionMs",
+    "timerMaxDelaySec",
+    "timerRollWindowSlot",
+    "timerFlushIntervalMs",
+    "mappedFileSizeTimerLog",
+}  # litePullMessageEnable and the timer settings: 5.x's
 SAME_SETTINGS = (
     "brokerClusterName",
     "brokerName",

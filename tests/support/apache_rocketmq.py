@@ -62,15 +62,18 @@ LOGBACK = """<configuration>
 </configuration>
 """
 
-_server_classpath: str | None = None
+_server_classpaths: dict[str, str] = {}
 
 
-def server_classpath() -> str:
-    global _server_classpath
+def server_classpath(version: str | None = None) -> str:
+    """The class path of Apache's server jars: 4.9.7, or ``version`` (e.g. "5.3.3", fetched into
+    compat/apache/target-VERSION by ``build.sh VERSION``)."""
     require_java()
-    if _server_classpath is None:
-        _server_classpath = build_with(os.path.join(APACHE_DIR, "build.sh"))
-    return _server_classpath
+    key = version or ""
+    if key not in _server_classpaths:
+        args = [version] if version else []
+        _server_classpaths[key] = build_with(os.path.join(APACHE_DIR, "build.sh"), *args)
+    return _server_classpaths[key]
 
 
 def _port_free(port: int) -> bool:
@@ -107,7 +110,9 @@ class ApacheRocketMQ:
         broker_name: str = "broker-a",
         cluster_name: str = "DefaultCluster",
         extra_broker_conf: dict[str, str] | None = None,
+        version: str | None = None,
     ) -> None:
+        self.version = version  # None: 4.9.7; else a release fetched by compat/apache/build.sh VERSION
         self.workdir = os.path.abspath(workdir)
         self.home = os.path.join(self.workdir, "home")
         self.store = os.path.join(self.workdir, "store")
@@ -179,7 +184,7 @@ class ApacheRocketMQ:
                     f"-Duser.home={self.home}",
                     f"-Drocketmq.home.dir={self.home}",
                     "-cp",
-                    server_classpath(),
+                    server_classpath(self.version),
                     main,
                     "-c",
                     conf,
@@ -218,7 +223,7 @@ class ApacheRocketMQ:
 
     def start_namesrv(self, timeout: float = 90.0) -> None:
         """Fetch the jars, pick both ports, write the files, start the name server (the broker comes next)."""
-        server_classpath()
+        server_classpath(self.version)
         self.namesrv_port = free_port()
         self.broker_port = free_broker_port()
         ns_conf, _ = self.write_files()

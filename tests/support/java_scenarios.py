@@ -391,3 +391,45 @@ def scenario_transaction_producer(namesrv: str, topic: str, group: str, log_dir:
         assert c["state"] == TX_PLAN[i % len(TX_PLAN)].split(":")[1], c
     keys = pulled_keys(namesrv, topic, f"{group}_reader", log_dir, len(tx_committed(count)))
     assert sorted(keys) == sorted(tx_committed(count)), keys
+def scenario_timer_5x(namesrv: str, topic: str, group: str, log_dir: str, version: str) -> None:
+    """The Java client ``version`` (5.x) sends RocketMQ 5 timer messages (``Message.setDeliverTimeMs`` and
+    ``setDelayTimeSec``) and a push consumer of the same client receives each once, with its body, keys and
+    properties, stored to its topic and printed by the consumer not before its deliver time."""
+    lines = run_java(
+        "Produce",
+        ["--namesrv", namesrv, "--topic", topic, "--count", 4, "--deliver-after-ms", 6000],
+        log_dir,
+        client_version=version,
+    )
+    lines += run_java(
+        "Produce",
+        ["--namesrv", namesrv, "--topic", topic, "--count", 2, "--start", 4, "--delay-sec", 5],
+        log_dir,
+        client_version=version,
+    )
+    sends = {s["i"]: s for s in events(lines, "send")}
+    assert sorted(sends) == list(range(6)) and all(s["status"] == "SEND_OK" for s in sends.values()), sends
+    for i, s in sends.items():  # the properties on the wire are 5.x's
+        name = "TIMER_DELIVER_MS" if i < 4 else "TIMER_DELAY_SEC"
+        assert s["properties"][name] == (str(s["deliverTimeMs"]) if i < 4 else "5"), s
+    lines = run_java(
+        "PushConsume",
+        ["--namesrv", namesrv, "--group", group, "--topic", topic, "--expect", 6]
+        + ["--linger-ms", 1000, "--timeout-ms", 40000],
+        log_dir,
+        timeout=90.0,
+        client_version=version,
+    )
+    msgs = events(lines, "msg")
+    assert sorted(index_of(m) for m in msgs) == list(range(6)), msgs
+    for m in msgs:
+        i = index_of(m)
+        sent = sends[i]
+        assert m["topic"] == topic and m["keys"] == f"key-{i}" and m["msgId"] == sent["msgId"]
+        props = m["properties"]
+        assert props[PROPERTY] == f"v-{i}" and "TIMER_OUT_MS" in props and props["REAL_TOPIC"] == topic
+        # the broker's clock decides (store timestamp); the consumer saw it no earlier (same host clock)
+        assert m["storeTimestamp"] >= sent["deliverTimeMs"] - (1000 if i >= 4 else 0), (m, sent)
+        assert m["printedMs"] >= sent["deliverTimeMs"] - (1000 if i >= 4 else 0), (m, sent)
+        if i < 4:
+            assert props["TIMER_DELIVER_MS"] == str(sent["deliverTimeMs"])

@@ -88,6 +88,13 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60000
     file_reserved_time: int = 72
+    # RocketMQ 5's timer messages (MessageStoreConfig 5.x names and defaults; broker/timer/)
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3600 * 24 * 3
+    timer_roll_window_slot: int = 3600 * 24 * 2
+    timer_flush_interval_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

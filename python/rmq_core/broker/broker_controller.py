@@ -6,7 +6,8 @@ Start order (``start()`` returns once the broker accepts connections):
   2. open the MessageStore (recovering after a crash) with ``store_host = (broker_ip1, port)``;
   3. load topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json, delayOffset.json, and adopt
      the topics that have ConsumeQueues in the store but no config (a store written by ``MessageStore``);
-  4. register the processors, hook the hold service to the store's arrivals, start the hold and schedule services;
+  4. register the processors, hook the hold service to the store's arrivals, start the hold and schedule services
+     and (``timer_wheel_enable``, not on a slave) the timer message store (``broker/timer/``, recovering first);
   5. start serving, start the periodic tasks, register with the name servers.
 Shutdown reverses it: stop serving, answer parked pulls, unregister from the name servers, persist every config,
 flush and close the store, stop the loop. Shutdown is idempotent and safe from any thread (e.g. a signal handler).
@@ -56,6 +57,7 @@ from rmq_core.broker.stats.broker_metrics import BrokerMetrics, MetricsSnapshot
 from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
 from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
 from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+from rmq_core.broker.timer.timer_message_store import TimerMessageStore
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.broker.transaction.transactional_message_bridge import TransactionalMessageBridge
 from rmq_core.broker.transaction.transactional_message_check_listener import TransactionalMessageCheckListener
@@ -110,6 +112,7 @@ class BrokerController:
         self.broker_metrics: BrokerMetrics | None = None  # started in start() when metrics_prom_exporter_port >= 0
         self.schedule_message_service = ScheduleMessageService(cfg, self.broker_stats_manager)
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
+        self.timer_message_store: TimerMessageStore | None = None  # started in start() when timer_wheel_enable
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
 
@@ -337,6 +340,9 @@ class BrokerController:
         self.transactional_message_service.load()
         if not cfg.is_slave:
             self.transactional_message_check_service.start(self.loop)
+        if cfg.timer_wheel_enable and not self.is_slave:
+            self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
+            self.timer_message_store.start()
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
@@ -514,6 +520,8 @@ class BrokerController:
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
         await self.transactional_message_check_service.shutdown()
+        if self.timer_message_store is not None:
+            await self.timer_message_store.shutdown()
         if self.namesrv_addrs():
             cfg = self.broker_config
             try:

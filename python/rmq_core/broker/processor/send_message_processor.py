@@ -17,7 +17,9 @@ Send, in order (``msgCheck`` then the put):
    stored as its half message (``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, ``REAL_TOPIC``/``REAL_QID``, transaction bits
    reset: ``broker/transaction/transactional_message_bridge.py``), its DELAY left for the commit; the response
    names the queue it was sent to and the half queue offset (what END_TRANSACTION's tranStateTableOffset must be);
-6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId, queueOffset.
+   else RocketMQ 5's timer properties → ``rmq_sys_wheel_timer`` (``broker/timer/timer_message_hook.py``);
+6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId
+   (the request's, also for a delayed or timer message, as 4.9/5.x), queueOffset (of the queue stored to).
 Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
 
 Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
@@ -57,7 +59,9 @@ from rmq_core.broker.schedule.schedule_message_service import (
     redirect_to_schedule_topic,
 )
 from rmq_core.broker.transaction.transactional_message_bridge import parse_half_message_inner
+from rmq_core.broker.timer.timer_message_hook import TimerMessageRefused, transform_timer_message
 from rmq_core.common import mix_all
+from rmq_core.common.clock import now_ms
 from rmq_core.common.perm_name import (
     PERM_READ,
     PERM_WRITE,
@@ -168,7 +172,7 @@ class _PreparedSend(NamedTuple):
     sys_flag: int
     reconsume_times: int
     wait_store_msg_ok: bool
-    answer_queue_id: int | None = None  # the queue the response names when not ``queue_id`` (a half message's)
+    answer_queue_id: int = -1  # the queue the sender meant (a delay level or timer stores elsewhere); -1: queue_id
 
 
 class SendMessageProcessor:
@@ -372,7 +376,7 @@ class SendMessageProcessor:
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
-        answer_queue_id = queue_id
+        real_queue_id = queue_id
         if prepared:  # a transaction's half message (its DELAY, if any, applies once committed)
             queue_id, sys_flag = parse_half_message_inner(msg, queue_id, sys_flag)
         else:
@@ -383,14 +387,7 @@ class SendMessageProcessor:
                 ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         return _PreparedSend(
-            msg,
-            queue_id,
-            born_host,
-            header.bornTimestamp,
-            sys_flag,
-            reconsume_times,
-            wait_store_msg_ok,
-            answer_queue_id if prepared else None,
+            msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok, real_queue_id
         )
 
     def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
@@ -411,7 +408,7 @@ class SendMessageProcessor:
             PROPERTY_MSG_REGION: cfg.region_id,
             PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
             "msgId": result.msg_id or "",  # set: the record was written
-            "queueId": str(queue_id if send.answer_queue_id is None else send.answer_queue_id),
+            "queueId": str(queue_id if send.answer_queue_id < 0 else send.answer_queue_id),  # 4.9/5.x: queueIdInt
             "queueOffset": str(result.queue_offset),
         }
         return RemotingCommand(
@@ -529,9 +526,26 @@ class SendMessageProcessor:
         if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             return queue_id
         try:
+            queue_id = self._transform_timer(msg, queue_id)  # 5.x: timer first, a delay level wins over it
             return redirect_to_schedule_topic(msg, queue_id, self.schedule_message_service.max_delay_level)
         except ValueError as e:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
+    def _transform_timer(self, msg: Message, queue_id: int) -> int:
+        """RocketMQ 5's timer messages (``broker/timer/timer_message_hook.py``): to ``rmq_sys_wheel_timer``."""
+        cfg = self.broker_config
+        try:
+            return transform_timer_message(
+                msg,
+                queue_id,
+                delay_level_of(msg.properties),
+                timer_wheel_enable=cfg.timer_wheel_enable,
+                timer_max_delay_sec=cfg.timer_max_delay_sec,
+                timer_precision_ms=cfg.timer_precision_ms,
+                now_ms=now_ms(),
+            )
+        except TimerMessageRefused as e:
+            raise _Refused(e.code, e.remark) from None
 
     def _status_to_code(self, status: PutMessageStatus) -> tuple[int, str | None]:
         """``handlePutMessageResult``: PutMessageStatus → (response code, remark)."""

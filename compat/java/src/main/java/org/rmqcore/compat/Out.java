@@ -60,6 +60,7 @@ final class Out {
         m.put("storeTimestamp", msg.getStoreTimestamp());
         m.put("sysFlag", msg.getSysFlag());
         m.put("properties", new TreeMap<>(msg.getProperties()));
+        m.put("printedMs", System.currentTimeMillis());  // when this line was made: not before the client had it
         return m;
     }
 }

@@ -6,6 +6,9 @@
  * user property <property> = "v-"+i. No client-side retries, so a broker refusal is reported, not hidden.
  * Lines: {"event":"send",...} per message, then {"event":"done","sent":n}; an exception prints {"event":"error"} and
  * exits 1. Single-threaded.
+ * --deliver-after-ms N makes each a RocketMQ 5 timer message due N ms after it is built (Message.setDeliverTimeMs, called
+ * reflectively so the harness still compiles against 4.9.7, whose Message lacks it); --delay-sec N uses
+ * setDelayTimeSec. The send line then carries "deliverTimeMs" (epoch ms, or the build time + N s).
  */
 package org.rmqcore.compat;
 
@@ -39,6 +42,16 @@ public final class Produce {
                 Message msg = new Message(a.str("topic"), tag, a.str("key-prefix", "key-") + i,
                     (a.str("body-prefix", "body-") + i).getBytes(StandardCharsets.UTF_8));
                 msg.putUserProperty(property, "v-" + i);
+                long deliverAfter = a.integer("deliver-after-ms", 0);
+                long delaySec = a.integer("delay-sec", 0);
+                long deliverTimeMs = 0;
+                if (deliverAfter > 0) {
+                    deliverTimeMs = System.currentTimeMillis() + deliverAfter;
+                    Message.class.getMethod("setDeliverTimeMs", long.class).invoke(msg, deliverTimeMs);
+                } else if (delaySec > 0) {
+                    deliverTimeMs = System.currentTimeMillis() + delaySec * 1000;
+                    Message.class.getMethod("setDelayTimeSec", long.class).invoke(msg, delaySec);
+                }
                 SendResult r = producer.send(msg);
                 Map<String, Object> m = Out.obj("send");
                 m.put("i", i);
@@ -53,6 +66,10 @@ public final class Produce {
                 m.put("traceOn", r.isTraceOn());
                 m.put("tags", tag);
                 m.put("keys", msg.getKeys());
+                if (deliverTimeMs > 0) {
+                    m.put("deliverTimeMs", deliverTimeMs);
+                    m.put("properties", new java.util.TreeMap<>(msg.getProperties()));
+                }
                 Out.line(m);
                 sent++;
             }
