@@ -348,7 +348,7 @@ class BrokerController:
         self.loop.close()
 
     def _on_message_arriving(
-        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: Mapping[str, str] | None
     ) -> None:
         self.pull_request_hold_service.notify_message_arriving(
             topic, queue_id, max_offset, tags_code, properties=properties
