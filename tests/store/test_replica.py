@@ -21,7 +21,9 @@ pytestmark = pytest.mark.both_backends
 def fill(store, n: int, topics=("TA", "TB"), body_size: int = 700) -> None:
     for i in range(n):
         props = {"TAGS": f"t{i % 3}", "KEYS": f"k{i}"}
-        store.put_message(Message(topics[i % len(topics)], bytes([i % 251]) * (body_size + i % 50), properties=props), i % 4)
+        store.put_message(
+            Message(topics[i % len(topics)], bytes([i % 251]) * (body_size + i % 50), properties=props), i % 4
+        )
 
 
 def replicate(master, slave, start: int, batch: int) -> int:

@@ -24,16 +24,16 @@
 //!
 //! Thread-safety: both run under the engine's rules: reads lock-free, appends under the write mutex.
 
-use std::sync::atomic::Ordering;
+use crate::commit_log::SelectedBuffer;
 use crate::error::{Error, Result};
 use crate::format::index::is_indexed_sys_flag;
 use crate::format::message::{
     be_i32, check_record, RecordCheck, BLANK_MAGIC, MAGIC_POSITION, MAGIC_V1, MAGIC_V2,
     MIN_RECORD_LEN_V1_IPV4,
 };
-use crate::commit_log::SelectedBuffer;
 use crate::message_store::MessageStore;
 use crate::recovery::dispatch_unit_of;
+use std::sync::atomic::Ordering;
 
 /// One (topic, queue) that got units in an append, and its max offset after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +100,11 @@ fn step(bytes: &[u8], offset: i64, file_remaining: usize) -> Result<Step> {
 
 impl MessageStore {
     /// Invariant 1 (`getCommitLogData`): None when no file holds `offset` or nothing is written there yet.
-    pub fn get_commit_log_data(&self, offset: i64, max_size: i64) -> Result<Option<SelectedBuffer>> {
+    pub fn get_commit_log_data(
+        &self,
+        offset: i64,
+        max_size: i64,
+    ) -> Result<Option<SelectedBuffer>> {
         self.check_open()?;
         if max_size <= 0 || offset < 0 {
             return Err(Error::InvalidArgument(format!(
@@ -175,7 +179,11 @@ impl MessageStore {
             if p >= new_wrote {
                 break None;
             }
-            match step(&whole[p..new_wrote], file.start() as i64 + p as i64, file.size() - p) {
+            match step(
+                &whole[p..new_wrote],
+                file.start() as i64 + p as i64,
+                file.size() - p,
+            ) {
                 Ok(Step::Record(n)) => {
                     records.push((p, n));
                     p += n;
@@ -201,7 +209,10 @@ impl MessageStore {
         ws.reput_from = new_reput;
         // dispatch (invariant 4)
         let mut out: Vec<DispatchedQueue> = Vec::new();
-        let mut index_writer = match (&self.inner.index, self.inner.index_stopped.load(Ordering::Acquire)) {
+        let mut index_writer = match (
+            &self.inner.index,
+            self.inner.index_stopped.load(Ordering::Acquire),
+        ) {
             (Some(index), false) => Some(index.writer()),
             _ => None,
         };
@@ -237,7 +248,9 @@ impl MessageStore {
             }
             if let Some(w) = index_writer.as_mut() {
                 if is_indexed_sys_flag(rec.sys_flag) {
-                    if let Err(e) = w.build_index(rec.topic, rec.properties, off, rec.store_timestamp) {
+                    if let Err(e) =
+                        w.build_index(rec.topic, rec.properties, off, rec.store_timestamp)
+                    {
                         self.inner.stop_index(&e);
                         index_writer = None;
                     }
