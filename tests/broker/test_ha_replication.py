@@ -15,6 +15,7 @@ import pytest
 from rmq_core.broker.ha.ha_protocol import FRAME_HEADER, encode_report
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.transport import BlockingRemotingClient
 
 from support.ha_helpers import (
@@ -225,11 +226,7 @@ def test_slave_refuses_sends_and_copies_configs(tmp_path, client) -> None:
                 sc = slave.controller
                 assert HA_TOPIC in sc.topic_config_manager.topic_config_table
                 assert sc.consumer_offset_manager.query_offset("g1", HA_TOPIC, 2) == 7
-                r = client.invoke_sync(slave.address, RemotingCommand_get_all_topics(), timeout=5)
+                r = client.invoke_sync(
+                    slave.address, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {}), timeout=5
+                )
                 assert HA_TOPIC.encode() in r.body
-
-
-def RemotingCommand_get_all_topics():  # noqa: N802 - a request builder
-    from rmq_core.remoting.command import RemotingCommand
-
-    return RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {})
