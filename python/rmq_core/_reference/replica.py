@@ -21,7 +21,7 @@ Thread-safety: the caller holds the engine's lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.errors import CorruptRecordError, StoreError
 
@@ -56,7 +56,7 @@ def _corrupt(offset: int, reason: str) -> CorruptRecordError:
     return CorruptRecordError(f"corrupt record at offset {offset}: {reason}", offset)
 
 
-def _step(buf: bytearray | memoryview, pos: int, limit: int, offset: int, file_remaining: int) -> int:
+def _step(buf: Any, pos: int, limit: int, offset: int, file_remaining: int) -> int:
     """Size of the whole record at ``buf[pos:limit]``, ``_BLANK`` or ``_INCOMPLETE``; raises CorruptRecordError."""
     if limit - pos < 8:
         return _INCOMPLETE

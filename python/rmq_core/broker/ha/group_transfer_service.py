@@ -54,7 +54,7 @@ class GroupTransferService:
             if not fut.done():
                 fut.set_result(True)
         if len(w) > 1 and any(upto <= offset for upto, _, _ in w):  # out-of-order waits (invariant 2)
-            keep = collections.deque()
+            keep: collections.deque[tuple[int, float, asyncio.Future[bool]]] = collections.deque()
             for item in w:
                 if item[0] <= offset:
                     if not item[2].done():
