@@ -37,16 +37,16 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_vs_apache import BROKER_CONF, BROKER_NAME, ROOT, take_ports, wait_ready  # noqa: E402
-from lean_clients import QUEUES, lean_send, p50_p99, send_frames  # noqa: E402
+from bench_vs_apache import BROKER_CONF, BROKER_NAME, ROOT, take_ports, wait_ready
+from lean_clients import QUEUES, lean_send, p50_p99, send_frames
 
-from rmq_core.remoting.codes import RequestCode, ResponseCode  # noqa: E402
-from rmq_core.remoting.command import RemotingCommand  # noqa: E402
-from rmq_core.remoting.header import GetMaxOffsetRequestHeader, encode_header  # noqa: E402
-from rmq_core.remoting.transport import BlockingRemotingClient  # noqa: E402
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import GetMaxOffsetRequestHeader, encode_header
+from rmq_core.remoting.transport import BlockingRemotingClient
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from support.apache_rocketmq import ApacheRocketMQ  # noqa: E402
+from support.apache_rocketmq import ApacheRocketMQ
 
 TOPIC = "HaBench"
 BODY = b"x" * 1024
