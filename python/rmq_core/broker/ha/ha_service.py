@@ -4,7 +4,8 @@
 It listens on ``ha_listen_port`` (4.9's default: the broker's listenPort + 1; 0 → a free port), makes an
 ``HAConnection`` per slave, keeps the highest offset any slave acknowledged (``push2_slave_max_offset``, forwarded to
 the ``GroupTransferService`` that SYNC_MASTER sends wait on), and wakes the connections' writers when the store grows
-(``data_event``, set by the store's arrival listener).
+(``data_event``, set by the store's arrival listener, registered only while a slave is connected: a master without
+slaves pays nothing per message).
 
 Invariants:
 1. ``is_slave_ok(end)``: at least one slave is connected and ``end - push2_slave_max_offset < ha_slave_fallbehind_max``
@@ -65,6 +66,7 @@ class HAService:
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._listening = False
 
     @property
     def push2_slave_max_offset(self) -> int:
@@ -75,18 +77,30 @@ class HAService:
         self._loop_thread = threading.current_thread()
         self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.message_store.add_arrival_listener(self._on_arrival)
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(self, reader, writer)
         log.info("HAService receive new connection, %s", conn.client_addr)
+        if not self.connections and not self._listening:  # the arrival listener only while a slave is connected
+            self.message_store.add_arrival_listener(self._on_arrival)
+            self._listening = True
         self.connections.append(conn)
         conn.start()
 
     def remove_connection(self, conn: HAConnection) -> None:
         if conn in self.connections:
             self.connections.remove(conn)
+        if not self.connections:
+            self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        if self._listening:
+            self._listening = False
+            try:
+                self.message_store.remove_arrival_listener(self._on_arrival)
+            except ValueError:
+                pass
 
     def notify_transfer_some(self, offset: int) -> None:
         self.group_transfer_service.notify_transfer_some(offset)
@@ -116,10 +130,7 @@ class HAService:
     async def shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-            try:
-                self.message_store.remove_arrival_listener(self._on_arrival)
-            except ValueError:
-                pass
+        self._stop_listening()
         for conn in list(self.connections):
             conn.close("the master is shutting down")
         self.group_transfer_service.close()
