@@ -268,11 +268,18 @@ def cmd_broker(args: argparse.Namespace) -> int:
         cfg.broker_ip1 = args.host
     if args.metrics_port is not None:
         cfg.metrics_prom_exporter_port = args.metrics_port
+    # 4.9 BrokerStartup: a master is brokerId 0; a slave needs brokerId > 0
+    if cfg.broker_role in ("ASYNC_MASTER", "SYNC_MASTER"):
+        cfg.broker_id = 0
+    elif cfg.broker_role == "SLAVE" and cfg.broker_id <= 0:
+        print("Slave's brokerId must be > 0", file=sys.stderr)
+        return 3
     broker = Broker(cfg)
     broker.start()
     print(
         f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
-        f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir}",
+        f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir} role={cfg.broker_role} "
+        f"ha={broker.controller.replication.ha_server_addr()}",
         flush=True,
     )
     if broker.controller.metrics_address is not None:

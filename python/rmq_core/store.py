@@ -224,7 +224,9 @@ class QueryMessageResult:
     index_last_update_phyoffset: int
 
 
-ArrivalListener = Callable[[str, int, int, int, Mapping[str, str]], None]
+# (topic, queue_id, max_offset, tags_code, properties); tags_code and properties are None for records a slave
+# appended from its master (``append_commit_log``): one call per queue, the pulls parked on it re-run their filters
+ArrivalListener = Callable[[str, int, int, int | None, Mapping[str, str] | None], None]
 PropertyFilter = Callable[[Mapping[str, str]], bool]
 
 
@@ -470,6 +472,30 @@ class MessageStore:
     def read_commit_log(self, offset: int, size: int) -> bytes | None:
         self._check_open()
         return self._engine.read_commit_log(offset, size)
+
+    # --- replication (rust/rmq-store/src/replica.rs, _reference/replica.py) ---------------------------------------
+    def get_commit_log_data(self, offset: int, max_size: int) -> bytes | None:
+        """4.9 ``getCommitLogData`` for the HA master: up to ``max_size`` written CommitLog bytes from ``offset``, never
+        across a file end; None when nothing is written at ``offset`` (yet, or any more)."""
+        self._check_open()
+        return self._engine.get_commit_log_data(offset, max_size)
+
+    def append_commit_log(self, offset: int, data: bytes) -> list[tuple[str, int, int]]:
+        """4.9 ``appendToCommitLog`` for the HA slave: appends the master's bytes at exactly ``offset`` (the CommitLog's
+        end, or a file boundary when empty; ValueError otherwise, CorruptRecordError for bytes that are not records;
+        nothing written either way) and dispatches the whole records they complete (ConsumeQueue units, index). The
+        arrival listeners then run once per queue that got units (tags code and properties None). Returns
+        ``[(topic, queue_id, new max offset)]``."""
+        self._check_open()
+        out = self._engine.append_commit_log(offset, data)
+        if out and self._listeners:
+            for topic, queue_id, max_offset in out:
+                for fn in list(self._listeners):
+                    try:
+                        fn(topic, queue_id, max_offset, None, None)
+                    except Exception:  # a listener must never undo or block a write
+                        log.exception("arrival listener %r failed for %s:%d", fn, topic, queue_id)
+        return out
 
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
         """The message stored at ``commitlog_offset``; None past the end; CorruptRecordError if it is not a record."""

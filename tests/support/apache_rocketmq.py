@@ -14,6 +14,10 @@ a store directory; the JVMs run with -Xmx512m and the --add-opens Java 17 needs 
 cleaner. The broker listens on ``listenPort`` and also on ``listenPort - 2`` (its VIP channel) and
 ``listenPort + 1`` (HA), so all three are checked free.
 
+A master/slave pair: ``ApacheRocketMQ(dir_a).start()`` (name server + master) and
+``ApacheRocketMQ(dir_b, extra_broker_conf={"brokerRole": "SLAVE", "brokerId": "1"}).start_broker_only(ns_addr)``;
+the slave learns the master's HA address (``listenPort + 1``) from the name server.
+
 Invariants: ``start()`` returns only once the name server is up and the broker has printed "boot success" (it has
 then registered with the name server: BrokerController.start() registers synchronously); on any failure both
 processes are stopped and the error carries their logs. ``stop()`` sends SIGTERM (the JVMs' shutdown hooks flush
@@ -246,6 +250,19 @@ class ApacheRocketMQ:
         except BaseException:
             self.stop()
             raise
+
+    def start_broker_only(self, namesrv_addr: str, timeout: float = 90.0) -> Self:
+        """Start only a broker (no name server of its own) registering with ``namesrv_addr``: the second broker of a
+        master/slave pair, e.g. ``extra_broker_conf={"brokerRole": "SLAVE", "brokerId": "1"}`` (replication tests)."""
+        server_classpath()
+        self.broker_port = free_broker_port()
+        self.extra_broker_conf["namesrvAddr"] = namesrv_addr
+        self.start_broker(timeout=timeout)
+        return self
+
+    @property
+    def commit_log_dir(self) -> str:
+        return os.path.join(self.store, "broker", "commitlog")
 
     def stop(self, timeout: float = 30.0) -> None:
         for proc in (self.broker_proc, self.namesrv_proc):

@@ -55,6 +55,7 @@ from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
 from rmq_core.store_status import PutMessageStatus
 
 from . import get_message as _get_message
+from . import replica as _replica
 from .checkpoint import StoreCheckpoint
 from .commit_log import CommitLog
 from .config import StoreConfig
@@ -165,6 +166,8 @@ class StoreEngine:
                 self._note_redispatched,
             )
             self._open_index(self._report)
+            # where the next whole record to dispatch starts (replica.py): the recovered end, then each put's end
+            self._reput_from = self._commit_log.max_offset
             try:
                 with open(abort_path, "wb"):
                     pass
@@ -503,6 +506,7 @@ class StoreEngine:
                     # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
                     self._stop_index(e)
             if last_end >= 0:
+                self._reput_from = last_end
                 self._last_physic_ts = store_timestamp
                 if dispatched_any:
                     self._last_logics_ts = store_timestamp
@@ -618,6 +622,20 @@ class StoreEngine:
             if size < 0:
                 raise ValueError(f"size must be >= 0, got {size}")
             return self._commit_log.read(offset, size)
+
+    def get_commit_log_data(self, offset: int, max_size: int) -> bytes | None:
+        """``getCommitLogData`` (replica.py): up to ``max_size`` written bytes from ``offset``, within one file."""
+        with self._lock:
+            self._check_open()
+            return _replica.get_commit_log_data(self, offset, max_size)
+
+    def append_commit_log(self, offset: int, data: bytes) -> list[tuple[str, int, int]]:
+        """``appendToCommitLog`` + the slave's dispatch (replica.py)."""
+        with self._lock:
+            self._check_open()
+            out = _replica.append_commit_log(self, offset, bytes(data))
+        self._flush_service.wake()
+        return out
 
     def look_message_by_offset(self, offset: int) -> bytes | None:
         with self._lock:

@@ -78,6 +78,16 @@ class BrokerConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     max_msgs_num_batch: int = 64
+    # master/slave replication (4.9 MessageStoreConfig; broker/ha/). haListenPort -1: listenPort + 1 (4.9.7 always
+    # uses listenPort + 1; rmq_core honours an explicit value, 0 = a free port); haMasterAddress: the master's HA
+    # "ip:port" for a slave (else learned from the name server's REGISTER_BROKER answer)
+    ha_listen_port: int = -1
+    ha_master_address: str = ""
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20000
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    sync_flush_timeout: int = 5000  # also SYNC_MASTER's wait for a slave (4.9's GroupCommitRequest deadline)
     # RocketMQ 5's name: the Prometheus endpoint's port (-1 off, 0 a free port); needs rmq_core[metrics]
     metrics_prom_exporter_port: int = -1
     # transactions (BrokerConfig: rejectTransactionMessage, transactionTimeOut, transactionCheckMax,
@@ -104,6 +114,7 @@ class BrokerConfig:
     def to_store_config(self) -> StoreConfig:
         return StoreConfig(
             flush_disk_type=self.flush_disk_type,
+            sync_flush_timeout=self.sync_flush_timeout,
             max_message_size=self.max_message_size,
             mapped_file_size_commit_log=self.mapped_file_size_commit_log,
             mapped_file_size_consume_queue=self.mapped_file_size_consume_queue,

@@ -42,6 +42,7 @@ from rmq_core.broker.client.rebalance_lock_manager import RebalanceLockManager
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.group_commit_service import GroupCommitService
+from rmq_core.broker.ha.replication import Replication
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
 from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
@@ -114,6 +115,7 @@ class BrokerController:
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.timer_message_store: TimerMessageStore | None = None  # started in start() when timer_wheel_enable
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
+        self.replication = Replication(self)  # HA service (master) or HA client + config sync (slave): broker/ha/
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
 
     def _register_processors(self) -> None:
@@ -141,6 +143,7 @@ class BrokerController:
             self.broker_stats_manager,
             self.schedule_message_service,
             group_commit_service=self.group_commit_service,
+            replication=self.replication,
         )
         self.consumer_manage_processor = ConsumerManageProcessor(
             self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
@@ -226,7 +229,8 @@ class BrokerController:
             int(RequestCode.QUERY_CONSUMER_OFFSET),
             int(RequestCode.UPDATE_CONSUMER_OFFSET),
         }
-        if self.message_store_config.flush_disk_type != "SYNC_FLUSH":
+        # (SYNC_MASTER sends await a slave's acknowledgement: a task each too)
+        if self.message_store_config.flush_disk_type != "SYNC_FLUSH" and not self.replication.is_sync_master:
             inline |= {
                 int(RequestCode.SEND_MESSAGE),
                 int(RequestCode.SEND_MESSAGE_V2),
@@ -334,9 +338,11 @@ class BrokerController:
         )
         self._register_processors()
         self.message_store.add_arrival_listener(self._on_message_arriving)
+        await self.replication.start()
         self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()
-        self.schedule_message_service.start(self.message_store)
+        if not self.is_slave:  # 4.9 handleScheduleMessageService: a slave delivers nothing (its store takes no puts)
+            self.schedule_message_service.start(self.message_store)
         self.transactional_message_service.load()
         if not cfg.is_slave:
             self.transactional_message_check_service.start(self.loop)
@@ -386,7 +392,7 @@ class BrokerController:
         self.loop.close()
 
     def _on_message_arriving(
-        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: Mapping[str, str] | None
     ) -> None:
         self.pull_request_hold_service.notify_message_arriving(
             topic, queue_id, max_offset, tags_code, properties=properties
@@ -467,7 +473,7 @@ class BrokerController:
             self.broker_addr,
             cfg.broker_name,
             cfg.broker_id,
-            f"{cfg.broker_ip1}:{self.remoting_server.port + 1}",
+            self.replication.ha_server_addr(),
             wrapper,
             [],
             cfg.register_broker_timeout_mills / 1000.0,
@@ -476,6 +482,7 @@ class BrokerController:
             if self.is_slave and result.master_addr and result.master_addr != self.master_addr:
                 log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
                 self.master_addr = result.master_addr
+            self.replication.on_register_result(result.ha_server_addr, result.master_addr)
 
     def _call_on_loop(self, fn: Callable[[], MetricsSnapshot]) -> MetricsSnapshot:
         """Run ``fn`` on the broker's loop from another thread (the metrics scrape) and return its result."""
@@ -536,6 +543,7 @@ class BrokerController:
             except Exception:
                 log.exception("unregistering from the name servers failed")
         await self.remoting_server.stop()
+        await self.replication.shutdown()
         await self.remoting_client.close()
         self._persist_all()
         self.group_commit_service.close()

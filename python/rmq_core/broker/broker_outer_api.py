@@ -163,3 +163,12 @@ class BrokerOuterAPI:
         response = await self.remoting_client.invoke(namesrv_addr, request, timeout_s)
         if response.code != ResponseCode.SUCCESS:
             raise BrokerOuterAPIError(response.code, response.remark, broker_addr)
+
+    # --- a slave's copy of its master's configs (SlaveSynchronize) -------------------------------------------------
+    async def get_master_config_text(self, master_addr: str, code: int, timeout_s: float = 3.0) -> str:
+        """The body of GET_ALL_TOPIC_CONFIG / GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET /
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG from the master (4.9 ``getAllTopicConfig`` and friends), as text."""
+        response = await self.remoting_client.invoke(master_addr, RemotingCommand.request(code, {}), timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerOuterAPIError(response.code, response.remark, master_addr)
+        return (response.body or b"").decode("utf-8")

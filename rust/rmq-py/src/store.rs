@@ -422,6 +422,39 @@ impl StoreEngine {
         Ok(PyBytes::new(py, &units))
     }
 
+    /// `getCommitLogData` (rmq_store::replica): up to `max_size` published bytes from `offset`, not crossing a
+    /// file end; None when nothing is written there.
+    fn get_commit_log_data<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+        max_size: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let sel = self
+            .store
+            .get_commit_log_data(offset, max_size)
+            .py_err(py)?;
+        Ok(sel.map(|s| PyBytes::new(py, s.as_slice())))
+    }
+
+    /// `appendToCommitLog` + the slave's dispatch (rmq_store::replica): `[(topic, queue_id, max_offset)]` of
+    /// the queues that got units.
+    fn append_commit_log(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        data: &[u8],
+    ) -> PyResult<Vec<(String, i32, i64)>> {
+        let store = &self.store;
+        let out = py
+            .detach(|| store.append_commit_log(offset, data))
+            .py_err(py)?;
+        Ok(out
+            .into_iter()
+            .map(|d| (d.topic, d.queue_id, d.max_offset))
+            .collect())
+    }
+
     fn topics(&self, py: Python<'_>) -> PyResult<Vec<(String, i32)>> {
         self.store.topics().py_err(py)
     }

@@ -21,6 +21,7 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
 pub mod recovery;
+pub mod replica;
 pub mod store_reader;
 
 pub use config::{FlushDiskType, StoreConfig};
@@ -32,6 +33,7 @@ pub use message_store::{
     QueryMessageResult,
 };
 pub use recovery::RecoveryReport;
+pub use replica::DispatchedQueue;
 pub use store_reader::{ReadRange, StoreReader};
 
 #[cfg(test)]

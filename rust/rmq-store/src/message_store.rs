@@ -157,24 +157,27 @@ type QueueTable = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 pub(crate) struct Inner {
     root: PathBuf,
     config: StoreConfig,
-    commit_log: CommitLog,
+    pub(crate) commit_log: CommitLog,
     queues: RwLock<QueueTable>,
     checkpoint: Checkpoint,
-    last_physic_ts: AtomicI64,
-    last_logics_ts: AtomicI64,
+    pub(crate) last_physic_ts: AtomicI64,
+    pub(crate) last_logics_ts: AtomicI64,
     flush_all_lock: Mutex<()>,
-    index: Option<IndexService>,
+    pub(crate) index: Option<IndexService>,
     /// Set when building the index failed (e.g. no disk space for a new index file): puts stop indexing until the
     /// next open, which re-indexes the records after the last entry. The reason is in `index_notes`.
-    index_stopped: AtomicBool,
+    pub(crate) index_stopped: AtomicBool,
     index_stop_reason: Mutex<Option<String>>,
     /// The checkpoint's indexMsgTimestamp: kept as loaded until an index flush makes something newer durable.
     last_index_ts: AtomicI64,
 }
 
-struct WriteState {
+pub(crate) struct WriteState {
     /// The CommitLog file appends go to (saves a lookup per message).
-    current: Option<Arc<MappedFile>>,
+    pub(crate) current: Option<Arc<MappedFile>>,
+    /// Where the next whole record to dispatch starts: the recovered end at open, then the end of each put; a
+    /// slave's appends (`replica`) dispatch from here the records their bytes complete.
+    pub(crate) reput_from: i64,
     /// ASYNC_FLUSH wakes the flush thread once per `FLUSH_LEAST_PAGES` pages appended, not once per put:
     /// a wake-up per put costs a futex round trip and a context switch on every small message, and the
     /// periodic tick already bounds how long dirty data waits.
@@ -183,8 +186,8 @@ struct WriteState {
 
 pub struct MessageStore {
     pub(crate) inner: Arc<Inner>,
-    write: Mutex<WriteState>,
-    flush: FlushService,
+    pub(crate) write: Mutex<WriteState>,
+    pub(crate) flush: FlushService,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     report: RecoveryReport,
@@ -201,7 +204,7 @@ impl Inner {
             .cloned()
     }
 
-    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+    pub(crate) fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
         if let Some(q) = self.queue(topic, queue_id) {
             return Ok(q);
         }
@@ -273,7 +276,7 @@ impl Inner {
 }
 
 impl Inner {
-    fn stop_index(&self, e: &Error) {
+    pub(crate) fn stop_index(&self, e: &Error) {
         self.index_stopped.store(true, Ordering::Release);
         *self
             .index_stop_reason
@@ -502,6 +505,7 @@ impl MessageStore {
             inner,
             write: Mutex::new(WriteState {
                 current: None,
+                reput_from: end,
                 next_wake_at: 0,
             }),
             flush,
@@ -593,7 +597,7 @@ impl MessageStore {
     }
 
     #[inline]
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
@@ -783,6 +787,9 @@ impl MessageStore {
                         }
                     }
                 }
+            }
+            if last_end >= 0 {
+                ws.reput_from = last_end;
             }
             if last_end >= ws.next_wake_at {
                 ws.next_wake_at = last_end + (FLUSH_LEAST_PAGES * OS_PAGE_SIZE) as i64;

@@ -835,3 +835,45 @@ fn index_disabled_writes_no_index() {
     store.close().unwrap();
     assert!(!dir.path().join("index").exists());
 }
+
+#[test]
+fn replica_append_copies_the_master_and_refuses_gaps() {
+    let (dm, ds) = (TempDir::new(), TempDir::new());
+    let master = MessageStore::open(dm.path(), small_config()).unwrap();
+    let slave = MessageStore::open(ds.path(), small_config()).unwrap();
+    put_n(&master, "T", 0, 40, 150, 1_000);
+    put_n(&master, "T", 1, 40, 90, 2_000);
+    let end = master.max_physical_offset().unwrap();
+    assert!(end > 3 * 4096);
+    // a gap into an empty store is refused, nothing written
+    assert!(matches!(
+        slave.append_commit_log(100, b"xx"),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut off = 0;
+    let mut dispatched = Vec::new();
+    while let Some(sel) = master.get_commit_log_data(off, 333).unwrap() {
+        let data = sel.as_slice().to_vec();
+        assert!(data.len() <= 333);
+        dispatched.extend(slave.append_commit_log(off, &data).unwrap());
+        off += data.len() as i64;
+    }
+    assert_eq!(off, end);
+    assert_eq!(slave.max_physical_offset().unwrap(), end);
+    for q in 0..2 {
+        assert_eq!(
+            slave.get_max_offset_in_queue("T", q).unwrap(),
+            master.get_max_offset_in_queue("T", q).unwrap()
+        );
+        assert_eq!(
+            all(&slave, "T", q, 0, 100).body,
+            all(&master, "T", q, 0, 100).body
+        );
+    }
+    assert_eq!(dispatched.last().map(|d| d.max_offset), Some(40));
+    // an overlap is refused
+    assert!(matches!(
+        slave.append_commit_log(end - 10, b"x"),
+        Err(Error::InvalidArgument(_))
+    ));
+}

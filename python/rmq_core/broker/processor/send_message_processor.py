@@ -104,6 +104,7 @@ from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.ha.replication import Replication
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
@@ -197,6 +198,7 @@ class SendMessageProcessor:
         schedule_message_service: ScheduleMessageService,
         rng: random.Random | None = None,
         group_commit_service: GroupCommitService | None = None,
+        replication: Replication | None = None,
     ) -> None:
         self.broker_config = broker_config
         self.message_store = message_store
@@ -207,6 +209,8 @@ class SendMessageProcessor:
         self.schedule_message_service = schedule_message_service
         self._random = rng or random.Random()
         self.group_commit_service = group_commit_service or GroupCommitService(message_store)
+        self.replication = replication
+        self._sync_master = replication is not None and replication.is_sync_master
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -283,6 +287,27 @@ class SendMessageProcessor:
             return True
         return await self.group_commit_service.wait(max(ends))
 
+    async def _replica_status(self, results: Sequence[PutMessageResult]) -> PutMessageStatus | None:
+        """SYNC_MASTER (4.9 ``submitReplicaRequest``, broker/ha/replication.py): None when the records appended are
+        on a slave (or the broker is no SYNC_MASTER), else FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
+        if not self._sync_master or self.replication is None:
+            return None
+        ends = [r.commitlog_offset + r.wrote_bytes for r in results if r.status in _SEND_OK and r.wrote_bytes > 0]
+        if not ends:
+            return None
+        status = await self.replication.wait_for_slave(max(ends))
+        return None if status == PutMessageStatus.PUT_OK else status
+
+    async def _replicated(self, results: Sequence[PutMessageResult], wait_store_msg_ok: bool = True) -> None:
+        """``_replica_status`` applied: the replica's status overrides the flush's, as 4.9's ``thenCombine``."""
+        if not wait_store_msg_ok or not self._sync_master:
+            return
+        status = await self._replica_status(results)
+        if status is not None:
+            for r in results:
+                if r.status in _SEND_OK:
+                    r.status = status
+
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
         """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``_Refused``."""
@@ -350,6 +375,7 @@ class SendMessageProcessor:
         )
         if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed((result,)):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        await self._replicated((result,), send.wait_store_msg_ok)
         return self._send_answer(request, send, result)
 
     def _prepare_send(
@@ -486,6 +512,8 @@ class SendMessageProcessor:
             for r in waiting:
                 if r.status == PutMessageStatus.PUT_OK:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if self._sync_master:
+            await self._replicated([r for send, r in zip(sends, stored) if send.wait_store_msg_ok])
         for (i, send), result in zip(run, stored):
             responses[i] = self._send_answer(requests[i], send, result)
 
@@ -630,6 +658,9 @@ class SendMessageProcessor:
         statuses = results.statuses
         if self._must_wait_flush() and not await self._flushed(results):
             statuses = [PutMessageStatus.FLUSH_DISK_TIMEOUT if s == PutMessageStatus.PUT_OK else s for s in statuses]
+        replica = await self._replica_status(results)
+        if replica is not None:
+            statuses = [replica if s in _SEND_OK else s for s in statuses]
         failed = [s for s in statuses if s not in _SEND_OK]
         status = (
             failed[0]
@@ -730,6 +761,7 @@ class SendMessageProcessor:
         )
         if self._must_wait_flush() and not await self._flushed((result,)):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        await self._replicated((result,))
         if result.status != PutMessageStatus.PUT_OK:
             return answer(ResponseCode.SYSTEM_ERROR, result.status.name)
         back_topic = properties.get(PROPERTY_RETRY_TOPIC) or msg_ext.topic

@@ -294,7 +294,7 @@ class ScheduleMessageService(ConfigManager):
             self._schedule(level, float(wait_s))  # type: ignore[arg-type]
 
     def _on_arrival(
-        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: Mapping[str, str] | None
     ) -> None:
         """Store arrival listener (any thread): wake a drained level when its queue gets a message."""
         if topic != SCHEDULE_TOPIC or not self._started:
