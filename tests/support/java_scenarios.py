@@ -391,6 +391,8 @@ def scenario_transaction_producer(namesrv: str, topic: str, group: str, log_dir:
         assert c["state"] == TX_PLAN[i % len(TX_PLAN)].split(":")[1], c
     keys = pulled_keys(namesrv, topic, f"{group}_reader", log_dir, len(tx_committed(count)))
     assert sorted(keys) == sorted(tx_committed(count)), keys
+
+
 def scenario_timer_5x(namesrv: str, topic: str, group: str, log_dir: str, version: str) -> None:
     """The Java client ``version`` (5.x) sends RocketMQ 5 timer messages (``Message.setDeliverTimeMs`` and
     ``setDelayTimeSec``) and a push consumer of the same client receives each once, with its body, keys and

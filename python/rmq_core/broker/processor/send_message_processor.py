@@ -58,8 +58,8 @@ from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
 )
-from rmq_core.broker.transaction.transactional_message_bridge import parse_half_message_inner
 from rmq_core.broker.timer.timer_message_hook import TimerMessageRefused, transform_timer_message
+from rmq_core.broker.transaction.transactional_message_bridge import parse_half_message_inner
 from rmq_core.common import mix_all
 from rmq_core.common.clock import now_ms
 from rmq_core.common.perm_name import (
