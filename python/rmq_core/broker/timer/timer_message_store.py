@@ -293,7 +293,7 @@ class TimerMessageStore:
             self.timer_checkpoint.close(flush=False)
 
     def _on_arrival(
-        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: Mapping[str, str]
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: Mapping[str, str] | None
     ) -> None:
         if topic != TIMER_TOPIC or not self._started:
             return
