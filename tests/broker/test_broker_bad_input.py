@@ -128,3 +128,34 @@ def test_rocketmq_binary_header_is_understood(broker: Broker) -> None:
             rest += chunk
     resp = RemotingCommand.decode_frame(rest)
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and resp.opaque == req.opaque
+
+
+def test_a_start_that_fails_late_releases_every_port_thread_and_file(tmp_path):
+    # the metrics port is taken: start() fails after the remoting server, the HA service and the services started;
+    # it raises, and leaves nothing behind — both ports can be bound again and a broker starts on the same store
+    import threading
+
+    from rmq_core.broker import BrokerConfig
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    root = str(tmp_path / "store")
+    threads_before = {t.ident for t in threading.enumerate()}
+    b = Broker(BrokerConfig(listen_port=0, store_path_root_dir=root, metrics_prom_exporter_port=taken.getsockname()[1]))
+    with pytest.raises(OSError):
+        b.start()
+    taken.close()
+    ha = b.controller.replication.ha_service
+    assert ha is not None and ha.port > 0  # it had got that far
+    for port in (b.controller.remoting_server.port, ha.port):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # released
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(
+        t.ident not in threads_before and t.name.startswith("rmq-broker") for t in threading.enumerate()
+    ):
+        time.sleep(0.05)
+    assert not [t.name for t in threading.enumerate() if t.ident not in threads_before and t.name.startswith("rmq-")]
+    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=root)) as again:
+        assert again.address

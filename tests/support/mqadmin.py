@@ -73,7 +73,10 @@ def run_mqadmin(namesrv: str, command: str, *args: object, timeout: float = 60.0
     ]
     env = dict(os.environ, ROCKETMQ_HOME=home)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+        # cwd: consumerStatus writes each client's running info to ./<now>/<clientId>
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=home
+        )
     except subprocess.TimeoutExpired as e:
         raise MQAdminError(f"mqadmin {command} timed out after {timeout}s:\n{e.stdout}\n{e.stderr}") from None
     failed = proc.returncode != 0 or re.search(r"^\S*(Exception|Error)\b", proc.stderr, re.M) is not None

@@ -329,6 +329,8 @@ class BrokerController:
         ):
             manager.load()
         self.topic_config_manager.adopt_store_topics(self.message_store.topics())
+        if cfg.timer_wheel_enable and not self.is_slave:  # opened (and checked) before any service starts
+            self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
         self.pull_request_hold_service = PullRequestHoldService(
             cfg,
             self.message_store,
@@ -337,17 +339,16 @@ class BrokerController:
             self.remoting_server,
         )
         self._register_processors()
+        self.transactional_message_service.load()
         self.message_store.add_arrival_listener(self._on_message_arriving)
         await self.replication.start()
         self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()
         if not self.is_slave:  # 4.9 handleScheduleMessageService: a slave delivers nothing (its store takes no puts)
             self.schedule_message_service.start(self.message_store)
-        self.transactional_message_service.load()
         if not cfg.is_slave:
             self.transactional_message_check_service.start(self.loop)
-        if cfg.timer_wheel_enable and not self.is_slave:
-            self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
+        if self.timer_message_store is not None:
             self.timer_message_store.start()
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
@@ -383,12 +384,32 @@ class BrokerController:
         )
 
     def _close_after_failed_start(self) -> None:
-        try:
-            self.loop.run_until_complete(self.remoting_server.stop())
-        except Exception:
-            log.exception("stopping the remoting server after a failed start")
+        """Stop whatever ``_start_on_loop`` got to before it failed (each step is safe on a part never started)."""
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("the remoting server", lambda: self.loop.run_until_complete(self.remoting_server.stop())),
+            ("replication", lambda: self.loop.run_until_complete(self.replication.shutdown())),
+            ("the remoting client", lambda: self.loop.run_until_complete(self.remoting_client.close())),
+        ]
+        hold: PullRequestHoldService | None = getattr(self, "pull_request_hold_service", None)
+        if hold is not None:
+            steps.append(("the hold service", hold.shutdown))
+        steps.append(("the schedule service", self.schedule_message_service.shutdown))
+        steps.append(
+            (
+                "the transaction check",
+                lambda: self.loop.run_until_complete(self.transactional_message_check_service.shutdown()),
+            )
+        )
+        timer = self.timer_message_store
+        if timer is not None:
+            steps.append(("the timer store", lambda: self.loop.run_until_complete(timer.shutdown())))
         if self.message_store is not None:
-            self.message_store.close()
+            steps.append(("the message store", self.message_store.close))
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("stopping %s after a failed start", what)
         self.loop.close()
 
     def _on_message_arriving(
