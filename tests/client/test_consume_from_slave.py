@@ -1,0 +1,298 @@
+"""Reads from the slave (4.9's rules), end to end over real sockets: an rmq_core SYNC_MASTER in a child process, its
+rmq_core slave and a name server in this process, producers and consumers of rmq_core.client.
+
+- The master is SIGKILLed during a stream of sync sends: every send answered SEND_OK is on the slave; a push consumer
+  that was consuming switches to the slave (the name server's route keeps the broker name with only the slave, the
+  client's findBrokerAddressInSubscribe falls back to it) and reads every one; a consumer started while the master is
+  down reads them all from the slave too. Offsets committed while on the slave (RemoteBrokerOffsetStore: master first,
+  else the slave) are on the slave; when the master returns they reach it from the consumer (its next offset persist
+  goes to the master again; 4.9's slave never pushes offsets to its master) and the slave copies them back
+  (SlaveSynchronize).
+- The master suggests the slave when what a pull reads is no longer in memory (accessMessageInMemoryMaxRatio), the
+  client's next pull goes there (PullAPIWrapper.pullFromWhichNodeTable), and the slave sends it back (suggests
+  brokerId 0) once the rest is in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmq_core.broker import Broker
+from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Producer, PushConsumer, SendStatus
+from rmq_core.message import Message, decode_messages
+from rmq_core.namesrv import NameServer
+
+from support.admin_helpers import create_topic
+from support.client_helpers_e2e import FAST_CLIENT, Deliveries
+from support.helpers import wait_until
+from support.slave_read_helpers import BROKER_NAME, MasterProcess, committed_offsets, start_slave
+
+TOPIC = "SlaveReadTopic"
+QUEUES = 4
+
+
+@contextlib.contextmanager
+def name_server() -> Iterator[NameServer]:
+    ns = NameServer(listen_port=0)
+    ns.start()
+    try:
+        yield ns
+    finally:
+        ns.shutdown()
+
+
+def sync_slave_configs(slave: Broker) -> None:
+    """One SlaveSynchronize round now (the 10 s timer would do the same): topics and groups from the master."""
+    c = slave.controller
+    sync = c.replication.slave_synchronize
+    assert sync is not None
+    asyncio.run_coroutine_threadsafe(sync.sync_all(), c.loop).result(10)
+
+
+def stored_keys(broker: Broker, topic: str = TOPIC) -> dict[str, tuple[int, int]]:
+    """key → (queue id, queue offset) of every message the broker's store holds for ``topic``."""
+    out: dict[str, tuple[int, int]] = {}
+    for q in range(QUEUES):
+        offset = 0
+        while True:
+            r = broker.message_store.get_message("test", topic, q, offset, 32)
+            if not r.body:
+                break
+            for m in decode_messages(r.body):
+                out[m.keys or ""] = (q, m.queue_offset)
+            offset = r.next_begin_offset
+    return out
+
+
+def max_offsets(broker: Broker) -> dict[int, int]:
+    return {q: broker.message_store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES)}
+
+
+def group_get_nums(broker: Broker, group: str) -> int:
+    """Messages this broker has served to ``group`` on TOPIC (BrokerStatsManager GROUP_GET_NUMS)."""
+    stats = broker.controller.broker_stats_manager
+    return int(stats.values("GROUP_GET_NUMS").get(f"{TOPIC}@{group}", 0))
+
+
+def push_consumer(namesrv: str, group: str, listener: Any, **settings: Any) -> PushConsumer:
+    c = PushConsumer(
+        group,
+        namesrv_addr=namesrv,
+        instance_name=f"{group}-inst",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **{**FAST_CLIENT, **settings},
+    )
+    c.subscribe(TOPIC, "*")
+    c.register_message_listener(listener)
+    c.start()
+    return c
+
+
+class SyncSender:
+    """Sync sends of keys k-0, k-1, ... on a thread until stopped; records the keys answered SEND_OK."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.send_ok: dict[str, tuple[int, int]] = {}
+        self.other: list[str] = []  # answered but not SEND_OK (SLAVE_NOT_AVAILABLE ...)
+        self.failed = 0  # raised (master gone)
+        self.last_failure = 0.0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> SyncSender:
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            key = f"k-{i}"
+            i += 1
+            try:
+                r = self.producer.send(Message(TOPIC, key.encode() * 20, keys=key))
+            except Exception:
+                with self._lock:
+                    self.failed += 1
+                    self.last_failure = time.monotonic()
+                time.sleep(0.02)
+                continue
+            with self._lock:
+                if r.send_status is SendStatus.SEND_OK:
+                    self.send_ok[key] = (r.message_queue.queue_id, r.queue_offset)
+                else:
+                    self.other.append(f"{key}:{r.send_status.name}")
+
+    def ok_count(self) -> int:
+        with self._lock:
+            return len(self.send_ok)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(30)
+
+
+def committed_on_disk(store_root: Path, group: str) -> dict[int, int]:
+    """The offsets of (group, TOPIC) in a broker's consumerOffset.json as it is on disk (-1 where none)."""
+    path = store_root / "config" / "consumerOffset.json"
+    table: dict[str, Any] = {}
+    if path.exists():
+        table = json.loads(path.read_text()).get("offsetTable", {})
+    row = table.get(f"{TOPIC}@{group}", {})
+    return {q: int(row.get(str(q), -1)) for q in range(QUEUES)}
+
+
+@pytest.mark.slow
+def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_slave(tmp_path: Path) -> None:
+    group, late_group = "sr_group", "sr_late_group"
+    with name_server() as ns, MasterProcess(tmp_path / "m", ns.address) as master:
+        master.start()
+        slave = start_slave(tmp_path / "s", ns.address)
+        try:
+            create_topic([master.address], TOPIC, QUEUES, namesrv=ns.address)
+            wait_until(lambda: slave.controller.master_addr == master.address, "the slave to learn its master")
+            sync_slave_configs(slave)
+            assert TOPIC in slave.controller.topic_config_manager.topic_config_table
+
+            producer = Producer("sr_producer", namesrv_addr=ns.address, instance_name="sr-producer")
+            producer.start()
+            gate = threading.Event()
+            got = Deliveries()
+
+            def gated(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+                gate.wait(60)  # blocked until the master is dead: what is left must come from the slave
+                got.add("running", msgs)
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+            # few messages cached per queue: the consumer cannot take the whole stream from the master
+            consumer = push_consumer(ns.address, group, gated, pull_threshold_for_queue=8, pull_batch_size=4)
+            late: PushConsumer | None = None
+            sender = SyncSender(producer)
+            try:
+                wait_until(  # the slave is connected: SYNC_MASTER answers SEND_OK
+                    lambda: producer.send(Message(TOPIC, b"warm-up", keys="warm-up")).send_status is SendStatus.SEND_OK,
+                    "a SEND_OK from the SYNC_MASTER",
+                    timeout=20,
+                    interval=0.2,
+                )
+                sender.start()
+                wait_until(lambda: sender.ok_count() >= 300, "300 SEND_OKs", timeout=60)
+                master.kill9()  # mid-stream
+                wait_until(lambda: sender.failed >= 3, "sends failing after the kill", timeout=30)
+                sender.stop()
+                assert sender.ok_count() >= 300
+                send_ok = dict(sender.send_ok)
+
+                # 1. every SEND_OK is on the slave, where the master put it
+                on_slave = stored_keys(slave)
+                missing = set(send_ok) - set(on_slave)
+                assert not missing, f"{len(missing)} SEND_OK messages not on the slave: {sorted(missing)[:10]}"
+                assert all(on_slave[k] == where for k, where in send_ok.items())
+                master_offsets_at_kill = committed_on_disk(tmp_path / "m" / "store", group)
+
+                # 2. the running consumer continues from the slave and gets every one
+                served_before = group_get_nums(slave, group)
+                gate.set()
+                wait_until(
+                    lambda: set(got.keys()) >= set(send_ok),
+                    "the running consumer to consume every SEND_OK from the slave",
+                    timeout=60,
+                )
+                assert group_get_nums(slave, group) > served_before  # pulls went to the slave
+
+                # 3. a consumer started while the master is down reads them all from the slave
+                late_got = Deliveries()
+
+                def late_listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+                    late_got.add("late", msgs)
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+                late = push_consumer(ns.address, late_group, late_listener)
+                wait_until(lambda: set(late_got.keys()) >= set(send_ok), "the late consumer to read all", timeout=60)
+                assert group_get_nums(slave, late_group) >= len(send_ok)
+
+                # 4. offsets committed while on the slave: the slave holds them (the consumer's persist found no
+                #    master and used the slave), each queue at its end
+                end = max_offsets(slave)
+                wait_until(
+                    lambda: committed_offsets(slave.address, group, TOPIC, QUEUES) == end,
+                    f"the slave to hold the running consumer's offsets {end}",
+                    timeout=30,
+                )
+                # the master's file was behind them when it died (the consumer was gated)
+                assert any(master_offsets_at_kill[q] < end[q] for q in range(QUEUES)), master_offsets_at_kill
+
+                # 5. the master returns: the running consumer's offsets reach it (its next persist goes to the
+                #    master again), and the slave copies the master's table (SlaveSynchronize)
+                master.start()
+                wait_until(
+                    lambda: committed_offsets(master.address, group, TOPIC, QUEUES) == end,
+                    f"the returned master to hold the consumer's offsets {end}",
+                    timeout=60,
+                    interval=0.2,
+                )
+                sync_slave_configs(slave)
+                assert committed_offsets(slave.address, group, TOPIC, QUEUES) == end
+
+                # 6. and consumption goes on: new sends (to the master again) are consumed
+                more: list[str] = []
+
+                def send_more() -> bool:
+                    try:
+                        r = producer.send(Message(TOPIC, b"after", keys=f"after-{len(more)}"))
+                    except Exception:
+                        return False
+                    if r.send_status is SendStatus.SEND_OK:
+                        more.append(r.msg_id)
+                    return len(more) >= 20
+
+                wait_until(send_more, "20 SEND_OKs from the returned master", timeout=60, interval=0.1)
+                wait_until(
+                    lambda: sum(1 for k in got.keys() if k.startswith("after-")) >= 20,
+                    "the consumer to consume what the returned master took",
+                    timeout=60,
+                )
+            finally:
+                gate.set()
+                sender.stop()
+                consumer.shutdown()
+                if late is not None:
+                    late.shutdown()
+                producer.shutdown()
+        finally:
+            slave.shutdown()
+
+
+def test_route_keeps_the_slave_when_the_master_dies(tmp_path: Path) -> None:
+    """4.9's RouteInfoManager: the master's connection closes → its address leaves the broker name's table, the
+    broker name (slave only) and the topic's queue data stay."""
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+
+    with name_server() as ns, MasterProcess(tmp_path / "m", ns.address, brokerRole="ASYNC_MASTER") as master:
+        master.start()
+        slave = start_slave(tmp_path / "s", ns.address)
+        try:
+            create_topic([master.address], TOPIC, QUEUES, namesrv=ns.address)
+            with BlockingMQClientAPI(ns.address, 3000) as api:
+
+                def addrs() -> dict[int, str]:
+                    route = api.get_topic_route_info_from_name_server(TOPIC)
+                    bd = [b for b in route.broker_datas if b.broker_name == BROKER_NAME]
+                    assert len(route.queue_datas) == 1 and route.queue_datas[0].read_queue_nums == QUEUES
+                    return dict(bd[0].broker_addrs) if bd else {}
+
+                wait_until(lambda: addrs() == {0: master.address, 1: slave.address}, "master and slave routed")
+                master.kill9()
+                wait_until(lambda: addrs() == {1: slave.address}, "the route with the slave only")
+        finally:
+            slave.shutdown()

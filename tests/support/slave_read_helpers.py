@@ -1,0 +1,132 @@
+"""Helpers for the slave-read tests (tests/client/test_consume_from_slave.py): an rmq_core master broker run as a child
+process (`rmq-core broker -c broker.conf`, so a test can SIGKILL it and start it again on the same ports and store), an
+rmq_core slave of it in this process (it learns the master's HA address from the name server), and reads of what a
+broker has committed for a consumer group over QUERY_CONSUMER_OFFSET.
+
+Invariants: the master child is killed (SIGKILL, its process group) by ``stop()``/the context manager whatever the
+test did; its output goes to ``<root>/master.log`` (shown when it fails to start). Thread-safety: test thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.remoting.header import QueryConsumerOffsetRequestHeader
+
+from support.apache_rocketmq import free_port
+
+BROKER_NAME = "broker-sr"
+CLUSTER = "SlaveReadCluster"
+FILE_SIZE = 8 << 20  # master and slave must use the same CommitLog file size (4.9's HA has no field for it)
+
+
+def rmq_core_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("rmq-core")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "rmq_core.cli"]
+
+
+class MasterProcess:
+    """A master broker in a child process: ``start()`` returns once it listens, ``kill9()`` SIGKILLs it."""
+
+    def __init__(self, root: Path, namesrv_addr: str, **conf: Any) -> None:
+        self.root = root
+        self.port = free_port()
+        self.ha_port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        settings: dict[str, Any] = {
+            "brokerClusterName": CLUSTER,
+            "brokerName": BROKER_NAME,
+            "brokerId": 0,
+            "brokerRole": "SYNC_MASTER",
+            "brokerIP1": "127.0.0.1",
+            "listenPort": self.port,
+            "haListenPort": self.ha_port,
+            "namesrvAddr": namesrv_addr,
+            "storePathRootDir": str(root / "store"),
+            "mappedFileSizeCommitLog": FILE_SIZE,
+            "mappedFileSizeConsumeQueue": 60000,
+            "flushConsumerOffsetInterval": 500,
+            "slaveReadEnable": "true",
+            "autoCreateTopicEnable": "false",
+            **conf,
+        }
+        root.mkdir(parents=True, exist_ok=True)
+        self.conf = root / "broker.conf"
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        self.log = root / "master.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> MasterProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [*rmq_core_cmd(), "broker", "-c", str(self.conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the master exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return self
+            time.sleep(0.05)
+        raise AssertionError(f"the master does not listen after {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    stop = kill9
+
+    def __enter__(self) -> MasterProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill9()
+
+
+def start_slave(root: Path, namesrv_addr: str, **config: Any) -> Broker:
+    """An rmq_core slave (brokerId 1) of the master named BROKER_NAME; its HA master address comes from the name
+    server's answer to its registration."""
+    cfg = BrokerConfig(
+        listen_port=0,
+        broker_ip1="127.0.0.1",
+        namesrv_addr=namesrv_addr,
+        broker_cluster_name=CLUSTER,
+        broker_name=BROKER_NAME,
+        broker_id=1,
+        broker_role="SLAVE",
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=FILE_SIZE,
+        mapped_file_size_consume_queue=60000,
+        **{"slave_read_enable": True, "flush_consumer_offset_interval": 500, **config},
+    )
+    return Broker(cfg).start()
+
+
+def committed_offsets(addr: str, group: str, topic: str, queues: int) -> dict[int, int]:
+    """QUERY_CONSUMER_OFFSET of each queue at the broker ``addr`` (-1 where it has none: QUERY_NOT_FOUND)."""
+    out: dict[int, int] = {}
+    with BlockingMQClientAPI(None, 3000) as api:
+        for q in range(queues):
+            header = QueryConsumerOffsetRequestHeader(consumerGroup=group, topic=topic, queueId=q)
+            try:
+                out[q] = int(api.query_consumer_offset(addr, header))
+            except Exception:
+                out[q] = -1
+    return out
