@@ -21,20 +21,37 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rmq_core.broker import Broker
-from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Producer, PushConsumer, SendStatus
-from rmq_core.message import Message, decode_messages
+from rmq_core.client import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    PushConsumer,
+    SendStatus,
+)
+from rmq_core.common.mix_all import MASTER_ID
+from rmq_core.message import Message, MessageQueue, decode_messages
 from rmq_core.namesrv import NameServer
 
 from support.admin_helpers import create_topic
 from support.client_helpers_e2e import FAST_CLIENT, Deliveries
 from support.helpers import wait_until
-from support.slave_read_helpers import BROKER_NAME, MasterProcess, committed_offsets, start_slave
+from support.slave_read_helpers import (
+    BROKER_NAME,
+    MasterProcess,
+    committed_offsets,
+    master_config,
+    slave_config,
+    start_slave,
+)
 
 TOPIC = "SlaveReadTopic"
 QUEUES = 4
@@ -296,3 +313,118 @@ def test_route_keeps_the_slave_when_the_master_dies(tmp_path: Path) -> None:
                 wait_until(lambda: addrs() == {1: slave.address}, "the route with the slave only")
         finally:
             slave.shutdown()
+
+
+# --------------------------------------------------------------------------------------- suggestWhichBrokerId
+MEMORY = 10 << 10  # the brokers' "memory": total_physical_memory × accessMessageInMemoryMaxRatio / 100
+
+
+def small_memory(broker_cfg: Any) -> Any:
+    """The broker's StoreConfig with MEMORY bytes of "memory" (ratio 1 % of 100 × MEMORY)."""
+    return replace(broker_cfg.to_store_config(), access_message_in_memory_max_ratio=1, total_physical_memory=MEMORY * 100)
+
+
+@contextlib.contextmanager
+def master_and_slave(tmp_path: Path, master_slave_read: bool = True) -> Iterator[tuple[NameServer, Broker, Broker]]:
+    """A name server, an in-process ASYNC_MASTER and its slave, both with MEMORY bytes of memory, the topic with
+    one queue on both (the slave synchronized)."""
+    with name_server() as ns:
+        started: list[Broker] = []
+        try:
+            m_cfg = master_config(tmp_path / "m", ns.address, slave_read_enable=master_slave_read)
+            master = Broker(m_cfg, small_memory(m_cfg)).start()
+            started.append(master)
+            s_cfg = slave_config(tmp_path / "s", ns.address)
+            slave = Broker(s_cfg, small_memory(s_cfg)).start()
+            started.append(slave)
+            create_topic([master.address], TOPIC, 1, namesrv=ns.address)
+            wait_until(lambda: slave.controller.master_addr == master.address, "the slave to learn its master")
+            sync_slave_configs(slave)
+            yield ns, master, slave
+        finally:
+            for b in reversed(started):
+                b.shutdown()
+
+
+def backlog(ns: NameServer, master: Broker, slave: Broker, n: int, first: int = 0) -> None:
+    p = Producer("sr_backlog", namesrv_addr=ns.address, instance_name="sr-backlog")
+    p.start()
+    try:
+        for i in range(first, first + n):
+            r = p.send(Message(TOPIC, bytes([65 + i % 26]) * 1000, keys=f"b-{i}"))
+            assert r.send_status is SendStatus.SEND_OK
+    finally:
+        p.shutdown()
+    end = master.message_store.max_physical_offset
+    wait_until(lambda: slave.message_store.max_physical_offset == end, "the slave to catch up")
+
+
+@pytest.mark.parametrize("master_slave_read", [True, False])
+def test_pull_follows_the_suggested_broker(tmp_path: Path, master_slave_read: bool) -> None:
+    """Each pull goes to the broker the previous answer suggested (PullAPIWrapper.pullFromWhichNodeTable); a broker
+    with slaveReadEnable suggests whichBrokerWhenConsumeSlowly (1) when the last message it read lies more than its
+    memory behind the CommitLog's end, else the group's brokerId (0); a master without slaveReadEnable always 0."""
+    n = 60  # ~63 KB: most of it more than MEMORY behind the end
+    with master_and_slave(tmp_path, master_slave_read) as (ns, master, slave):
+        backlog(ns, master, slave, n)
+        group = "sr_pull_group"
+        consumer = PullConsumer(group, namesrv_addr=ns.address, instance_name="sr-pull")
+        consumer.start()
+        try:
+            mq = MessageQueue(TOPIC, BROKER_NAME, 0)
+            wrapper = consumer.pull_api_wrapper
+            assert wrapper is not None
+            offset, keys, route = 0, [], []
+            expected_node = MASTER_ID  # nothing suggested yet: the master
+            while offset < n + 5:
+                if offset == n:  # the backlog is read: five more, for the pull the last answer directs
+                    backlog(ns, master, slave, 5, first=n)
+                before = (group_get_nums(master, group), group_get_nums(slave, group))
+                r = consumer.pull(mq, "*", offset, 32)
+                assert r.pull_status is PullStatus.FOUND, r
+                after = (group_get_nums(master, group), group_get_nums(slave, group))
+                served_by = [i for i in (0, 1) if after[i] > before[i]]
+                assert served_by == [expected_node], (route, served_by, expected_node)
+                route.append(expected_node)
+                # what the serving broker suggested, from where the last message it read lies
+                in_disk = master.message_store.max_physical_offset - r.msg_found_list[-1].commitlog_offset > MEMORY
+                suggested = wrapper.pull_from_which_node_table[mq]
+                if master_slave_read or expected_node == 1:
+                    assert suggested == (1 if in_disk else MASTER_ID), (route, in_disk)
+                else:
+                    assert suggested == MASTER_ID
+                if in_disk:
+                    assert len(r.msg_found_list) <= 8  # maxTransferCountOnMessageInDisk
+                keys += [m.keys for m in r.msg_found_list]
+                offset = r.next_begin_offset
+                expected_node = suggested
+        finally:
+            consumer.shutdown()
+        assert keys == [f"b-{i}" for i in range(n + 5)]
+        if master_slave_read:
+            # to the slave after the master's first answer, back to the master once the rest is in memory
+            assert route[0] == MASTER_ID and route[1] == 1 and route[-1] == MASTER_ID, route
+            flips = sum(1 for a, b in zip(route, route[1:]) if a != b)
+            assert flips == 2, route
+        else:
+            assert set(route) == {MASTER_ID}
+
+
+def test_push_consumer_reads_a_cold_backlog_from_the_slave(tmp_path: Path) -> None:
+    n = 60
+    with master_and_slave(tmp_path) as (ns, master, slave):
+        backlog(ns, master, slave, n)
+        group, got = "sr_push_group", Deliveries()
+
+        def listener(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+            got.add("push", msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = push_consumer(ns.address, group, listener)
+        try:
+            wait_until(lambda: len(set(got.keys())) == n, "the push consumer to consume the backlog", timeout=30)
+            from_master, from_slave = group_get_nums(master, group), group_get_nums(slave, group)
+            assert from_slave > 0 and from_master > 0, (from_master, from_slave)
+            assert from_master + from_slave == n  # every message pulled once, from one of them
+        finally:
+            consumer.shutdown()

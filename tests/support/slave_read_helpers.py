@@ -100,23 +100,33 @@ class MasterProcess:
         self.kill9()
 
 
-def start_slave(root: Path, namesrv_addr: str, **config: Any) -> Broker:
-    """An rmq_core slave (brokerId 1) of the master named BROKER_NAME; its HA master address comes from the name
-    server's answer to its registration."""
-    cfg = BrokerConfig(
+def _config(root: Path, namesrv_addr: str, **config: Any) -> BrokerConfig:
+    return BrokerConfig(
         listen_port=0,
         broker_ip1="127.0.0.1",
         namesrv_addr=namesrv_addr,
         broker_cluster_name=CLUSTER,
         broker_name=BROKER_NAME,
-        broker_id=1,
-        broker_role="SLAVE",
         store_path_root_dir=str(root),
         mapped_file_size_commit_log=FILE_SIZE,
         mapped_file_size_consume_queue=60000,
         **{"slave_read_enable": True, "flush_consumer_offset_interval": 500, **config},
     )
-    return Broker(cfg).start()
+
+
+def master_config(root: Path, namesrv_addr: str, **config: Any) -> BrokerConfig:
+    """An rmq_core master's config (brokerId 0, ASYNC_MASTER unless told, slaveReadEnable) named BROKER_NAME."""
+    return _config(root, namesrv_addr, **{"broker_id": 0, "broker_role": "ASYNC_MASTER", **config})
+
+
+def slave_config(root: Path, namesrv_addr: str, **config: Any) -> BrokerConfig:
+    """An rmq_core slave's config (brokerId 1, slaveReadEnable) of the master named BROKER_NAME; its HA master
+    address comes from the name server's answer to its registration."""
+    return _config(root, namesrv_addr, broker_id=1, broker_role="SLAVE", **config)
+
+
+def start_slave(root: Path, namesrv_addr: str, **config: Any) -> Broker:
+    return Broker(slave_config(root, namesrv_addr, **config)).start()
 
 
 def committed_offsets(addr: str, group: str, topic: str, queues: int) -> dict[int, int]:
