@@ -29,8 +29,10 @@ import pytest
 
 from rmq_core.broker import Broker
 from rmq_core.client import (
+    ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
+    MQClientManager,
     Producer,
     PullConsumer,
     PullStatus,
@@ -42,6 +44,7 @@ from rmq_core.message import Message, MessageQueue, decode_messages
 from rmq_core.namesrv import NameServer
 
 from support.admin_helpers import create_topic
+from support.apache_rocketmq import free_port
 from support.client_helpers_e2e import FAST_CLIENT, Deliveries
 from support.helpers import wait_until
 from support.slave_read_helpers import (
@@ -73,6 +76,11 @@ def sync_slave_configs(slave: Broker) -> None:
     sync = c.replication.slave_synchronize
     assert sync is not None
     asyncio.run_coroutine_threadsafe(sync.sync_all(), c.loop).result(10)
+
+
+def reregister(broker: Broker) -> None:
+    """The broker's periodic REGISTER_BROKER (every registerNameServerPeriod), now."""
+    broker.controller.loop.call_soon_threadsafe(broker.controller.register_broker_all)
 
 
 def stored_keys(broker: Broker, topic: str = TOPIC) -> dict[str, tuple[int, int]]:
@@ -216,6 +224,9 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
                 assert not missing, f"{len(missing)} SEND_OK messages not on the slave: {sorted(missing)[:10]}"
                 assert all(on_slave[k] == where for k, where in send_ok.items())
                 master_offsets_at_kill = committed_on_disk(tmp_path / "m" / "store", group)
+                # the slave's next registration finds no master: its SlaveSynchronize pauses (4.9 masterAddr null)
+                reregister(slave)
+                wait_until(lambda: slave.controller.master_addr is None, "the slave to see no master")
 
                 # 2. the running consumer continues from the slave and gets every one
                 served_before = group_get_nums(slave, group)
@@ -258,6 +269,8 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
                     timeout=60,
                     interval=0.2,
                 )
+                reregister(slave)
+                wait_until(lambda: slave.controller.master_addr == master.address, "the slave to see its master")
                 sync_slave_configs(slave)
                 assert committed_offsets(slave.address, group, TOPIC, QUEUES) == end
 
@@ -311,6 +324,23 @@ def test_route_keeps_the_slave_when_the_master_dies(tmp_path: Path) -> None:
                 wait_until(lambda: addrs() == {0: master.address, 1: slave.address}, "master and slave routed")
                 master.kill9()
                 wait_until(lambda: addrs() == {1: slave.address}, "the route with the slave only")
+            # a client's route update takes the map without id 0: reads fall back to the slave, sends find no queue
+            inst = MQClientManager.get_instance().get_or_create_mq_client_instance(
+                ClientConfig(namesrv_addr=ns.address, instance_name="sr-route")
+            )
+            inst.start()
+            try:
+                assert inst.run_sync(inst.update_topic_route_info_from_name_server(TOPIC), 5) is True
+                assert inst.broker_addr_table[BROKER_NAME] == {1: slave.address}
+                assert inst.find_broker_address_in_publish(BROKER_NAME) is None
+                assert inst.find_broker_address_in_subscribe(BROKER_NAME, MASTER_ID, True) is None
+                found = inst.find_broker_address_in_subscribe(BROKER_NAME, MASTER_ID, False)
+                assert found is not None and (found.broker_addr, found.slave) == (slave.address, True)
+                route = inst.topic_route_table[TOPIC]
+                assert route.publish_message_queues(TOPIC) == []
+                assert len(route.subscribe_message_queues(TOPIC)) == QUEUES
+            finally:
+                inst.shutdown()
         finally:
             slave.shutdown()
 
@@ -428,3 +458,68 @@ def test_push_consumer_reads_a_cold_backlog_from_the_slave(tmp_path: Path) -> No
             assert from_master + from_slave == n  # every message pulled once, from one of them
         finally:
             consumer.shutdown()
+
+
+# ------------------------------------------------------------------------------------ offsets while on the slave
+def test_offsets_committed_only_on_the_slave_give_way_to_the_masters(tmp_path: Path) -> None:
+    """4.9's rules, stated by what happens: with the master gone, RemoteBrokerOffsetStore commits to the slave
+    (findBrokerAddressInSubscribe(MASTER_ID, onlyThisBroker=false)); the slave never sends offsets to its master;
+    when the master returns, the slave's SlaveSynchronize copies the master's table over its own (putAll). So an
+    offset committed only while on the slave reaches the master only if a consumer of the group commits it again once
+    the master is back (the test above); a group whose consumers all stopped meanwhile resumes from the master's
+    older offset: messages are consumed again, none is skipped."""
+    group = "sr_offset_group"
+    mq = MessageQueue(TOPIC, BROKER_NAME, 0)
+    with name_server() as ns:
+        port, ha_port = free_port(), free_port()
+        m_cfg = master_config(tmp_path / "m", ns.address, listen_port=port, ha_listen_port=ha_port)
+        master = Broker(m_cfg).start()
+        slave = start_slave(tmp_path / "s", ns.address)
+        try:
+            create_topic([master.address], TOPIC, QUEUES, namesrv=ns.address)
+            wait_until(lambda: slave.controller.master_addr == master.address, "the slave to learn its master")
+            sync_slave_configs(slave)
+            backlog(ns, master, slave, 40)
+            consumer = PullConsumer(group, namesrv_addr=ns.address, instance_name="sr-offsets")
+            consumer.start()
+            try:
+                consumer.fetch_subscribe_message_queues(TOPIC)
+                consumer.update_consume_offset_to_broker(mq, 5)  # to the master
+                assert committed_offsets(master.address, group, TOPIC, 1) == {0: 5}
+                sync_slave_configs(slave)
+                assert committed_offsets(slave.address, group, TOPIC, 1) == {0: 5}
+
+                master.shutdown()
+                wait_until(lambda: not master_routed(ns), "the route without the master")
+                consumer.instance.run_sync(consumer.instance.update_topic_route_info_from_name_server(TOPIC), 5)
+                consumer.update_consume_offset_to_broker(mq, 30)  # no master: to the slave
+                assert committed_offsets(slave.address, group, TOPIC, 1) == {0: 30}
+            finally:
+                consumer.shutdown()  # the whole group stops while the master is down
+
+            master = Broker(m_cfg).start()  # the same store and ports
+            assert committed_offsets(master.address, group, TOPIC, 1) == {0: 5}  # nothing came from the slave
+            reregister(slave)
+            wait_until(lambda: slave.controller.master_addr == master.address, "the slave to see its master")
+            sync_slave_configs(slave)
+            assert committed_offsets(slave.address, group, TOPIC, 1) == {0: 5}  # the master's table won
+
+            # a consumer of the group resumes at 5: offsets 5..29 again (at least once), nothing skipped
+            again = PullConsumer(group, namesrv_addr=ns.address, instance_name="sr-offsets-2")
+            again.start()
+            try:
+                again.fetch_subscribe_message_queues(TOPIC)
+                assert again.fetch_consume_offset(mq, True) == 5
+            finally:
+                again.shutdown()
+        finally:
+            slave.shutdown()
+            master.shutdown()
+
+
+def master_routed(ns: NameServer) -> bool:
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+
+    with BlockingMQClientAPI(ns.address, 3000) as api:
+        route = api.get_topic_route_info_from_name_server(TOPIC)
+    return any(MASTER_ID in bd.broker_addrs for bd in route.broker_datas if bd.broker_name == BROKER_NAME)

@@ -101,17 +101,19 @@ class MasterProcess:
 
 
 def _config(root: Path, namesrv_addr: str, **config: Any) -> BrokerConfig:
-    return BrokerConfig(
-        listen_port=0,
-        broker_ip1="127.0.0.1",
-        namesrv_addr=namesrv_addr,
-        broker_cluster_name=CLUSTER,
-        broker_name=BROKER_NAME,
-        store_path_root_dir=str(root),
-        mapped_file_size_commit_log=FILE_SIZE,
-        mapped_file_size_consume_queue=60000,
-        **{"slave_read_enable": True, "flush_consumer_offset_interval": 500, **config},
-    )
+    settings: dict[str, Any] = {
+        "listen_port": 0,
+        "broker_ip1": "127.0.0.1",
+        "namesrv_addr": namesrv_addr,
+        "broker_cluster_name": CLUSTER,
+        "broker_name": BROKER_NAME,
+        "store_path_root_dir": str(root),
+        "mapped_file_size_commit_log": FILE_SIZE,
+        "mapped_file_size_consume_queue": 60000,
+        "slave_read_enable": True,
+        "flush_consumer_offset_interval": 500,
+    }
+    return BrokerConfig(**{**settings, **config})
 
 
 def master_config(root: Path, namesrv_addr: str, **config: Any) -> BrokerConfig:

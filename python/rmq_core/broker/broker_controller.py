@@ -499,8 +499,11 @@ class BrokerController:
             [],
             cfg.register_broker_timeout_mills / 1000.0,
         )
-        for result in results:  # a slave learns its master from the name server (BrokerController.registerBrokerAll)
-            if self.is_slave and result.master_addr and result.master_addr != self.master_addr:
+        if results:  # a slave learns its master from the first name server's answer (4.9 registerBrokerAll)
+            result = results[0]
+            if self.is_slave and result.master_addr != self.master_addr:
+                # None while the name server has no master of this broker name: SlaveSynchronize pauses (4.9
+                # setMasterAddr(null)); the HA client keeps its last address and retries it
                 log.info("broker %s (slave %d): master is %s", cfg.broker_name, cfg.broker_id, result.master_addr)
                 self.master_addr = result.master_addr
             self.replication.on_register_result(result.ha_server_addr, result.master_addr)

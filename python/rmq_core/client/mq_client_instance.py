@@ -670,8 +670,9 @@ class MQClientInstance:
         if not found and slave:
             addr = addrs.get(broker_id + 1)
             found = addr is not None
-        if not found and not only_this_broker:
-            bid, addr = next(iter(addrs.items()))
+        if not found and not only_this_broker:  # any broker of the name: 4.9 takes its HashMap's first, the lowest id
+            bid = min(addrs)
+            addr = addrs[bid]
             slave = bid != MASTER_ID
             found = True
         if not found or addr is None:
@@ -682,7 +683,8 @@ class MQClientInstance:
         addrs = self.broker_addr_table.get(broker_name)
         if not addrs:
             return None
-        bid, addr = next(iter(addrs.items()))
+        bid = min(addrs)  # the master when there is one, else the lowest slave id (4.9's HashMap order)
+        addr = addrs[bid]
         return FindBrokerResult(addr, bid != MASTER_ID, self.find_broker_version(broker_name, addr))
 
     def find_broker_version(self, broker_name: str, addr: str) -> int:
