@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -288,7 +289,7 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
 
                 wait_until(send_more, "20 SEND_OKs from the returned master", timeout=60, interval=0.1)
                 wait_until(
-                    lambda: sum(1 for k in got.keys() if k.startswith("after-")) >= 20,
+                    lambda: sum(1 for d in got.snapshot() if d.key.startswith("after-")) >= 20,
                     "the consumer to consume what the returned master took",
                     timeout=60,
                 )
@@ -351,7 +352,9 @@ MEMORY = 10 << 10  # the brokers' "memory": total_physical_memory × accessMessa
 
 def small_memory(broker_cfg: Any) -> Any:
     """The broker's StoreConfig with MEMORY bytes of "memory" (ratio 1 % of 100 × MEMORY)."""
-    return replace(broker_cfg.to_store_config(), access_message_in_memory_max_ratio=1, total_physical_memory=MEMORY * 100)
+    return replace(
+        broker_cfg.to_store_config(), access_message_in_memory_max_ratio=1, total_physical_memory=MEMORY * 100
+    )
 
 
 @contextlib.contextmanager
@@ -434,7 +437,7 @@ def test_pull_follows_the_suggested_broker(tmp_path: Path, master_slave_read: bo
         if master_slave_read:
             # to the slave after the master's first answer, back to the master once the rest is in memory
             assert route[0] == MASTER_ID and route[1] == 1 and route[-1] == MASTER_ID, route
-            flips = sum(1 for a, b in zip(route, route[1:]) if a != b)
+            flips = sum(1 for a, b in itertools.pairwise(route) if a != b)
             assert flips == 2, route
         else:
             assert set(route) == {MASTER_ID}

@@ -59,8 +59,9 @@ def test_java_push_consumer_fails_over_to_the_rmq_core_slave(tmp_path: Path) -> 
                 producer.start()
                 try:
                     wait_until(  # the slave is connected: SYNC_MASTER answers SEND_OK
-                        lambda: producer.send(Message(TOPIC, b"warm-up", keys="warm-up")).send_status
-                        is SendStatus.SEND_OK,
+                        lambda: (
+                            producer.send(Message(TOPIC, b"warm-up", keys="warm-up")).send_status is SendStatus.SEND_OK
+                        ),
                         "a SEND_OK from the SYNC_MASTER",
                         timeout=20,
                         interval=0.2,
