@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import json
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +31,6 @@ from rmq_core.broker import Broker
 from rmq_core.client import (
     ClientConfig,
     ConsumeConcurrentlyStatus,
-    ConsumeFromWhere,
     MQClientManager,
     Producer,
     PullConsumer,
@@ -46,13 +44,15 @@ from rmq_core.namesrv import NameServer
 
 from support.admin_helpers import create_topic
 from support.apache_rocketmq import free_port
-from support.client_helpers_e2e import FAST_CLIENT, Deliveries
+from support.client_helpers_e2e import Deliveries
 from support.helpers import wait_until
 from support.slave_read_helpers import (
     BROKER_NAME,
     MasterProcess,
+    SyncSender,
     committed_offsets,
     master_config,
+    push_consumer,
     slave_config,
     start_slave,
 )
@@ -109,65 +109,6 @@ def group_get_nums(broker: Broker, group: str) -> int:
     return int(stats.values("GROUP_GET_NUMS").get(f"{TOPIC}@{group}", 0))
 
 
-def push_consumer(namesrv: str, group: str, listener: Any, **settings: Any) -> PushConsumer:
-    c = PushConsumer(
-        group,
-        namesrv_addr=namesrv,
-        instance_name=f"{group}-inst",
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        **{**FAST_CLIENT, **settings},
-    )
-    c.subscribe(TOPIC, "*")
-    c.register_message_listener(listener)
-    c.start()
-    return c
-
-
-class SyncSender:
-    """Sync sends of keys k-0, k-1, ... on a thread until stopped; records the keys answered SEND_OK."""
-
-    def __init__(self, producer: Producer) -> None:
-        self.producer = producer
-        self.send_ok: dict[str, tuple[int, int]] = {}
-        self.other: list[str] = []  # answered but not SEND_OK (SLAVE_NOT_AVAILABLE ...)
-        self.failed = 0  # raised (master gone)
-        self.last_failure = 0.0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._t = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> SyncSender:
-        self._t.start()
-        return self
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            key = f"k-{i}"
-            i += 1
-            try:
-                r = self.producer.send(Message(TOPIC, key.encode() * 20, keys=key))
-            except Exception:
-                with self._lock:
-                    self.failed += 1
-                    self.last_failure = time.monotonic()
-                time.sleep(0.02)
-                continue
-            with self._lock:
-                if r.send_status is SendStatus.SEND_OK:
-                    self.send_ok[key] = (r.message_queue.queue_id, r.queue_offset)
-                else:
-                    self.other.append(f"{key}:{r.send_status.name}")
-
-    def ok_count(self) -> int:
-        with self._lock:
-            return len(self.send_ok)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(30)
-
-
 def committed_on_disk(store_root: Path, group: str) -> dict[int, int]:
     """The offsets of (group, TOPIC) in a broker's consumerOffset.json as it is on disk (-1 where none)."""
     path = store_root / "config" / "consumerOffset.json"
@@ -201,9 +142,9 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
             # few messages cached per queue: the consumer cannot take the whole stream from the master
-            consumer = push_consumer(ns.address, group, gated, pull_threshold_for_queue=8, pull_batch_size=4)
+            consumer = push_consumer(ns.address, group, TOPIC, gated, pull_threshold_for_queue=8, pull_batch_size=4)
             late: PushConsumer | None = None
-            sender = SyncSender(producer)
+            sender = SyncSender(producer, TOPIC)
             try:
                 wait_until(  # the slave is connected: SYNC_MASTER answers SEND_OK
                     lambda: producer.send(Message(TOPIC, b"warm-up", keys="warm-up")).send_status is SendStatus.SEND_OK,
@@ -246,7 +187,7 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
                     late_got.add("late", msgs)
                     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-                late = push_consumer(ns.address, late_group, late_listener)
+                late = push_consumer(ns.address, late_group, TOPIC, late_listener)
                 wait_until(lambda: set(late_got.keys()) >= set(send_ok), "the late consumer to read all", timeout=60)
                 assert group_get_nums(slave, late_group) >= len(send_ok)
 
@@ -453,7 +394,7 @@ def test_push_consumer_reads_a_cold_backlog_from_the_slave(tmp_path: Path) -> No
             got.add("push", msgs)
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = push_consumer(ns.address, group, listener)
+        consumer = push_consumer(ns.address, group, TOPIC, listener)
         try:
             wait_until(lambda: len(set(got.keys())) == n, "the push consumer to consume the backlog", timeout=30)
             from_master, from_slave = group_get_nums(master, group), group_get_nums(slave, group)

@@ -1,10 +1,12 @@
-"""Helpers for the slave-read tests (tests/client/test_consume_from_slave.py): an rmq_core master broker run as a child
-process (`rmq-core broker -c broker.conf`, so a test can SIGKILL it and start it again on the same ports and store), an
-rmq_core slave of it in this process (it learns the master's HA address from the name server), and reads of what a
-broker has committed for a consumer group over QUERY_CONSUMER_OFFSET.
+"""Helpers for the slave-read tests (tests/client/test_consume_from_slave.py, tests/interop/test_slave_read_*.py): an
+rmq_core master broker run as a child process (`rmq-core broker -c broker.conf`, so a test can SIGKILL it and start it
+again on the same ports and store), rmq_core master/slave configs (the slave learns the master's HA address from the
+name server), reads of what a broker has committed for a consumer group over QUERY_CONSUMER_OFFSET, a push consumer
+with quick client intervals and a thread streaming sync sends.
 
 Invariants: the master child is killed (SIGKILL, its process group) by ``stop()``/the context manager whatever the
-test did; its output goes to ``<root>/master.log`` (shown when it fails to start). Thread-safety: test thread only.
+test did; its output goes to ``<root>/master.log`` (shown when it fails to start). Thread-safety: test thread only,
+except ``SyncSender`` (its own thread; its tables read under its lock).
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.client import ConsumeFromWhere, Producer, PushConsumer, SendStatus
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.message import Message
 from rmq_core.remoting.header import QueryConsumerOffsetRequestHeader
 
 from support.apache_rocketmq import free_port
+from support.client_helpers_e2e import FAST_CLIENT
 
 BROKER_NAME = "broker-sr"
 CLUSTER = "SlaveReadCluster"
@@ -142,3 +148,63 @@ def committed_offsets(addr: str, group: str, topic: str, queues: int) -> dict[in
             except Exception:
                 out[q] = -1
     return out
+
+
+def push_consumer(namesrv: str, group: str, topic: str, listener: Any, **settings: Any) -> PushConsumer:
+    """A started clustering push consumer of ``topic`` from its first offset, with the tests' quick client intervals."""
+    c = PushConsumer(
+        group,
+        namesrv_addr=namesrv,
+        instance_name=f"{group}-inst",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **{**FAST_CLIENT, **settings},
+    )
+    c.subscribe(topic, "*")
+    c.register_message_listener(listener)
+    c.start()
+    return c
+
+
+class SyncSender:
+    """Sync sends of keys k-0, k-1, ... to ``topic`` on a thread until stopped; records the keys answered SEND_OK
+    with their (queue id, queue offset), the other answers, and the sends that raised (the master gone)."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.send_ok: dict[str, tuple[int, int]] = {}
+        self.other: list[str] = []  # answered but not SEND_OK (SLAVE_NOT_AVAILABLE ...)
+        self.failed = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> SyncSender:
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            key = f"k-{i}"
+            i += 1
+            try:
+                r = self.producer.send(Message(self.topic, key.encode() * 20, keys=key))
+            except Exception:
+                with self._lock:
+                    self.failed += 1
+                time.sleep(0.02)
+                continue
+            with self._lock:
+                if r.send_status is SendStatus.SEND_OK:
+                    self.send_ok[key] = (r.message_queue.queue_id, r.queue_offset)
+                else:
+                    self.other.append(f"{key}:{r.send_status.name}")
+
+    def ok_count(self) -> int:
+        with self._lock:
+            return len(self.send_ok)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(30)
