@@ -53,6 +53,7 @@ from support.slave_read_helpers import (
     committed_offsets,
     master_config,
     push_consumer,
+    send_ok_once,
     slave_config,
     start_slave,
 )
@@ -147,7 +148,7 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
             sender = SyncSender(producer, TOPIC)
             try:
                 wait_until(  # the slave is connected: SYNC_MASTER answers SEND_OK
-                    lambda: producer.send(Message(TOPIC, b"warm-up", keys="warm-up")).send_status is SendStatus.SEND_OK,
+                    lambda: send_ok_once(producer, TOPIC),
                     "a SEND_OK from the SYNC_MASTER",
                     timeout=20,
                     interval=0.2,

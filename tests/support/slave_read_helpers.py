@@ -208,3 +208,12 @@ class SyncSender:
     def stop(self) -> None:
         self._stop.set()
         self._t.join(30)
+
+
+def send_ok_once(producer: Producer, topic: str) -> bool:
+    """One sync send of a warm-up message: True when answered SEND_OK (a SYNC_MASTER's slave holds it); False when
+    answered otherwise or when it raised (a SYNC_MASTER waits for its slave: the client may time out first)."""
+    try:
+        return producer.send(Message(topic, b"warm-up", keys="warm-up")).send_status is SendStatus.SEND_OK
+    except Exception:
+        return False
