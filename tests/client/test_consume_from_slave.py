@@ -38,6 +38,7 @@ from rmq_core.client import (
     PushConsumer,
     SendStatus,
 )
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.message import Message, MessageQueue, decode_messages
 from rmq_core.namesrv import NameServer
@@ -235,6 +236,11 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
                     "the consumer to consume what the returned master took",
                     timeout=60,
                 )
+                # ... pulled from the master again (the slave suggests 0 for what is in its memory): the restarted
+                # master process has served messages
+                with BlockingMQClientAPI(None, 3000) as api:
+                    served = int(api.get_broker_runtime_info(master.address)["msgGetTotalTodayNow"])
+                assert served > 0
             finally:
                 gate.set()
                 sender.stop()
@@ -249,8 +255,6 @@ def test_master_killed_mid_sync_stream_consumers_read_every_send_ok_from_the_sla
 def test_route_keeps_the_slave_when_the_master_dies(tmp_path: Path) -> None:
     """4.9's RouteInfoManager: the master's connection closes → its address leaves the broker name's table, the
     broker name (slave only) and the topic's queue data stay."""
-    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
-
     with name_server() as ns, MasterProcess(tmp_path / "m", ns.address, brokerRole="ASYNC_MASTER") as master:
         master.start()
         slave = start_slave(tmp_path / "s", ns.address)
@@ -463,8 +467,6 @@ def test_offsets_committed_only_on_the_slave_give_way_to_the_masters(tmp_path: P
 
 
 def master_routed(ns: NameServer) -> bool:
-    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
-
     with BlockingMQClientAPI(ns.address, 3000) as api:
         route = api.get_topic_route_info_from_name_server(TOPIC)
     return any(MASTER_ID in bd.broker_addrs for bd in route.broker_datas if bd.broker_name == BROKER_NAME)
