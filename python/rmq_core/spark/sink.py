@@ -412,6 +412,9 @@ class TransactionalCommitter:
             if not done.ended:
                 self.recover()
             return 0
+        if done is not None and done.ended:
+            log.info("rocketmq sink: batch %s was committed and ended before: nothing to do", batch)
+            return 0
         if done is None:
             self.journal.record(batch, tasks, tuple(astuple(h) for h in handles))
         n = end_transactions(self.opts, handles, commit=True)
