@@ -162,8 +162,9 @@ def test_a_micro_batch_rerun_after_a_restart_is_committed_once(tmp_path: Any) ->
         # the same commit retried (same attempts): ends nothing twice
         retry = [again.write(iter(_rows("b9", 3)))]
         again.commit(retry, 9)
+        ops = _count(broker, OP, 1)
         again.commit(retry, 9)
-        assert _count(broker, "SinkEoStream") == 17
+        assert _count(broker, "SinkEoStream") == 17 and _count(broker, OP, 1) == ops  # no END sent again
         again.committer().close()
         first.committer().close()
 
