@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq_core import _backend
-from rmq_core._reference.format.message import (  # noqa: F401 - re-exported
+from rmq_core._reference.format.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     COMPRESSION_CODE_ZLIB,
@@ -367,3 +367,58 @@ class _UniqIdGenerator:
 
 
 create_uniq_id = _UniqIdGenerator()
+
+
+__all__ = [
+    "BORNHOST_V6_FLAG",
+    "COMPRESSED_FLAG",
+    "COMPRESSION_CODE_ZLIB",
+    "COMPRESSION_TYPE_MASK",
+    "KEY_SEPARATOR",
+    "MULTI_TAGS_FLAG",
+    "PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "PROPERTY_CLUSTER",
+    "PROPERTY_CONSUME_START_TIMESTAMP",
+    "PROPERTY_DELAY_TIME_LEVEL",
+    "PROPERTY_KEYS",
+    "PROPERTY_MAX_OFFSET",
+    "PROPERTY_MAX_RECONSUME_TIMES",
+    "PROPERTY_MIN_OFFSET",
+    "PROPERTY_ORIGIN_MESSAGE_ID",
+    "PROPERTY_PRODUCER_GROUP",
+    "PROPERTY_REAL_QUEUE_ID",
+    "PROPERTY_REAL_TOPIC",
+    "PROPERTY_RECONSUME_TIME",
+    "PROPERTY_RETRY_TOPIC",
+    "PROPERTY_TAGS",
+    "PROPERTY_TIMER_DELAY_MS",
+    "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_TIMER_DEL_UNIQKEY",
+    "PROPERTY_TIMER_DEQUEUE_MS",
+    "PROPERTY_TIMER_ENQUEUE_MS",
+    "PROPERTY_TIMER_OUT_MS",
+    "PROPERTY_TIMER_ROLL_TIMES",
+    "PROPERTY_TRANSACTION_CHECK_TIMES",
+    "PROPERTY_TRANSACTION_PREPARED",
+    "PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET",
+    "PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX",
+    "PROPERTY_WAIT_STORE_MSG_OK",
+    "STOREHOSTADDRESS_V6_FLAG",
+    "SYSFLAG_COMPRESSION_ZLIB",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_NOT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
+    "UNIQ_KEY",
+    "CorruptRecordError",
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "compression_type",
+    "create_offset_msg_id",
+    "create_uniq_id",
+    "decode_messages",
+    "decode_offset_msg_id",
+    "tags_hash",
+]

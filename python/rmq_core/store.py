@@ -533,3 +533,36 @@ class MessageStore:
     def correct_min_offsets(self) -> None:
         self._check_open()
         self._engine.correct_min_offsets()
+
+
+__all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "DEFAULT_MAX_HASH_SLOT_NUM",
+    "DEFAULT_MAX_INDEX_NUM",
+    "MAX_MSGS_NUM_BATCH",
+    "PROPERTY_TAGS",
+    "UNIQ_KEY",
+    "ArrivalListener",
+    "ExpressionType",
+    "FlushDiskType",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "GiB",
+    "Message",
+    "MessageExt",
+    "MessageSelector",
+    "MessageStore",
+    "PropertyFilter",
+    "PutMessageResult",
+    "PutMessageResults",
+    "PutMessageStatus",
+    "QueryMessageResult",
+    "Sql92Filter",
+    "StoreConfig",
+    "StoreError",
+    "build_subscription_data",
+    "create_offset_msg_id",
+    "create_uniq_id",
+    "decode_messages",
+    "tags_hash",
+]

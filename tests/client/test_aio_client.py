@@ -32,6 +32,7 @@ from rmq_core.message import Message, MessageExt, MessageQueue
 
 from support.client_helpers_core import SilentServer, fake_broker_registration
 from support.client_helpers_push import PushCluster, push_cluster
+from support.client_helpers_rebalance import on_broker_loop
 
 T = TypeVar("T")
 
@@ -724,3 +725,48 @@ def test_methods_refuse_another_loop(cluster: PushCluster) -> None:
         loop.run_until_complete(holder["p"].shutdown())
     finally:
         loop.close()
+
+
+def test_consume_from_timestamp_starts_at_the_first_message_stored_after_it(
+    cluster: PushCluster, request: pytest.FixtureRequest
+) -> None:
+    """CONSUME_FROM_TIMESTAMP for a group with no offset: the async pull and push consumers both start at the first
+    message stored at or after ``consume_timestamp`` (yyyyMMddHHmmss, local time, as 4.9's client sends it)."""
+    from datetime import datetime
+
+    topic = topic_name(request)
+    cluster.create_topic(topic, 1)
+
+    def hot_head_off() -> None:  # 4.9 answers offset 0 for a new group while the queue's head is in memory
+        cluster.broker.controller.message_store_config.access_message_in_memory_max_ratio = 0
+
+    on_broker_loop(cluster.broker, hot_head_off)
+
+    async def main() -> None:
+        async with AsyncProducer("aio_pg_ts", cluster.namesrv_addr) as p:
+            for i in range(3):
+                await p.send(Message(topic, f"old{i}".encode()))
+            await asyncio.sleep(1.1)  # the consume timestamp has seconds, store timestamps ms
+            middle = datetime.now().strftime("%Y%m%d%H%M%S")
+            await asyncio.sleep(1.1)
+            for i in range(4):
+                await p.send(Message(topic, f"new{i}".encode()))
+        settings = {**FAST, "consume_from_where": "CONSUME_FROM_TIMESTAMP", "consume_timestamp": middle}
+        async with AsyncPullConsumer("aio_cg_ts_pull", cluster.namesrv_addr, **settings) as c:
+            got = await drain(c, topic, 4)
+        assert [m.body for m in got] == [f"new{i}".encode() for i in range(4)]
+        pushed: list[bytes] = []
+
+        async def listener(msgs: list[MessageExt], _ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+            pushed.extend(m.body for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        push = AsyncPushConsumer("aio_cg_ts_push", cluster.namesrv_addr, **settings)
+        push.subscribe(topic, "*")
+        push.register_message_listener(listener)
+        async with push:
+            await wait_for(lambda: len(pushed) >= 4, "pushed")
+            await asyncio.sleep(0.3)  # nothing older follows
+        assert sorted(pushed) == [f"new{i}".encode() for i in range(4)]
+
+    run(main())

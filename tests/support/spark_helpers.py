@@ -19,7 +19,8 @@ TOPIC = "SparkT"
 TAGS = ("TagA", "TagB", "TagC")
 
 
-def make_spark() -> Any:
+def make_spark(master: str = "local[2]") -> Any:
+    """``master``: ``local[2,2]`` lets a failed task be retried once (local mode's default is no retry)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -27,7 +28,7 @@ def make_spark() -> Any:
     import rmq_core.spark
 
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("rmq-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

@@ -10,7 +10,10 @@ Invariants:
   3. When the last file is full a new one starts with the begin/end phy offset and timestamp of the full one.
   4. A file whose size or header does not fit the geometry is refused at load: moved to ``<root>/index_refused/``
      with every later file (nothing deleted), its records re-indexed from the CommitLog.
-  5. After an abnormal exit, files whose endTimestamp is above the checkpoint's indexMsgTimestamp are deleted.
+  5. After an abnormal exit, files whose endTimestamp is above the checkpoint's indexMsgTimestamp are deleted —
+     unless the abort file names this boot (a process crash: the mapped writes are intact); then the files are kept
+     and a put the crash cut short (slot written, header not: a slot equal to indexCount) gets its slot back from
+     the entry's prevIndex.
   6. A query walk never loops: each link goes to a smaller index.
 Thread-safety: none of its own; the engine's lock serialises every call.
 """
@@ -144,6 +147,23 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def repair_torn_put(self) -> int:
+        """Invariant 5, same boot: undo the slot write of a put whose header was never written; the slots repaired."""
+        count = self.header.index_count
+        if count < 1 or count >= self.index_num:
+            return 0
+        saved = ENTRY.unpack_from(self.mm, entry_position(self.hash_slot_num, count))[3]
+        restored = saved if INVALID_INDEX < saved < count else INVALID_INDEX
+        repaired = 0
+        for slot in range(self.hash_slot_num):
+            pos = slot_position(slot)
+            if SLOT.unpack_from(self.mm, pos)[0] == count:
+                SLOT.pack_into(self.mm, pos, restored)
+                repaired += 1
+        if repaired:
+            self.dirty = True
+        return repaired
+
     def select_phy_offsets(self, out: list[int], key_hash: int, max_num: int, begin: int, end: int) -> None:
         """``IndexFile.selectPhyOffset``: newest-first walk of the key's slot chain."""
         h = self.header
@@ -192,9 +212,10 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.refused: list[tuple[str, str]] = []
         self.dropped: list[str] = []
+        self.repaired_slots = 0
 
-    def load(self, abnormal: bool, index_msg_timestamp: int) -> None:
-        """``IndexService.load(lastExitOK)``: invariants 4 and 5."""
+    def load(self, abnormal: bool, index_msg_timestamp: int, same_boot: bool = False) -> None:
+        """``IndexService.load(lastExitOK)``: invariants 4 and 5 (``same_boot``: a process crash within this boot)."""
         try:
             os.makedirs(self.dir, exist_ok=True)
             names = sorted(
@@ -211,7 +232,7 @@ class IndexService:
                 else IndexFile.open(path, self.hash_slot_num, self.index_num)
             )
             if isinstance(opened, IndexFile):
-                if abnormal and opened.header.end_timestamp > index_msg_timestamp:
+                if abnormal and not same_boot and opened.header.end_timestamp > index_msg_timestamp:
                     opened.close()
                     os.unlink(path)
                     self.dropped.append(name)
@@ -227,6 +248,8 @@ class IndexService:
             if refused_from is None:
                 refused_from = name
             self.refused.append((name, opened))
+        if abnormal and same_boot and self.files:
+            self.repaired_slots = self.files[-1].repair_torn_put()
 
     def last_indexed_offset(self) -> int | None:
         for f in reversed(self.files):

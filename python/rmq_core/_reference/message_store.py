@@ -63,11 +63,13 @@ from .consume_queue import ConsumeQueue
 from .flush import FlushService
 from .format import (
     ABORT_FILE,
+    BOOT_ID_PATH,
     CHECKPOINT_FILE,
     COMMITLOG_DIR,
     CONFIG_DIR,
     CONSUMEQUEUE_DIR,
     LOCK_FILE,
+    decode_abort_boot_id,
 )
 from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
 from .format.message import (
@@ -144,6 +146,8 @@ class StoreEngine:
         try:
             abort_path = os.path.join(root, ABORT_FILE)
             abnormal = os.path.exists(abort_path)
+            boot = _current_boot_id()
+            same_boot = abnormal and boot is not None and _read_abort_boot_id(abort_path) == boot
             self._checkpoint.open()
             self._commit_log.load()
             self._load_queues()
@@ -155,7 +159,7 @@ class StoreEngine:
             self._index_stop_reason: str | None = None
             if cfg.message_index_enable:
                 self._index = IndexService(root, cfg.max_hash_slot_num, cfg.max_index_num)
-                self._index.load(abnormal, self._checkpoint.index_msg_timestamp)
+                self._index.load(abnormal, self._checkpoint.index_msg_timestamp, same_boot)
             self._report = recover(
                 self._commit_log,
                 self._queues,
@@ -169,8 +173,8 @@ class StoreEngine:
             # where the next whole record to dispatch starts (replica.py): the recovered end, then each put's end
             self._reput_from = self._commit_log.max_offset
             try:
-                with open(abort_path, "wb"):
-                    pass
+                with open(abort_path, "wb") as f:
+                    f.write((boot or "").encode("ascii"))
             except OSError as e:
                 raise StoreError(f"cannot create {abort_path}: {e}") from e
         except BaseException:
@@ -246,6 +250,11 @@ class StoreEngine:
         if index is None:
             return
         end = report["commit_log_end"]
+        if index.repaired_slots:
+            self._index_notes.append(
+                f"index: {index.repaired_slots} slot(s) of a key put cut short by the crash restored (the files are "
+                "kept: a process crash within this boot)"
+            )
         for name, reason in index.refused:
             self._index_notes.append(
                 f"index file {name} refused ({reason}): moved to index_refused/, its records are re-indexed"
@@ -774,3 +783,16 @@ class StoreEngine:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _current_boot_id() -> str | None:
+    """This machine's boot id (Linux; None elsewhere: every abnormal exit is then a machine's)."""
+    return _read_abort_boot_id(BOOT_ID_PATH)
+
+
+def _read_abort_boot_id(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return decode_abort_boot_id(f.read(64))
+    except OSError:
+        return None

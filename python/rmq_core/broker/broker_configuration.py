@@ -38,6 +38,10 @@ _JAVA_NAMES = {
 }  # not plain camelCase in BrokerConfig.java
 
 
+# null by default in 4.9 (MixAll.properties2String leaves a null field out of getBrokerConfig): listed once set
+_NULL_WHEN_EMPTY = frozenset({"ha_master_address"})
+
+
 def camel(name: str) -> str:
     if name in _JAVA_NAMES:
         return _JAVA_NAMES[name]
@@ -63,9 +67,10 @@ class BrokerConfiguration(ConfigManager):
     def all_configs(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for f in dataclasses.fields(self.broker_config):
-            if f.name == "extra":
+            value = getattr(self.broker_config, f.name)
+            if f.name == "extra" or (f.name in _NULL_WHEN_EMPTY and not value):
                 continue
-            out[camel(f.name)] = java_string(getattr(self.broker_config, f.name))
+            out[camel(f.name)] = java_string(value)
         out.update(self.broker_config.extra)
         return out
 

@@ -296,10 +296,12 @@ class BrokerController:
             asyncio.set_event_loop(self.loop)
             try:
                 self.loop.run_until_complete(self._start_on_loop())
-            except BaseException as e:  # report to the caller of start()
+            except BaseException as e:  # report to the caller of start(), once everything started is stopped
                 failure.append(e)
-                ready.set()
-                self._close_after_failed_start()
+                try:
+                    self._close_after_failed_start()
+                finally:
+                    ready.set()
                 return
             ready.set()
             self.loop.run_forever()

@@ -217,6 +217,8 @@ class RocketMQWriteOptions:
     lock_timeout_ms: int
     timeout_ms: int
     transactional: bool = False
+    transaction_journal: str | None = None  # a directory; streaming defaults to <checkpointLocation>/rocketmq-sink
+    checkpoint_location: str | None = None
 
 
 def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
@@ -234,4 +236,6 @@ def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
         lock_timeout_ms=_int(opts, "lockTimeoutMs", 120_000, 0),  # type: ignore[arg-type]
         timeout_ms=_int(opts, "timeoutMs", 10_000, 1),  # type: ignore[arg-type]
         transactional=_transactional(opts, path),
+        transaction_journal=(_get(opts, "transactionJournal") or "").strip() or None,
+        checkpoint_location=(_get(opts, "checkpointLocation") or "").strip() or None,
     )

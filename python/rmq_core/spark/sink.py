@@ -10,15 +10,25 @@ directory has one writer at a time: a task waits up to ``lockTimeoutMs`` for the
 Delivery is AT-LEAST-ONCE by default: a failed send fails the task with the error; Spark retries the task (and a
 streaming query replays the micro-batch after a restart), so messages sent before the failure are sent again.
 
-``option("transactional", "true")`` (namesrv only) makes it EXACTLY-ONCE for the job's successful tasks: each task
-sends its rows as half messages (``TransactionProducer``, one send per row, the local transaction left UNKNOW) and
-reports their handles (``TransactionHandle``: broker address, commitlog offset, half queue offset, msg id) in its
-commit message; the driver's ``commit()`` ends every handle with COMMIT (END_TRANSACTION, answered), ``abort()`` with
-ROLLBACK. A failed task attempt's half messages are never committed: nobody answers the broker's check for the sink's
-producer group (its producers are gone), so the broker discards them after ``transactionCheckMax`` checks. A commit
-retried (by the driver or by a restarted streaming query's batch) ends nothing twice on rmq_core's broker (a resolved
-half message is not stored again; Apache 4.9's broker would store it again). The driver dying between its first and
-last END leaves the rest to be discarded: that window is not exactly-once.
+``option("transactional", "true")`` (namesrv only) makes it EXACTLY-ONCE: each task attempt sends its rows as half
+messages (``TransactionProducer``, one send per row, the local transaction left UNKNOW), tagged
+``RMQ_SPARK_SINK_TXN`` = ``<sink id>|<batch>|<task attempt>``, and reports their handles (``TransactionHandle``: broker
+address, commitlog offset, half queue offset, msg id) in its commit message. The driver's ``commit()`` first records
+the batch's committed task attempts and handles in the sink's journal (``sink_transaction_journal.py``), then ends
+every handle with COMMIT (END_TRANSACTION, answered) and marks the batch ended; ``abort()`` ends them with ROLLBACK.
+- A failed task attempt's half messages are never committed: the driver's check-back listener (a
+  ``TransactionProducer`` of the sink's group, started at the first commit) answers ROLLBACK for an attempt its
+  journal does not list, COMMIT for one it lists.
+- A driver that died mid-commit: the journal lists the batch as not ended; the next writer of the same journal (the
+  restarted query, or a job given the same ``transactionJournal``) sends those COMMITs again (rmq_core's broker
+  stores nothing twice for a half message already ended; Apache 4.9's broker would store it again), and its
+  check-back answers COMMIT meanwhile. It must come back within the broker's ``transactionCheckMax`` checks
+  (15 x ``transactionCheckInterval``, 60 s, by default), after which the broker discards the open half messages.
+- A streaming micro-batch re-run after a restart (its commit was done but Spark had not recorded it) is committed
+  once: the journal holds the batch id with the first run's attempts, so the re-run's half messages are rolled back.
+The journal is ``option("transactionJournal", <dir>)``, for a streaming query by default
+``<checkpointLocation>/rocketmq-sink`` (a local path); a batch job without it keeps the journal in the driver's
+memory, so there the driver dying mid-commit is not covered.
 
 Invariants: a task's commit message counts what it sent; nothing is reported sent that the broker/store did not
 acknowledge. Thread-safety: one writer per task; ``write`` keeps no state between calls.
@@ -27,7 +37,9 @@ acknowledge. Thread-safety: one writer per task; ``write`` keeps no state betwee
 from __future__ import annotations
 
 import logging
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +50,13 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 from rmq_core.errors import RmqError
 from rmq_core.message import Message
 from rmq_core.spark.options import OptionError, RocketMQWriteOptions
+from rmq_core.spark.sink_transaction_journal import (
+    COMMIT,
+    PROPERTY_SINK_TXN,
+    ROLLBACK,
+    SinkTransactionJournal,
+    sink_transaction_tag,
+)
 
 if TYPE_CHECKING:
     from rmq_core.store import MessageStore
@@ -66,6 +85,16 @@ class RocketMQCommitMessage(WriterCommitMessage):
     partition_id: int
     sent: int
     handles: tuple[TransactionHandle, ...] = ()
+    task_attempt: str = ""  # transactional: the id its half messages carry
+
+
+@dataclass(frozen=True)
+class SinkTransactionScope:
+    """What a task needs to tag its half messages: the sink's id and the batch (a job id, or the micro-batch's id,
+    read in the task from Spark's ``streaming.sql.batchId`` local property)."""
+
+    sink_id: str
+    job_batch: str
 
 
 def validate_schema(schema: StructType, opts: RocketMQWriteOptions) -> None:
@@ -168,7 +197,17 @@ class _LeaveOpen:
         return LocalTransactionState.UNKNOW
 
 
-def _write_transactional(rows: Iterator[Any], opts: RocketMQWriteOptions) -> RocketMQCommitMessage:
+def _task_batch(scope: SinkTransactionScope) -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    return f"batch-{batch_id}" if batch_id is not None else scope.job_batch
+
+
+def _write_transactional(
+    rows: Iterator[Any], opts: RocketMQWriteOptions, scope: SinkTransactionScope
+) -> RocketMQCommitMessage:
     from rmq_core.client import TransactionProducer
     from rmq_core.client.send_result import SendStatus
     from rmq_core.message import decode_offset_msg_id
@@ -183,9 +222,12 @@ def _write_transactional(rows: Iterator[Any], opts: RocketMQWriteOptions) -> Roc
     )
     producer.start()
     handles: list[TransactionHandle] = []
+    attempt = uuid.uuid4().hex
+    tag = sink_transaction_tag(scope.sink_id, _task_batch(scope), attempt)
     try:
         for row in rows:
             msg = row_to_message(row, opts.topic)
+            msg.properties[PROPERTY_SINK_TXN] = tag
             try:
                 r = producer.send_message_in_transaction(msg)
             except Exception as e:
@@ -201,18 +243,21 @@ def _write_transactional(rows: Iterator[Any], opts: RocketMQWriteOptions) -> Roc
             handles.append(TransactionHandle(addr, offset, r.queue_offset, r.msg_id or ""))
     finally:
         producer.shutdown()
-    return RocketMQCommitMessage(_task_id(), len(handles), tuple(handles))
+    return RocketMQCommitMessage(_task_id(), len(handles), tuple(handles), attempt)
 
 
-def end_transactions(opts: RocketMQWriteOptions, messages: list[WriterCommitMessage | None], commit: bool) -> int:
-    """The driver's side: END_TRANSACTION (COMMIT or ROLLBACK) for every handle of the tasks' commit messages; the
-    number ended. A failure raises SinkError after trying every handle (those ended stay ended)."""
+def _handles(messages: list[WriterCommitMessage | None]) -> list[TransactionHandle]:
+    return [h for m in messages if isinstance(m, RocketMQCommitMessage) for h in m.handles]
+
+
+def end_transactions(opts: RocketMQWriteOptions, handles: list[TransactionHandle], commit: bool) -> int:
+    """The driver's side: END_TRANSACTION (COMMIT or ROLLBACK) for every handle; the number ended. A failure raises
+    SinkError after trying every handle (those ended stay ended)."""
     from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
     from rmq_core.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
     from rmq_core.remoting.header import EndTransactionRequestHeader
 
     assert opts.namesrv is not None
-    handles = [h for m in messages if isinstance(m, RocketMQCommitMessage) for h in m.handles]
     if not handles:
         return 0
     kind = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
@@ -284,9 +329,12 @@ def _chain(first: list[Message], rest: Iterator[list[Message]]) -> Iterator[list
     yield from rest
 
 
-def write_rows(rows: Iterator[Any], opts: RocketMQWriteOptions) -> RocketMQCommitMessage:
+def write_rows(
+    rows: Iterator[Any], opts: RocketMQWriteOptions, scope: SinkTransactionScope | None = None
+) -> RocketMQCommitMessage:
     if opts.transactional:
-        return _write_transactional(rows, opts)
+        assert scope is not None, "a transactional write needs its sink's scope"
+        return _write_transactional(rows, opts, scope)
     sent = _write_namesrv(rows, opts) if opts.namesrv is not None else _write_path(rows, opts)
     return RocketMQCommitMessage(_task_id(), sent)
 
@@ -295,24 +343,157 @@ def _total(messages: list[WriterCommitMessage | None]) -> int:
     return sum(m.sent for m in messages if isinstance(m, RocketMQCommitMessage))
 
 
-class RocketMQDataSourceWriter(DataSourceWriter):
-    def __init__(self, opts: RocketMQWriteOptions, schema: StructType) -> None:
+class _JournalCheckListener:
+    """The driver's TransactionListener for the sink's group: it never sends, it answers check-backs from the
+    journal (COMMIT / ROLLBACK / UNKNOW)."""
+
+    def __init__(self, journal: SinkTransactionJournal) -> None:
+        self.journal = journal
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> Any:
+        raise SinkError("the sink's check-back producer sends nothing")
+
+    def check_local_transaction(self, msg_ext: Any) -> Any:
+        from rmq_core.client import LocalTransactionState
+
+        answer = self.journal.decide(msg_ext.properties.get(PROPERTY_SINK_TXN))
+        log.info("rocketmq sink: check-back for %s answered %s", msg_ext.properties.get(PROPERTY_SINK_TXN), answer)
+        return LocalTransactionState[answer + ("_MESSAGE" if answer in (COMMIT, ROLLBACK) else "")]
+
+
+class TransactionalCommitter:
+    """The driver's side of the transactional sink: the journal, the commits and rollbacks, the recovery of batches
+    a dead driver left half-ended, and the check-back listener. Lives in the process that runs ``commit()``."""
+
+    def __init__(self, opts: RocketMQWriteOptions, journal_dir: str | None, sink_id: str | None = None) -> None:
+        self.opts = opts
+        self.journal = SinkTransactionJournal(journal_dir, sink_id)
+        self._checker: Any = None
+        self.recover()
+
+    def recover(self) -> int:
+        """COMMIT again every batch recorded but not marked ended (a driver died mid-commit); the number of batches."""
+        pending = self.journal.pending()
+        for rec in pending:
+            handles = [TransactionHandle(a, o, q, m) for a, o, q, m in rec.handles]
+            end_transactions(self.opts, handles, commit=True)
+            self.journal.mark_ended(rec.batch)
+            log.warning("rocketmq sink: batch %s was committed by a driver that died mid-commit: ended now", rec.batch)
+        return len(pending)
+
+    def start_checker(self) -> None:
+        if self._checker is not None:
+            return
+        from rmq_core.client import TransactionProducer
+
+        assert self.opts.namesrv is not None
+        checker = TransactionProducer(
+            self.opts.producer_group,
+            namesrv_addr=self.opts.namesrv,
+            transaction_listener=_JournalCheckListener(self.journal),
+            instance_name=f"rmq-spark-txsink-driver-{os.getpid()}-{time.time_ns()}",
+        )
+        checker.start()
+        self._checker = checker
+
+    def commit(self, messages: list[WriterCommitMessage | None], batch: str) -> int:
+        """Commit the tasks' half messages of ``batch`` once: recorded, then ended, then marked; the number committed
+        (0 when the batch was already committed by other task attempts: these are rolled back)."""
+        self.start_checker()
+        ours = [m for m in messages if isinstance(m, RocketMQCommitMessage)]
+        tasks = frozenset(m.task_attempt for m in ours if m.handles)
+        handles = _handles(messages)
+        done = self.journal.get(batch)
+        if done is not None and done.tasks != tasks:
+            log.warning(
+                "rocketmq sink: batch %s was committed before (a re-run): its new messages are rolled back", batch
+            )
+            end_transactions(self.opts, handles, commit=False)
+            if not done.ended:
+                self.recover()
+            return 0
+        if done is not None and done.ended:
+            log.info("rocketmq sink: batch %s was committed and ended before: nothing to do", batch)
+            return 0
+        if done is None:
+            self.journal.record(batch, tasks, tuple(astuple(h) for h in handles))
+        n = end_transactions(self.opts, handles, commit=True)
+        self.journal.mark_ended(batch)
+        return n
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> int:
+        return end_transactions(self.opts, _handles(messages), commit=False)
+
+    def close(self) -> None:
+        if self._checker is not None:
+            self._checker.shutdown()
+            self._checker = None
+
+
+def astuple(h: TransactionHandle) -> tuple[str, int, int, str]:
+    return (h.broker_addr, h.commitlog_offset, h.tran_state_table_offset, h.msg_id)
+
+
+class _SinkWriterBase:
+    """What both writers share: the options, the transactional scope (picklable, goes to the tasks) and the driver's
+    committer (made in the process that commits, never pickled)."""
+
+    journal_dir: str | None
+
+    def __init__(self, opts: RocketMQWriteOptions, schema: StructType, journal_dir: str | None) -> None:
         validate_schema(schema, opts)
         self.opts = opts
+        self.journal_dir = journal_dir
+        self.scope: SinkTransactionScope | None = None
+        self._committer: TransactionalCommitter | None = None
+        if opts.transactional:
+            # made in the driver: opening the journal creates the sink id and ends what a dead driver left
+            self._committer = TransactionalCommitter(opts, journal_dir)
+            self.scope = SinkTransactionScope(self._committer.journal.sink_id, f"job-{uuid.uuid4().hex}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_committer"] = None
+        return state
+
+    def committer(self) -> TransactionalCommitter:
+        if self._committer is None:
+            assert self.scope is not None
+            self._committer = TransactionalCommitter(self.opts, self.journal_dir, self.scope.sink_id)
+            if self._committer.journal.sink_id != self.scope.sink_id:
+                raise SinkError(
+                    f"the sink journal {self.journal_dir} now has id {self._committer.journal.sink_id}, "
+                    f"not {self.scope.sink_id} as when the job was planned: was it replaced?"
+                )
+        return self._committer
+
+
+class RocketMQDataSourceWriter(_SinkWriterBase, DataSourceWriter):
+    def __init__(self, opts: RocketMQWriteOptions, schema: StructType) -> None:
+        super().__init__(opts, schema, opts.transaction_journal)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_rows(iterator, self.opts)
+        return write_rows(iterator, self.opts, self.scope)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.transactional:
-            n = end_transactions(self.opts, messages, commit=True)
+            assert self.scope is not None
+            c = self.committer()
+            try:
+                n = c.commit(messages, self.scope.job_batch)
+            finally:
+                c.close()
             log.info("rocketmq sink: %d transactional messages committed (%d tasks)", n, len(messages))
             return
         log.info("rocketmq sink: %d messages sent by %d tasks", _total(messages), len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.transactional:
-            n = end_transactions(self.opts, messages, commit=False)
+            c = self.committer()
+            try:
+                n = c.abort(messages)
+            finally:
+                c.close()
             log.warning("rocketmq sink: job aborted, %d transactional messages rolled back", n)
             return
         log.warning(
@@ -320,22 +501,43 @@ class RocketMQDataSourceWriter(DataSourceWriter):
         )
 
 
-class RocketMQStreamWriter(DataSourceStreamWriter):
+def stream_journal_dir(opts: RocketMQWriteOptions) -> str | None:
+    if not opts.transactional:
+        return None
+    if opts.transaction_journal is not None:
+        return opts.transaction_journal
+    if opts.checkpoint_location is None:
+        raise OptionError(
+            "a transactional streaming sink needs a journal: set checkpointLocation (the journal goes in "
+            "<checkpointLocation>/rocketmq-sink) or transactionJournal"
+        )
+    loc = opts.checkpoint_location
+    if "://" in loc and not loc.startswith("file:"):
+        raise OptionError(
+            f"checkpointLocation {loc!r} is not a local path: set transactionJournal to a local directory"
+        )
+    return os.path.join(loc.removeprefix("file://").removeprefix("file:"), "rocketmq-sink")
+
+
+class RocketMQStreamWriter(_SinkWriterBase, DataSourceStreamWriter):
     def __init__(self, opts: RocketMQWriteOptions, schema: StructType) -> None:
-        validate_schema(schema, opts)
-        self.opts = opts
+        super().__init__(opts, schema, stream_journal_dir(opts))
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_rows(iterator, self.opts)
+        return write_rows(iterator, self.opts, self.scope)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.transactional:
-            end_transactions(self.opts, messages, commit=True)
+            n = self.committer().commit(messages, f"batch-{batchId}")
+            log.info("rocketmq sink: batch %d: %d transactional messages committed", batchId, n)
+            return
         log.info("rocketmq sink: batch %d: %d messages sent", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.transactional:
-            end_transactions(self.opts, messages, commit=False)
+            n = self.committer().abort(messages)
+            log.warning("rocketmq sink: batch %d aborted, %d transactional messages rolled back", batchId, n)
+            return
         log.warning(
             "rocketmq sink: batch %d aborted after %d messages were sent (at-least-once)", batchId, _total(messages)
         )

@@ -16,7 +16,12 @@
 //!      `<root>/index_refused/` (nothing deleted), with every later file (they continue it), and their records
 //!      re-indexed from the CommitLog; the engine reports each refusal (`index_notes`) and the facade logs it.
 //!   5. After an abnormal exit, files whose endTimestamp is above the checkpoint's indexMsgTimestamp are deleted
-//!      (4.9's `IndexService.load`) and rebuilt from the CommitLog.
+//!      (4.9's `IndexService.load`) and rebuilt from the CommitLog — unless the abort file names this boot (a
+//!      process crash: the page cache, so every mapped write of the dead process, is intact). Then the files are kept
+//!      and only a put the crash cut short is repaired: a put writes its entry at `indexCount`, then the slot, then
+//!      the header, so a slot equal to the header's `indexCount` is a put whose header never followed; the slot gets
+//!      back the value that entry saved (its prevIndex). The records after the last entry are indexed at open as
+//!      after a clean exit.
 //!   6. A query walk never loops: it follows at most `indexCount` links, each to a smaller index.
 //!
 //! Thread-safety: one `RwLock` around the file list and their headers; the writer (the engine's write mutex holder)
@@ -202,6 +207,33 @@ impl IndexFile {
         true
     }
 
+    /// Invariant 5, same boot: undo the slot write of a put whose header was never written; the slots repaired.
+    fn repair_torn_put(&mut self) -> u32 {
+        let count = self.header.index_count;
+        if count < 1 || count as u32 >= self.index_num {
+            return 0;
+        }
+        let at = entry_position(self.hash_slot_num, count);
+        let saved = IndexEntry::decode(&self.bytes()[at..at + INDEX_ENTRY_SIZE]).prev_index;
+        let restored = if saved > INVALID_INDEX && saved < count {
+            saved
+        } else {
+            INVALID_INDEX
+        };
+        let mut repaired = 0;
+        for slot in 0..self.hash_slot_num {
+            let pos = slot_position(slot);
+            if self.read_i32(pos) == count {
+                self.bytes_mut()[pos..pos + 4].copy_from_slice(&restored.to_be_bytes());
+                repaired += 1;
+            }
+        }
+        if repaired > 0 {
+            self.dirty = true;
+        }
+        repaired
+    }
+
     /// `IndexFile.selectPhyOffset`: newest-first walk of the key's slot chain.
     fn select_phy_offsets(
         &self,
@@ -282,6 +314,8 @@ pub struct IndexLoadReport {
     pub refused: Vec<(String, String)>,
     /// Files deleted by the abnormal-exit rule.
     pub dropped: Vec<String>,
+    /// Slots repaired in the last file (invariant 5, same boot).
+    pub repaired_slots: u32,
 }
 
 pub struct IndexService {
@@ -292,12 +326,14 @@ pub struct IndexService {
 }
 
 impl IndexService {
-    /// `IndexService.load(lastExitOK)`: files in name order; invariants 4 and 5.
+    /// `IndexService.load(lastExitOK)`: files in name order; invariants 4 and 5 (`same_boot`: the abnormal exit was
+    /// a process crash within this boot).
     pub fn load(
         root: &Path,
         hash_slot_num: u32,
         index_num: u32,
         abnormal: bool,
+        same_boot: bool,
         index_msg_timestamp: i64,
     ) -> Result<(IndexService, IndexLoadReport)> {
         let dir = root.join(crate::format::index::INDEX_DIR);
@@ -324,7 +360,7 @@ impl IndexService {
             };
             match opened {
                 Ok(f) => {
-                    if abnormal && f.header.end_timestamp > index_msg_timestamp {
+                    if abnormal && !same_boot && f.header.end_timestamp > index_msg_timestamp {
                         drop(f);
                         std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
                         report.dropped.push(name);
@@ -344,6 +380,11 @@ impl IndexService {
         }
         // a later file must continue an earlier one: anything after a refused/dropped gap is re-indexed too
         report.loaded = files.len();
+        if abnormal && same_boot {
+            if let Some(last) = files.last_mut() {
+                report.repaired_slots = last.repair_torn_put();
+            }
+        }
         Ok((
             IndexService {
                 dir,

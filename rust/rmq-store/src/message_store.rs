@@ -66,7 +66,8 @@ use crate::format::message::{
     SYSFLAG_POSITION,
 };
 use crate::format::{
-    ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE,
+    decode_abort_boot_id, ABORT_FILE, BOOT_ID_PATH, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR,
+    CONSUMEQUEUE_DIR, LOCK_FILE,
 };
 use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
@@ -320,6 +321,13 @@ impl FlushTarget for Inner {
     }
 }
 
+/// This machine's boot id (Linux; `None` elsewhere or when unreadable: every abnormal exit is then a machine's).
+fn current_boot_id() -> Option<String> {
+    std::fs::read(BOOT_ID_PATH)
+        .ok()
+        .and_then(|b| decode_abort_boot_id(&b))
+}
+
 fn lock_root(root: &Path) -> Result<File> {
     let path = root.join(LOCK_FILE);
     let file = OpenOptions::new()
@@ -416,6 +424,13 @@ impl MessageStore {
         let lock_file = lock_root(&root)?;
         let abort_path = root.join(ABORT_FILE);
         let abnormal = abort_path.exists();
+        let boot = current_boot_id();
+        let same_boot = abnormal
+            && boot.is_some()
+            && std::fs::read(&abort_path)
+                .ok()
+                .and_then(|b| decode_abort_boot_id(&b))
+                == boot;
         let checkpoint = Checkpoint::open(&root.join(CHECKPOINT_FILE))?;
         let cp = checkpoint.loaded();
         let commit_log = CommitLog::load(
@@ -442,8 +457,16 @@ impl MessageStore {
                 config.max_hash_slot_num,
                 config.max_index_num,
                 abnormal,
+                same_boot,
                 cp.index_msg_timestamp,
             )?;
+            if load.repaired_slots > 0 {
+                index_notes.push(format!(
+                    "index: {} slot(s) of a key put cut short by the crash restored (the files are kept: a \
+                     process crash within this boot)",
+                    load.repaired_slots
+                ));
+            }
             for (name, reason) in &load.refused {
                 index_notes.push(format!(
                     "index file {name} refused ({reason}): moved to {INDEX_REFUSED_DIR}/, its records are re-indexed"
@@ -497,7 +520,8 @@ impl MessageStore {
         for q in inner.all_queues() {
             q.correct_min_offset_only(cl_min);
         }
-        File::create(&abort_path).map_err(|e| Error::io(&abort_path, e))?;
+        std::fs::write(&abort_path, boot.unwrap_or_default())
+            .map_err(|e| Error::io(&abort_path, e))?;
         let interval = Duration::from_millis(inner.config.flush_interval_commit_log_ms);
         let flush = FlushService::start(inner.clone() as Arc<dyn FlushTarget>, interval)
             .map_err(|e| Error::io(&root, e))?;

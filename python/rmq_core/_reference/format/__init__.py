@@ -21,7 +21,22 @@ COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
+# exists while a store is open (4.9: empty, only its existence is read); rmq_core writes the machine's boot id in it,
+# so a reopen after a process crash within the same boot knows the mapped files are as the process left them
 ABORT_FILE = "abort"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+def decode_abort_boot_id(data: bytes) -> str | None:
+    """The boot id an abort file's bytes name (None: empty, or not a boot id)."""
+    try:
+        s = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    ok = len(s) == 36 and all(c in "0123456789abcdefABCDEF-" for c in s)
+    return s if ok else None
+
+
 LOCK_FILE = "lock"
 
 # RocketMQ's normal recovery scans this many CommitLog files from the end.

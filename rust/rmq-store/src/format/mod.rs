@@ -36,7 +36,20 @@ pub const COMMITLOG_DIR: &str = "commitlog";
 pub const CONSUMEQUEUE_DIR: &str = "consumequeue";
 pub const CONFIG_DIR: &str = "config";
 pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// Exists while a store is open (RocketMQ's marker of an abnormal exit: 4.9 writes it empty and reads only that it
+/// exists). rmq_core writes the machine's boot id in it (`/proc/sys/kernel/random/boot_id`, ASCII, no newline), so a
+/// store reopened after a process crash within the same boot knows its page cache, and so its mapped files, are as
+/// the process left them (see `index_service`'s invariant 5). An empty or foreign content means "unknown boot".
 pub const ABORT_FILE: &str = "abort";
+/// Where Linux gives the boot id.
+pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The boot id an abort file's bytes name (`None`: empty, or not a boot id).
+pub fn decode_abort_boot_id(bytes: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(bytes).ok()?.trim();
+    let ok = s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    ok.then(|| s.to_string())
+}
 pub const LOCK_FILE: &str = "lock";
 
 /// RocketMQ's normal recovery scans this many CommitLog files from the end.
