@@ -470,3 +470,25 @@ def master_routed(ns: NameServer) -> bool:
     with BlockingMQClientAPI(ns.address, 3000) as api:
         route = api.get_topic_route_info_from_name_server(TOPIC)
     return any(MASTER_ID in bd.broker_addrs for bd in route.broker_datas if bd.broker_name == BROKER_NAME)
+
+
+def test_any_broker_of_the_name_is_the_lowest_id() -> None:
+    """findBrokerAddressInSubscribe's last resort takes 4.9's HashMap's first entry, the lowest broker id, whatever
+    order the route listed the addresses in; the slave id + 1 is tried before it."""
+    inst = MQClientManager.get_instance().get_or_create_mq_client_instance(
+        ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="sr-lowest-id")
+    )
+    inst.broker_addr_table["b"] = {3: "s3", 2: "s2"}
+    found = inst.find_broker_address_in_subscribe("b", MASTER_ID, False)
+    assert found is not None and (found.broker_addr, found.slave) == ("s2", True)
+    found = inst.find_broker_address_in_subscribe("b", 2, True)
+    assert found is not None and (found.broker_addr, found.slave) == ("s2", True)
+    found = inst.find_broker_address_in_subscribe("b", 1, True)  # no 1: its id + 1
+    assert found is not None and (found.broker_addr, found.slave) == ("s2", True)
+    assert inst.find_broker_address_in_subscribe("b", 5, True) is None
+    inst.broker_addr_table["b"] = {1: "s1", 0: "m"}
+    found = inst.find_broker_address_in_subscribe("b", 5, False)
+    assert found is not None and (found.broker_addr, found.slave) == ("m", False)
+    admin = inst.find_broker_address_in_admin("b")
+    assert admin is not None and (admin.broker_addr, admin.slave) == ("m", False)
+    MQClientManager.get_instance().remove_client_factory(inst.client_id)
