@@ -180,3 +180,19 @@ def test_journal_and_option_errors_are_clear(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match=r"batch-1.json is unreadable"):
         SinkTransactionJournal(str(journal))
     assert PROPERTY_SINK_TXN == "RMQ_SPARK_SINK_TXN"
+
+
+def test_the_journal_keeps_the_newest_ended_batches(tmp_path: Any) -> None:
+    from rmq_core.spark.sink_transaction_journal import KEEP_ENDED
+
+    journal = SinkTransactionJournal(str(tmp_path / "j"))
+    for b in range(KEEP_ENDED + 5):
+        journal.record(f"batch-{b}", frozenset(["t"]), ())
+        journal.mark_ended(f"batch-{b}")
+    journal.record("batch-open", frozenset(["t"]), ())  # not ended: kept whatever its age
+    again = SinkTransactionJournal(str(tmp_path / "j"))
+    names = os.listdir(tmp_path / "j")  # batch-<batch>.json, the batch named batch-<n> here
+    kept = sorted(int(n[len("batch-batch-") : -len(".json")]) for n in names if n[len("batch-batch-") : -5].isdigit())
+    assert kept == list(range(5, KEEP_ENDED + 5))
+    assert again.get("batch-4") is None and again.get("batch-5") is not None
+    assert [r.batch for r in again.pending()] == ["batch-open"]

@@ -415,6 +415,8 @@ class TransactionalCommitter:
         if done is not None and done.ended:
             log.info("rocketmq sink: batch %s was committed and ended before: nothing to do", batch)
             return 0
+        if done is None and not handles:
+            return 0  # nothing sent: nothing to record
         if done is None:
             self.journal.record(batch, tasks, tuple(astuple(h) for h in handles))
         n = end_transactions(self.opts, handles, commit=True)

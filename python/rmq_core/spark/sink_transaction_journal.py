@@ -15,7 +15,8 @@ END_TRANSACTION goes out; then marks the batch ended once every END was answered
 Format: a directory; ``sink.id`` (the sink's id, created once) and one ``batch-<id>.json`` per batch:
 ``{"batch": str, "tasks": [str], "handles": [[broker_addr, commitlog_offset, tran_state_table_offset, msg_id]],
 "ended": bool}``, each written to a temporary file, fsynced and renamed over (a reader sees the old or the new
-record, never a torn one). ``directory=None`` keeps the records in memory (a batch job without the
+record, never a torn one). Ended records beyond the newest ``KEEP_ENDED`` are deleted (a restarted query re-runs
+only its last micro-batch). ``directory=None`` keeps the records in memory (a batch job without the
 ``transactionJournal`` option: the process is the only one that could use them).
 
 The half messages carry ``RMQ_SPARK_SINK_TXN`` = ``<sink id>|<batch>|<task attempt>`` (``sink_transaction_tag``);
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PROPERTY_SINK_TXN = "RMQ_SPARK_SINK_TXN"
+KEEP_ENDED = 100
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 UNKNOW = "UNKNOW"  # RocketMQ's spelling of the state
@@ -76,10 +78,12 @@ class SinkTransactionJournal:
             self.sink_id = f.read().strip()
         if not self.sink_id:
             raise ValueError(f"the sink journal's id file {id_file} is empty")
-        for name in os.listdir(directory):
-            if name.startswith("batch-") and name.endswith(".json"):
-                rec = self._load(os.path.join(directory, name))
-                self._records[rec.batch] = rec
+        paths = [
+            os.path.join(directory, n) for n in os.listdir(directory) if n.startswith("batch-") and n.endswith(".json")
+        ]
+        for path in sorted(paths, key=os.path.getmtime):  # oldest first, as they were written
+            rec = self._load(path)
+            self._records[rec.batch] = rec
 
     # --- reading -----------------------------------------------------------------------------------------------
     def get(self, batch: str) -> JournalRecord | None:
@@ -114,6 +118,18 @@ class SinkTransactionJournal:
         with self._lock:
             rec = self._records[batch]
         self._store(JournalRecord(rec.batch, rec.tasks, rec.handles, ended=True))
+        self._prune()
+
+    def _prune(self) -> None:
+        with self._lock:
+            ended = [b for b, r in self._records.items() if r.ended]
+            for batch in ended[: max(0, len(ended) - KEEP_ENDED)]:
+                del self._records[batch]
+                if self.directory is not None:
+                    try:
+                        os.unlink(os.path.join(self.directory, f"batch-{_file_safe(batch)}.json"))
+                    except FileNotFoundError:
+                        pass
 
     def _store(self, rec: JournalRecord) -> None:
         with self._lock:
@@ -126,6 +142,7 @@ class SinkTransactionJournal:
                 }
                 path = os.path.join(self.directory, f"batch-{_file_safe(rec.batch)}.json")
                 self._write_atomically(path, json.dumps(body).encode())
+            self._records.pop(rec.batch, None)  # re-inserted last: the dict keeps the order of writes
             self._records[rec.batch] = rec
 
     @staticmethod
