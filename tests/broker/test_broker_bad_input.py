@@ -150,6 +150,7 @@ def test_a_start_that_fails_late_releases_every_port_thread_and_file(tmp_path):
     assert ha is not None and ha.port > 0  # it had got that far
     for port in (b.controller.remoting_server.port, ha.port):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a listener still open fails it all the same
             s.bind(("127.0.0.1", port))  # released
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(
