@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -254,6 +254,7 @@ class MessageStore:
         for note in self._engine.index_notes():
             log.warning("store %s: %s", self.root_dir, note)
         self._listeners: list[ArrivalListener] = []
+        self._listener_scope: dict[ArrivalListener, tuple[frozenset[str] | None, Callable[[], bool] | None]] = {}
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -386,23 +387,51 @@ class MessageStore:
         return raw
 
     def _notify_arrivals(self, msgs: list[Message], queue_ids: list[int], raw: list[tuple[int, int, int, int]]) -> None:
+        """Each listener gets each stored message it is scoped to (``add_arrival_listener``): a listener whose
+        ``active`` says False is skipped for the whole put, one with ``topics`` for the messages of other topics,
+        and a message no listener takes costs no tags hash (the send path puts a chunk of sends at a time)."""
+        scope = self._listener_scope
+        listeners = []
+        for fn in list(self._listeners):
+            topics, active = scope.get(fn, (None, None))
+            if active is None or active():
+                listeners.append((fn, topics))
+        if not listeners:
+            return
         for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):
             if status not in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
                 continue
-            tags = m.properties.get(PROPERTY_TAGS)
-            code = tags_hash(tags) if tags else 0
-            for fn in list(self._listeners):
+            code: int | None = None
+            topic = m.topic
+            for fn, topics in listeners:
+                if topics is not None and topic not in topics:
+                    continue
+                if code is None:
+                    tags = m.properties.get(PROPERTY_TAGS)
+                    code = tags_hash(tags) if tags else 0
                 try:
-                    fn(m.topic, q, queue_offset + 1, code, m.properties)
+                    fn(topic, q, queue_offset + 1, code, m.properties)
                 except Exception:  # a listener must never undo or block a write
-                    log.exception("arrival listener %r failed for %s:%d", fn, m.topic, q)
+                    log.exception("arrival listener %r failed for %s:%d", fn, topic, q)
 
-    def add_arrival_listener(self, fn: ArrivalListener) -> None:
-        """``fn(topic, queue_id, max_offset, tags_code, properties)`` after each message is dispatched."""
+    def add_arrival_listener(
+        self,
+        fn: ArrivalListener,
+        *,
+        topics: Collection[str] | None = None,
+        active: Callable[[], bool] | None = None,
+    ) -> None:
+        """``fn(topic, queue_id, max_offset, tags_code, properties)`` after each message is dispatched. ``topics``:
+        only for messages of these topics; ``active``: asked once per put, the put's messages skip ``fn`` when it
+        says False (e.g. nobody waits). Both only narrow calls ``fn`` would ignore anyway; the HA slave's appends
+        (``append_commit_log``) reach every listener."""
         self._listeners.append(fn)
+        self._listener_scope[fn] = (None if topics is None else frozenset(topics), active)
 
     def remove_arrival_listener(self, fn: ArrivalListener) -> None:
         self._listeners.remove(fn)
+        if fn not in self._listeners:
+            self._listener_scope.pop(fn, None)
 
     # --- read path -------------------------------------------------------------------------------------------
     def get_message(
