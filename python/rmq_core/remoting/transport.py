@@ -596,7 +596,9 @@ class RemotingClient:
             conn.send(resp)
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        conn = await self._connection(addr, timeout)
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:  # connecting: a coroutine of its own (the common case needs none)
+            conn = await self._connection(addr, timeout)
         return await _invoke(conn, request, timeout)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:
