@@ -254,7 +254,10 @@ class MessageStore:
         for note in self._engine.index_notes():
             log.warning("store %s: %s", self.root_dir, note)
         self._listeners: list[ArrivalListener] = []
-        self._listener_scope: dict[ArrivalListener, tuple[frozenset[str] | None, Callable[[], bool] | None]] = {}
+        # (fn, topics, active) per listener, in order: rebuilt on add/remove, read without a lock by every put
+        self._scoped_listeners: tuple[
+            tuple[ArrivalListener, frozenset[str] | None, Callable[[], bool] | None], ...
+        ] = ()
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -390,12 +393,7 @@ class MessageStore:
         """Each listener gets each stored message it is scoped to (``add_arrival_listener``): a listener whose
         ``active`` says False is skipped for the whole put, one with ``topics`` for the messages of other topics,
         and a message no listener takes costs no tags hash (the send path puts a chunk of sends at a time)."""
-        scope = self._listener_scope
-        listeners = []
-        for fn in list(self._listeners):
-            topics, active = scope.get(fn, (None, None))
-            if active is None or active():
-                listeners.append((fn, topics))
+        listeners = [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
         if not listeners:
             return
         for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):
@@ -426,12 +424,14 @@ class MessageStore:
         says False (e.g. nobody waits). Both only narrow calls ``fn`` would ignore anyway; the HA slave's appends
         (``append_commit_log``) reach every listener."""
         self._listeners.append(fn)
-        self._listener_scope[fn] = (None if topics is None else frozenset(topics), active)
+        scope = None if topics is None else frozenset(topics)
+        self._scoped_listeners = (*self._scoped_listeners, (fn, scope, active))
 
     def remove_arrival_listener(self, fn: ArrivalListener) -> None:
         self._listeners.remove(fn)
-        if fn not in self._listeners:
-            self._listener_scope.pop(fn, None)
+        scoped = list(self._scoped_listeners)
+        del scoped[next(i for i, entry in enumerate(scoped) if entry[0] == fn)]
+        self._scoped_listeners = tuple(scoped)
 
     # --- read path -------------------------------------------------------------------------------------------
     def get_message(
