@@ -49,6 +49,8 @@ HEADERS = [
     b'{"code":1.5}',
     b'{"code":1,"version":"409","opaque":"7"}',
     b'{"code":1,"version":1.5}',
+    b'{"code":1,"version":Infinity}',
+    b'{"code":1,"opaque":NaN}',
     b'{"code":1,"language":3}',
     b'{"code":1,"language":true}',
     b'{"code":1,"language":null}',

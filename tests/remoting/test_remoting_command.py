@@ -181,3 +181,11 @@ def test_encode_header_writes_each_non_none_field_as_java_to_string():
         assert got == expected and list(got) == list(expected)
         assert all(type(v) is str for v in got.values())
     assert encode_header(send, short_names=True)["k"] == "false" and encode_header(send)["batch"] == "true"
+
+
+def test_a_header_with_an_infinite_number_is_a_remoting_command_error():
+    # the stdlib JSON reader (orjson's fallback) takes Infinity and NaN; int() of them must not escape as another error
+    for raw in (b'{"code":1,"version":Infinity}', b'{"code":1,"opaque":-Infinity}', b'{"code":1,"flag":NaN}'):
+        frame = struct.pack(">i", len(raw)) + raw
+        with pytest.raises(RemotingCommandError, match="bad JSON header field"):
+            RemotingCommand.decode_frame(frame)
