@@ -20,9 +20,11 @@ __all__ = [
     "decode_columns",
     "decode_messages",
     "decode_properties",
+    "encode_frames",
     "encode_properties",
     "gather_runs",
     "mapped_file_size",
+    "split_frames",
     "tags_hash",
 ]
 
@@ -37,6 +39,14 @@ def decode_columns(
 ) -> dict[str, Any]: ...
 def gather_runs(src: Buffer, starts: Buffer, ends: Buffer) -> ColumnBuffer: ...
 def mapped_file_size(dir: str | os.PathLike[str]) -> int | None: ...
+def split_frames(
+    buf: bytes | bytearray,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]: ...
+def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes: ...
 
 @final
 class ColumnBuffer:

@@ -26,6 +26,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
+from rmq_core import _backend
 from rmq_core._reference.format.message import (
     MAX_PROPERTIES_SIZE,
     NAME_VALUE_SEPARATOR,
@@ -87,8 +88,16 @@ def properties_to_string(properties: Mapping[str, str | None] | None, *, trailin
 
 
 def string_to_properties(text: str | None) -> dict[str, str]:
-    """``MessageDecoder.string2messageProperties``: never fails; malformed segments are skipped as Java skips them."""
-    return properties_from_text(text) if text else {}
+    """``MessageDecoder.string2messageProperties``: never fails; malformed segments are skipped as Java skips them.
+    Parsed by the backend's ``decode_properties`` (the separators are ASCII, so splitting the UTF-8 bytes splits the
+    text); a text UTF-8 cannot hold (a lone surrogate) is parsed as text."""
+    if not text:
+        return {}
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return properties_from_text(text)
+    return _backend.impl.decode_properties(raw)
 
 
 def append_properties(block_properties: str, batch_properties: str) -> str:

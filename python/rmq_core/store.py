@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -254,6 +254,10 @@ class MessageStore:
         for note in self._engine.index_notes():
             log.warning("store %s: %s", self.root_dir, note)
         self._listeners: list[ArrivalListener] = []
+        # (fn, topics, active) per listener, in order: rebuilt on add/remove, read without a lock by every put
+        self._scoped_listeners: tuple[
+            tuple[ArrivalListener, frozenset[str] | None, Callable[[], bool] | None], ...
+        ] = ()
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -386,23 +390,48 @@ class MessageStore:
         return raw
 
     def _notify_arrivals(self, msgs: list[Message], queue_ids: list[int], raw: list[tuple[int, int, int, int]]) -> None:
+        """Each listener gets each stored message it is scoped to (``add_arrival_listener``): a listener whose
+        ``active`` says False is skipped for the whole put, one with ``topics`` for the messages of other topics,
+        and a message no listener takes costs no tags hash (the send path puts a chunk of sends at a time)."""
+        listeners = [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
+        if not listeners:
+            return
         for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):
             if status not in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
                 continue
-            tags = m.properties.get(PROPERTY_TAGS)
-            code = tags_hash(tags) if tags else 0
-            for fn in list(self._listeners):
+            code: int | None = None
+            topic = m.topic
+            for fn, topics in listeners:
+                if topics is not None and topic not in topics:
+                    continue
+                if code is None:
+                    tags = m.properties.get(PROPERTY_TAGS)
+                    code = tags_hash(tags) if tags else 0
                 try:
-                    fn(m.topic, q, queue_offset + 1, code, m.properties)
+                    fn(topic, q, queue_offset + 1, code, m.properties)
                 except Exception:  # a listener must never undo or block a write
-                    log.exception("arrival listener %r failed for %s:%d", fn, m.topic, q)
+                    log.exception("arrival listener %r failed for %s:%d", fn, topic, q)
 
-    def add_arrival_listener(self, fn: ArrivalListener) -> None:
-        """``fn(topic, queue_id, max_offset, tags_code, properties)`` after each message is dispatched."""
+    def add_arrival_listener(
+        self,
+        fn: ArrivalListener,
+        *,
+        topics: Collection[str] | None = None,
+        active: Callable[[], bool] | None = None,
+    ) -> None:
+        """``fn(topic, queue_id, max_offset, tags_code, properties)`` after each message is dispatched. ``topics``:
+        only for messages of these topics; ``active``: asked once per put, the put's messages skip ``fn`` when it
+        says False (e.g. nobody waits). Both only narrow calls ``fn`` would ignore anyway; the HA slave's appends
+        (``append_commit_log``) reach every listener."""
         self._listeners.append(fn)
+        scope = None if topics is None else frozenset(topics)
+        self._scoped_listeners = (*self._scoped_listeners, (fn, scope, active))
 
     def remove_arrival_listener(self, fn: ArrivalListener) -> None:
         self._listeners.remove(fn)
+        scoped = list(self._scoped_listeners)
+        del scoped[next(i for i, entry in enumerate(scoped) if entry[0] == fn)]
+        self._scoped_listeners = tuple(scoped)
 
     # --- read path -------------------------------------------------------------------------------------------
     def get_message(

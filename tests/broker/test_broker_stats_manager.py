@@ -32,6 +32,15 @@ def test_keys_and_counters_as_rocketmq_builds_them():
     assert s.get_stats_item("GROUP_GET_NUMS", "T@g").value == 7
 
 
+def test_inc_put_of_many_sends_counts_as_one_call_per_send():
+    one_by_one, at_once = BrokerStatsManager("C"), BrokerStatsManager("C")
+    for size in (100, 200, 300):
+        one_by_one.inc_put("T", 1, size)
+    at_once.inc_put("T", 3, 600, times=3)
+    assert one_by_one.snapshot() == at_once.snapshot()
+    assert at_once.snapshot()["TOPIC_PUT_SIZE"]["T"] == {"value": 600, "times": 3}
+
+
 def test_without_queue_stats_latency_is_keyed_topic_at_group():
     s = BrokerStatsManager(enable_queue_stat=False)
     s.inc_queue_put_nums("T", 0)

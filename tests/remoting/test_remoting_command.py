@@ -128,3 +128,64 @@ def test_json_header_bytes_are_the_stdlib_encoding():
     assert cmd.encode_header_json() == json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     cmd.opaque = 1 << 70
     assert json.loads(cmd.encode_header_json())["opaque"] == 1 << 70
+
+
+def test_encode_header_writes_each_non_none_field_as_java_to_string():
+    # the generated encoder against the rule it implements, for the send header (short names too) and a pull header
+    import dataclasses
+
+    from rmq_core.remoting.header import (
+        PullMessageRequestHeader,
+        SendMessageRequestHeader,
+        encode_header,
+    )
+
+    class Name(str):
+        pass
+
+    send = SendMessageRequestHeader(
+        producerGroup=Name("pg"),
+        topic="T",
+        defaultTopic="TBW102",
+        defaultTopicQueueNums=4,
+        queueId=-1,
+        sysFlag=0,
+        bornTimestamp=1700000000000,
+        flag=0,
+        properties="a\x01b\x02",
+        reconsumeTimes=None,
+        unitMode=False,
+        batch=True,
+    )
+    pull = PullMessageRequestHeader(
+        consumerGroup="g",
+        topic="T",
+        queueId=1,
+        queueOffset=5,
+        maxMsgNums=32,
+        sysFlag=2,
+        commitOffset=0,
+        suspendTimeoutMillis=15000,
+        subscription="*",
+        subVersion=0,
+    )
+    for header, short in ((send, True), (send, False), (pull, False)):
+        expected = {}
+        for f in dataclasses.fields(header):
+            v = getattr(header, f.name)
+            if v is None:
+                continue
+            key = f.metadata.get("short") if short and f.metadata.get("short") else f.name
+            expected[key] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        got = encode_header(header, short_names=short)
+        assert got == expected and list(got) == list(expected)
+        assert all(type(v) is str for v in got.values())
+    assert encode_header(send, short_names=True)["k"] == "false" and encode_header(send)["batch"] == "true"
+
+
+def test_a_header_with_an_infinite_number_is_a_remoting_command_error():
+    # the stdlib JSON reader (orjson's fallback) takes Infinity and NaN; int() of them must not escape as another error
+    for raw in (b'{"code":1,"version":Infinity}', b'{"code":1,"opaque":-Infinity}', b'{"code":1,"flag":NaN}'):
+        frame = struct.pack(">i", len(raw)) + raw
+        with pytest.raises(RemotingCommandError, match="bad JSON header field"):
+            RemotingCommand.decode_frame(frame)

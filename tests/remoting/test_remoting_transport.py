@@ -145,6 +145,47 @@ def test_invoke_times_out():
     run(main())
 
 
+def test_timeouts_of_one_connection_each_fire_at_their_own_deadline():
+    # a later request with a shorter timeout fails first,
+    # an answered one never fails, and the long one still fails at its own deadline
+    async def main():
+        server = RemotingServer("127.0.0.1", 0)
+
+        async def slow(conn, cmd):
+            await asyncio.sleep(float(cmd.ext_fields["sleep"]))
+            return RemotingCommand.response_to(cmd, 0)
+
+        server.register(ECHO, slow)
+        await server.start()
+        client = RemotingClient()
+        loop = asyncio.get_running_loop()
+        try:
+            t0 = loop.time()
+
+            async def call(sleep: float, timeout: float) -> tuple[str, float]:
+                try:
+                    await client.invoke(server.address, RemotingCommand.request(ECHO, {"sleep": sleep}), timeout)
+                    return "answered", loop.time() - t0
+                except TimeoutError as e:
+                    assert f"no response within {timeout} s" in str(e)
+                    return "timed out", loop.time() - t0
+
+            long = asyncio.ensure_future(call(5, 1.2))
+            await asyncio.sleep(0.05)
+            short, answered = await asyncio.gather(call(5, 0.2), call(0.05, 3.0))
+            assert short[0] == "timed out" and 0.2 <= short[1] < 1.0
+            assert answered[0] == "answered"
+            outcome, at = await long
+            assert outcome == "timed out" and 1.2 <= at < 3.0
+            conn = client._conns[server.address]
+            assert not conn.pending
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
 def _read_frames(data: bytes) -> list[RemotingCommand]:
     out, pos = [], 0
     while pos + 4 <= len(data):

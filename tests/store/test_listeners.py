@@ -69,3 +69,21 @@ def test_listener_not_called_for_failed_puts(backend):
     res = store.put_messages([(Message("L", b"ok"), 0), (Message("L", b"x" * 11), 0)])
     assert not res.all_ok
     assert calls == []
+
+
+def test_scoped_listeners_get_only_their_topics_and_nothing_while_inactive(backend):
+    store = backend.open()
+    everything, scoped, gated = [], [], []
+    awake = [False]
+    store.add_arrival_listener(lambda *a: everything.append(a[:3]))
+    store.add_arrival_listener(lambda *a: scoped.append(a[:3]), topics=("S",))
+    store.add_arrival_listener(lambda *a: gated.append(a[:4]), active=lambda: awake[0])
+    batch = [(Message("L", b"1"), 0), (Message("S", b"2", tags="TagA"), 1), (Message("L", b"3"), 0)]
+    assert store.put_messages(batch).all_ok
+    assert everything == [("L", 0, 1), ("S", 1, 1), ("L", 0, 2)]
+    assert scoped == [("S", 1, 1)]
+    assert gated == []  # asked once for the put: inactive, so none of its messages
+    awake[0] = True
+    assert store.put_messages([(Message("S", b"4", tags="TagA"), 1)]).all_ok
+    assert gated == [("S", 1, 2, 2598919)]
+    assert scoped == [("S", 1, 1), ("S", 1, 2)]

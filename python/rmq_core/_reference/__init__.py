@@ -17,6 +17,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
   message_store.py      StoreEngine
   store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
+  remoting_frames.py    the remoting frame codec's fast path (split_frames, encode_frames; rmq-py/src/remoting.rs)
 
 This package never imports ``rmq_core._core``.
 """
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         tags_hash,
     )
     from .message_store import StoreEngine
+    from .remoting_frames import encode_frames, split_frames
     from .store_reader import StoreReader, mapped_file_size
 
 # Loaded on first use (PEP 562): importing a format module (``rmq_core.message`` imports format.message) must not
@@ -52,6 +54,8 @@ _WHERE = {
     "encode_properties": ".format.message",
     "tags_hash": ".format.message",
     "StoreEngine": ".message_store",
+    "encode_frames": ".remoting_frames",
+    "split_frames": ".remoting_frames",
     "StoreReader": ".store_reader",
     "mapped_file_size": ".store_reader",
 }
@@ -74,8 +78,10 @@ __all__ = [
     "decode_columns",
     "decode_messages",
     "decode_properties",
+    "encode_frames",
     "encode_properties",
     "gather_runs",
     "mapped_file_size",
+    "split_frames",
     "tags_hash",
 ]

@@ -342,7 +342,9 @@ class BrokerController:
         )
         self._register_processors()
         self.transactional_message_service.load()
-        self.message_store.add_arrival_listener(self._on_message_arriving)
+        hold = self.pull_request_hold_service
+        # asked once per put: with no pull parked anywhere the sends of a chunk skip the hold service altogether
+        self.message_store.add_arrival_listener(self._on_message_arriving, active=lambda: bool(hold.pull_request_table))
         await self.replication.start()
         self.remoting_server.on_close.append(self._on_channel_close)
         self.pull_request_hold_service.start()

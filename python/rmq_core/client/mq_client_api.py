@@ -54,7 +54,7 @@ from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchRes
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, ResetOffsetBody, TopicStatsTable
 from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.command import RemotingCommand, next_opaque
 from rmq_core.remoting.header import (
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
@@ -98,7 +98,10 @@ SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
 def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: bool = False) -> RemotingCommand:
     """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch body) with the short header names (invariant 1)."""
     code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-    return RemotingCommand.request(code, encode_header(header, short_names=True), body)
+    # what RemotingCommand.request makes of it: encode_header's dict is fresh and holds strings only
+    return RemotingCommand(
+        code=code, opaque=next_opaque(), ext_fields=encode_header(header, short_names=True), body=body
+    )
 
 
 def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:

@@ -217,7 +217,7 @@ class RemotingCommand:
                 # JSON keys are str
                 else {k: v if v.__class__ is str else _java_str(v) for k, v in ext.items() if v is not None},
             )
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:  # OverflowError: int() of an Infinity the stdlib reads
             raise RemotingCommandError(f"bad JSON header field: {e}") from None
 
     @classmethod

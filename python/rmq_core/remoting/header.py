@@ -112,15 +112,36 @@ def decode_header(cls: type[T], ext_fields: Mapping[str, str], *, short_names: b
     return header
 
 
-def encode_header(obj: Any, *, short_names: bool = False) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, _kind, _req, short in _fields(type(obj)):
-        v = getattr(obj, name)
-        if v is None:
-            continue
+_ENCODERS: dict[tuple[type, bool], Callable[[Any], dict[str, str]]] = {}
+
+
+def _make_encoder(cls: type, short_names: bool) -> Callable[[Any], dict[str, str]]:
+    """One straight-line function per header class, as ``_make_decoder``: per field in declaration order, skip None,
+    write booleans as "true"/"false", strings as they are and anything else as ``str(v)``. A send header is encoded on
+    every send; the loop over the field plan it replaces cost about twice as much."""
+    lines = ["def encode(obj):", "    out = {}"]
+    for name, _kind, _req, short in _fields(cls):
         key = short if short_names and short else name
-        out[key] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return out
+        lines += [
+            f"    v = obj.{name}",
+            "    if v is not None:",
+            f"        out[{key!r}] = v if v.__class__ is str else ('true' if v else 'false') if v.__class__ is bool "
+            "else str(v)",
+        ]
+    lines.append("    return out")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)
+    fn: Callable[[Any], dict[str, str]] = namespace["encode"]
+    return fn
+
+
+def encode_header(obj: Any, *, short_names: bool = False) -> dict[str, str]:
+    """extFields of a header: every non-None field as its Java ``toString`` (booleans "true"/"false"), under its V2
+    short name with ``short_names``."""
+    encoder = _ENCODERS.get((type(obj), short_names))
+    if encoder is None:
+        encoder = _ENCODERS[(type(obj), short_names)] = _make_encoder(type(obj), short_names)
+    return encoder(obj)
 
 
 # --- send ------------------------------------------------------------------------------------------------------

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from types import ModuleType
 from typing import Any, cast
 
+from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
 
@@ -47,7 +47,6 @@ SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's de
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
 BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | None]]]
-_LENGTH = struct.Struct(">i")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -60,27 +59,18 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def split_frames(buf: bytearray) -> tuple[list[RemotingCommand], int, RemotingCommandError | None]:
     """The whole frames at the start of ``buf``, decoded: (commands, bytes consumed, error). ``error`` is the first
-    bad frame (length outside [4, MAX_FRAME_LENGTH], or a frame that does not decode); nothing after it is read."""
-    out: list[RemotingCommand] = []
-    error: RemotingCommandError | None = None
-    pos, end = 0, len(buf)
-    unpack = _LENGTH.unpack_from
-    decode = RemotingCommand.decode_frame
-    with memoryview(buf) as view:  # released before the caller resizes ``buf``
-        while end - pos >= 4:
-            (length,) = unpack(buf, pos)
-            if length < 4 or length > MAX_FRAME_LENGTH:
-                error = RemotingCommandError(f"frame length {length} outside [4, {MAX_FRAME_LENGTH}]")
-                break
-            if end - pos - 4 < length:
-                break
-            try:
-                out.append(decode(view[pos + 4 : pos + 4 + length]))
-            except RemotingCommandError as e:  # a fresh error: e's traceback would keep a slice of ``view`` alive
-                error = RemotingCommandError(str(e))
-                break
-            pos += 4 + length
-    return out, pos, error
+    bad frame (length outside [4, MAX_FRAME_LENGTH], or a frame that does not decode); nothing after it is read.
+    One call of the backend's ``split_frames`` per chunk (Rust: JSON headers in the shape Java writes decoded
+    natively, every other frame by ``RemotingCommand.decode_frame``)."""
+    cmds, used, error = _backend.impl.split_frames(
+        buf, RemotingCommand, RemotingCommand.decode_frame, RemotingCommandError, MAX_FRAME_LENGTH
+    )
+    return cmds, used, None if error is None else RemotingCommandError(error)
+
+
+def encode_frames(cmds: list[RemotingCommand]) -> bytes:
+    """The frames of ``cmds`` as one buffer (the backend's ``encode_frames``: the bytes of ``cmd.encode()`` each)."""
+    return _backend.impl.encode_frames(cmds, RemotingCommand.encode, MAX_FRAME_LENGTH)
 
 
 class FrameProtocol(asyncio.Protocol):
@@ -283,9 +273,9 @@ class Connection:
         if not cmds:
             return
         first = not self._out
-        frames = [cmd.encode() for cmd in cmds]
-        self._out.extend(frames)
-        self._out_size += sum(map(len, frames))
+        data = encode_frames(cmds)
+        self._out.append(data)
+        self._out_size += len(data)
         if first:
             self._loop.call_soon(self._flush)
         elif self._out_size >= OUT_FLUSH_BYTES:  # as in send (invariant 5)
@@ -606,7 +596,9 @@ class RemotingClient:
             conn.send(resp)
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        conn = await self._connection(addr, timeout)
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:  # connecting: a coroutine of its own (the common case needs none)
+            conn = await self._connection(addr, timeout)
         return await _invoke(conn, request, timeout)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> None:

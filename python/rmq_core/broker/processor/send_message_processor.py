@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmq_core.broker.group_commit_service import GroupCommitService
@@ -58,7 +58,11 @@ from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
 )
-from rmq_core.broker.timer.timer_message_hook import TimerMessageRefused, transform_timer_message
+from rmq_core.broker.timer.timer_message_hook import (
+    TIMER_PROPERTIES,
+    TimerMessageRefused,
+    transform_timer_message,
+)
 from rmq_core.broker.transaction.transactional_message_bridge import parse_half_message_inner
 from rmq_core.common import mix_all
 from rmq_core.common.clock import now_ms
@@ -416,18 +420,17 @@ class SendMessageProcessor:
             msg, queue_id, born_host, header.bornTimestamp, sys_flag, reconsume_times, wait_store_msg_ok, real_queue_id
         )
 
-    def _send_answer(self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult) -> RemotingCommand:
+    def _send_answer(
+        self, request: RemotingCommand, send: _PreparedSend, result: PutMessageResult, *, count: bool = True
+    ) -> RemotingCommand:
         """The response to a single send once stored: the status's code, or SUCCESS with msgId, queueId and
-        queueOffset (the stats counted)."""
+        queueOffset (the stats counted, unless ``count`` is False: the caller counts a chunk's at once)."""
         code, remark = self._status_to_code(result.status)
         if code not in _SEND_OK.values():
             return self._send_response(request, code, remark)
-        topic, queue_id = send.msg.topic, send.queue_id
-        stats = self.broker_stats_manager
-        if topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
-            stats.inc_queue_put_nums(topic, queue_id, 1, 1)
-            stats.inc_queue_put_size(topic, queue_id, result.wrote_bytes)
-        stats.inc_put(topic, 1, result.wrote_bytes)
+        queue_id = send.queue_id
+        if count:
+            self._count_puts(((send, result),))
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = self.broker_config
         ext = {
@@ -446,6 +449,28 @@ class SendMessageProcessor:
             ext_fields=ext,
             serialize_type=request.serialize_type,
         )
+
+    def _count_puts(self, stored: Iterable[tuple[_PreparedSend, PutMessageResult]]) -> None:
+        """The put stats of single sends answered with a SUCCESS-like code (4.9 counts them in
+        ``handlePutMessageResult``): per topic, one ``inc_put`` for all its sends; a delayed message's schedule
+        queue counted too."""
+        per_topic: dict[str, list[int]] = {}
+        stats = self.broker_stats_manager
+        for send, result in stored:
+            if result.status not in _SEND_OK:
+                continue
+            topic = send.msg.topic
+            if topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
+                stats.inc_queue_put_nums(topic, send.queue_id, 1, 1)
+                stats.inc_queue_put_size(topic, send.queue_id, result.wrote_bytes)
+            counts = per_topic.get(topic)
+            if counts is None:
+                per_topic[topic] = [1, result.wrote_bytes]
+            else:
+                counts[0] += 1
+                counts[1] += result.wrote_bytes
+        for topic, (n, size) in per_topic.items():
+            stats.inc_put(topic, n, size, times=n)
 
     # --- the sends of one received chunk ---------------------------------------------------------------------
     async def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[RemotingCommand | None]:
@@ -515,7 +540,8 @@ class SendMessageProcessor:
         if self._sync_master:
             await self._replicated([r for send, r in zip(sends, stored) if send.wait_store_msg_ok])
         for (i, send), result in zip(run, stored):
-            responses[i] = self._send_answer(requests[i], send, result)
+            responses[i] = self._send_answer(requests[i], send, result, count=False)
+        self._count_puts(zip(sends, stored))
 
     def _handle_retry_and_dlq(
         self,
@@ -553,6 +579,9 @@ class SendMessageProcessor:
         topic."""
         if (sys_flag & TRANSACTION_TYPE_MASK) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             return queue_id
+        props = msg.properties
+        if PROPERTY_DELAY_TIME_LEVEL not in props and props.keys().isdisjoint(TIMER_PROPERTIES):
+            return queue_id  # neither delayed nor a timer message (most sends): both steps below would keep it
         try:
             queue_id = self._transform_timer(msg, queue_id)  # 5.x: timer first, a delay level wins over it
             return redirect_to_schedule_topic(msg, queue_id, self.schedule_message_service.max_delay_level)

@@ -232,7 +232,7 @@ class ScheduleMessageService(ConfigManager):
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.current_thread()
         self._started = True
-        message_store.add_arrival_listener(self._on_arrival)
+        message_store.add_arrival_listener(self._on_arrival, topics=(SCHEDULE_TOPIC,))
         for level in sorted(self.delay_level_table):
             self._schedule(level, 0.0)
 

@@ -188,8 +188,10 @@ class BrokerStatsManager:
     def inc_topic_put_size(self, topic: str, size: int) -> None:
         self._add(TOPIC_PUT_SIZE, topic, size)
 
-    def inc_put(self, topic: str, num: int, size: int) -> None:
-        """``incTopicPutNums`` + ``incTopicPutSize`` + ``incBrokerPutNums`` for one stored send, under one lock."""
+    def inc_put(self, topic: str, num: int, size: int, times: int = 1) -> None:
+        """``incTopicPutNums`` + ``incTopicPutSize`` + ``incBrokerPutNums`` for ``times`` stored sends of ``num``
+        messages and ``size`` bytes in all (the send path counts a chunk's sends per topic at once), under one
+        lock: the same counts as ``times`` calls, one per send."""
         with self._lock:
             for name, key, value in (
                 (TOPIC_PUT_NUMS, topic, num),
@@ -203,7 +205,7 @@ class BrokerStatsManager:
                 if item is None:
                     item = table[key] = StatsItem()
                 item.value += value
-                item.times += 1
+                item.times += times
 
     def inc_broker_put_nums(self, inc_value: int = 1) -> None:
         self._add(BROKER_PUT_NUMS, self.cluster_name, inc_value)

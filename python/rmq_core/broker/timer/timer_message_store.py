@@ -257,7 +257,7 @@ class TimerMessageStore:
         self._enqueue_wake = asyncio.Event()
         self._dequeue_wake = asyncio.Event()
         self._started = True
-        self.message_store.add_arrival_listener(self._on_arrival)
+        self.message_store.add_arrival_listener(self._on_arrival, topics=(TIMER_TOPIC,))
         self._tasks = [
             loop.create_task(self._enqueue_service(), name="timer enqueue"),
             loop.create_task(self._dequeue_service(), name="timer dequeue"),

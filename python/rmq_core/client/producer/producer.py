@@ -23,7 +23,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rmq_core.client import mq_admin_impl
 from rmq_core.client.client_config import ClientConfig
@@ -301,13 +301,11 @@ class Producer:
         """Asynchronous send; every failure (including a bad message) is the future's exception."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
-
-        async def run() -> SendResult:
-            r = await self.send_on_loop(msg, selector, arg, ASYNC, timeout)
-            assert r is not None
-            return r
-
-        return instance.run_async(run())
+        # an ASYNC send_on_loop always returns a SendResult (None is ONEWAY's)
+        return cast(
+            "concurrent.futures.Future[SendResult]",
+            instance.run_async(self.send_on_loop(msg, selector, arg, ASYNC, timeout)),
+        )
 
     async def send_on_loop(
         self, msg: Message, selector: Selector | None, arg: Any, mode: str, timeout_ms: int | None = None
@@ -401,7 +399,9 @@ class Producer:
 
     async def _send_default_impl(self, msg: Message, mode: str, timeout_ms: int) -> SendResult | None:
         begin_first = _now_ms()
-        tp_info = await self.try_to_find_topic_publish_info(msg.topic)
+        tp_info = self.topic_publish_info_table.get(msg.topic)
+        if tp_info is None or not tp_info.ok():  # a known route is what try_to_find_topic_publish_info returns
+            tp_info = await self.try_to_find_topic_publish_info(msg.topic)
         if tp_info is None or not tp_info.ok():
             raise self._no_route(msg.topic)
         times_total = {

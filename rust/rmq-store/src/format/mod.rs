@@ -17,6 +17,7 @@ pub mod file_name;
 pub mod gather;
 pub mod index;
 pub mod message;
+pub mod remoting;
 
 /// `<root>/checkpoint` is this many bytes (RocketMQ maps one OS page).
 pub const CHECKPOINT_FILE_SIZE: usize = 4096;

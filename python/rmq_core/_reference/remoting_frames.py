@@ -1,0 +1,57 @@
+"""The pure-Python twin of the remoting frame codec's fast path (``rust/rmq-py/src/remoting.rs`` over
+``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers. The frame layout
+and the per-frame codec are ``rmq_core.remoting.command``'s (passed in, so this package imports nothing above the
+store); this twin hands every frame to it, the Rust side only the frames outside the shape it decodes itself.
+
+Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the frame ``decode_frame`` takes.
+
+Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
+``b"".join(encode_one(c) for c in cmds)``.
+
+Thread-safety: pure functions.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+_LENGTH = struct.Struct(">i")
+
+
+def split_frames(
+    buf: bytes | bytearray,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]:
+    """The whole frames at the start of ``buf``, each ``decode_frame(frame)``: (commands, bytes consumed, error).
+    ``error`` is the text of the first bad frame (its length outside [4, ``max_frame_length``], or ``decode_frame``
+    raising ``error_type``); nothing after it is read. ``command_type`` is what ``decode_frame`` builds (the Rust
+    side builds it itself for the frames it decodes)."""
+    out: list[Any] = []
+    error: str | None = None
+    pos, end = 0, len(buf)
+    unpack = _LENGTH.unpack_from
+    with memoryview(buf) as view:  # released before the caller resizes ``buf``
+        while end - pos >= 4:
+            (length,) = unpack(buf, pos)
+            if length < 4 or length > max_frame_length:
+                error = f"frame length {length} outside [4, {max_frame_length}]"
+                break
+            if end - pos - 4 < length:
+                break
+            try:
+                out.append(decode_frame(view[pos + 4 : pos + 4 + length]))
+            except error_type as e:  # its text only: the traceback would keep a slice of ``view`` alive
+                error = str(e)
+                break
+            pos += 4 + length
+    return out, pos, error
+
+
+def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes:
+    """The frames of ``cmds`` in order as one buffer (``max_frame_length`` is ``encode_one``'s to enforce)."""
+    return b"".join([encode_one(c) for c in cmds])

@@ -1,0 +1,233 @@
+//! Bindings of the remoting frame codec's fast path (`rmq_store::format::remoting`): `split_frames` (a received
+//! buffer → its whole frames, decoded) and `encode_frames` (commands → one buffer of frames), one call per chunk.
+//! Twins: `python/rmq_core/_reference/remoting_frames.py`. A frame or command outside the shape the fast path knows
+//! goes to the Python codec the caller passes (`decode_frame`, `encode_one`), so both give the same commands, the same
+//! bytes and the same errors.
+//!
+//! Thread-safety: holds the GIL throughout (it builds and reads Python objects).
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyType};
+use rmq_store::format::remoting::{parse_json_header, write_json_header};
+
+const SERIALIZE_JSON: u8 = 0;
+
+/// The whole frames at the start of `buf` (bytes or bytearray), decoded: `(commands, bytes consumed, error)`.
+/// JSON headers in the shape Java writes become `command_type` instances here; every other frame is
+/// `decode_frame(frame bytes)`. `error` is the text of the first bad frame (a length outside [4,
+/// `max_frame_length`], or `decode_frame` raising `error_type`); nothing after it is read.
+#[pyfunction]
+pub fn split_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    command_type: &Bound<'py, PyType>,
+    decode_frame: &Bound<'py, PyAny>,
+    error_type: &Bound<'py, PyType>,
+    max_frame_length: i64,
+) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    // a copy of a bytearray: no Python code run below (an allocation's GC) can resize what is being read
+    let owned: Vec<u8>;
+    let data: &[u8] = if let Ok(ba) = buf.cast::<PyByteArray>() {
+        owned = ba.to_vec();
+        &owned
+    } else if let Ok(b) = buf.cast::<PyBytes>() {
+        b.as_bytes()
+    } else {
+        return Err(PyTypeError::new_err(
+            "split_frames takes bytes or a bytearray",
+        ));
+    };
+    let out = PyList::empty(py);
+    let new = command_type.getattr(intern!(py, "__new__"))?;
+    let names = [
+        intern!(py, "code"),
+        intern!(py, "language"),
+        intern!(py, "version"),
+        intern!(py, "opaque"),
+        intern!(py, "flag"),
+        intern!(py, "remark"),
+        intern!(py, "ext_fields"),
+        intern!(py, "body"),
+        intern!(py, "serialize_type"),
+    ];
+    let (mut pos, end) = (0usize, data.len());
+    let mut error = None;
+    while end - pos >= 4 {
+        let length = i32::from_be_bytes(data[pos..pos + 4].try_into().unwrap()) as i64;
+        if length < 4 || length > max_frame_length {
+            error = Some(format!(
+                "frame length {length} outside [4, {max_frame_length}]"
+            ));
+            break;
+        }
+        let length = length as usize;
+        if end - pos - 4 < length {
+            break;
+        }
+        let frame = &data[pos + 4..pos + 4 + length];
+        let mark = u32::from_be_bytes(frame[..4].try_into().unwrap());
+        let header_length = (mark & 0xFF_FFFF) as usize;
+        let parsed = if (mark >> 24) as u8 == SERIALIZE_JSON && 4 + header_length <= frame.len() {
+            parse_json_header(&frame[4..4 + header_length])
+        } else {
+            None
+        };
+        match parsed {
+            Some(h) => {
+                let cmd = new.call1((command_type,))?;
+                let ext = PyDict::new(py);
+                for (k, v) in &h.ext_fields {
+                    ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
+                }
+                let body = &frame[4 + header_length..];
+                let values: [Bound<'py, PyAny>; 9] = [
+                    h.code.into_pyobject(py)?.into_any(),
+                    PyString::new(py, &h.language).into_any(),
+                    h.version.into_pyobject(py)?.into_any(),
+                    h.opaque.into_pyobject(py)?.into_any(),
+                    h.flag.into_pyobject(py)?.into_any(),
+                    match &h.remark {
+                        Some(r) => PyString::new(py, r).into_any(),
+                        None => py.None().into_bound(py),
+                    },
+                    ext.into_any(),
+                    if body.is_empty() {
+                        py.None().into_bound(py)
+                    } else {
+                        PyBytes::new(py, body).into_any()
+                    },
+                    0i64.into_pyobject(py)?.into_any(),
+                ];
+                for (name, value) in names.iter().zip(values) {
+                    cmd.setattr(name, value)?;
+                }
+                out.append(cmd)?;
+            }
+            None => match decode_frame.call1((PyBytes::new(py, frame),)) {
+                Ok(cmd) => out.append(cmd)?,
+                Err(e) if e.is_instance(py, error_type) => {
+                    error = Some(e.value(py).str()?.to_string());
+                    break;
+                }
+                Err(e) => return Err(e),
+            },
+        }
+        pos += 4 + length;
+    }
+    Ok((out, pos, error))
+}
+
+/// An int that fits i64, not a bool (orjson writes an int subclass such as an IntEnum code as its value, a bool as
+/// true/false).
+fn plain_i64(v: &Bound<'_, PyAny>) -> Option<i64> {
+    if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
+        v.extract::<i64>().ok()
+    } else {
+        None
+    }
+}
+
+/// Appends the frame of `cmd` when it is a JSON command of plain fields (ints, exact str, a dict of str, bytes);
+/// false (nothing appended) otherwise.
+fn encode_fast(
+    py: Python<'_>,
+    cmd: &Bound<'_, PyAny>,
+    max_frame_length: i64,
+    out: &mut Vec<u8>,
+) -> PyResult<bool> {
+    if plain_i64(&cmd.getattr(intern!(py, "serialize_type"))?) != Some(SERIALIZE_JSON as i64) {
+        return Ok(false);
+    }
+    let ints = [
+        intern!(py, "code"),
+        intern!(py, "version"),
+        intern!(py, "opaque"),
+        intern!(py, "flag"),
+    ];
+    let mut v = [0i64; 4];
+    for (slot, name) in v.iter_mut().zip(ints) {
+        match plain_i64(&cmd.getattr(name)?) {
+            Some(i) => *slot = i,
+            None => return Ok(false),
+        }
+    }
+    let language = cmd.getattr(intern!(py, "language"))?;
+    let remark = cmd.getattr(intern!(py, "remark"))?;
+    let ext = cmd.getattr(intern!(py, "ext_fields"))?;
+    let body = cmd.getattr(intern!(py, "body"))?;
+    if !language.is_exact_instance_of::<PyString>()
+        || !(remark.is_none() || remark.is_exact_instance_of::<PyString>())
+        || !ext.is_exact_instance_of::<PyDict>()
+        || !(body.is_none() || body.is_exact_instance_of::<PyBytes>())
+    {
+        return Ok(false);
+    }
+    let Ok(language) = language.cast::<PyString>()?.to_str() else {
+        return Ok(false);
+    };
+    let remark = if remark.is_none() {
+        None
+    } else {
+        match remark.cast::<PyString>()?.to_str() {
+            Ok(s) => Some(s),
+            Err(_) => return Ok(false),
+        }
+    };
+    let ext = ext.cast::<PyDict>()?;
+    let mut fields: Vec<(Bound<'_, PyString>, Bound<'_, PyString>)> = Vec::with_capacity(ext.len());
+    for (k, val) in ext.iter() {
+        if !k.is_exact_instance_of::<PyString>() || !val.is_exact_instance_of::<PyString>() {
+            return Ok(false);
+        }
+        fields.push((k.cast_into::<PyString>()?, val.cast_into::<PyString>()?));
+    }
+    let mut strs: Vec<(&str, &str)> = Vec::with_capacity(fields.len());
+    for (k, val) in &fields {
+        match (k.to_str(), val.to_str()) {
+            (Ok(k), Ok(val)) => strs.push((k, val)),
+            _ => return Ok(false),
+        }
+    }
+    let body: &[u8] = if body.is_none() {
+        b""
+    } else {
+        body.cast::<PyBytes>()?.as_bytes()
+    };
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 8]);
+    write_json_header(out, v[0], language, v[1], v[2], v[3], remark, &strs);
+    let header_length = out.len() - start - 8;
+    let length = 4 + header_length + body.len();
+    if length as i64 > max_frame_length || header_length > 0xFF_FFFF {
+        out.truncate(start); // the Python codec names the error
+        return Ok(false);
+    }
+    out[start..start + 4].copy_from_slice(&(length as i32).to_be_bytes());
+    out[start + 4..start + 8].copy_from_slice(&(header_length as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    Ok(true)
+}
+
+/// The frames of `cmds` in order, as one buffer: `b"".join(encode_one(c) for c in cmds)`, JSON commands of plain
+/// fields written here, any other by `encode_one` (whose error, e.g. a frame over `max_frame_length`, propagates).
+#[pyfunction]
+pub fn encode_frames<'py>(
+    py: Python<'py>,
+    cmds: &Bound<'py, PyList>,
+    encode_one: &Bound<'py, PyAny>,
+    max_frame_length: i64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out: Vec<u8> = Vec::with_capacity(cmds.len() * 256);
+    for cmd in cmds.iter() {
+        if !encode_fast(py, &cmd, max_frame_length, &mut out)? {
+            let frame = encode_one.call1((&cmd,))?;
+            let frame = frame
+                .cast::<PyBytes>()
+                .map_err(|_| PyTypeError::new_err("encode_one must return bytes"))?;
+            out.extend_from_slice(frame.as_bytes());
+        }
+    }
+    Ok(PyBytes::new(py, &out))
+}
