@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.common.data_version import DataVersion
 from rmq_core.remoting import fastjson
@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SYNC_INTERVAL_S = 10.0
+
+
+def _replace_table(table: dict[str, Any], decode: Callable[[str], object], text: str) -> None:
+    """4.9's clear + putAll of the master's table; the old entries come back if ``text`` does not decode."""
+    old = dict(table)
+    table.clear()
+    try:
+        decode(text)
+    except Exception:
+        table.clear()
+        table.update(old)
+        raise
 
 
 def _data_version(text: str) -> DataVersion | None:
@@ -83,14 +95,7 @@ class SlaveSynchronize:
         version = _data_version(text)
         if version is not None and version == mgr.data_version:
             return
-        old = dict(mgr.topic_config_table)
-        mgr.topic_config_table.clear()
-        try:
-            mgr.decode(text)
-        except Exception:
-            mgr.topic_config_table.clear()
-            mgr.topic_config_table.update(old)
-            raise
+        _replace_table(mgr.topic_config_table, mgr.decode, text)
         mgr.persist()
         log.info("Update slave topic config from master, %s", addr)
         self.on_topics_changed()
@@ -126,13 +131,6 @@ class SlaveSynchronize:
         version = _data_version(text)
         if version is not None and version == mgr.data_version:
             return
-        old = dict(mgr.subscription_group_table)
-        mgr.subscription_group_table.clear()
-        try:
-            mgr.decode(text)
-        except Exception:
-            mgr.subscription_group_table.clear()
-            mgr.subscription_group_table.update(old)
-            raise
+        _replace_table(mgr.subscription_group_table, mgr.decode, text)
         mgr.persist()
         log.info("Update slave Subscription Group from master, %s", addr)
