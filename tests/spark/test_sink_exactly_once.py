@@ -33,14 +33,11 @@ from rmq_core.spark.sink import (
 from rmq_core.spark.sink_transaction_journal import PROPERTY_SINK_TXN, SinkTransactionJournal
 
 from support.client_helpers_core import cluster
+from support.spark_helpers import stored_count
 
 SCHEMA = StructType([StructField("body", StringType())])
 HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-
-
-def _count(broker: Broker, topic: str, queues: int = 8) -> int:
-    return sum(broker.message_store.get_max_offset_in_queue(topic, q) for q in range(queues))
 
 
 def _bodies(broker: Broker, topic: str) -> list[bytes]:
@@ -87,7 +84,7 @@ def test_a_driver_killed_mid_commit_is_ended_by_the_next_writer(tmp_path: Any) -
         writer = RocketMQDataSourceWriter(opts, SCHEMA)
         messages = [writer.write(iter(_rows(f"t{t}", 1000))) for t in range(3)]  # three task attempts
         assert all(isinstance(m, RocketMQCommitMessage) and m.sent == 1000 for m in messages)
-        assert _count(broker, HALF, 1) == 3000 and _count(broker, "SinkEoKill") == 0
+        assert stored_count(broker, HALF, 1) == 3000 and stored_count(broker, "SinkEoKill") == 0
         state = tmp_path / "commit.pickle"
         with open(state, "wb") as f:
             pickle.dump((writer, messages), f)  # as Spark ships the writer to the driver's commit process
@@ -98,14 +95,14 @@ def test_a_driver_killed_mid_commit_is_ended_by_the_next_writer(tmp_path: Any) -
         ) as child:
             try:
                 assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-                _wait(lambda: _count(broker, OP, 1) > 0, "the first END")
+                _wait(lambda: stored_count(broker, OP, 1) > 0, "the first END")
                 child.send_signal(signal.SIGKILL)
             finally:
                 child.wait(10)
         time.sleep(0.5)  # an END already on the wire is still answered by the broker
-        ended = _count(broker, OP, 1)
+        ended = stored_count(broker, OP, 1)
         assert 0 < ended < 3000, f"the driver was to die mid-commit, it had ended {ended} of 3000"
-        assert _count(broker, "SinkEoKill") == ended
+        assert stored_count(broker, "SinkEoKill") == ended
         record = SinkTransactionJournal(journal).pending()
         assert len(record) == 1 and len(record[0].handles) == 3000  # recorded before the first END, not ended
         RocketMQDataSourceWriter(opts, SCHEMA)  # the next writer of the journal (a restarted driver)
@@ -132,7 +129,7 @@ def test_the_check_back_commits_the_recorded_attempt_and_rolls_back_a_failed_one
         )
         checker.start()
         try:
-            _wait(lambda: _count(broker, OP, 1) >= 12, "the check-backs' ENDs")
+            _wait(lambda: stored_count(broker, OP, 1) >= 12, "the check-backs' ENDs")
         finally:
             checker.shutdown()
         assert sorted(_bodies(broker, "SinkEoCheck")) == sorted(f"good-{i}".encode() for i in range(5))
@@ -147,14 +144,14 @@ def test_a_micro_batch_rerun_after_a_restart_is_committed_once(tmp_path: Any) ->
         opts = _opts(ns.address, "SinkEoStream", checkpointLocation=checkpoint)
         first = RocketMQStreamWriter(opts, SCHEMA)
         first.commit([first.write(iter(_rows("b7", 10)))], 7)
-        assert _count(broker, "SinkEoStream") == 10
+        assert stored_count(broker, "SinkEoStream") == 10
         assert os.path.isdir(os.path.join(checkpoint, "rocketmq-sink"))  # the journal's default place
         # the query restarts from a checkpoint that did not record batch 7's commit: batch 7 runs again
         again = pickle.loads(pickle.dumps(RocketMQStreamWriter(opts, SCHEMA)))
         assert again.scope is not None and first.scope is not None and again.scope.sink_id == first.scope.sink_id
         again.commit([again.write(iter(_rows("b7", 10)))], 7)
-        assert _count(broker, "SinkEoStream") == 10  # not again
-        assert _count(broker, OP, 1) == 20  # the re-run's half messages rolled back
+        assert stored_count(broker, "SinkEoStream") == 10  # not again
+        assert stored_count(broker, OP, 1) == 20  # the re-run's half messages rolled back
         again.commit([again.write(iter(_rows("b8", 4)))], 8)
         assert sorted(_bodies(broker, "SinkEoStream")) == sorted(
             [f"b7-{i}".encode() for i in range(10)] + [f"b8-{i}".encode() for i in range(4)]
@@ -162,9 +159,9 @@ def test_a_micro_batch_rerun_after_a_restart_is_committed_once(tmp_path: Any) ->
         # the same commit retried (same attempts): ends nothing twice
         retry = [again.write(iter(_rows("b9", 3)))]
         again.commit(retry, 9)
-        ops = _count(broker, OP, 1)
+        ops = stored_count(broker, OP, 1)
         again.commit(retry, 9)
-        assert _count(broker, "SinkEoStream") == 17 and _count(broker, OP, 1) == ops  # no END sent again
+        assert stored_count(broker, "SinkEoStream") == 17 and stored_count(broker, OP, 1) == ops  # no END sent again
         again.committer().close()
         first.committer().close()
 

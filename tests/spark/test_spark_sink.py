@@ -8,7 +8,7 @@ import pytest
 from rmq_core.store import MessageStore
 
 from support.client_helpers_core import cluster
-from support.spark_helpers import read, spark  # noqa: F401 - fixture
+from support.spark_helpers import read, spark, stored_count  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
 
@@ -88,10 +88,6 @@ def test_streaming_sink_copies_a_topic(spark, tmp_path):  # noqa: F811
 
 
 # --- option("transactional", "true"): half messages in the tasks, ended by the driver --------------------------
-def _stored_count(broker, topic: str, queues: int = 8) -> int:
-    return sum(broker.message_store.get_max_offset_in_queue(topic, q) for q in range(queues))
-
-
 def test_transactional_sink_commits_once_in_the_driver(spark, tmp_path):  # noqa: F811
     """Each task sends its rows as half messages; the job's commit ends them with COMMIT: the topic holds every row
     exactly once, each half message has its op message."""
@@ -107,9 +103,9 @@ def test_transactional_sink_commits_once_in_the_driver(spark, tmp_path):  # noqa
             .save()
         )
         b = brokers[0]
-        assert _stored_count(b, "SinkTx") == 50
-        assert _stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1) == 50
-        assert _stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1) == 50
+        assert stored_count(b, "SinkTx") == 50
+        assert stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1) == 50
+        assert stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1) == 50
         _check(read(spark, namesrv=ns.address, topic="SinkTx").collect())
 
 
@@ -131,9 +127,9 @@ def test_transactional_sink_abort_rolls_back(spark, tmp_path):  # noqa: F811
                 .save()
             )
         b = brokers[0]
-        assert _stored_count(b, "SinkTxAbort") == 0
-        halves = _stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1)
-        ops = _stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1)
+        assert stored_count(b, "SinkTxAbort") == 0
+        halves = stored_count(b, "RMQ_SYS_TRANS_HALF_TOPIC", 1)
+        ops = stored_count(b, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 1)
         assert halves >= 20 and 0 < ops < halves  # the successful task's halves rolled back, the failed one's open
 
 

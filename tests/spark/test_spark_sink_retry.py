@@ -15,7 +15,7 @@ import pytest
 from rmq_core.spark.sink_transaction_journal import PROPERTY_SINK_TXN, parse_sink_transaction_tag
 
 from support.client_helpers_core import cluster
-from support.spark_helpers import make_spark, read
+from support.spark_helpers import make_spark, read, stored_count
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +25,6 @@ def spark_retrying() -> Iterator[Any]:
     s = make_spark("local[2,2]")
     yield s
     s.stop()
-
-
-def _count(broker: Any, topic: str, queues: int = 8) -> int:
-    return sum(broker.message_store.get_max_offset_in_queue(topic, q) for q in range(queues))
 
 
 def test_a_task_failing_after_half_its_rows_then_retried_writes_each_row_once(
@@ -57,7 +53,7 @@ def test_a_task_failing_after_half_its_rows_then_retried_writes_each_row_once(
             .mode("append")
             .save()
         )
-        halves = _count(broker, "RMQ_SYS_TRANS_HALF_TOPIC", 1)
+        halves = stored_count(broker, "RMQ_SYS_TRANS_HALF_TOPIC", 1)
         assert halves >= 60, f"{halves} half messages: the first attempt was to send 20, the retry 40"
         time.sleep(2.0)  # several check rounds: the failed attempt's halves are checked, never committed
         rows = read(spark_retrying, namesrv=ns.address, topic="SinkRetry").collect()
@@ -98,7 +94,7 @@ def test_a_transactional_streaming_copy_restarted_from_its_checkpoint_writes_eac
                 )
                 try:
                     deadline = time.monotonic() + 90
-                    while _count(broker, "DstEo") < n and time.monotonic() < deadline:
+                    while stored_count(broker, "DstEo") < n and time.monotonic() < deadline:
                         if q.exception() is not None:
                             raise q.exception()  # type: ignore[misc]
                         time.sleep(0.2)

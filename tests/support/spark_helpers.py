@@ -114,3 +114,8 @@ def read(spark: Any, **options: Any) -> Any:
 
 def store_path(tmp_path: Path, name: str = "store") -> str:
     return str(tmp_path / name)
+
+
+def stored_count(broker: Any, topic: str, queues: int = 8) -> int:
+    """Messages a broker's store holds for ``topic`` over its first ``queues`` queues."""
+    return sum(broker.message_store.get_max_offset_in_queue(topic, q) for q in range(queues))
