@@ -13,6 +13,8 @@ from rmq_core.message import Message, MessageExt
 
 __all__ = [
     "ColumnBuffer",
+    "SendRequestColumns",
+    "SendRequestParser",
     "StoreEngine",
     "StoreReader",
     "assign_uniq_keys",
@@ -46,7 +48,9 @@ def split_frames(
     error_type: type[BaseException],
     max_frame_length: int,
 ) -> tuple[list[Any], int, str | None]: ...
-def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes: ...
+def encode_frames(
+    cmds: Sequence[Any], encode_one: Callable[[Any], bytes], max_frame_length: int
+) -> bytes: ...
 
 @final
 class ColumnBuffer:
@@ -87,6 +91,54 @@ class StoreReader:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 @final
+class SendRequestColumns:
+    """A chunk's send requests as columns: per request its key or -1 (the general path)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def key_of(self) -> list[int]: ...
+    @property
+    def keys(self) -> list[tuple[str, int, bool, str, int]]: ...
+    def segments(self, plain_keys: list[bool]) -> list[tuple[int, int, bool]]: ...
+    def answers(
+        self,
+        start: int,
+        end: int,
+        raw: list[tuple[int, int, int, int]],
+        codes: list[int],
+        region: str,
+        trace_on: str,
+        store_host: tuple[str, int],
+    ) -> list[bytes | None]: ...
+    def arrivals(
+        self, start: int, end: int, raw: list[tuple[int, int, int, int]]
+    ) -> list[tuple[str, int, int, int, bytes]]: ...
+    def totals(
+        self, start: int, end: int, raw: list[tuple[int, int, int, int]], counted: list[bool]
+    ) -> list[tuple[int, int, int]]: ...
+
+@final
+class SendRequestParser:
+    """How a plain send is recognised (header field names, property rules) and answered."""
+
+    def __new__(
+        cls,
+        codes: tuple[int, int],
+        v1_names: list[str],
+        v2_names: list[str],
+        general: list[str],
+        wait: str,
+        cluster: str,
+        uniq_key: str,
+        assign_uniq: bool,
+        oneway_bit: int,
+        answer_language: str,
+        answer_flag: int,
+        answer_keys: list[str],
+    ) -> SendRequestParser: ...
+    def parse(self, requests: list[Any], cluster_name: str) -> SendRequestColumns: ...
+
+@final
 class StoreEngine:
     def __new__(cls, root_dir: str, config: dict[str, object]) -> StoreEngine: ...
     def put_messages(
@@ -101,6 +153,18 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+    ) -> list[tuple[int, int, int, int]]: ...
+    def put_send_requests(
+        self,
+        sends: SendRequestColumns,
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        born_host: tuple[str, int],
+        store_timestamp: int,
+        wait_flush: bool = True,
+        uniq_prefix: str = "",
+        uniq_counter: Iterator[int] | None = None,
     ) -> list[tuple[int, int, int, int]]: ...
     def wait_flushed(self, upto: int) -> bool: ...
     def get_message(

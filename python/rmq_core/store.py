@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -386,29 +386,67 @@ class MessageStore:
             prepared_transaction_offset,
         )
         if self._listeners:
-            self._notify_arrivals(msgs, queue_ids, raw)
+            self._notify_arrivals(
+                (m.topic, q, status, queue_offset, m.properties)
+                for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw)
+            )
         return raw
 
-    def _notify_arrivals(self, msgs: list[Message], queue_ids: list[int], raw: list[tuple[int, int, int, int]]) -> None:
+    def put_send_requests(
+        self,
+        sends: _core.SendRequestColumns,
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        born_host: tuple[str, int],
+        *,
+        wait_flush: bool = True,
+    ) -> list[tuple[int, int, int, int]]:
+        """Append the plain sends ``[start, end)`` of ``sends`` (the broker's send path, ``SendRequestParser``) under
+        one lock, each with its own born timestamp, sys flag (| ``sys_flag_or`` of its key), reconsume times and the
+        properties the send path stores (a UNIQ_KEY assigned where a send has none): what ``put_messages`` with ``own_fields`` would append for the same sends.
+        Results ``(status, commitlog_offset, queue_offset, wrote_bytes)`` per send; ``wait_flush`` as in
+        ``put_message``."""
+        if self._closed:
+            raise StoreError(f"message store {self.root_dir} is closed")
+        uniq = self._uniq_id
+        prefix, counter = uniq.batch_prefix() if type(uniq) is _UniqIdGenerator else ("", None)
+        raw = self._engine.put_send_requests(
+            sends, start, end, sys_flag_or, born_host, self._clock(), wait_flush, prefix, counter
+        )
+        if self._listeners:
+            self._notify_arrivals(sends.arrivals(start, end, raw))
+        return raw
+
+    @property
+    def assigns_uniq_keys_in_batch(self) -> bool:
+        """``put_send_requests`` can give a send without a UNIQ_KEY its id (the default generator: ids in one engine
+        call); with another generator such a send is put through ``put_messages``."""
+        return type(self._uniq_id) is _UniqIdGenerator
+
+    def _notify_arrivals(self, arrivals: Iterable[tuple[str, int, int, int, Mapping[str, str] | bytes]]) -> None:
         """Each listener gets each stored message it is scoped to (``add_arrival_listener``): a listener whose
         ``active`` says False is skipped for the whole put, one with ``topics`` for the messages of other topics,
-        and a message no listener takes costs no tags hash (the send path puts a chunk of sends at a time)."""
+        and a message no listener takes costs no tags hash nor properties decode (the send path puts a chunk of sends
+        at a time). ``arrivals``: ``(topic, queue_id, status, queue_offset, properties)``, the properties as a map or
+        as stored."""
         listeners = [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
         if not listeners:
             return
-        for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw):
+        for topic, q, status, queue_offset, props in arrivals:
             if status not in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
                 continue
             code: int | None = None
-            topic = m.topic
+            properties: Mapping[str, str] | None = None
             for fn, topics in listeners:
                 if topics is not None and topic not in topics:
                     continue
-                if code is None:
-                    tags = m.properties.get(PROPERTY_TAGS)
+                if properties is None:
+                    properties = self._impl.decode_properties(props) if isinstance(props, bytes) else props
+                    tags = properties.get(PROPERTY_TAGS)
                     code = tags_hash(tags) if tags else 0
                 try:
-                    fn(topic, q, queue_offset + 1, code, m.properties)
+                    fn(topic, q, queue_offset + 1, code, properties)
                 except Exception:  # a listener must never undo or block a write
                     log.exception("arrival listener %r failed for %s:%d", fn, topic, q)
 

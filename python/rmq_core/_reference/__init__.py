@@ -18,6 +18,8 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   message_store.py      StoreEngine
   store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
   remoting_frames.py    the remoting frame codec's fast path (split_frames, encode_frames; rmq-py/src/remoting.rs)
+  send_requests.py      a chunk's plain sends as columns, stored in one put, answered as frames (rmq-py/src/send_request.rs)
+  format/send_request.py  a plain send's header fields and stored properties
 
 This package never imports ``rmq_core._core``.
 """
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     )
     from .message_store import StoreEngine
     from .remoting_frames import encode_frames, split_frames
+    from .send_requests import SendRequestColumns, SendRequestParser
     from .store_reader import StoreReader, mapped_file_size
 
 # Loaded on first use (PEP 562): importing a format module (``rmq_core.message`` imports format.message) must not
@@ -56,6 +59,8 @@ _WHERE = {
     "StoreEngine": ".message_store",
     "encode_frames": ".remoting_frames",
     "split_frames": ".remoting_frames",
+    "SendRequestParser": ".send_requests",
+    "SendRequestColumns": ".send_requests",
     "StoreReader": ".store_reader",
     "mapped_file_size": ".store_reader",
 }
@@ -71,6 +76,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SendRequestColumns",
+    "SendRequestParser",
     "StoreEngine",
     "StoreReader",
     "assign_uniq_keys",

@@ -48,8 +48,9 @@ import fcntl
 import os
 import struct
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
 from rmq_core.store_status import PutMessageStatus
@@ -88,12 +89,16 @@ from .format.message import (
     is_tx_prepared_or_rollback,
     is_v6_host,
     patch_offsets,
+    properties_from_text,
     record_layout,
     record_store_timestamp,
     tags_code_of,
 )
 from .index_service import IndexService
 from .recovery import iter_records, recover
+
+if TYPE_CHECKING:
+    from .send_requests import SendRequestColumns
 
 _PUT_OK = int(PutMessageStatus.PUT_OK)
 _I64 = struct.Struct(">q")
@@ -403,6 +408,40 @@ class StoreEngine:
             pass
 
     # -- write path -----------------------------------------------------------------------------------------
+
+    def put_send_requests(
+        self,
+        sends: SendRequestColumns,
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        born_host: tuple[str, int],
+        store_timestamp: int,
+        wait_flush: bool = True,
+        uniq_prefix: str = "",
+        uniq_counter: Iterator[int] | None = None,
+    ) -> list[tuple[int, int, int, int]]:
+        """The plain sends ``[start, end)`` of ``sends`` in one ``put_messages``, each with its own fields and its
+        key's ``sys_flag_or`` bits; a send without a UNIQ_KEY given the next id of (``uniq_prefix``,
+        ``uniq_counter``) as ``assign_uniq_keys`` gives them (``rust/rmq-py/src/store.rs``)."""
+        rows = sends.plain_rows(start, end)
+        counter = uniq_counter
+
+        def new_id() -> str:
+            assert counter is not None
+            return f"{uniq_prefix}{next(counter) & 0xFFFF:04X}"
+
+        stored = sends.stored_properties(start, end, None if counter is None else new_id)
+        msgs, queue_ids, own = [], [], []
+        for r, props in zip(rows, stored):
+            if r.key >= len(sys_flag_or):
+                raise ValueError("sys_flag_or has no entry for a key")
+            topic, queue_id = sends.key(r.key)[:2]
+            msg = SimpleNamespace(topic=topic, body=r.body or b"", flag=r.flag, properties=properties_from_text(props))
+            msgs.append(msg)
+            queue_ids.append(queue_id)
+            own.append((r.born_timestamp, r.sys_flag | sys_flag_or[r.key], r.reconsume_times))
+        return self.put_messages(msgs, queue_ids, 0, 0, born_host, 0, store_timestamp, wait_flush, own)
 
     def put_messages(
         self,

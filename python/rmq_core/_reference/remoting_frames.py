@@ -6,7 +6,7 @@ store); this twin hands every frame to it, the Rust side only the frames outside
 Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the frame ``decode_frame`` takes.
 
 Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
-``b"".join(encode_one(c) for c in cmds)``.
+``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is).
 
 Thread-safety: pure functions.
 """
@@ -53,5 +53,6 @@ def split_frames(
 
 
 def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes:
-    """The frames of ``cmds`` in order as one buffer (``max_frame_length`` is ``encode_one``'s to enforce)."""
-    return b"".join([encode_one(c) for c in cmds])
+    """The frames of ``cmds`` in order as one buffer (``max_frame_length`` is ``encode_one``'s to enforce); a ``bytes``
+    item is a frame already encoded, kept as it is."""
+    return b"".join([c if type(c) is bytes else encode_one(c) for c in cmds])

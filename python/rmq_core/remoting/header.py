@@ -67,6 +67,12 @@ def _parse(kind: str, name: str, value: str) -> Any:
         raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
 
 
+def field_names(cls: type, *, short_names: bool = False) -> list[str]:
+    """The extFields names of a header class's fields, in declaration order (the V2 short names with
+    ``short_names``, where a field has one)."""
+    return [short if short_names and short else name for name, _kind, _req, short in _fields(cls)]
+
+
 _DECODERS: dict[tuple[type, bool], Callable[[Mapping[str, str]], Any]] = {}
 
 

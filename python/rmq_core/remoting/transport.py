@@ -22,7 +22,7 @@ import asyncio
 import logging
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import ModuleType
 from typing import Any, cast
 
@@ -46,7 +46,8 @@ Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand 
 SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
-BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | None]]]
+# A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded
+BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | bytes | None]]]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -68,8 +69,9 @@ def split_frames(buf: bytearray) -> tuple[list[RemotingCommand], int, RemotingCo
     return cmds, used, None if error is None else RemotingCommandError(error)
 
 
-def encode_frames(cmds: list[RemotingCommand]) -> bytes:
-    """The frames of ``cmds`` as one buffer (the backend's ``encode_frames``: the bytes of ``cmd.encode()`` each)."""
+def encode_frames(cmds: Sequence[RemotingCommand | bytes]) -> bytes:
+    """The frames of ``cmds`` as one buffer (the backend's ``encode_frames``: the bytes of ``cmd.encode()`` each, a
+    ``bytes`` item as it is: a frame already encoded)."""
     return _backend.impl.encode_frames(cmds, RemotingCommand.encode, MAX_FRAME_LENGTH)
 
 
@@ -266,7 +268,7 @@ class Connection:
         elif self._out_size >= OUT_FLUSH_BYTES:  # a burst of large answers: hand them to the transport now, so
             self._flush()  # its high-water mark (pause_writing) sees them (invariant 5)
 
-    def send_all(self, cmds: list[RemotingCommand]) -> None:
+    def send_all(self, cmds: Sequence[RemotingCommand | bytes]) -> None:
         """``send`` of each, in order (one write for all of them at the end of the iteration)."""
         if self.closed:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
@@ -480,9 +482,12 @@ class RemotingServer:
             responses = [
                 RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}") for cmd in cmds
             ]
-        out = []
+        out: list[RemotingCommand | bytes] = []
         for cmd, response in zip(cmds, responses):
             if response is None or cmd.is_oneway:
+                continue
+            if response.__class__ is bytes:  # an answer the processor encoded itself (to this request)
+                out.append(response)
                 continue
             response.opaque = cmd.opaque
             response.flag |= 1

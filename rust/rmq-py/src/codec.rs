@@ -107,36 +107,31 @@ pub fn decode_properties<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py
     properties_dict(py, raw)
 }
 
-/// For every message of `msgs` whose `properties` lack `UNIQ_KEY`: `properties["UNIQ_KEY"] = prefix + "%04X" %
-/// (next(counter) & 0xFFFF)`, in list order; returns how many were assigned. `in`, `next` and item assignment go
-/// through the generic protocols, so a message that is not what it should be raises what the Python twin raises.
-#[pyfunction]
-pub fn assign_uniq_keys(
-    py: Python<'_>,
-    msgs: &Bound<'_, PyList>,
-    prefix: &str,
-    counter: &Bound<'_, PyAny>,
-) -> PyResult<usize> {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let (a_props, key) = (intern!(py, "properties"), intern!(py, "UNIQ_KEY"));
-    // SAFETY: PyIter_Check only reads the type's tp_iternext slot.
-    if unsafe { ffi::PyIter_Check(counter.as_ptr()) } == 0 {
-        return Err(PyTypeError::new_err(format!(
-            "'{}' object is not an iterator",
-            counter.get_type().name()?
-        )));
-    }
-    let it = counter;
-    let mut id = String::with_capacity(prefix.len() + 4);
-    let mut assigned = 0usize;
-    for m in msgs.iter() {
-        let props = m.getattr(a_props)?;
-        if props.contains(key)? {
-            continue;
+/// The ids `assign_uniq_keys` gives: `prefix + "%04X" % (next(counter) & 0xFFFF)`, `next` through the iterator
+/// protocol (a counter that is not an iterator raises TypeError, as the Python twin's `next` does).
+pub struct UniqIds<'a, 'py> {
+    prefix: &'a str,
+    counter: &'a Bound<'py, PyAny>,
+}
+
+impl<'a, 'py> UniqIds<'a, 'py> {
+    pub fn new(prefix: &'a str, counter: &'a Bound<'py, PyAny>) -> PyResult<Self> {
+        // SAFETY: PyIter_Check only reads the type's tp_iternext slot.
+        if unsafe { ffi::PyIter_Check(counter.as_ptr()) } == 0 {
+            return Err(PyTypeError::new_err(format!(
+                "'{}' object is not an iterator",
+                counter.get_type().name()?
+            )));
         }
-        // SAFETY: `counter` is a live object; PyIter_Next returns a new reference, or NULL at the end (no error
-        // set) or on an error (set). Only called on objects PyIter_Check accepted (below).
-        let c = unsafe { ffi::PyIter_Next(it.as_ptr()) };
+        Ok(UniqIds { prefix, counter })
+    }
+
+    /// The next id, written into `id` (cleared first).
+    pub fn next_into(&self, py: Python<'py>, id: &mut String) -> PyResult<()> {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        // SAFETY: `counter` is a live object PyIter_Check accepted (`new`); PyIter_Next returns a new reference, or
+        // NULL at the end (no error set) or on an error (set).
+        let c = unsafe { ffi::PyIter_Next(self.counter.as_ptr()) };
         let c = if c.is_null() {
             return Err(PyErr::take(py).unwrap_or_else(|| PyStopIteration::new_err(())));
         } else {
@@ -148,10 +143,34 @@ pub fn assign_uniq_keys(
             Err(_) => c.bitand(0xFFFF)?.extract()?,
         };
         id.clear();
-        id.push_str(prefix);
+        id.push_str(self.prefix);
         for shift in [12u16, 8, 4, 0] {
             id.push(HEX[((c >> shift) & 0xF) as usize] as char);
         }
+        Ok(())
+    }
+}
+
+/// For every message of `msgs` whose `properties` lack `UNIQ_KEY`: `properties["UNIQ_KEY"] = prefix + "%04X" %
+/// (next(counter) & 0xFFFF)`, in list order; returns how many were assigned. `in`, `next` and item assignment go
+/// through the generic protocols, so a message that is not what it should be raises what the Python twin raises.
+#[pyfunction]
+pub fn assign_uniq_keys(
+    py: Python<'_>,
+    msgs: &Bound<'_, PyList>,
+    prefix: &str,
+    counter: &Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    let (a_props, key) = (intern!(py, "properties"), intern!(py, "UNIQ_KEY"));
+    let ids = UniqIds::new(prefix, counter)?;
+    let mut id = String::with_capacity(prefix.len() + 4);
+    let mut assigned = 0usize;
+    for m in msgs.iter() {
+        let props = m.getattr(a_props)?;
+        if props.contains(key)? {
+            continue;
+        }
+        ids.next_into(py, &mut id)?;
         props.set_item(key, PyString::new(py, &id))?;
         assigned += 1;
     }

@@ -8,6 +8,7 @@
 mod codec;
 mod errors;
 mod remoting;
+mod send_request;
 mod store;
 mod store_reader;
 
@@ -26,6 +27,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::StoreEngine>()?;
     m.add_class::<codec::ColumnBuffer>()?;
     m.add_class::<store_reader::StoreReader>()?;
+    m.add_class::<send_request::SendRequestParser>()?;
+    m.add_class::<send_request::SendRequestColumns>()?;
     m.add_function(wrap_pyfunction!(store_reader::mapped_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;

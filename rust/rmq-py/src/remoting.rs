@@ -211,7 +211,8 @@ fn encode_fast(
 }
 
 /// The frames of `cmds` in order, as one buffer: `b"".join(encode_one(c) for c in cmds)`, JSON commands of plain
-/// fields written here, any other by `encode_one` (whose error, e.g. a frame over `max_frame_length`, propagates).
+/// fields written here, any other by `encode_one` (whose error, e.g. a frame over `max_frame_length`, propagates);
+/// a `bytes` item is a frame already encoded, copied as it is.
 #[pyfunction]
 pub fn encode_frames<'py>(
     py: Python<'py>,
@@ -221,6 +222,10 @@ pub fn encode_frames<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut out: Vec<u8> = Vec::with_capacity(cmds.len() * 256);
     for cmd in cmds.iter() {
+        if let Ok(frame) = cmd.cast_exact::<PyBytes>() {
+            out.extend_from_slice(frame.as_bytes()); // an answer already encoded (a plain send's)
+            continue;
+        }
         if !encode_fast(py, &cmd, max_frame_length, &mut out)? {
             let frame = encode_one.call1((&cmd,))?;
             let frame = frame

@@ -247,22 +247,51 @@ impl StoreEngine {
         let results = py
             .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
             .py_err(py)?;
-        let out = PyList::empty(py);
-        for r in &results {
-            let t = (
-                r.status as i32,
-                r.commitlog_offset,
-                r.queue_offset,
-                r.wrote_bytes,
-            )
-                .into_pyobject(py)?;
-            // A tuple of ints cannot be part of a cycle (CPython untracks such tuples itself, lazily): untracked
-            // now, a 100,000-message batch's results do not set off collections of everything the caller holds.
-            // SAFETY: `t` is a live tuple we just created; untracking a GC object is always allowed.
-            unsafe { ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) };
-            out.append(t)?;
-        }
-        Ok(out)
+        results_list(py, &results)
+    }
+
+    /// Stores the plain sends `[start, end)` of `sends` (a `SendRequestColumns`) in one call, as `put_messages` with
+    /// each send's own fields would: `sys_flag_or[key]` or-ed into the sys flag of each send of that key, a send
+    /// without a UNIQ_KEY given the next id of (`uniq_prefix`, `uniq_counter`) as `assign_uniq_keys` gives them.
+    /// Results as `put_messages`'.
+    #[pyo3(signature = (sends, start, end, sys_flag_or, born_host, store_timestamp, wait_flush=true, uniq_prefix="", uniq_counter=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_send_requests<'py>(
+        &self,
+        py: Python<'py>,
+        sends: &Bound<'py, crate::send_request::SendRequestColumns>,
+        start: usize,
+        end: usize,
+        sys_flag_or: Vec<i32>,
+        born_host: &Bound<'py, PyAny>,
+        store_timestamp: i64,
+        wait_flush: bool,
+        uniq_prefix: &str,
+        uniq_counter: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let cols = sends.get();
+        let rows = cols.plain_rows(start, end)?;
+        let ids = match uniq_counter {
+            Some(c) => Some(codec::UniqIds::new(uniq_prefix, c)?),
+            None => None,
+        };
+        let assigned = cols.assign_uniq_keys(py, start, &rows, ids.as_ref())?;
+        let put = cols.put_messages(py, start, &rows, &assigned, &sys_flag_or)?;
+        let ctx = PutContext {
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: codec::host_from_py(born_host)?,
+            reconsume_times: 0,
+            store_timestamp,
+            prepared_transaction_offset: 0,
+        };
+        let store = &self.store;
+        let results = py
+            .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
+            .py_err(py)?;
+        drop(put);
+        cols.keep_assigned(assigned);
+        results_list(py, &results)
     }
 
     /// Waits, GIL released, until a CommitLog flush covers `upto` (a `wait_flush=False` put's end offset).
@@ -523,4 +552,24 @@ impl StoreEngine {
             r.index_last_update_phyoffset,
         ))
     }
+}
+
+/// A put's results as `[(status, commitlog_offset, queue_offset, wrote_bytes)]`.
+fn results_list<'py>(py: Python<'py>, results: &[rmq_store::PutResult]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in results {
+        let t = (
+            r.status as i32,
+            r.commitlog_offset,
+            r.queue_offset,
+            r.wrote_bytes,
+        )
+            .into_pyobject(py)?;
+        // A tuple of ints cannot be part of a cycle (CPython untracks such tuples itself, lazily): untracked
+        // now, a 100,000-message batch's results do not set off collections of everything the caller holds.
+        // SAFETY: `t` is a live tuple we just created; untracking a GC object is always allowed.
+        unsafe { ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) };
+        out.append(t)?;
+    }
+    Ok(out)
 }

@@ -164,14 +164,18 @@ def decode_properties(raw: bytes) -> dict[str, str]:
 def properties_from_text(text: str) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``: never fails; a segment without a name, a value or the separator
     is skipped, as Java skips it."""
-    out: dict[str, str] = {}
+    return dict(iter_properties(text))
+
+
+def iter_properties(text: str) -> Iterator[tuple[str, str]]:
+    """The entries of a properties text in order, duplicates included (a map lets later ones overwrite); a segment
+    without a name, a value or the separator skipped (``for_each_property`` in Rust)."""
     for seg in text.split(PROPERTY_SEPARATOR):
         if len(seg) < 3:
             continue
         kv = seg.find(NAME_VALUE_SEPARATOR)
         if 0 < kv < len(seg) - 1:
-            out[seg[:kv]] = seg[kv + 1 :]
-    return out
+            yield seg[:kv], seg[kv + 1 :]
 
 
 def tags_hash(tags: str) -> int:

@@ -74,6 +74,7 @@ from rmq_core.common.perm_name import (
 )
 from rmq_core.common.sys_flag import build_topic_sys_flag
 from rmq_core.common.topic_config import TopicConfig
+from rmq_core import _backend
 from rmq_core.message import (
     COMPRESSED_FLAG,
     MULTI_TAGS_FLAG,
@@ -85,6 +86,7 @@ from rmq_core.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    UNIQ_KEY,
     Message,
     MessageExt,
     decode_messages,
@@ -95,7 +97,7 @@ from rmq_core.message_encoding import (
     string_to_properties,
 )
 from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
-from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
+from rmq_core.remoting.command import RPC_ONEWAY, RPC_TYPE_RESPONSE, RemotingCommand
 from rmq_core.remoting.header import (
     ConsumerSendMsgBackRequestHeader,
     HeaderError,
@@ -103,6 +105,7 @@ from rmq_core.remoting.header import (
     SendMessageResponseHeader,
     decode_header,
     encode_header,
+    field_names,
 )
 from rmq_core.store_status import PutMessageStatus
 
@@ -111,6 +114,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.ha.replication import Replication
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
+    from rmq_core import _core
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
@@ -130,6 +134,12 @@ _SEND_OK = {
     PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+# a single send's answer: extFields in this order (MSG_REGION, TRACE_ON, then SendMessageResponseHeader's fields)
+_ANSWER_KEYS = (PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId", "queueOffset")
+# per PutMessageStatus ordinal: the answer's code of a stored single send (-1: answered with its error remark)
+_ANSWER_CODES = [int(_SEND_OK[s]) if s in _SEND_OK else -1 for s in PutMessageStatus]
+_COUNTED = [s in _SEND_OK for s in PutMessageStatus]  # the statuses whose sends the put stats count
+_HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
 def suggest_todo(url: str) -> str:
@@ -215,6 +225,22 @@ class SendMessageProcessor:
         self.group_commit_service = group_commit_service or GroupCommitService(message_store)
         self.replication = replication
         self._sync_master = replication is not None and replication.is_sync_master
+        # the plain single sends of a chunk, read in one call of the store's engine (a delayed, transactional,
+        # timer, retry-topic, batch or unusual send takes the general path below)
+        self._plain_sends = _backend.load(message_store.backend).SendRequestParser(
+            (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2)),
+            field_names(SendMessageRequestHeader)[:_HEADER_FIELDS],
+            field_names(SendMessageRequestHeader, short_names=True)[:_HEADER_FIELDS],
+            [PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED, *TIMER_PROPERTIES],
+            PROPERTY_WAIT_STORE_MSG_OK,
+            PROPERTY_CLUSTER,
+            UNIQ_KEY,
+            message_store.assigns_uniq_keys_in_batch,
+            RPC_ONEWAY,
+            "JAVA",
+            RPC_TYPE_RESPONSE,
+            list(_ANSWER_KEYS),
+        )
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -315,9 +341,22 @@ class SendMessageProcessor:
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
         """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``_Refused``."""
+        return self._check_topic(
+            conn, header.topic, header.queueId, header.unitMode, header.defaultTopic, header.defaultTopicQueueNums
+        )
+
+    def _check_topic(
+        self,
+        conn: Connection,
+        topic: str,
+        queue_id: int,
+        unit_mode: bool | None,
+        default_topic: str,
+        default_topic_queue_nums: int,
+    ) -> TopicConfig:
+        """``msg_check`` of the header fields it reads."""
         if not is_writeable(self.broker_config.broker_permission):
             raise self._broker_forbidden()
-        topic = header.topic
         reason = mix_all.validate_topic(topic)
         if reason is not None:
             raise _Refused(ResponseCode.SYSTEM_ERROR, reason)
@@ -327,7 +366,7 @@ class SendMessageProcessor:
         topic_config = tcm.select_topic_config(topic)
         if topic_config is None:
             topic_sys_flag = 0
-            if header.unitMode:
+            if unit_mode:
                 topic_sys_flag = (
                     build_topic_sys_flag(False, True)
                     if mix_all.is_retry_topic(topic)
@@ -335,7 +374,7 @@ class SendMessageProcessor:
                 )
             log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
             topic_config = tcm.create_topic_in_send_message_method(
-                topic, header.defaultTopic, conn.remote_address, header.defaultTopicQueueNums, topic_sys_flag
+                topic, default_topic, conn.remote_address, default_topic_queue_nums, topic_sys_flag
             )
             if topic_config is None and mix_all.is_retry_topic(topic):
                 topic_config = self._create_back_topic(topic, 1, PERM_WRITE | PERM_READ, topic_sys_flag)
@@ -345,9 +384,9 @@ class SendMessageProcessor:
                     f"topic[{topic}] not exist, apply first please!{suggest_todo(FAQ_URL)}",
                 )
         valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-        if header.queueId >= valid:
+        if queue_id >= valid:
             info = (
-                f"request queueId[{header.queueId}] is illegal, {topic_config_to_string(topic_config)} "
+                f"request queueId[{queue_id}] is illegal, {topic_config_to_string(topic_config)} "
                 f"Producer: {conn.remote_address}"
             )
             log.warning(info)
@@ -433,12 +472,13 @@ class SendMessageProcessor:
             self._count_puts(((send, result),))
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = self.broker_config
+        region, trace, msg_id, answer_queue_id, queue_offset = _ANSWER_KEYS
         ext = {
-            PROPERTY_MSG_REGION: cfg.region_id,
-            PROPERTY_TRACE_SWITCH: "true" if cfg.trace_on else "false",
-            "msgId": result.msg_id or "",  # set: the record was written
-            "queueId": str(queue_id if send.answer_queue_id < 0 else send.answer_queue_id),  # 4.9/5.x: queueIdInt
-            "queueOffset": str(result.queue_offset),
+            region: cfg.region_id,
+            trace: "true" if cfg.trace_on else "false",
+            msg_id: result.msg_id or "",  # set: the record was written
+            answer_queue_id: str(queue_id if send.answer_queue_id < 0 else send.answer_queue_id),  # 4.9/5.x: queueIdInt
+            queue_offset: str(result.queue_offset),
         }
         return RemotingCommand(
             code=code,
@@ -473,15 +513,127 @@ class SendMessageProcessor:
             stats.inc_put(topic, n, size, times=n)
 
     # --- the sends of one received chunk ---------------------------------------------------------------------
-    async def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[RemotingCommand | None]:
-        """The send requests read from one chunk of a connection, answered in order: consecutive single sends
-        (SEND_MESSAGE / SEND_MESSAGE_V2 that pass their checks) are stored with one ``put_messages`` call, each
-        record with its own born timestamp, sys flag and reconsume times, exactly as one by one; a send refused by
-        a check stores nothing and gets its own answer; batch sends and send-backs go through ``process_request``
-        in their turn (the single sends before them stored first, so the store keeps the arrival order)."""
-        responses: list[RemotingCommand | None] = [None] * len(requests)
+    async def process_batch(
+        self, conn: Connection, requests: list[RemotingCommand]
+    ) -> list[RemotingCommand | bytes | None]:
+        """The send requests read from one chunk of a connection, answered in order (an answer may come as its
+        encoded frame). The plain single sends (no delay, transaction or timer property, WAIT not false, a UNIQ_KEY,
+        a queue id >= 0, not to a ``%RETRY%`` topic: what producers send most) are read into columns by the store
+        engine's ``SendRequestParser``; the checks of ``msg_check`` run once per distinct (topic, queue id, unit
+        mode, default topic) of the chunk, and each run of consecutive plain sends that passed them is stored with
+        one ``put_send_requests`` and answered by the engine: the same records and answers as the general path
+        gives each of them. Every other request takes the general path (``_process_general``) in its turn, so the
+        store keeps the arrival order."""
+        responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
+        sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
+        verdicts = [self._plain_verdict(conn, key) for key in sends.keys]
+        if not verdicts:
+            await self._process_general(conn, requests, range(len(requests)), responses)
+            return responses
+        sys_flag_or = [v if isinstance(v, int) else 0 for v in verdicts]
+        key_of: list[int] | None = None
+        for start, end, plain in sends.segments([isinstance(v, int) for v in verdicts]):
+            if plain:
+                await self._put_plain(conn, requests, sends, start, end, sys_flag_or, responses)
+                continue
+            if key_of is None:
+                key_of = sends.key_of
+            general = []
+            for i in range(start, end):
+                verdict = verdicts[key_of[i]] if key_of[i] >= 0 else None
+                if isinstance(verdict, _Refused):
+                    responses[i] = self._send_response(requests[i], verdict.code, verdict.remark)
+                else:
+                    general.append(i)
+            await self._process_general(conn, requests, general, responses)
+        return responses
+
+    def _plain_verdict(self, conn: Connection, key: tuple[str, int, bool, str, int]) -> int | _Refused | None:
+        """The checks of ``_prepare_send`` for the plain sends of one key, once: the sys flag bits to or in (an int),
+        the refusal every such send gets, or None for the general path (a ``%RETRY%`` topic: its group decides)."""
+        topic, queue_id, unit_mode, default_topic, default_topic_queue_nums = key
+        if mix_all.is_retry_topic(topic):
+            return None
+        try:
+            topic_config = self._check_topic(conn, topic, queue_id, unit_mode, default_topic, default_topic_queue_nums)
+        except _Refused as e:
+            return e
+        except Exception:  # the general path meets it again, and answers each send with it
+            return None
+        if self.broker_config.is_slave:
+            return _Refused(ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave")
+        return MULTI_TAGS_FLAG if topic_config.topic_filter_type == "MULTI_TAG" else 0
+
+    async def _put_plain(
+        self,
+        conn: Connection,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> None:
+        """Stores the plain sends ``[start, end)`` in one call, waits for the flush (SYNC_FLUSH) and the slave
+        (SYNC_MASTER) as ``_put_run`` does, and answers each."""
+        try:
+            raw = self.message_store.put_send_requests(
+                sends, start, end, sys_flag_or, parse_address(conn.remote_address), wait_flush=False
+            )
+        except Exception as e:  # refused before anything was appended: every send of the run gets the error
+            log.exception("storing %d sends failed", end - start)
+            for i in range(start, end):
+                responses[i] = RemotingCommand.response_to(
+                    requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
+                )
+            return
+        if self._must_wait_flush():
+            ends = [clo + wrote for status, clo, _, wrote in raw if status == PutMessageStatus.PUT_OK]
+            if ends and not await self.group_commit_service.wait(max(ends)):
+                raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
+        if self._sync_master and self.replication is not None:
+            ends = [clo + wrote for status, clo, _, wrote in raw if status in _SEND_OK and wrote > 0]
+            if ends:
+                replica = await self.replication.wait_for_slave(max(ends))
+                if replica != PutMessageStatus.PUT_OK:
+                    raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
+        cfg = self.broker_config
+        answers = sends.answers(
+            start,
+            end,
+            raw,
+            _ANSWER_CODES,
+            cfg.region_id,
+            "true" if cfg.trace_on else "false",
+            self.message_store.config.store_host,
+        )
+        responses[start:end] = answers
+        if None in answers:  # oneway sends (no answer) and sends the store refused (their error's answer)
+            for j, answer in enumerate(answers):
+                request = requests[start + j]
+                if answer is None and not request.is_oneway:
+                    code, remark = self._status_to_code(PutMessageStatus(raw[j][0]))
+                    responses[start + j] = self._send_response(request, code, remark)
+        keys = sends.keys
+        stats = self.broker_stats_manager
+        for key, n, size in sends.totals(start, end, raw, _COUNTED):
+            stats.inc_put(keys[key][0], n, size, times=n)
+
+    async def _process_general(
+        self,
+        conn: Connection,
+        requests: list[RemotingCommand],
+        indexes: Iterable[int],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> None:
+        """The requests at ``indexes``, answered in order: consecutive single sends (SEND_MESSAGE /
+        SEND_MESSAGE_V2 that pass their checks) are stored with one ``put_messages`` call, each record with its own
+        born timestamp, sys flag and reconsume times, exactly as one by one; a send refused by a check stores nothing
+        and gets its own answer; batch sends and send-backs go through ``process_request`` in their turn (the single
+        sends before them stored first, so the store keeps the arrival order)."""
         run: list[tuple[int, _PreparedSend]] = []
-        for i, request in enumerate(requests):
+        for i in indexes:
+            request = requests[i]
             code = request.code
             if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
                 try:
@@ -507,13 +659,12 @@ class SendMessageProcessor:
             responses[i] = await self.process_request(conn, request)
         if run:
             await self._put_run(requests, run, responses)
-        return responses
 
     async def _put_run(
         self,
         requests: list[RemotingCommand],
         run: list[tuple[int, _PreparedSend]],
-        responses: list[RemotingCommand | None],
+        responses: list[RemotingCommand | bytes | None],
     ) -> None:
         """Stores a run of checked single sends (one connection: one born host) in one call and answers each."""
         sends = [send for _, send in run]

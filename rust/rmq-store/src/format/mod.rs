@@ -2,8 +2,8 @@
 //!
 //! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `columns` (records → Arrow-layout
 //! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `gather`
-//! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), `index` (index files), and the
-//! checkpoint layout constants here.
+//! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), `index` (index files), `remoting`
+//! (JSON-header frames), `send_request` (a plain send's fields and properties), and the checkpoint layout constants here.
 //!
 //! Format: all integers big-endian (Java ByteBuffer).
 //!
@@ -18,6 +18,7 @@ pub mod gather;
 pub mod index;
 pub mod message;
 pub mod remoting;
+pub mod send_request;
 
 /// `<root>/checkpoint` is this many bytes (RocketMQ maps one OS page).
 pub const CHECKPOINT_FILE_SIZE: usize = 4096;

@@ -1,0 +1,192 @@
+//! A plain send: the SEND_MESSAGE (10) / SEND_MESSAGE_V2 (310) requests producers send most, read field by field
+//! into the columns of the records they store, so that a chunk of them is checked once per (topic, queue) and stored
+//! without a Python object per send (`rmq-py/src/send_request.rs` binds it; the broker's `SendMessageProcessor` owns
+//! the checks and decides which requests take this path).
+//!
+//! Format: the header's extFields are strings (`SendMessageRequestHeader`; V2 uses one-letter names). The names, the
+//! property names with a meaning here and the answer's field names are the caller's (Python owns them: remoting's
+//! `header.py`, `message.py`), passed in once; nothing here hard-codes a RocketMQ name.
+//!
+//! Invariants:
+//! 1. `parse_decimal` accepts only `-?[0-9]+` in range: a subset of what Python's `int()` accepts, with the same value.
+//!    A field outside that subset makes the request "general" (the processor's own decoder answers it), never a guess.
+//! 2. `rewrite_plain_properties` writes exactly what the general path stores for the same text (decode into an
+//!    ordered map, drop `wait` unless its value is "false", set `cluster`, encode), and refuses (false) whatever that
+//!    path would treat differently: a duplicate name, a name of the `general` set (delay, transaction, timer), `wait`
+//!    = "false", no `uniq_key` (unless the caller lets the store assign it: then it is appended last, as the
+//!    store appends it on the general path).
+//!
+//! Thread-safety: pure functions.
+
+use crate::format::message::{encode_property_into, for_each_property};
+
+/// `-?[0-9]+` that fits `T` (invariant 1).
+pub fn parse_decimal<T: TryFrom<i64>>(s: &str) -> Option<T> {
+    let b = s.as_bytes();
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v: i64 = s.parse().ok()?;
+    T::try_from(v).ok()
+}
+
+/// A boolean header field as Java writes it: exactly "true" or "false" (anything else: general).
+pub fn parse_java_bool(s: &str) -> Option<bool> {
+    match s {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// The property names with a meaning on the send path.
+#[derive(Debug, Clone)]
+pub struct PlainPropertyRules {
+    /// Any of these makes a send general (delay level, transaction, timer properties).
+    pub general: Vec<String>,
+    /// Not stored ("WAIT"); its value "false" makes the send general (the sender does not wait for the flush).
+    pub wait: String,
+    /// Set to the broker's cluster name ("CLUSTER"), in place when present, else appended.
+    pub cluster: String,
+    /// Must be present ("UNIQ_KEY": the producer's message id; the store assigns one on the general path).
+    pub uniq_key: String,
+}
+
+/// Appends the properties the general path would store for `raw` (invariant 2): `Some(false)`, or `Some(true)` when
+/// `uniq_key` is missing and `assign_uniq` allows it (the store then appends the id it assigns, as the general path
+/// does); `None` (and `out` as it was) when the send must take the general path.
+pub fn rewrite_plain_properties(
+    raw: &[u8],
+    rules: &PlainPropertyRules,
+    cluster_name: &str,
+    assign_uniq: bool,
+    out: &mut Vec<u8>,
+) -> Option<bool> {
+    let mut entries: [(&[u8], &[u8]); 16] = [(&[], &[]); 16];
+    let mut n = 0usize;
+    let mut ok = true;
+    for_each_property(raw, |k, v| {
+        if !ok {
+            return;
+        }
+        if n == entries.len() || entries[..n].iter().any(|(ek, _)| *ek == k) {
+            ok = false; // many properties or a duplicate: the map's own rules, on the general path
+            return;
+        }
+        entries[n] = (k, v);
+        n += 1;
+    });
+    if !ok {
+        return None;
+    }
+    let (wait, cluster, uniq) = (
+        rules.wait.as_bytes(),
+        rules.cluster.as_bytes(),
+        rules.uniq_key.as_bytes(),
+    );
+    let mut has_uniq = false;
+    for (k, v) in &entries[..n] {
+        if rules.general.iter().any(|g| g.as_bytes() == *k) || (*k == wait && *v == b"false") {
+            return None;
+        }
+        has_uniq |= *k == uniq;
+    }
+    if !has_uniq && !assign_uniq {
+        return None;
+    }
+    let mut has_cluster = false;
+    for (k, v) in &entries[..n] {
+        if *k == wait {
+            continue;
+        }
+        if *k == cluster {
+            has_cluster = true;
+            encode_property_into(out, k, cluster_name.as_bytes());
+        } else {
+            encode_property_into(out, k, v);
+        }
+    }
+    if !has_cluster {
+        encode_property_into(out, cluster, cluster_name.as_bytes());
+    }
+    Some(!has_uniq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> PlainPropertyRules {
+        PlainPropertyRules {
+            general: vec!["DELAY".into(), "TRAN_MSG".into()],
+            wait: "WAIT".into(),
+            cluster: "CLUSTER".into(),
+            uniq_key: "UNIQ_KEY".into(),
+        }
+    }
+
+    fn rewrite(raw: &str) -> Option<String> {
+        let mut out = b"x".to_vec();
+        if rewrite_plain_properties(raw.as_bytes(), &rules(), "c1", false, &mut out).is_some() {
+            Some(String::from_utf8(out[1..].to_vec()).unwrap())
+        } else {
+            assert_eq!(out, b"x");
+            None
+        }
+    }
+
+    #[test]
+    fn a_missing_uniq_key_left_to_the_store_when_allowed() {
+        let mut out = Vec::new();
+        let r = rewrite_plain_properties(b"TAGS\x01t\x02WAIT\x01true", &rules(), "c1", true, &mut out);
+        assert_eq!(r, Some(true));
+        assert_eq!(out, b"TAGS\x01t\x02CLUSTER\x01c1\x02");
+        let r = rewrite_plain_properties(b"UNIQ_KEY\x01u", &rules(), "c1", true, &mut out);
+        assert_eq!(r, Some(false));
+    }
+
+    #[test]
+    fn decimals() {
+        assert_eq!(parse_decimal::<i32>("42"), Some(42));
+        assert_eq!(parse_decimal::<i32>("-7"), Some(-7));
+        assert_eq!(parse_decimal::<i32>("007"), Some(7));
+        assert_eq!(parse_decimal::<i64>("1700000000000"), Some(1_700_000_000_000));
+        for bad in ["", "-", "+1", " 1", "1 ", "1_0", "0x1", "2147483648", "١"] {
+            assert_eq!(parse_decimal::<i32>(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_decimal::<i64>("9999999999999999999"), None);
+    }
+
+    #[test]
+    fn plain_properties_rewritten_as_the_map_would() {
+        assert_eq!(
+            rewrite("UNIQ_KEY\u{1}u1\u{2}WAIT\u{1}true\u{2}TAGS\u{1}t").as_deref(),
+            Some("UNIQ_KEY\u{1}u1\u{2}TAGS\u{1}t\u{2}CLUSTER\u{1}c1\u{2}")
+        );
+        assert_eq!(
+            rewrite("CLUSTER\u{1}old\u{2}UNIQ_KEY\u{1}u1\u{2}").as_deref(),
+            Some("CLUSTER\u{1}c1\u{2}UNIQ_KEY\u{1}u1\u{2}")
+        );
+        // malformed segments are skipped, as string2messageProperties skips them
+        assert_eq!(
+            rewrite("\u{2}ab\u{2}\u{1}x\u{2}UNIQ_KEY\u{1}u\u{2}k\u{1}\u{2}").as_deref(),
+            Some("UNIQ_KEY\u{1}u\u{2}CLUSTER\u{1}c1\u{2}")
+        );
+    }
+
+    #[test]
+    fn general_sends_refused() {
+        for raw in [
+            "TAGS\u{1}t",                                  // no UNIQ_KEY
+            "UNIQ_KEY\u{1}u\u{2}DELAY\u{1}3",              // delayed
+            "UNIQ_KEY\u{1}u\u{2}TRAN_MSG\u{1}true",        // transaction
+            "UNIQ_KEY\u{1}u\u{2}WAIT\u{1}false",           // does not wait
+            "UNIQ_KEY\u{1}u\u{2}TAGS\u{1}a\u{2}TAGS\u{1}b", // duplicate
+        ] {
+            assert_eq!(rewrite(raw), None, "{raw:?}");
+        }
+        let many: String = (0..17).map(|i| format!("k{i}\u{1}v\u{2}")).collect();
+        assert_eq!(rewrite(&format!("UNIQ_KEY\u{1}u\u{2}{many}")), None);
+    }
+}
