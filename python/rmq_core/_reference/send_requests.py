@@ -43,7 +43,8 @@ class _Row:
 
 
 def _exact_int(v: Any) -> int | None:
-    return v if type(v) is int and -(2**63) <= v < 2**63 else None
+    """An int (an IntEnum code too), not a bool, that fits i64."""
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 else None
 
 
 class SendRequestColumns:

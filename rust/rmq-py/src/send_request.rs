@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString};
 use rmq_store::format::message::{create_offset_msg_id, encode_property_into, Host};
 use rmq_store::format::remoting::write_json_header;
 use rmq_store::format::send_request::{
@@ -80,8 +80,9 @@ pub struct SendRequestColumns {
     answer_keys: [String; 5],
 }
 
+/// An int (an IntEnum code too), not a bool, that fits i64.
 fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
-    if v.is_exact_instance_of::<PyInt>() {
+    if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
         v.extract::<i64>().ok()
     } else {
         None

@@ -138,7 +138,10 @@ _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCod
 _ANSWER_KEYS = (PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId", "queueOffset")
 # per PutMessageStatus ordinal: the answer's code of a stored single send (-1: answered with its error remark)
 _ANSWER_CODES = [int(_SEND_OK[s]) if s in _SEND_OK else -1 for s in PutMessageStatus]
-_COUNTED = [s in _SEND_OK for s in PutMessageStatus]  # the statuses whose sends the put stats count
+_COUNTED = [s in _SEND_OK for s in PutMessageStatus]
+# a put of many sends that one of them fails validation appends none of them, each answered with that status: the
+# sends are then put one by one, so that each gets its own verdict (as 4.9 puts each send on its own)
+_REFUSED_BY_VALIDATION = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)  # the statuses whose sends the put stats count
 _HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
@@ -576,10 +579,16 @@ class SendMessageProcessor:
     ) -> None:
         """Stores the plain sends ``[start, end)`` in one call, waits for the flush (SYNC_FLUSH) and the slave
         (SYNC_MASTER) as ``_put_run`` does, and answers each."""
+        born_host = parse_address(conn.remote_address)
+        store = self.message_store
         try:
-            raw = self.message_store.put_send_requests(
-                sends, start, end, sys_flag_or, parse_address(conn.remote_address), wait_flush=False
-            )
+            raw = store.put_send_requests(sends, start, end, sys_flag_or, born_host, wait_flush=False)
+            if end - start > 1 and raw[0][0] in _REFUSED_BY_VALIDATION:  # one send's verdict, not the run's
+                raw = [
+                    t
+                    for i in range(start, end)
+                    for t in store.put_send_requests(sends, i, i + 1, sys_flag_or, born_host, wait_flush=False)
+                ]
         except Exception as e:  # refused before anything was appended: every send of the run gets the error
             log.exception("storing %d sends failed", end - start)
             for i in range(start, end):
@@ -668,13 +677,21 @@ class SendMessageProcessor:
     ) -> None:
         """Stores a run of checked single sends (one connection: one born host) in one call and answers each."""
         sends = [send for _, send in run]
-        try:
-            results = self.message_store.put_messages(
-                [(send.msg, send.queue_id) for send in sends],
-                sends[0].born_host,
-                wait_flush=False,
-                own_fields=[(send.born_timestamp, send.sys_flag, send.reconsume_times) for send in sends],
+
+        def put(sends: list[_PreparedSend]) -> list[PutMessageResult]:
+            return list(
+                self.message_store.put_messages(
+                    [(send.msg, send.queue_id) for send in sends],
+                    sends[0].born_host,
+                    wait_flush=False,
+                    own_fields=[(send.born_timestamp, send.sys_flag, send.reconsume_times) for send in sends],
+                )
             )
+
+        try:
+            stored = put(sends)
+            if len(sends) > 1 and stored[0].status in _REFUSED_BY_VALIDATION:  # one send's verdict, not the run's
+                stored = [r for send in sends for r in put([send])]
         except Exception as e:  # refused before anything was appended: every send of the run gets the error
             log.exception("storing %d sends failed", len(run))
             for i, _ in run:
@@ -682,7 +699,6 @@ class SendMessageProcessor:
                     requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
                 )
             return
-        stored = list(results)
         waiting = [r for send, r in zip(sends, stored) if self._must_wait_flush(send.wait_store_msg_ok)]
         if waiting and not await self._flushed(waiting):
             for r in waiting:
