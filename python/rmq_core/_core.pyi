@@ -48,9 +48,7 @@ def split_frames(
     error_type: type[BaseException],
     max_frame_length: int,
 ) -> tuple[list[Any], int, str | None]: ...
-def encode_frames(
-    cmds: Sequence[Any], encode_one: Callable[[Any], bytes], max_frame_length: int
-) -> bytes: ...
+def encode_frames(cmds: Sequence[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes: ...
 
 @final
 class ColumnBuffer:

@@ -52,7 +52,7 @@ def _frames(requests: list[RemotingCommand], responses: list[Any]) -> list[bytes
 
 def _wire(requests: list[RemotingCommand]) -> list[RemotingCommand]:
     """The requests as the server reads them off the wire (one chunk through the frame codec)."""
-    cmds, used, error = split_frames(bytearray(encode_frames(requests)))
+    cmds, _, error = split_frames(bytearray(encode_frames(requests)))
     assert error is None and len(cmds) == len(requests)
     return cmds
 
@@ -86,7 +86,9 @@ def _run(tmp_path, name: str, port: int, requests: list[RemotingCommand], plain_
             "frames": _frames(requests, responses),
             "records": decode_messages(raw, decompress=False),
             "sizes": [len(raw)],
-            "stats": {name: {k: (v.value, v.times) for k, v in t.items()} for name, t in stats.items() if "PUT" in name},
+            "stats": {
+                name: {k: (v.value, v.times) for k, v in t.items()} for name, t in stats.items() if "PUT" in name
+            },
             "plain": sum(1 for k in proc._plain_sends.parse(requests, cfg.broker_cluster_name).key_of if k >= 0),
         }
 
@@ -100,8 +102,21 @@ def _comparable(records: list[Any], sent_uniq: set[str]) -> list[tuple[Any, ...]
             assert _UNIQ.fullmatch(uniq), uniq
             props["UNIQ_KEY"] = "<assigned>"
         out.append(
-            (m.topic, m.queue_id, m.queue_offset, m.commitlog_offset, m.store_size, m.flag, m.sys_flag,
-             m.born_timestamp, m.born_host, m.store_host, m.reconsume_times, m.body, props)
+            (
+                m.topic,
+                m.queue_id,
+                m.queue_offset,
+                m.commitlog_offset,
+                m.store_size,
+                m.flag,
+                m.sys_flag,
+                m.born_timestamp,
+                m.born_host,
+                m.store_host,
+                m.reconsume_times,
+                m.body,
+                props,
+            )
         )
     return out
 
@@ -114,9 +129,10 @@ def test_the_plain_path_stores_and_answers_what_the_general_path_does(tmp_path, 
     assert fast["plain"] > 60  # the corpus really exercises the plain path (about half its sends)
     assert fast["frames"] == general["frames"]
     sent_uniq = {m.properties.get("UNIQ_KEY") for m in fast["records"]} & {
-        req.ext_fields.get("i", "") and dict(
-            kv.split("\x01", 1) for kv in req.ext_fields.get("i", "").split("\x02") if "\x01" in kv
-        ).get("UNIQ_KEY")
+        req.ext_fields.get("i", "")
+        and dict(kv.split("\x01", 1) for kv in req.ext_fields.get("i", "").split("\x02") if "\x01" in kv).get(
+            "UNIQ_KEY"
+        )
         for req in send_corpus(seed)
         if req.ext_fields
     }

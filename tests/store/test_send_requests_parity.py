@@ -71,7 +71,9 @@ def _run(tmp_path, backend: str, seed: int, assign_uniq: bool = True):
                 )
             )
         data = store.read_commit_log(0, store.max_physical_offset) or b""
-        out["records"] = [(m.topic, m.queue_id, m.queue_offset, m.sys_flag) for m in decode_messages(data, decompress=False)]
+        out["records"] = [
+            (m.topic, m.queue_id, m.queue_offset, m.sys_flag) for m in decode_messages(data, decompress=False)
+        ]
         out["commit_log"] = _blank(data)
     return out
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 
-from rmq_core.message_encoding import encode_batch, properties_to_string
 from rmq_core.message import Message
+from rmq_core.message_encoding import encode_batch, properties_to_string
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RPC_ONEWAY, RemotingCommand
 

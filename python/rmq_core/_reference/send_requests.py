@@ -152,7 +152,13 @@ class SendRequestColumns:
         rows = self.plain_rows(start, end)
         self._check(rows, raw)
         return [
-            (self._keys[r.key][0], self._keys[r.key][1], status, qo, self._assigned.get(i, r.properties).encode("utf-8"))
+            (
+                self._keys[r.key][0],
+                self._keys[r.key][1],
+                status,
+                qo,
+                self._assigned.get(i, r.properties).encode("utf-8"),
+            )
             for i, (r, (status, _, qo, _)) in enumerate(zip(rows, raw), start)
         ]
 

@@ -486,7 +486,7 @@ class RemotingServer:
         for cmd, response in zip(cmds, responses):
             if response is None or cmd.is_oneway:
                 continue
-            if response.__class__ is bytes:  # an answer the processor encoded itself (to this request)
+            if isinstance(response, bytes):  # an answer the processor encoded itself (to this request)
                 out.append(response)
                 continue
             response.opaque = cmd.opaque

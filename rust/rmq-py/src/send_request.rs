@@ -298,6 +298,8 @@ impl SendRequestParser {
 }
 
 type Raw = (i32, i64, i64, i64);
+/// `(topic, queue_id, status, queue_offset, properties as stored)`.
+type Arrival<'py> = (String, i32, i32, i64, Bound<'py, PyBytes>);
 
 impl SendRequestColumns {
     /// The rows of `[start, end)`, every one plain (ValueError otherwise).
@@ -365,9 +367,9 @@ impl SendRequestColumns {
             .enumerate()
             .map(|(i, r)| {
                 let key = &self.keys[r.key];
-                let or = *sys_flag_or.get(r.key).ok_or_else(|| {
-                    PyValueError::new_err("sys_flag_or has no entry for a key")
-                })?;
+                let or = *sys_flag_or
+                    .get(r.key)
+                    .ok_or_else(|| PyValueError::new_err("sys_flag_or has no entry for a key"))?;
                 let properties = match next.peek() {
                     Some((row, props)) if *row == start + i => {
                         next.next();
@@ -518,7 +520,7 @@ impl SendRequestColumns {
         start: usize,
         end: usize,
         raw: Vec<Raw>,
-    ) -> PyResult<Vec<(String, i32, i32, i64, Bound<'py, PyBytes>)>> {
+    ) -> PyResult<Vec<Arrival<'py>>> {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
         let assigned = self.assigned.lock().unwrap();

@@ -555,7 +555,10 @@ impl StoreEngine {
 }
 
 /// A put's results as `[(status, commitlog_offset, queue_offset, wrote_bytes)]`.
-fn results_list<'py>(py: Python<'py>, results: &[rmq_store::PutResult]) -> PyResult<Bound<'py, PyList>> {
+fn results_list<'py>(
+    py: Python<'py>,
+    results: &[rmq_store::PutResult],
+) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for r in results {
         let t = (

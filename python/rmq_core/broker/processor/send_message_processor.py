@@ -53,6 +53,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq_core import _backend
 from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
@@ -74,7 +75,6 @@ from rmq_core.common.perm_name import (
 )
 from rmq_core.common.sys_flag import build_topic_sys_flag
 from rmq_core.common.topic_config import TopicConfig
-from rmq_core import _backend
 from rmq_core.message import (
     COMPRESSED_FLAG,
     MULTI_TAGS_FLAG,
@@ -110,11 +110,11 @@ from rmq_core.remoting.header import (
 from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
+    from rmq_core import _core
     from rmq_core.broker.broker_config import BrokerConfig
     from rmq_core.broker.ha.replication import Replication
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
-    from rmq_core import _core
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
@@ -141,7 +141,10 @@ _ANSWER_CODES = [int(_SEND_OK[s]) if s in _SEND_OK else -1 for s in PutMessageSt
 _COUNTED = [s in _SEND_OK for s in PutMessageStatus]
 # a put of many sends that one of them fails validation appends none of them, each answered with that status: the
 # sends are then put one by one, so that each gets its own verdict (as 4.9 puts each send on its own)
-_REFUSED_BY_VALIDATION = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)  # the statuses whose sends the put stats count
+_REFUSED_BY_VALIDATION = (
+    PutMessageStatus.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+)  # the statuses whose sends the put stats count
 _HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
@@ -564,7 +567,9 @@ class SendMessageProcessor:
         except Exception:  # the general path meets it again, and answers each send with it
             return None
         if self.broker_config.is_slave:
-            return _Refused(ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave")
+            return _Refused(
+                ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+            )
         return MULTI_TAGS_FLAG if topic_config.topic_filter_type == "MULTI_TAG" else 0
 
     async def _put_plain(
@@ -599,7 +604,9 @@ class SendMessageProcessor:
         if self._must_wait_flush():
             ends = [clo + wrote for status, clo, _, wrote in raw if status == PutMessageStatus.PUT_OK]
             if ends and not await self.group_commit_service.wait(max(ends)):
-                raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
+                raw = [
+                    (PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw
+                ]
         if self._sync_master and self.replication is not None:
             ends = [clo + wrote for status, clo, _, wrote in raw if status in _SEND_OK and wrote > 0]
             if ends:

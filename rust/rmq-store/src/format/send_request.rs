@@ -139,7 +139,8 @@ mod tests {
     #[test]
     fn a_missing_uniq_key_left_to_the_store_when_allowed() {
         let mut out = Vec::new();
-        let r = rewrite_plain_properties(b"TAGS\x01t\x02WAIT\x01true", &rules(), "c1", true, &mut out);
+        let r =
+            rewrite_plain_properties(b"TAGS\x01t\x02WAIT\x01true", &rules(), "c1", true, &mut out);
         assert_eq!(r, Some(true));
         assert_eq!(out, b"TAGS\x01t\x02CLUSTER\x01c1\x02");
         let r = rewrite_plain_properties(b"UNIQ_KEY\x01u", &rules(), "c1", true, &mut out);
@@ -151,7 +152,10 @@ mod tests {
         assert_eq!(parse_decimal::<i32>("42"), Some(42));
         assert_eq!(parse_decimal::<i32>("-7"), Some(-7));
         assert_eq!(parse_decimal::<i32>("007"), Some(7));
-        assert_eq!(parse_decimal::<i64>("1700000000000"), Some(1_700_000_000_000));
+        assert_eq!(
+            parse_decimal::<i64>("1700000000000"),
+            Some(1_700_000_000_000)
+        );
         for bad in ["", "-", "+1", " 1", "1 ", "1_0", "0x1", "2147483648", "١"] {
             assert_eq!(parse_decimal::<i32>(bad), None, "{bad:?}");
         }
@@ -178,10 +182,10 @@ mod tests {
     #[test]
     fn general_sends_refused() {
         for raw in [
-            "TAGS\u{1}t",                                  // no UNIQ_KEY
-            "UNIQ_KEY\u{1}u\u{2}DELAY\u{1}3",              // delayed
-            "UNIQ_KEY\u{1}u\u{2}TRAN_MSG\u{1}true",        // transaction
-            "UNIQ_KEY\u{1}u\u{2}WAIT\u{1}false",           // does not wait
+            "TAGS\u{1}t",                                   // no UNIQ_KEY
+            "UNIQ_KEY\u{1}u\u{2}DELAY\u{1}3",               // delayed
+            "UNIQ_KEY\u{1}u\u{2}TRAN_MSG\u{1}true",         // transaction
+            "UNIQ_KEY\u{1}u\u{2}WAIT\u{1}false",            // does not wait
             "UNIQ_KEY\u{1}u\u{2}TAGS\u{1}a\u{2}TAGS\u{1}b", // duplicate
         ] {
             assert_eq!(rewrite(raw), None, "{raw:?}");
