@@ -410,12 +410,17 @@ class MessageStore:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
         uniq = self._uniq_id
-        prefix, counter = uniq.batch_prefix() if type(uniq) is _UniqIdGenerator else ("", None)
-        raw = self._engine.put_send_requests(
-            sends, start, end, sys_flag_or, born_host, self._clock(), wait_flush, prefix, counter
-        )
+        if sends.needs_uniq_keys and type(uniq) is _UniqIdGenerator:
+            prefix, counter = uniq.batch_prefix()
+            raw = self._engine.put_send_requests(
+                sends, start, end, sys_flag_or, born_host, self._clock(), wait_flush, prefix, counter
+            )
+        else:
+            raw = self._engine.put_send_requests(sends, start, end, sys_flag_or, born_host, self._clock(), wait_flush)
         if self._listeners:
-            self._notify_arrivals(sends.arrivals(start, end, raw))
+            listeners = self._active_listeners()
+            if listeners:
+                self._notify_arrivals(sends.arrivals(start, end, raw), listeners)
         return raw
 
     @property
@@ -424,13 +429,22 @@ class MessageStore:
         call); with another generator such a send is put through ``put_messages``."""
         return type(self._uniq_id) is _UniqIdGenerator
 
-    def _notify_arrivals(self, arrivals: Iterable[tuple[str, int, int, int, Mapping[str, str] | bytes]]) -> None:
+    def _active_listeners(self) -> list[tuple[ArrivalListener, frozenset[str] | None]]:
+        """The listeners that hear the current put (those whose ``active`` says True, or that have none)."""
+        return [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
+
+    def _notify_arrivals(
+        self,
+        arrivals: Iterable[tuple[str, int, int, int, Mapping[str, str] | bytes]],
+        listeners: list[tuple[ArrivalListener, frozenset[str] | None]] | None = None,
+    ) -> None:
         """Each listener gets each stored message it is scoped to (``add_arrival_listener``): a listener whose
         ``active`` says False is skipped for the whole put, one with ``topics`` for the messages of other topics,
         and a message no listener takes costs no tags hash nor properties decode (the send path puts a chunk of sends
         at a time). ``arrivals``: ``(topic, queue_id, status, queue_offset, properties)``, the properties as a map or
-        as stored."""
-        listeners = [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
+        as stored; ``listeners``: ``_active_listeners()`` when the caller has them already."""
+        if listeners is None:
+            listeners = self._active_listeners()
         if not listeners:
             return
         for topic, q, status, queue_offset, props in arrivals:

@@ -61,6 +61,10 @@ class SendRequestColumns:
         return len(self._rows)
 
     @property
+    def needs_uniq_keys(self) -> bool:
+        return any(r is not None and r.needs_uniq for r in self._rows)
+
+    @property
     def key_of(self) -> list[int]:
         return [-1 if r is None else r.key for r in self._rows]
 

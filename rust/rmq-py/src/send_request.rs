@@ -410,6 +410,12 @@ impl SendRequestColumns {
         self.rows.len()
     }
 
+    /// Whether a plain send lacks a UNIQ_KEY (the store assigns it: `put_send_requests` then needs an id generator).
+    #[getter]
+    fn needs_uniq_keys(&self) -> bool {
+        self.rows.iter().flatten().any(|r| r.needs_uniq)
+    }
+
     /// Per request: the index of its key in `keys`, or -1 (the general path).
     #[getter]
     fn key_of(&self) -> Vec<i64> {
