@@ -39,6 +39,14 @@ a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
 once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
 answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
 
+A chunk's sends (``process_batch``): the plain single sends (no delay, transaction or timer property, WAIT not false,
+a queue id >= 0, not a batch, not to a ``%RETRY%`` topic) are read into columns by the store engine
+(``SendRequestParser``), checked once per (topic, queue id, unit mode, default topic) with the checks above, stored
+with one ``put_send_requests`` per run and answered with frames the engine encodes; every other request takes the
+general path (``_process_general``) in its turn. Both give the same records, answers and stats
+(tests/broker/test_plain_send_parity.py). A put of many sends that one send fails validation (an oversized body)
+appends nothing, so such a run is put again send by send: each send gets its own verdict.
+
 Threading: runs on the broker's loop; the store put runs inline (µs). Under SYNC_FLUSH the put does not wait for the
 flush: the send then awaits the GroupCommitService, which lets every in-flight sync send share one flush (4.9's group
 commit), and answers FLUSH_DISK_TIMEOUT when the flush does not come in ``sync_flush_timeout``; a send whose ``WAIT``
