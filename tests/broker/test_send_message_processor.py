@@ -370,6 +370,27 @@ def test_sends_of_one_chunk_are_stored_in_order_and_answered_each(tmp_path, flus
         assert b.message_store.get_max_offset_in_queue("bad topic!", 0) == 0
 
 
+@pytest.mark.parametrize("uniq", [True, False])
+def test_an_oversized_send_fails_alone_not_its_chunk(tmp_path, uniq):
+    """A send whose body is over maxMessageSize is answered MESSAGE_ILLEGAL and stores nothing; the sends read with
+    it in the same chunk are stored and answered as if it were not there (plain sends with a UNIQ_KEY, and sends the
+    broker gives one)."""
+    with _broker(tmp_path, max_message_size=1024) as b:
+
+        def props(i: int) -> str:
+            return properties_to_string({"TAGS": "T", **({"UNIQ_KEY": f"{i:032X}"} if uniq else {})})
+
+        reqs = [
+            send_request("TopicBig", b"a", properties=props(1)),
+            send_request("TopicBig", b"x" * 1025, properties=props(2)),
+            send_request("TopicBig", b"b", properties=props(3)),
+        ]
+        resps = _one_chunk(b.address, reqs)
+        codes = [resps[r.opaque].code for r in reqs]
+        assert codes == [ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SUCCESS]
+        assert [m.body for m in stored(b, "TopicBig")] == [b"a", b"b"]
+
+
 # --- SYNC_FLUSH ----------------------------------------------------------------------------------------------
 def test_sync_flush_sends(tmp_path, client):
     with _broker(tmp_path, flush_disk_type="SYNC_FLUSH") as b:
