@@ -29,6 +29,7 @@ from typing import Any, cast
 from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
+from rmq_core.remoting.response_waiter import ResponseWaiter
 
 _uvloop: ModuleType | None
 try:
@@ -248,7 +249,7 @@ class Connection:
         self.protocol = protocol
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.remote_address = f"{peer[0]}:{peer[1]}"
-        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.pending: dict[int, ResponseWaiter] = {}  # asyncio futures, or response_waiter's waiters
         self.closed = False
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
@@ -258,7 +259,12 @@ class Connection:
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
-        frame = cmd.encode()
+        self.send_frame(cmd.encode())
+
+    def send_frame(self, frame: bytes) -> None:
+        """``send`` of a command its caller encoded (``RemotingCommand.encode``'s bytes)."""
+        if self.closed:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
         self._out.append(frame)
         self._out_size += len(frame)
         if len(self._out) == 1:
@@ -594,6 +600,11 @@ class RemotingClient:
         if resp is not None and not cmd.is_oneway and not conn.closed:
             resp.opaque, resp.flag = cmd.opaque, resp.flag | 1
             conn.send(resp)
+
+    def open_connection(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, without connecting (None when there is none); any thread may ask."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and not conn.closed else None
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = self._conns.get(addr)
