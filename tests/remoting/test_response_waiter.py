@@ -1,0 +1,176 @@
+"""Requests started without a coroutine (``rmq_core.remoting.response_waiter``) over real TCP on 127.0.0.1: the
+blocking and callback waiters get the response, the timeout or the connection's error exactly once; a timed-out
+callback waiter leaves nothing in ``pending``; a callback that raises does not end the connection; the frame a
+``PendingInvoke`` writes is answered like the same command sent by ``RemotingClient.invoke``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from rmq_core.remoting import RemotingCommand
+from rmq_core.remoting.response_waiter import BlockingResponseWaiter, CallbackResponseWaiter, PendingInvoke
+from rmq_core.remoting.transport import BlockingRemotingClient, Connection, RemotingServer
+
+from support.helpers import wait_until
+
+ECHO = 9101
+NEVER = 9102
+
+
+class RecordingWaiter(CallbackResponseWaiter):
+    __slots__ = ("calls", "event", "raise_it")
+
+    def __init__(self, raise_it: bool = False) -> None:
+        super().__init__()
+        self.calls: list[tuple[RemotingCommand | None, BaseException | None]] = []
+        self.event = threading.Event()
+        self.raise_it = raise_it
+
+    def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        self.calls.append((response, error))
+        self.event.set()
+        if self.raise_it:
+            raise RuntimeError("a callback that raises (test)")
+
+
+@pytest.fixture
+def link() -> Iterator[tuple[BlockingRemotingClient, Connection, str]]:
+    """A server (ECHO answers, NEVER never does) on its own thread, and a connected client."""
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return RemotingCommand.response_to(cmd, 0, ext_fields=cmd.ext_fields, body=cmd.body)
+
+    async def never(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    server.register(ECHO, echo)
+    server.register(NEVER, never)
+    server.start_in_thread("waiter-test-server")
+    client = BlockingRemotingClient()
+    try:
+        assert client.invoke_sync(server.address, RemotingCommand.request(ECHO, {"n": "0"}), 5.0).code == 0
+        conn = client._client.open_connection(server.address)
+        assert conn is not None
+        yield client, conn, server.address
+    finally:
+        client.close()
+        server.stop_thread()
+
+
+def start(client: BlockingRemotingClient, job: PendingInvoke) -> None:
+    client.loop.call_soon_threadsafe(job.run)
+
+
+def test_blocking_waiter_gets_the_response_of_its_frame(link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, addr = link
+    req = RemotingCommand.request(ECHO, {"n": "1", "k": "v"}, b"body")
+    waiter = BlockingResponseWaiter()
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter))
+    resp = waiter.wait(5.0)
+    assert resp.opaque == req.opaque and resp.ext_fields == {"n": "1", "k": "v"} and resp.body == b"body"
+    assert waiter.done()
+    # the same command through invoke gets the same answer
+    again = client.invoke_sync(addr, RemotingCommand.request(ECHO, {"n": "1", "k": "v"}, b"body"), 5.0)
+    assert (again.code, again.ext_fields, again.body) == (resp.code, resp.ext_fields, resp.body)
+    assert not conn.pending
+
+
+def test_blocking_waiter_times_out_by_itself_and_completes_once(link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = link
+    req = RemotingCommand.request(NEVER, {})
+    waiter = BlockingResponseWaiter()
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter))
+    with pytest.raises(TimeoutError):
+        waiter.wait(0.2)
+    assert conn.pending.get(req.opaque) is waiter  # no loop timer: the caller removes it
+    client.loop.call_soon_threadsafe(conn.pending.pop, req.opaque, None)
+    wait_until(lambda: req.opaque not in conn.pending)
+    # a completion after the timeout is harmless, and only the first one counts
+    waiter.set_exception(ConnectionError("late"))
+    waiter.set_result(RemotingCommand.response_to(req, 0))
+    with pytest.raises(ConnectionError, match="late"):
+        waiter.wait(0.1)
+
+
+def test_callback_waiter_response_then_no_timeout(link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = link
+    req = RemotingCommand.request(ECHO, {"n": "2"})
+    waiter = RecordingWaiter()
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=0.2))
+    assert waiter.event.wait(5.0)
+    [(resp, error)] = waiter.calls
+    assert error is None and resp is not None and resp.opaque == req.opaque and resp.ext_fields == {"n": "2"}
+    threading.Event().wait(0.4)  # past the timeout: the timer was cancelled with the response
+    assert len(waiter.calls) == 1 and waiter.timer is None and not conn.pending
+
+
+def test_callback_waiter_timeout_clears_pending(link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = link
+    req = RemotingCommand.request(NEVER, {})
+    waiter = RecordingWaiter()
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=0.2))
+    assert waiter.event.wait(5.0)
+    [(resp, error)] = waiter.calls
+    assert resp is None and isinstance(error, TimeoutError) and "0.2 s" in str(error)
+    assert req.opaque not in conn.pending
+
+
+def test_closing_the_connection_fails_both_waiters(link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = link
+    r1, r2 = RemotingCommand.request(NEVER, {}), RemotingCommand.request(NEVER, {})
+    blocking, callback = BlockingResponseWaiter(), RecordingWaiter()
+    start(client, PendingInvoke(conn, r1.opaque, r1.encode(), blocking))
+    start(client, PendingInvoke(conn, r2.opaque, r2.encode(), callback, timeout_s=30.0))
+    wait_until(lambda: r1.opaque in conn.pending and r2.opaque in conn.pending)
+    client.loop.call_soon_threadsafe(conn.close)
+    with pytest.raises(ConnectionError, match="closed"):
+        blocking.wait(5.0)
+    assert callback.event.wait(5.0)
+    [(resp, error)] = callback.calls
+    assert resp is None and isinstance(error, ConnectionError)
+    # a request started on the closed connection fails at once, nothing written
+    r3 = RemotingCommand.request(ECHO, {})
+    late = BlockingResponseWaiter()
+    start(client, PendingInvoke(conn, r3.opaque, r3.encode(), late))
+    with pytest.raises(ConnectionError, match="is closed"):
+        late.wait(5.0)
+
+
+def test_a_raising_callback_is_logged_and_the_connection_serves_on(link, caplog) -> None:  # type: ignore[no-untyped-def]
+    client, conn, addr = link
+    req = RemotingCommand.request(ECHO, {"n": "3"})
+    waiter = RecordingWaiter(raise_it=True)
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=5.0))
+    assert waiter.event.wait(5.0)
+    wait_until(lambda: "a response callback raised" in caplog.text)
+    assert client.invoke_sync(addr, RemotingCommand.request(ECHO, {"n": "4"}), 5.0).ext_fields == {"n": "4"}
+    assert client._client.open_connection(addr) is conn
+
+
+def test_fail_completes_a_job_the_loop_never_ran() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+
+        async def make() -> Connection:
+            class _W:
+                def get_extra_info(self, name: str) -> None:
+                    return None
+
+            return Connection(None, _W())  # type: ignore[arg-type]
+
+        conn = loop.run_until_complete(make())
+    finally:
+        loop.close()
+    blocking, callback = BlockingResponseWaiter(), RecordingWaiter()
+    PendingInvoke(conn, 1, b"", blocking).fail(RuntimeError("loop gone"))
+    PendingInvoke(conn, 2, b"", callback, timeout_s=1.0).fail(RuntimeError("loop gone"))
+    with pytest.raises(RuntimeError, match="loop gone"):
+        blocking.wait(1.0)
+    [(resp, error)] = callback.calls
+    assert resp is None and isinstance(error, RuntimeError)
