@@ -1,9 +1,9 @@
 """Waiting for a response without a coroutine: what a ``Connection``'s ``pending`` table holds besides asyncio
 futures, and the loop-side start of such a request (``PendingInvoke``).
 
-A request started this way is encoded by its caller (any thread), handed to the connection's loop as a
-``PendingInvoke`` (``run()`` on the loop: the waiter goes into ``pending`` under the request's opaque, the frame is
-queued for the iteration's write), and answered by ``serve_connection`` calling the waiter's ``set_result`` with the
+A request started this way is encoded by its caller (any thread), handed to the connection's loop (a
+``PendingInvoke``, or a waiter that is its own loop job) and started there by ``begin_invoke`` (the waiter goes into
+``pending`` under the request's opaque, the frame is queued for the iteration's write), and answered by ``serve_connection`` calling the waiter's ``set_result`` with the
 response — or ``set_exception`` when the connection closes first. Two waiters:
 
 - ``BlockingResponseWaiter``: a caller thread blocks in ``wait(timeout_s)`` on a plain lock (no loop timer: the
@@ -132,6 +132,24 @@ def _expire(conn: Connection, opaque: int, waiter: CallbackResponseWaiter, timeo
     waiter.fail_now(TimeoutError(f"no response within {timeout_s} s"))
 
 
+def begin_invoke(
+    conn: Connection,
+    opaque: int,
+    frame: bytes,
+    waiter: BlockingResponseWaiter | CallbackResponseWaiter,
+    timeout_s: float | None = None,
+) -> None:
+    """On the loop: ``waiter`` registered under ``opaque`` (with a timer of ``timeout_s`` for a callback waiter) and
+    ``frame`` queued for this iteration's write; on a closed connection the waiter fails with ConnectionError."""
+    if conn.closed:
+        waiter.set_exception(ConnectionError(f"connection to {conn.remote_address} is closed"))
+        return
+    conn.pending[opaque] = waiter
+    if timeout_s is not None and isinstance(waiter, CallbackResponseWaiter):
+        waiter.timer = asyncio.get_running_loop().call_later(timeout_s, _expire, conn, opaque, waiter, timeout_s)
+    conn.send_frame(frame)
+
+
 class PendingInvoke:
     """A request encoded off the loop, to be started on it: ``run()`` (on the loop) registers ``waiter`` under
     ``opaque`` and queues ``frame``; ``fail(error)`` completes the waiter with ``error`` instead (the loop is gone).
@@ -154,16 +172,7 @@ class PendingInvoke:
         self.timeout_s = timeout_s
 
     def run(self) -> None:
-        conn, waiter = self.conn, self.waiter
-        if conn.closed:
-            waiter.set_exception(ConnectionError(f"connection to {conn.remote_address} is closed"))
-            return
-        conn.pending[self.opaque] = waiter
-        if self.timeout_s is not None and isinstance(waiter, CallbackResponseWaiter):
-            waiter.timer = asyncio.get_running_loop().call_later(
-                self.timeout_s, _expire, conn, self.opaque, waiter, self.timeout_s
-            )
-        conn.send_frame(self.frame)
+        begin_invoke(self.conn, self.opaque, self.frame, self.waiter, self.timeout_s)
 
     def fail(self, error: BaseException) -> None:
         if isinstance(self.waiter, CallbackResponseWaiter):

@@ -60,7 +60,12 @@ from rmq_core.message import (
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
-from rmq_core.remoting.response_waiter import BlockingResponseWaiter, CallbackResponseWaiter, PendingInvoke
+from rmq_core.remoting.response_waiter import (
+    BlockingResponseWaiter,
+    CallbackResponseWaiter,
+    PendingInvoke,
+    begin_invoke,
+)
 
 if TYPE_CHECKING:
     from rmq_core.client.mq_client_instance import MQClientInstance
@@ -116,14 +121,15 @@ class _SendState:
         self.brokers_sent: list[str] = []
 
 
-class _FastAttempt:
-    """A default send's first attempt, encoded on the caller's thread (``Producer._fast_attempt``)."""
+class _FastAttempt(_SendState):
+    """A default send's first attempt, encoded on the caller's thread (``Producer._fast_attempt``), and the send's
+    state from there on."""
 
-    __slots__ = ("addr", "begin", "conn", "frame", "mq", "opaque", "remaining_ms", "st", "wire")
+    __slots__ = ("addr", "begin", "conn", "frame", "opaque", "remaining_ms", "wire")
 
     def __init__(
         self,
-        st: _SendState,
+        begin_first: int,
         mq: MessageQueue,
         addr: str,
         conn: Connection,
@@ -133,13 +139,17 @@ class _FastAttempt:
         begin: int,
         remaining_ms: int,
     ) -> None:
-        self.st, self.mq, self.addr, self.conn, self.opaque = st, mq, addr, conn, opaque
-        self.frame, self.wire, self.begin, self.remaining_ms = frame, wire, begin, remaining_ms
+        super().__init__(begin_first)
+        self.times, self.mq = 1, mq
+        self.brokers_sent.append(mq.broker_name)
+        self.addr, self.conn, self.opaque, self.frame = addr, conn, opaque, frame
+        self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
 
 
 class _AsyncSend(CallbackResponseWaiter):
-    """An ASYNC send on the fast path: the waiter of its first attempt, judged on the loop when the answer comes;
-    its outcome goes to ``future`` (a retry continues as the sendDefaultImpl coroutine, its outcome there too)."""
+    """An ASYNC send on the fast path: the loop job starting its first attempt and that attempt's waiter, judged on
+    the loop when the answer comes; its outcome goes to ``future`` (a retry continues as the sendDefaultImpl
+    coroutine, its outcome there too)."""
 
     __slots__ = ("fa", "future", "instance", "msg", "producer", "timeout_ms")
 
@@ -150,20 +160,27 @@ class _AsyncSend(CallbackResponseWaiter):
         self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
         self.future: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
 
+    def run(self) -> None:  # LoopJob
+        fa = self.fa
+        begin_invoke(fa.conn, fa.opaque, fa.frame, self, max(fa.remaining_ms, 1) / 1000.0)
+
+    def fail(self, error: BaseException) -> None:  # LoopJob
+        self.fail_now(error)
+
     def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         future, fa, producer = self.future, self.fa, self.producer
         try:
             result, err = producer._fast_outcome(self.instance, fa, response, error)
-            done = producer._attempt_done(fa.st, ASYNC, fa.mq, fa.begin, result, err)
+            done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
         except BaseException as e:
             if future.set_running_or_notify_cancel():
                 future.set_exception(e)
             return
         if done:
             if future.set_running_or_notify_cancel():
-                future.set_result(cast(SendResult, fa.st.send_result))
+                future.set_result(cast(SendResult, fa.send_result))
             return
-        coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa.st)
+        coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa)
         self.instance.start_task(cast("Coroutine[Any, Any, SendResult]", coro), future)
 
 
@@ -382,7 +399,7 @@ class Producer:
                 fa = None
             if fa is not None:
                 send = _AsyncSend(self, instance, msg, fa, timeout)
-                instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, send, max(fa.remaining_ms, 1) / 1000.0))
+                instance.submit_job(send)
                 return send.future
         # an ASYNC send_on_loop always returns a SendResult (None is ONEWAY's)
         return cast(
@@ -660,14 +677,11 @@ class Producer:
         conn = instance.remoting_client.open_connection(addr)
         if conn is None:
             return None
-        st = _SendState(begin_first)
-        st.mq, st.times = mq, 1
-        st.brokers_sent.append(mq.broker_name)
         begin = _now_ms()
         header, wire = self._send_header(msg, mq)
         request = instance.mq_client_api.send_request(header, wire)
         remaining_ms = timeout_ms - (_now_ms() - begin_first)
-        return _FastAttempt(st, mq, addr, conn, request.opaque, request.encode(), wire, begin, remaining_ms)
+        return _FastAttempt(begin_first, mq, addr, conn, request.opaque, request.encode(), wire, begin, remaining_ms)
 
     def _fast_outcome(
         self,
@@ -684,7 +698,7 @@ class Producer:
             return None, api.transport_error(fa.addr, error, fa.remaining_ms)
         assert response is not None
         try:
-            return api.process_send_response(fa.mq.broker_name, fa.wire, response, fa.addr), None
+            return api.process_send_response(cast(MessageQueue, fa.mq).broker_name, fa.wire, response, fa.addr), None
         except MQBrokerException as e:
             return None, e
 
@@ -711,10 +725,10 @@ class Producer:
             result, err = None, error
         else:
             result, err = self._fast_outcome(instance, fa, response, error)
-        if self._attempt_done(fa.st, SYNC, fa.mq, fa.begin, result, err):
-            assert fa.st.send_result is not None
-            return fa.st.send_result
-        coro = self._send_default_impl(msg, SYNC, timeout_ms, fa.st)
+        if self._attempt_done(fa, SYNC, cast(MessageQueue, fa.mq), fa.begin, result, err):
+            assert fa.send_result is not None
+            return fa.send_result
+        coro = self._send_default_impl(msg, SYNC, timeout_ms, fa)
         result = instance.run_sync(coro, self._sync_wait_s(timeout_ms))
         assert result is not None
         return result
