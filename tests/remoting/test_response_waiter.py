@@ -174,3 +174,63 @@ def test_fail_completes_a_job_the_loop_never_ran() -> None:
         blocking.wait(1.0)
     [(resp, error)] = callback.calls
     assert resp is None and isinstance(error, RuntimeError)
+
+
+def test_a_chunk_of_responses_and_a_server_request_reaches_everyone() -> None:
+    """The client's protocol hands the responses at the head of a chunk to their waiters directly and the rest (from
+    the server's first request on) through the read loop in order: a raw server answers two requests and sends a
+    request of its own between the answers, all in one write; both waiters and the request handler get theirs."""
+    import socket
+
+    from rmq_core.remoting.transport import RemotingClient
+
+    handled: list[RemotingCommand] = []
+
+    async def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        handled.append(cmd)
+        return RemotingCommand.response_to(cmd, 0)
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    got_back: list[bytes] = []
+
+    def serve() -> None:
+        c, _ = srv.accept()
+        buf = b""
+        frames: list[RemotingCommand] = []
+        while len(frames) < 2:
+            buf += c.recv(65536)
+            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                n = int.from_bytes(buf[:4], "big")
+                frames.append(RemotingCommand.decode_frame(buf[4 : 4 + n]))
+                buf = buf[4 + n :]
+        r1, r2 = (RemotingCommand.response_to(f, 0, ext_fields={"n": f.ext_fields["n"]}) for f in frames)
+        ask = RemotingCommand.request(ECHO, {"from": "server"})
+        c.sendall(r1.encode() + ask.encode() + r2.encode())  # one write: [response, request, response]
+        c.settimeout(5.0)
+        got_back.append(c.recv(65536))  # the handler's answer to the server's request
+        c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+
+    async def main() -> tuple[RemotingCommand, RemotingCommand]:
+        client = RemotingClient(request_handler=handler)
+        try:
+            return await asyncio.gather(
+                client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(ECHO, {"n": "1"}), 5.0),
+                client.invoke(f"127.0.0.1:{port}", RemotingCommand.request(ECHO, {"n": "2"}), 5.0),
+            )  # type: ignore[return-value]
+        finally:
+            for _ in range(100):
+                if got_back:
+                    break
+                await asyncio.sleep(0.01)
+            await client.close()
+
+    a, b = asyncio.run(main())
+    t.join(5.0)
+    srv.close()
+    assert (a.ext_fields["n"], b.ext_fields["n"]) == ("1", "2")
+    assert [c.ext_fields for c in handled] == [{"from": "server"}]
+    assert got_back and got_back[0]

@@ -114,7 +114,7 @@ class FrameProtocol(asyncio.Protocol):
         if used:
             del buf[:used]
         if cmds:
-            self.inbox.extend(cmds)
+            self._take(cmds)
         if error is not None:
             self.error = error
             self._end()
@@ -122,8 +122,12 @@ class FrameProtocol(asyncio.Protocol):
             self._paused_reading = True
             assert self.transport is not None
             self.transport.pause_reading()
-        if cmds:
+        if self.inbox:
             self._wake()
+
+    def _take(self, cmds: list[RemotingCommand]) -> None:
+        """A chunk's commands, in order, for ``serve_connection``."""
+        self.inbox.extend(cmds)
 
     def eof_received(self) -> bool | None:
         if self._buf and self.error is None:
@@ -547,6 +551,27 @@ def _expire(fut: asyncio.Future[RemotingCommand], timeout: float) -> None:
         fut.set_exception(TimeoutError(f"no response within {timeout} s"))
 
 
+class ClientFrameProtocol(FrameProtocol):
+    """The client's receiving side: the responses at the head of a chunk, while nothing is queued before them, go
+    to their waiters at once (no wake-up of the read loop for them: on a client nearly every command is one); the
+    rest, from the first request of the server on, through ``inbox`` in order, as ``FrameProtocol``."""
+
+    def _take(self, cmds: list[RemotingCommand]) -> None:
+        if self.inbox or self.conn is None:
+            self.inbox.extend(cmds)
+            return
+        pending = self.conn.pending
+        for i, cmd in enumerate(cmds):
+            if not cmd.flag & RPC_TYPE_RESPONSE:
+                self.inbox.extend(cmds[i:])
+                return
+            fut = pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+            else:
+                log.debug("response %d from %s has no waiter", cmd.opaque, self.conn.remote_address)
+
+
 class RemotingClient:
     """An asyncio client keeping one connection per address; ``invoke`` (await a response), ``invoke_oneway``."""
 
@@ -567,7 +592,9 @@ class RemotingClient:
                 return conn
             host, _, port = addr.rpartition(":")
             _, proto = await asyncio.wait_for(
-                asyncio.get_running_loop().create_connection(lambda: FrameProtocol(self._read_loop), host, int(port)),
+                asyncio.get_running_loop().create_connection(
+                    lambda: ClientFrameProtocol(self._read_loop), host, int(port)
+                ),
                 timeout,
             )
             assert isinstance(proto, FrameProtocol) and proto.conn is not None and proto.task is not None
