@@ -51,6 +51,7 @@ from rmq_core.client.exceptions import MQBrokerException, MQClientException, Rem
 from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
+from rmq_core.common.light_future import LightFuture
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
@@ -264,7 +265,7 @@ class MQClientInstance:
         """``asyncio.run_coroutine_threadsafe`` for many submitters: the coroutine is queued and the loop woken only
         when no wake-up is pending, so a burst of sends costs one ``call_soon_threadsafe`` (one self-pipe write);
         cancelling the returned future cancels the task, as with ``run_coroutine_threadsafe``."""
-        cfut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        cfut: concurrent.futures.Future[T] = LightFuture()
         self._enqueue(coro, cfut)
         return cfut
 

@@ -44,6 +44,7 @@ from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
 from rmq_core.client.send_result import SendResult
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
+from rmq_core.common.light_future import LightFuture
 from rmq_core.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -158,7 +159,7 @@ class _AsyncSend(CallbackResponseWaiter):
     ) -> None:
         super().__init__()
         self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
-        self.future: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
+        self.future: concurrent.futures.Future[SendResult] = LightFuture()
 
     def run(self) -> None:  # LoopJob
         fa = self.fa
