@@ -16,8 +16,9 @@ Invariants:
 2. At most one producer and one consumer per group are registered; ``shutdown()`` does nothing while any
    (other than the internal CLIENT_INNER_PRODUCER) is still registered.
 3. ``run_sync`` refuses to run on the loop thread (it would deadlock) and never leaves a coroutine un-awaited.
-   Coroutines handed over from other threads (``run_sync``, ``run_async``) start on the loop in submission order;
-   a burst of them costs one loop wake-up (``_submit``), not one each.
+   Coroutines handed over from other threads (``run_sync``, ``run_async``) and jobs (``submit_job``: the producer's
+   send fast path) start on the loop in submission order; a burst of them costs one loop wake-up (``_enqueue``),
+   not one each.
 4. A producer asking for a topic the name server does not know gets the default topic TBW102's route, its queue
    counts capped at the producer's ``default_topic_queue_nums`` (RocketMQ's isDefault path), so brokers auto-create it.
 

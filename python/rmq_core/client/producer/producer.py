@@ -11,9 +11,17 @@ Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
    within ``timeout_ms`` overall; ordered sends (selector) and oneway sends never retry.
 4. A topic unknown to the name server is sent with the default topic TBW102's route, so a broker auto-creates it.
 
+Fast path: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
+builds and encodes its first attempt on the caller's thread, as sendKernelImpl does, and hands the loop only the
+write (``PendingInvoke`` / ``_AsyncSend`` through ``MQClientInstance.submit_job``); the answer comes back through a
+waiter (``rmq_core.remoting.response_waiter``): the SYNC caller judges it on its own thread, an ASYNC send on the
+loop. A failed first attempt goes on as the ``_send_default_impl`` coroutine with its ``_SendState``; one judge
+(``_attempt_done``) for both ways; the frames are the same.
+
 Thread-safety: public methods may be called from any thread except the client's loop thread (they block on it via
-``run_sync``); ``send_async`` returns a ``concurrent.futures.Future``. The publish-info table is replaced per topic
-on the loop and read anywhere.
+``run_sync`` or a response waiter); ``send_async`` returns a ``concurrent.futures.Future`` (a ``LightFuture``). The
+publish-info table is replaced per topic on the loop and read anywhere; queue selection, the fault table and the
+request's encoding are safe on any thread.
 """
 
 from __future__ import annotations
