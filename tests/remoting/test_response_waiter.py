@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,8 +107,8 @@ def test_callback_waiter_response_then_no_timeout(link) -> None:  # type: ignore
     assert waiter.event.wait(5.0)
     [(resp, error)] = waiter.calls
     assert error is None and resp is not None and resp.opaque == req.opaque and resp.ext_fields == {"n": "2"}
-    threading.Event().wait(0.4)  # past the timeout: the timer was cancelled with the response
-    assert len(waiter.calls) == 1 and waiter.timer is None and not conn.pending
+    threading.Event().wait(0.4)  # past the timeout: the sweep found nothing to fail and was not armed again
+    assert len(waiter.calls) == 1 and not conn.pending and conn.waiter_sweep is None
 
 
 def test_callback_waiter_timeout_clears_pending(link) -> None:  # type: ignore[no-untyped-def]
@@ -117,8 +118,34 @@ def test_callback_waiter_timeout_clears_pending(link) -> None:  # type: ignore[n
     start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=0.2))
     assert waiter.event.wait(5.0)
     [(resp, error)] = waiter.calls
-    assert resp is None and isinstance(error, TimeoutError) and "0.2 s" in str(error)
+    assert resp is None and isinstance(error, TimeoutError)
     assert req.opaque not in conn.pending
+
+
+def test_each_callback_waiter_times_out_at_its_own_deadline(link) -> None:  # type: ignore[no-untyped-def]
+    """One sweep timer per connection, armed for the nearest deadline: a short timeout started after a long one
+    still fires first; those answered in time are not failed; the sweep stops once nothing waits."""
+    client, conn, _addr = link
+    started = {}
+    waiters = {}
+    for name, code, timeout in (("long", NEVER, 30.0), ("answered", ECHO, 0.3), ("short", NEVER, 0.3)):
+        req = RemotingCommand.request(code, {})
+        waiters[name] = (req, RecordingWaiter())
+        started[name] = time.monotonic()
+        start(client, PendingInvoke(conn, req.opaque, req.encode(), waiters[name][1], timeout_s=timeout))
+    assert waiters["short"][1].event.wait(5.0)
+    assert time.monotonic() - started["short"] < 5.0
+    [(resp, error)] = waiters["short"][1].calls
+    assert resp is None and isinstance(error, TimeoutError)
+    assert waiters["answered"][1].event.wait(5.0)
+    [(resp, error)] = waiters["answered"][1].calls
+    assert error is None and resp is not None
+    assert not waiters["long"][1].calls and waiters["long"][0].opaque in conn.pending
+    armed = conn.waiter_sweep
+    assert armed is not None and armed[0] > client.loop.time() + 20  # armed again, for the long one
+    client.loop.call_soon_threadsafe(conn.close)
+    assert waiters["long"][1].event.wait(5.0)
+    assert isinstance(waiters["long"][1].calls[0][1], ConnectionError)
 
 
 def test_closing_the_connection_fails_both_waiters(link) -> None:  # type: ignore[no-untyped-def]

@@ -254,6 +254,8 @@ class Connection:
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.remote_address = f"{peer[0]}:{peer[1]}"
         self.pending: dict[int, ResponseWaiter] = {}  # asyncio futures, or response_waiter's waiters
+        # response_waiter's timeout sweep of the callback waiters in pending: (the deadline it is armed for, timer)
+        self.waiter_sweep: tuple[float, asyncio.TimerHandle] | None = None
         self.closed = False
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
