@@ -103,11 +103,11 @@ def test_callback_waiter_response_then_no_timeout(link) -> None:  # type: ignore
     client, conn, _addr = link
     req = RemotingCommand.request(ECHO, {"n": "2"})
     waiter = RecordingWaiter()
-    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=0.2))
+    start(client, PendingInvoke(conn, req.opaque, req.encode(), waiter, timeout_s=1.0))
     assert waiter.event.wait(5.0)
     [(resp, error)] = waiter.calls
     assert error is None and resp is not None and resp.opaque == req.opaque and resp.ext_fields == {"n": "2"}
-    threading.Event().wait(0.4)  # past the timeout: the sweep found nothing to fail and was not armed again
+    threading.Event().wait(1.3)  # past the timeout: the sweep found nothing to fail and was not armed again
     assert len(waiter.calls) == 1 and not conn.pending and conn.waiter_sweep is None
 
 
