@@ -128,12 +128,17 @@ class MQClientAPIImpl:
         timeout = max(timeout_ms, 1) / 1000.0
         try:
             return await self.remoting_client.invoke(addr, request, timeout)
-        except TimeoutError:
-            raise RemotingTimeoutError(addr, timeout_ms) from None
-        except RemotingConnectError:
-            raise
-        except OSError as e:  # ConnectionError and failed connects
-            raise RemotingConnectError(addr, e) from None
+        except OSError as e:  # TimeoutError, ConnectionError and failed connects
+            raise self.transport_error(addr, e, timeout_ms) from None
+
+    @staticmethod
+    def transport_error(addr: str, error: OSError, timeout_ms: float) -> RemotingTimeoutError | RemotingConnectError:
+        """What a request to ``addr`` that failed in the transport with ``error`` raises (invariant 3)."""
+        if isinstance(error, TimeoutError):
+            return RemotingTimeoutError(addr, timeout_ms)
+        if isinstance(error, RemotingConnectError):
+            return error
+        return RemotingConnectError(addr, error)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout_ms: float) -> None:
         request.language = self.client_config.language
@@ -234,12 +239,19 @@ class MQClientAPIImpl:
         ONEWAY returns None once the frame is written."""
         if mode not in SEND_MODES:
             raise ValueError(f"send mode must be one of {SEND_MODES}, not {mode!r}")
-        request = send_message_request(header, msg.body, isinstance(msg, MessageBatch))
+        request = self.send_request(header, msg)
         if mode == "ONEWAY":
             await self.invoke_oneway(addr, request, timeout_ms)
             return None
         response = await self.invoke(addr, request, timeout_ms)
         return self.process_send_response(broker_name, msg, response, addr)
+
+    def send_request(self, header: SendMessageRequestHeader, msg: Message) -> RemotingCommand:
+        """The request ``send_message`` sends (language set as ``invoke`` sets it): for a caller that encodes it
+        itself and waits without a coroutine (the producer's send fast path). Any thread."""
+        request = send_message_request(header, msg.body, isinstance(msg, MessageBatch))
+        request.language = self.client_config.language
+        return request
 
     def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand, addr: str) -> SendResult:
         code = response.code

@@ -16,8 +16,9 @@ Invariants:
 2. At most one producer and one consumer per group are registered; ``shutdown()`` does nothing while any
    (other than the internal CLIENT_INNER_PRODUCER) is still registered.
 3. ``run_sync`` refuses to run on the loop thread (it would deadlock) and never leaves a coroutine un-awaited.
-   Coroutines handed over from other threads (``run_sync``, ``run_async``) start on the loop in submission order;
-   a burst of them costs one loop wake-up (``_submit``), not one each.
+   Coroutines handed over from other threads (``run_sync``, ``run_async``) and jobs (``submit_job``: the producer's
+   send fast path) start on the loop in submission order; a burst of them costs one loop wake-up (``_enqueue``),
+   not one each.
 4. A producer asking for a topic the name server does not know gets the default topic TBW102's route, its queue
    counts capped at the producer's ``default_topic_queue_nums`` (RocketMQ's isDefault path), so brokers auto-create it.
 
@@ -44,13 +45,14 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
+from rmq_core.common.light_future import LightFuture
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
@@ -123,6 +125,13 @@ class MQConsumerInner(Protocol):
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
     def is_subscribe_topic_need_update(self, topic: str) -> bool: ...
     def is_unit_mode(self) -> bool: ...
+
+
+class LoopJob(Protocol):
+    """Work handed to the loop with ``MQClientInstance.submit_job``."""
+
+    def run(self) -> None: ...
+    def fail(self, error: BaseException) -> None: ...
 
 
 class MQProducerInner(Protocol):
@@ -202,7 +211,8 @@ class MQClientInstance:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.heartbeat_count = 0
         self._submit_lock = threading.Lock()
-        self._submitted: list[tuple[Coroutine[Any, Any, Any], concurrent.futures.Future[Any]]] = []
+        # coroutines with their futures, and LoopJobs (future None), in submission order
+        self._submitted: list[tuple[Coroutine[Any, Any, Any] | LoopJob, concurrent.futures.Future[Any] | None]] = []
         self._drain_scheduled = False
 
     # --- loop plumbing -----------------------------------------------------------------------------------------
@@ -256,9 +266,21 @@ class MQClientInstance:
         """``asyncio.run_coroutine_threadsafe`` for many submitters: the coroutine is queued and the loop woken only
         when no wake-up is pending, so a burst of sends costs one ``call_soon_threadsafe`` (one self-pipe write);
         cancelling the returned future cancels the task, as with ``run_coroutine_threadsafe``."""
-        cfut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        cfut: concurrent.futures.Future[T] = LightFuture()
+        self._enqueue(coro, cfut)
+        return cfut
+
+    def submit_job(self, job: LoopJob) -> None:
+        """Run ``job.run()`` on the loop, in order with the coroutines handed over (``run_sync``, ``run_async``) and
+        woken as they are (invariant 3); ``job.fail(error)`` instead when the loop is gone. From any thread but the
+        loop's own it costs no task: the producer's send fast path starts its requests this way."""
+        if self._thread is None or self.loop.is_closed():
+            raise MQClientException.of(f"The client instance {self.client_id} is not running")
+        self._enqueue(job, None)
+
+    def _enqueue(self, item: Coroutine[Any, Any, Any] | LoopJob, cfut: concurrent.futures.Future[Any] | None) -> None:
         with self._submit_lock:
-            self._submitted.append((coro, cfut))
+            self._submitted.append((item, cfut))
             wake = not self._drain_scheduled
             self._drain_scheduled = True
         if wake:
@@ -266,30 +288,44 @@ class MQClientInstance:
                 self.loop.call_soon_threadsafe(self._start_submitted)
             except RuntimeError as e:  # the loop closed meanwhile: nothing will run what is queued
                 self._fail_submitted(e)
-        return cfut
 
     def _fail_submitted(self, error: BaseException) -> None:
         with self._submit_lock:
             items, self._submitted = self._submitted, []
             self._drain_scheduled = False
-        for coro, cfut in items:
-            coro.close()
+        for item, cfut in items:
+            if cfut is None:
+                cast(LoopJob, item).fail(error)
+                continue
+            cast(Coroutine[Any, Any, Any], item).close()
             if cfut.set_running_or_notify_cancel():
                 cfut.set_exception(error)
 
     def _start_submitted(self) -> None:
-        """On the loop: a task for each queued coroutine, in submission order, its outcome copied to its future."""
+        """On the loop: a task for each queued coroutine, in submission order, its outcome copied to its future;
+        each queued job run in its turn."""
         with self._submit_lock:
             items, self._submitted = self._submitted, []
             self._drain_scheduled = False
-        loop = self.loop
-        for coro, cfut in items:
+        for item, cfut in items:
+            if cfut is None:
+                try:
+                    cast(LoopJob, item).run()
+                except Exception:
+                    log.exception("a job handed to the client loop raised")
+                continue
+            coro = cast(Coroutine[Any, Any, Any], item)
             if cfut.cancelled():
                 coro.close()
                 continue
-            task = loop.create_task(coro)
-            task.add_done_callback(functools.partial(_copy_outcome, cfut))
-            cfut.add_done_callback(functools.partial(_cancel_task_on_cancel, loop, task))
+            self.start_task(coro, cfut)
+
+    def start_task(self, coro: Coroutine[Any, Any, T], cfut: concurrent.futures.Future[T]) -> None:
+        """On the loop: ``coro`` as a task whose outcome goes to ``cfut`` (cancelling ``cfut`` cancels the task)."""
+        loop = self.loop
+        task = loop.create_task(coro)
+        task.add_done_callback(functools.partial(_copy_outcome, cfut))
+        cfut.add_done_callback(functools.partial(_cancel_task_on_cancel, loop, task))
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the loop: now when on the loop thread, else as soon as the loop gets to it."""

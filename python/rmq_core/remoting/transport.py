@@ -29,6 +29,7 @@ from typing import Any, cast
 from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
+from rmq_core.remoting.response_waiter import ResponseWaiter
 
 _uvloop: ModuleType | None
 try:
@@ -115,7 +116,7 @@ class FrameProtocol(asyncio.Protocol):
         if used:
             del buf[:used]
         if cmds:
-            self.inbox.extend(cmds)
+            self._take(cmds)
         if error is not None:
             self.error = error
             self._end()
@@ -123,8 +124,12 @@ class FrameProtocol(asyncio.Protocol):
             self._paused_reading = True
             assert self.transport is not None
             self.transport.pause_reading()
-        if cmds:
+        if self.inbox:
             self._wake()
+
+    def _take(self, cmds: list[RemotingCommand]) -> None:
+        """A chunk's commands, in order, for ``serve_connection``."""
+        self.inbox.extend(cmds)
 
     def eof_received(self) -> bool | None:
         if self._buf and self.error is None:
@@ -250,7 +255,9 @@ class Connection:
         self.protocol = protocol
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.remote_address = f"{peer[0]}:{peer[1]}"
-        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.pending: dict[int, ResponseWaiter] = {}  # asyncio futures, or response_waiter's waiters
+        # response_waiter's timeout sweep of the callback waiters in pending: (the deadline it is armed for, timer)
+        self.waiter_sweep: tuple[float, asyncio.TimerHandle] | None = None
         self.closed = False
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
@@ -260,7 +267,12 @@ class Connection:
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
-        frame = cmd.encode()
+        self.send_frame(cmd.encode())
+
+    def send_frame(self, frame: bytes) -> None:
+        """``send`` of a command its caller encoded (``RemotingCommand.encode``'s bytes)."""
+        if self.closed:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
         self._out.append(frame)
         self._out_size += len(frame)
         if len(self._out) == 1:
@@ -546,6 +558,27 @@ def _expire(fut: asyncio.Future[RemotingCommand], timeout: float) -> None:
         fut.set_exception(TimeoutError(f"no response within {timeout} s"))
 
 
+class ClientFrameProtocol(FrameProtocol):
+    """The client's receiving side: the responses at the head of a chunk, while nothing is queued before them, go
+    to their waiters at once (no wake-up of the read loop for them: on a client nearly every command is one); the
+    rest, from the first request of the server on, through ``inbox`` in order, as ``FrameProtocol``."""
+
+    def _take(self, cmds: list[RemotingCommand]) -> None:
+        if self.inbox or self.conn is None:
+            self.inbox.extend(cmds)
+            return
+        pending = self.conn.pending
+        for i, cmd in enumerate(cmds):
+            if not cmd.flag & RPC_TYPE_RESPONSE:
+                self.inbox.extend(cmds[i:])
+                return
+            fut = pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+            else:
+                log.debug("response %d from %s has no waiter", cmd.opaque, self.conn.remote_address)
+
+
 class RemotingClient:
     """An asyncio client keeping one connection per address; ``invoke`` (await a response), ``invoke_oneway``."""
 
@@ -566,7 +599,9 @@ class RemotingClient:
                 return conn
             host, _, port = addr.rpartition(":")
             _, proto = await asyncio.wait_for(
-                asyncio.get_running_loop().create_connection(lambda: FrameProtocol(self._read_loop), host, int(port)),
+                asyncio.get_running_loop().create_connection(
+                    lambda: ClientFrameProtocol(self._read_loop), host, int(port)
+                ),
                 timeout,
             )
             assert isinstance(proto, FrameProtocol) and proto.conn is not None and proto.task is not None
@@ -599,6 +634,11 @@ class RemotingClient:
         if resp is not None and not cmd.is_oneway and not conn.closed:
             resp.opaque, resp.flag = cmd.opaque, resp.flag | 1
             conn.send(resp)
+
+    def open_connection(self, addr: str) -> Connection | None:
+        """The open connection to ``addr``, without connecting (None when there is none); any thread may ask."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and not conn.closed else None
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = self._conns.get(addr)

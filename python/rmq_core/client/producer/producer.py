@@ -11,18 +11,27 @@ Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
    within ``timeout_ms`` overall; ordered sends (selector) and oneway sends never retry.
 4. A topic unknown to the name server is sent with the default topic TBW102's route, so a broker auto-creates it.
 
+Fast path: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
+builds and encodes its first attempt on the caller's thread, as sendKernelImpl does, and hands the loop only the
+write (``PendingInvoke`` / ``_AsyncSend`` through ``MQClientInstance.submit_job``); the answer comes back through a
+waiter (``rmq_core.remoting.response_waiter``): the SYNC caller judges it on its own thread, an ASYNC send on the
+loop. A failed first attempt goes on as the ``_send_default_impl`` coroutine with its ``_SendState``; one judge
+(``_attempt_done``) for both ways; the frames are the same.
+
 Thread-safety: public methods may be called from any thread except the client's loop thread (they block on it via
-``run_sync``); ``send_async`` returns a ``concurrent.futures.Future``. The publish-info table is replaced per topic
-on the loop and read anywhere.
+``run_sync`` or a response waiter); ``send_async`` returns a ``concurrent.futures.Future`` (a ``LightFuture``). The
+publish-info table is replaced per topic on the loop and read anywhere; queue selection, the fault table and the
+request's encoding are safe on any thread.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from rmq_core.client import mq_admin_impl
@@ -43,6 +52,7 @@ from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
 from rmq_core.client.send_result import SendResult
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
+from rmq_core.common.light_future import LightFuture
 from rmq_core.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -59,9 +69,17 @@ from rmq_core.message import (
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
+from rmq_core.remoting.response_waiter import (
+    BlockingResponseWaiter,
+    CallbackResponseWaiter,
+    PendingInvoke,
+    begin_invoke,
+)
 
 if TYPE_CHECKING:
     from rmq_core.client.mq_client_instance import MQClientInstance
+    from rmq_core.remoting.command import RemotingCommand
+    from rmq_core.remoting.transport import Connection
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +113,84 @@ def _wire_copy(msg: Message, body: bytes) -> Message:
     m = Message.__new__(Message)
     m.topic, m.body, m.flag, m.properties = msg.topic, body, msg.flag, msg.properties
     return m
+
+
+class _SendState:
+    """sendDefaultImpl's state across its attempts (the fast path hands its first attempt's on to the coroutine)."""
+
+    __slots__ = ("begin_first", "brokers_sent", "call_timeout", "exception", "mq", "send_result", "times")
+
+    def __init__(self, begin_first: int) -> None:
+        self.begin_first = begin_first
+        self.times = 0
+        self.mq: MessageQueue | None = None
+        self.exception: BaseException | None = None
+        self.send_result: SendResult | None = None
+        self.call_timeout = False
+        self.brokers_sent: list[str] = []
+
+
+class _FastAttempt(_SendState):
+    """A default send's first attempt, encoded on the caller's thread (``Producer._fast_attempt``), and the send's
+    state from there on."""
+
+    __slots__ = ("addr", "begin", "conn", "frame", "opaque", "remaining_ms", "wire")
+
+    def __init__(
+        self,
+        begin_first: int,
+        mq: MessageQueue,
+        addr: str,
+        conn: Connection,
+        opaque: int,
+        frame: bytes,
+        wire: Message,
+        begin: int,
+        remaining_ms: int,
+    ) -> None:
+        super().__init__(begin_first)
+        self.times, self.mq = 1, mq
+        self.brokers_sent.append(mq.broker_name)
+        self.addr, self.conn, self.opaque, self.frame = addr, conn, opaque, frame
+        self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
+
+
+class _AsyncSend(CallbackResponseWaiter):
+    """An ASYNC send on the fast path: the loop job starting its first attempt and that attempt's waiter, judged on
+    the loop when the answer comes; its outcome goes to ``future`` (a retry continues as the sendDefaultImpl
+    coroutine, its outcome there too)."""
+
+    __slots__ = ("fa", "future", "instance", "msg", "producer", "timeout_ms")
+
+    def __init__(
+        self, producer: Producer, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
+    ) -> None:
+        super().__init__()
+        self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
+        self.future: concurrent.futures.Future[SendResult] = LightFuture()
+
+    def run(self) -> None:  # LoopJob
+        fa = self.fa
+        begin_invoke(fa.conn, fa.opaque, fa.frame, self, max(fa.remaining_ms, 1) / 1000.0)
+
+    def fail(self, error: BaseException) -> None:  # LoopJob
+        self.fail_now(error)
+
+    def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        future, fa, producer = self.future, self.fa, self.producer
+        try:
+            result, err = producer._fast_outcome(self.instance, fa, response, error)
+            done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
+        except BaseException as e:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(e)
+            return
+        if done:
+            if future.set_running_or_notify_cancel():
+                future.set_result(cast(SendResult, fa.send_result))
+            return
+        coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa)
+        self.instance.start_task(cast("Coroutine[Any, Any, SendResult]", coro), future)
 
 
 class Producer:
@@ -286,6 +382,9 @@ class Producer:
         if selector is not None:
             coro = self._send_select_impl(msg, selector, arg, SYNC, timeout)
         else:
+            fa = self._fast_attempt(instance, msg, timeout)
+            if fa is not None:
+                return self._send_sync_fast(instance, msg, fa, timeout)
             coro = self._send_default_impl(msg, SYNC, timeout)
         result = instance.run_sync(coro, self._sync_wait_s(timeout))
         assert result is not None
@@ -301,6 +400,16 @@ class Producer:
         """Asynchronous send; every failure (including a bad message) is the future's exception."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
+        if selector is None:
+            try:
+                self._prepare(msg)
+                fa = self._fast_attempt(instance, msg, timeout)
+            except Exception:  # the coroutine way checks again and fails the future with it
+                fa = None
+            if fa is not None:
+                send = _AsyncSend(self, instance, msg, fa, timeout)
+                instance.submit_job(send)
+                return send.future
         # an ASYNC send_on_loop always returns a SendResult (None is ONEWAY's)
         return cast(
             "concurrent.futures.Future[SendResult]",
@@ -397,8 +506,12 @@ class Producer:
             ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {topic}" + suggest_todo()
         )
 
-    async def _send_default_impl(self, msg: Message, mode: str, timeout_ms: int) -> SendResult | None:
-        begin_first = _now_ms()
+    async def _send_default_impl(
+        self, msg: Message, mode: str, timeout_ms: int, state: _SendState | None = None
+    ) -> SendResult | None:
+        """sendDefaultImpl: up to ``1 + retry times`` attempts, each on a queue avoiding the broker of the last one;
+        ``state`` carries the attempts made already (the fast path's first one)."""
+        st = state if state is not None else _SendState(_now_ms())
         tp_info = self.topic_publish_info_table.get(msg.topic)
         if tp_info is None or not tp_info.ok():  # a known route is what try_to_find_topic_publish_info returns
             tp_info = await self.try_to_find_topic_publish_info(msg.topic)
@@ -408,53 +521,68 @@ class Producer:
             SYNC: 1 + self.retry_times_when_send_failed,
             ASYNC: 1 + self.retry_times_when_send_async_failed,
         }.get(mode, 1)
-        mq: MessageQueue | None = None
-        exception: BaseException | None = None
-        send_result: SendResult | None = None
-        call_timeout = False
-        brokers_sent: list[str] = []
-        times = 0
-        while times < times_total:
-            last_broker = mq.broker_name if mq is not None else None
-            mq = self.mq_fault_strategy.select_one_message_queue(tp_info, last_broker)
-            brokers_sent.append(mq.broker_name)
+        while st.times < times_total:
+            last_broker = st.mq.broker_name if st.mq is not None else None
+            mq = st.mq = self.mq_fault_strategy.select_one_message_queue(tp_info, last_broker)
+            st.brokers_sent.append(mq.broker_name)
             begin = _now_ms()
-            cost = begin - begin_first
+            cost = begin - st.begin_first
             if timeout_ms < cost:
-                call_timeout = True
+                st.call_timeout = True
                 break
-            times += 1
+            st.times += 1
             try:
                 send_result = await self._send_kernel_impl(msg, mq, mode, timeout_ms - cost)
-                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
-                if mode != SYNC:
-                    return send_result
-                assert send_result is not None
-                if send_result.send_status.value != "SEND_OK" and self.retry_another_broker_when_not_store_ok:
-                    continue
-                return send_result
-            except (RemotingError, MQClientException) as e:
-                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
-                log.warning("send to %s failed, retry another broker: %s", mq, e)
-                exception = e
+            except (RemotingError, MQClientException, MQBrokerException) as e:
+                if self._attempt_done(st, mode, mq, begin, None, e):
+                    return st.send_result
                 continue
-            except MQBrokerException as e:
-                self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
-                log.warning("send to %s failed: %s", mq, e)
-                exception = e
-                if mode == SYNC and e.response_code in RETRY_RESPONSE_CODES:
-                    continue
-                if send_result is not None:
-                    return send_result
-                raise
-        if send_result is not None:
-            return send_result
-        if call_timeout:
+            if self._attempt_done(st, mode, mq, begin, send_result, None):
+                return st.send_result
+        return self._send_failed(msg, st)
+
+    def _attempt_done(
+        self,
+        st: _SendState,
+        mode: str,
+        mq: MessageQueue,
+        begin: int,
+        send_result: SendResult | None,
+        error: RemotingError | MQClientException | MQBrokerException | None,
+    ) -> bool:
+        """An attempt's outcome: True when the send is over with ``st.send_result``, False to try another queue;
+        raises ``error`` when the send is over with it. Any thread (the fast path judges its attempt on the
+        caller's)."""
+        if error is None:
+            self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
+            st.send_result = send_result
+            if mode != SYNC:
+                return True
+            assert send_result is not None
+            return send_result.send_status.value == "SEND_OK" or not self.retry_another_broker_when_not_store_ok
+        self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
+        st.exception = error
+        if not isinstance(error, MQBrokerException):
+            log.warning("send to %s failed, retry another broker: %s", mq, error)
+            return False
+        log.warning("send to %s failed: %s", mq, error)
+        if mode == SYNC and error.response_code in RETRY_RESPONSE_CODES:
+            return False
+        if st.send_result is not None:
+            return True
+        raise error
+
+    def _send_failed(self, msg: Message, st: _SendState) -> SendResult:
+        """The end of sendDefaultImpl when no attempt settled it: the last result, or the error of every attempt."""
+        if st.send_result is not None:
+            return st.send_result
+        if st.call_timeout:
             raise RemotingTooMuchRequestError("sendDefaultImpl call timeout")
         info = (
-            f"Send [{times}] times, still failed, cost [{_now_ms() - begin_first}]ms, Topic: {msg.topic}, "
-            f"BrokersSent: {brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL)
+            f"Send [{st.times}] times, still failed, cost [{_now_ms() - st.begin_first}]ms, Topic: {msg.topic}, "
+            f"BrokersSent: {st.brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL)
         )
+        exception = st.exception
         if isinstance(exception, MQBrokerException):
             code = exception.response_code
         elif isinstance(exception, RemotingConnectError):
@@ -499,6 +627,17 @@ class Producer:
             broker_addr = instance.find_broker_address_in_publish(mq.broker_name)
         if broker_addr is None:
             raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist" + suggest_todo())
+        header, wire = self._send_header(msg, mq)
+        cost = _now_ms() - begin
+        if timeout_ms < cost:
+            raise RemotingTooMuchRequestError("sendKernelImpl call timeout")
+        return await instance.mq_client_api.send_message(
+            broker_addr, mq.broker_name, wire, header, timeout_ms - cost, mode
+        )
+
+    def _send_header(self, msg: Message, mq: MessageQueue) -> tuple[SendMessageRequestHeader, Message]:
+        """sendKernelImpl's request header and the message as sent (its body compressed past the threshold).
+        Takes a retry topic's RECONSUME_TIME / MAX_RECONSUME_TIMES out of ``msg.properties`` into the header."""
         body = msg.body
         sys_flag = 0
         if not isinstance(msg, MessageBatch) and len(body) >= self.compress_msg_body_over_howmuch:
@@ -527,12 +666,81 @@ class Producer:
             max_times = msg.properties.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
             if max_times is not None:
                 header.maxReconsumeTimes = int(max_times)
-        cost = _now_ms() - begin
-        if timeout_ms < cost:
-            raise RemotingTooMuchRequestError("sendKernelImpl call timeout")
-        return await instance.mq_client_api.send_message(
-            broker_addr, mq.broker_name, _wire_copy(msg, body), header, timeout_ms - cost, mode
-        )
+        return header, _wire_copy(msg, body)
+
+    # --- the fast path: a default send's first attempt without a coroutine ------------------------------------
+    def _fast_attempt(self, instance: MQClientInstance, msg: Message, timeout_ms: int) -> _FastAttempt | None:
+        """The first attempt of a default (no selector) SYNC or ASYNC send, built on the caller's thread as
+        sendKernelImpl builds it — when nothing in it needs the loop: the topic's route, the chosen broker's address
+        and an open connection to it are known. None otherwise (the send then goes the coroutine way, whole)."""
+        if instance.on_caller_loop or instance.in_loop_thread():
+            return None
+        tp_info = self.topic_publish_info_table.get(msg.topic)
+        if tp_info is None or not tp_info.ok():
+            return None
+        begin_first = _now_ms()
+        mq = self.mq_fault_strategy.select_one_message_queue(tp_info, None)
+        addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            return None
+        conn = instance.remoting_client.open_connection(addr)
+        if conn is None:
+            return None
+        begin = _now_ms()
+        header, wire = self._send_header(msg, mq)
+        request = instance.mq_client_api.send_request(header, wire)
+        remaining_ms = timeout_ms - (_now_ms() - begin_first)
+        return _FastAttempt(begin_first, mq, addr, conn, request.opaque, request.encode(), wire, begin, remaining_ms)
+
+    def _fast_outcome(
+        self,
+        instance: MQClientInstance,
+        fa: _FastAttempt,
+        response: RemotingCommand | None,
+        error: BaseException | None,
+    ) -> tuple[SendResult | None, RemotingError | MQBrokerException | None]:
+        """The fast attempt's answer as ``send_message`` would have returned or raised it."""
+        api = instance.mq_client_api
+        if error is not None:
+            if not isinstance(error, OSError):
+                raise error
+            return None, api.transport_error(fa.addr, error, fa.remaining_ms)
+        assert response is not None
+        try:
+            return api.process_send_response(cast(MessageQueue, fa.mq).broker_name, fa.wire, response, fa.addr), None
+        except MQBrokerException as e:
+            return None, e
+
+    def _send_sync_fast(
+        self, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
+    ) -> SendResult:
+        """A SYNC send whose first attempt is ``fa``: the caller's thread encodes, waits on a lock and judges the
+        answer; the loop only writes the frame and hands the response over. Retries go the coroutine way."""
+        waiter = BlockingResponseWaiter()
+        if fa.remaining_ms >= 0:
+            instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
+            try:
+                response: RemotingCommand | None = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
+                error: BaseException | None = None
+            except TimeoutError as e:
+                instance.call_soon(functools.partial(fa.conn.pending.pop, fa.opaque, None))
+                response, error = None, e
+            except OSError as e:
+                response, error = None, e
+        else:  # over its time before it was sent (sendKernelImpl's check)
+            response, error = None, RemotingTooMuchRequestError("sendKernelImpl call timeout")
+        err: RemotingError | MQBrokerException | None
+        if isinstance(error, RemotingError):
+            result, err = None, error
+        else:
+            result, err = self._fast_outcome(instance, fa, response, error)
+        if self._attempt_done(fa, SYNC, cast(MessageQueue, fa.mq), fa.begin, result, err):
+            assert fa.send_result is not None
+            return fa.send_result
+        coro = self._send_default_impl(msg, SYNC, timeout_ms, fa)
+        result = instance.run_sync(coro, self._sync_wait_s(timeout_ms))
+        assert result is not None
+        return result
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_group}, {self.service_state}, client_id={self.client_id})"

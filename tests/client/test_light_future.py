@@ -1,0 +1,96 @@
+"""``LightFuture`` behaves as ``concurrent.futures.Future`` (the same scenario run on both): results, exceptions,
+cancellation, callbacks before and after completion, waits with and without timeouts from several threads at once,
+and the module's ``wait`` / ``as_completed`` over a mix of both kinds."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from rmq_core.common.light_future import LightFuture
+
+KINDS = [concurrent.futures.Future, LightFuture]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["Future", "LightFuture"])
+def test_result_exception_cancel_and_callbacks(kind: type[concurrent.futures.Future[Any]]) -> None:
+    f = kind()
+    assert isinstance(f, concurrent.futures.Future)
+    seen: list[Any] = []
+    f.add_done_callback(lambda x: seen.append(("before", x.result())))
+    assert not f.done() and not f.running() and not f.cancelled()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        f.result(0)
+    with pytest.raises(concurrent.futures.TimeoutError):
+        f.result(0.05)
+    assert f.set_running_or_notify_cancel() and f.running()
+    assert not f.cancel()
+    f.set_result(42)
+    assert f.result() == 42 and f.exception() is None and f.done()
+    f.add_done_callback(lambda x: seen.append(("after", x.result())))
+    assert seen == [("before", 42), ("after", 42)]
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        f.set_result(1)
+    assert "finished returned int" in repr(f)
+
+    e = kind()
+    e.set_exception(ValueError("bad"))
+    assert isinstance(e.exception(0), ValueError)
+    with pytest.raises(ValueError, match="bad"):
+        e.result(0)
+
+    c = kind()
+    assert c.cancel() and c.cancelled() and not c.set_running_or_notify_cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        c.result(0)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["Future", "LightFuture"])
+def test_every_waiting_thread_wakes_and_a_timed_out_one_leaves(kind: type[concurrent.futures.Future[Any]]) -> None:
+    f = kind()
+    got: list[Any] = []
+    timed_out: list[bool] = []
+
+    def waiter() -> None:
+        got.append(f.result(10))
+
+    def impatient() -> None:
+        try:
+            f.result(0.05)
+        except concurrent.futures.TimeoutError:
+            timed_out.append(True)
+
+    threads = [threading.Thread(target=waiter) for _ in range(4)] + [threading.Thread(target=impatient)]
+    for t in threads:
+        t.start()
+    threads[-1].join(5)
+    assert timed_out == [True]
+    time.sleep(0.05)
+    f.set_result("x")
+    for t in threads:
+        t.join(5)
+    assert got == ["x"] * 4
+    # nested holding of the condition (as the module's wait does) still lets a waiter in
+    g = kind()
+    with g._condition, g._condition:
+        threading.Timer(0.05, g.set_result, args=(1,)).start()
+        assert g._condition.wait(5)
+    assert g.result(0) == 1
+
+
+def test_wait_and_as_completed_over_both_kinds() -> None:
+    fs = [LightFuture(), concurrent.futures.Future(), LightFuture()]
+    done, not_done = concurrent.futures.wait(fs, timeout=0.05)
+    assert not done and len(not_done) == 3
+    threading.Timer(0.05, fs[2].set_result, args=(2,)).start()
+    done, _ = concurrent.futures.wait(fs, timeout=5, return_when=concurrent.futures.FIRST_COMPLETED)
+    assert done == {fs[2]}
+    threading.Timer(0.05, fs[0].set_exception, args=(RuntimeError("x"),)).start()
+    threading.Timer(0.1, fs[1].set_result, args=(1,)).start()
+    order = list(concurrent.futures.as_completed(fs, timeout=5))
+    assert order[0] is fs[2] and set(order) == set(fs)
+    assert not fs[0]._waiters and fs[0]._condition._waiters is None  # type: ignore[attr-defined]

@@ -1,0 +1,231 @@
+"""The Producer's send fast path (a default send's first attempt built on the caller's thread, answered through a
+waiter, no task or coroutine) against a real broker and against fake brokers on real TCP: it is taken once the
+route and the connection are known; it sends the request the coroutine way sends; its failures end as the
+coroutine way's do (a retry continues the same count of attempts; a broker error of an ASYNC send is not retried;
+a timeout leaves nothing pending)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmq_core.client import MQClientException, Producer, SendStatus
+from rmq_core.client.exceptions import ClientErrorCode, MQBrokerException, RemotingTooMuchRequestError
+from rmq_core.client.producer.producer import ASYNC
+from rmq_core.message import Message
+from rmq_core.remoting.codes import RequestCode, ResponseCode
+from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.header import SendMessageResponseHeader, encode_header
+from rmq_core.remoting.transport import Connection, RemotingServer
+
+from support.client_helpers_core import SilentServer, cluster, fake_broker_registration, wait_until
+from support.send_helpers import stored
+
+
+class CountingSlowPath:
+    """Wraps ``producer._send_default_impl`` (the coroutine way) and counts its calls."""
+
+    def __init__(self, p: Producer) -> None:
+        self.calls = 0
+        inner = p._send_default_impl
+
+        def wrapped(*args: Any, **kw: Any) -> Any:
+            self.calls += 1
+            return inner(*args, **kw)
+
+        p._send_default_impl = wrapped  # type: ignore[method-assign]
+
+
+class FakeBroker:
+    """A RemotingServer answering SEND_MESSAGE_V2 like a broker (SUCCESS, or ``code`` when set) and recording the
+    requests; a body of b"close" makes it close the connection instead of answering."""
+
+    def __init__(self) -> None:
+        self.server = RemotingServer("127.0.0.1", 0)
+        self.requests: list[RemotingCommand] = []
+        self.code = ResponseCode.SUCCESS
+        self.server.register(int(RequestCode.SEND_MESSAGE_V2), self._send)
+        self.server.start_in_thread("fake-broker")
+        self.address = self.server.address
+
+    async def _send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        self.requests.append(cmd)
+        if cmd.body == b"close":
+            conn.close()
+            return None
+        if self.code != ResponseCode.SUCCESS:
+            return RemotingCommand.response_to(cmd, self.code, remark="refused (test)")
+        header = SendMessageResponseHeader(msgId="7F00000100002A9F0000000000000000", queueId=0, queueOffset=0)
+        return RemotingCommand.response_to(cmd, ResponseCode.SUCCESS, ext_fields=encode_header(header))
+
+    def close(self) -> None:
+        self.server.stop_thread()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[tuple[FakeBroker, Producer]]:
+    with cluster(tmp_path, 0) as (ns, _):
+        broker = FakeBroker()
+        try:
+            with fake_broker_registration(ns, "fake-broker", broker.address, ["FastTopic"], queues=1):
+                p = Producer("FastPathProducer", namesrv_addr=ns.address, mq_client_api_timeout=500)
+                p.start()
+                try:
+                    yield broker, p
+                finally:
+                    p.shutdown()
+        finally:
+            broker.close()
+
+
+def test_sends_after_the_first_take_the_fast_path_and_are_stored(tmp_path: Path) -> None:
+    with cluster(tmp_path) as (ns, [broker]):
+        p = Producer("FastStoredProducer", namesrv_addr=ns.address)
+        p.start()
+        try:
+            first = p.send(Message("FastStored", b"first"))  # route and connection: the coroutine way
+            slow = CountingSlowPath(p)
+            results = [p.send(Message("FastStored", f"s{i}".encode(), tags="T")) for i in range(10)]
+            futures = [p.send_async(Message("FastStored", f"a{i}".encode())) for i in range(10)]
+            results += [f.result(10) for f in futures]
+            assert slow.calls == 0
+        finally:
+            p.shutdown()
+        bodies = {m.body: m for q in range(4) for m in stored(broker, "FastStored", q)}
+    assert first.send_status == SendStatus.SEND_OK
+    assert all(r.send_status == SendStatus.SEND_OK for r in results)
+    assert set(bodies) == {b"first"} | {f"s{i}".encode() for i in range(10)} | {f"a{i}".encode() for i in range(10)}
+    for r in results:
+        [m] = [m for m in bodies.values() if m.msg_id == r.offset_msg_id]
+        assert m.properties["UNIQ_KEY"] == r.msg_id and m.queue_offset == r.queue_offset
+        assert m.queue_id == r.message_queue.queue_id
+
+
+def test_the_fast_path_sends_what_the_coroutine_way_sends(fake) -> None:  # type: ignore[no-untyped-def]
+    broker, p = fake
+
+    def msg() -> Message:
+        return Message("FastTopic", b"same body", tags="TagA", keys=["k"], properties={"UNIQ_KEY": "U1", "a": "b"})
+
+    slow = CountingSlowPath(p)
+    p.send(msg())  # no connection yet: the coroutine way
+    assert slow.calls == 1
+    p.send(msg())
+    p.send_async(msg()).result(10)
+    assert slow.calls == 1
+    assert len(broker.requests) == 3
+
+    def comparable(cmd: RemotingCommand) -> tuple[Any, ...]:
+        fields = {k: v for k, v in cmd.ext_fields.items() if k != "g"}  # bornTimestamp (short name)
+        return (cmd.code, cmd.language, cmd.version, cmd.flag, cmd.remark, cmd.body, fields, cmd.serialize_type)
+
+    first, *others = broker.requests
+    for o in others:
+        assert comparable(o) == comparable(first)
+    assert len({c.opaque for c in broker.requests}) == 3
+
+
+def test_a_fast_sync_timeout_leaves_nothing_pending(tmp_path: Path) -> None:
+    with (
+        cluster(tmp_path, 0) as (ns, _),
+        SilentServer() as silent,
+        fake_broker_registration(ns, "silent-broker", silent.address, ["SilentTopic"]),
+    ):
+        p = Producer("FastTimeoutProducer", namesrv_addr=ns.address, mq_client_api_timeout=300)
+        p.start()
+        try:
+            with pytest.raises((MQClientException, RemotingTooMuchRequestError)):
+                p.send(Message("SilentTopic", b"x"), timeout_ms=200)  # connects: the coroutine way
+            inst = p.instance
+            assert inst is not None
+            conn = inst.remoting_client.open_connection(silent.address)
+            assert conn is not None
+            slow = CountingSlowPath(p)
+            with pytest.raises((MQClientException, RemotingTooMuchRequestError)) as ei:
+                p.send(Message("SilentTopic", b"y"), timeout_ms=300)
+            e = ei.value
+            if isinstance(e, MQClientException):
+                assert e.response_code == ClientErrorCode.ACCESS_BROKER_TIMEOUT
+            else:
+                assert "call timeout" in str(e)
+            assert slow.calls == 1  # the first attempt on the fast path, the rest of the budget the coroutine way
+            fut = p.send_async(Message("SilentTopic", b"z"), timeout_ms=200)
+            with pytest.raises((MQClientException, RemotingTooMuchRequestError)):
+                fut.result(10)
+            wait_until(lambda: not conn.pending, "the timed-out requests leave pending")
+        finally:
+            p.shutdown()
+
+
+def test_an_async_broker_error_is_not_retried_either_way(fake) -> None:  # type: ignore[no-untyped-def]
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    broker.code = ResponseCode.SYSTEM_ERROR
+    n = len(broker.requests)
+    slow = CountingSlowPath(p)
+    fast = p.send_async(Message("FastTopic", b"x"))
+    with pytest.raises(MQBrokerException) as e_fast:
+        fast.result(10)
+    assert slow.calls == 0 and len(broker.requests) == n + 1
+    inst = p.instance
+    assert inst is not None
+    coro_way = inst.run_async(p.send_on_loop(Message("FastTopic", b"x"), None, None, ASYNC))
+    with pytest.raises(MQBrokerException) as e_coro:
+        coro_way.result(10)
+    assert len(broker.requests) == n + 2
+    assert (
+        (e_fast.value.response_code, e_fast.value.error_message)
+        == (
+            e_coro.value.response_code,
+            e_coro.value.error_message,
+        )
+        == (ResponseCode.SYSTEM_ERROR, "refused (test)")
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_closed_connection_is_retried_within_the_same_count(fake, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """The broker closes the connection on every attempt: 1 fast attempt + 2 retries the coroutine way, reported as
+    3 attempts; the next send reconnects."""
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    n = len(broker.requests)
+    slow = CountingSlowPath(p)
+    with pytest.raises(MQClientException) as ei:
+        if mode == "sync":
+            p.send(Message("FastTopic", b"close"))
+        else:
+            p.send_async(Message("FastTopic", b"close")).result(10)
+    assert ei.value.response_code == ClientErrorCode.CONNECT_BROKER_EXCEPTION
+    assert "Send [3] times, still failed" in str(ei.value)
+    assert slow.calls == 1
+    wait_until(lambda: len(broker.requests) >= n + 1)
+    assert all(r.body == b"close" for r in broker.requests[n:])
+    assert p.send(Message("FastTopic", b"after")).send_status == SendStatus.SEND_OK
+
+
+def test_a_bad_message_fails_the_async_future(fake) -> None:  # type: ignore[no-untyped-def]
+    _broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    fut = p.send_async(Message("FastTopic", b""))
+    assert isinstance(fut, concurrent.futures.Future)
+    with pytest.raises(MQClientException, match="body length is zero"):
+        fut.result(10)
+
+
+def test_a_send_from_the_loop_thread_is_still_refused(fake) -> None:  # type: ignore[no-untyped-def]
+    _broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    inst = p.instance
+    assert inst is not None
+
+    async def on_loop() -> None:
+        p.send(Message("FastTopic", b"x"))
+
+    with pytest.raises(RuntimeError, match="event-loop thread"):
+        asyncio.run_coroutine_threadsafe(on_loop(), inst.loop).result(10)
