@@ -184,15 +184,17 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
 
 
 def _wait_for_signal() -> None:
-    """Block until SIGTERM/SIGINT; the handler only sets an event, the shutdown runs on the main thread."""
+    """Block until SIGTERM/SIGINT; the handler only sets a flag, the shutdown runs on the main thread. (Not an
+    ``Event``: a handler calling ``Event.set`` runs on the main thread, and when it interrupts that thread inside
+    ``Event.wait`` while the event's lock is held, ``set`` waits for that lock forever.)"""
     import signal
-    import threading
+    import time
 
-    stop = threading.Event()
+    stop: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
+        signal.signal(sig, lambda signum, _frame: stop.append(signum))
+    while not stop:
+        time.sleep(0.2)
 
 
 def _broker_config(args: argparse.Namespace, namesrv_addr: str | None):
