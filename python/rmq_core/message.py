@@ -6,6 +6,9 @@ Invariants:
    ``Message``; the ``tags``/``keys`` attributes are views of them. The store encodes ``properties`` in dict order.
 2. ``MessageExt`` instances are created by the decoders (Rust or the Python twin) without ``__init__``: every slot is set.
 3. ``msg_id`` on a MessageExt is the *offset* msg id (store host + commitlog offset); ``uniq_key`` is the producer's id.
+4. A ``Message`` (exactly that class) is not tracked by the cyclic garbage collector (the Rust engine's
+   ``untrack_message``, called by ``__init__``): it refers only to str, bytes, an int and its str → str properties, so
+   it is never in a reference cycle (a property value referring back to its message would be one: never collected).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from rmq_core._reference.format.message import (
 )
 from rmq_core._reference.format.message import decode_offset_msg_id as _decode_offset_msg_id
 from rmq_core.errors import CorruptRecordError
+
+_untrack_message = _backend.impl.untrack_message
 
 # Well-known property names (MessageConst.java).
 PROPERTY_TAGS = "TAGS"
@@ -122,6 +127,7 @@ class Message:
                 if v is not None:
                     props[str(k)] = str(v)
         self.properties = props
+        _untrack_message(self)  # invariant 4: a batch being built costs the collector nothing
 
     @property
     def tags(self) -> str | None:

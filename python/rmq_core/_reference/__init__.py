@@ -61,6 +61,11 @@ _WHERE = {
 }
 
 
+def untrack_message(msg: object) -> None:
+    """The Rust engine takes a ``Message`` out of the cyclic GC's tracking (``rust/rmq-py/src/codec.rs``); pure Python
+    cannot, and nothing a caller sees depends on it: this twin does nothing."""
+
+
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
@@ -84,4 +89,5 @@ __all__ = [
     "mapped_file_size",
     "split_frames",
     "tags_hash",
+    "untrack_message",
 ]

@@ -48,6 +48,7 @@ import fcntl
 import os
 import struct
 import threading
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -107,6 +108,17 @@ def _record_properties(record: bytes | bytearray) -> bytes:
 
 
 _CREATE_FAILED = (int(PutMessageStatus.CREATE_MAPPED_FILE_FAILED), -1, -1, 0)
+
+
+def _result_columns(results: list[tuple[int, int, int, int]]) -> tuple[bytes, bytes, bytes, bytes]:
+    """``put_messages``' answer (docs/CORE_API.md §3): the statuses (one byte each), CommitLog offsets and queue
+    offsets (int64) and wrote bytes (int32) as columns, native byte order, as the Rust engine returns them."""
+    return (
+        bytes(r[0] for r in results),
+        array("q", [r[1] for r in results]).tobytes(),
+        array("q", [r[2] for r in results]).tobytes(),
+        array("i", [r[3] for r in results]).tobytes(),
+    )
 
 
 def _tags_code(properties: dict[str, str], encoded: bytes) -> int:
@@ -416,7 +428,7 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
-    ) -> list[tuple[int, int, int, int]]:
+    ) -> tuple[bytes, bytes, bytes, bytes]:
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
@@ -475,7 +487,7 @@ class StoreEngine:
                 (topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags)
             )
         if first_fail is not None:
-            return [(int(first_fail), -1, -1, 0)] * len(msgs)
+            return _result_columns([(int(first_fail), -1, -1, 0)] * len(msgs))
 
         results: list[tuple[int, int, int, int]] = []
         last_end = -1
@@ -528,7 +540,7 @@ class StoreEngine:
                     results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
             else:
                 self._flush_service.wake()
-        return results
+        return _result_columns(results)
 
     def wait_flushed(self, upto: int) -> bool:
         """Waits (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto``, the end offset of a put

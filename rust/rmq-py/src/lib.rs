@@ -32,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
     m.add_function(wrap_pyfunction!(codec::assign_uniq_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;
     m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;

@@ -10,13 +10,12 @@
 use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::{
     FlushDiskType, GetMessageResult, MessageFilter, MessageStore, OwnFields, PutContext,
-    PutMessage, StoreConfig,
+    PutMessage, PutResult, StoreConfig,
 };
 
 use crate::codec;
@@ -159,7 +158,7 @@ impl StoreEngine {
         wait_flush: bool,
         own_fields: Option<Vec<(i64, i32, i32)>>,
         prepared_transaction_offset: i64,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
         if queue_ids.len() != n {
@@ -247,22 +246,35 @@ impl StoreEngine {
         let results = py
             .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
             .py_err(py)?;
-        let out = PyList::empty(py);
-        for r in &results {
-            let t = (
-                r.status as i32,
-                r.commitlog_offset,
-                r.queue_offset,
-                r.wrote_bytes,
-            )
-                .into_pyobject(py)?;
-            // A tuple of ints cannot be part of a cycle (CPython untracks such tuples itself, lazily): untracked
-            // now, a 100,000-message batch's results do not set off collections of everything the caller holds.
-            // SAFETY: `t` is a live tuple we just created; untracking a GC object is always allowed.
-            unsafe { ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) };
-            out.append(t)?;
-        }
-        Ok(out)
+        // columns, not a tuple per message: one bytes object each for the statuses (one byte, the ordinal), the
+        // CommitLog offsets and queue offsets (int64) and the wrote bytes (int32), native byte order
+        let n = results.len();
+        let statuses = PyBytes::new_with(py, n, |b| {
+            for (d, r) in b.iter_mut().zip(&results) {
+                *d = r.status as u8;
+            }
+            Ok(())
+        })?;
+        let i64_column = |f: fn(&PutResult) -> i64| {
+            PyBytes::new_with(py, n * 8, |b| {
+                for (d, r) in b.chunks_exact_mut(8).zip(&results) {
+                    d.copy_from_slice(&f(r).to_ne_bytes());
+                }
+                Ok(())
+            })
+        };
+        let commitlog_offsets = i64_column(|r| r.commitlog_offset)?;
+        let queue_offsets = i64_column(|r| r.queue_offset)?;
+        let wrote_bytes = PyBytes::new_with(py, n * 4, |b| {
+            for (d, r) in b.chunks_exact_mut(4).zip(&results) {
+                d.copy_from_slice(&r.wrote_bytes.to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        PyTuple::new(
+            py,
+            [statuses, commitlog_offsets, queue_offsets, wrote_bytes],
+        )
     }
 
     /// Waits, GIL released, until a CommitLog flush covers `upto` (a `wait_flush=False` put's end offset).
