@@ -121,7 +121,9 @@ unsafe extern "C" fn init(
     // SAFETY: CPython calls a method with the GIL held.
     let py = unsafe { Python::assume_attached() };
     let Some(st) = STATE.get(py) else {
-        return ptr::null_mut(); // unreachable: the descriptor is made after the state
+        // unreachable: the descriptor is made after the state
+        PyTypeError::new_err("Message.__init__ used before message_init set it up").restore(py);
+        return ptr::null_mut();
     };
     // SAFETY: `args` holds `nargs` positional arguments and one value per name of `kwnames`, borrowed for the call.
     unsafe {
