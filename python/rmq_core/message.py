@@ -6,6 +6,13 @@ Invariants:
    ``Message``; the ``tags``/``keys`` attributes are views of them. The store encodes ``properties`` in dict order.
 2. ``MessageExt`` instances are created by the decoders (Rust or the Python twin) without ``__init__``: every slot is set.
 3. ``msg_id`` on a MessageExt is the *offset* msg id (store host + commitlog offset); ``uniq_key`` is the producer's id.
+4. A ``Message`` (exactly that class) is not tracked by the cyclic garbage collector (the Rust engine's
+   ``untrack_message``, called by ``__init__``): it refers only to str, bytes, an int and its str → str properties, so
+   it is never in a reference cycle (a property value referring back to its message would be one: never collected).
+5. ``Message.__init__`` is the engine's ``message_init``: the Rust engine runs the common call natively (an instance
+   of exactly ``Message``; topic, a ``bytes`` body, ``tags`` None or a str, any ``flag``, the other arguments absent or
+   at their defaults) with the results of the ``__init__`` written below, which it calls for every other call; the
+   Python twin installs that ``__init__`` as is.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from rmq_core._reference.format.message import (
 )
 from rmq_core._reference.format.message import decode_offset_msg_id as _decode_offset_msg_id
 from rmq_core.errors import CorruptRecordError
+
+_untrack_message = _backend.impl.untrack_message
 
 # Well-known property names (MessageConst.java).
 PROPERTY_TAGS = "TAGS"
@@ -122,6 +131,7 @@ class Message:
                 if v is not None:
                     props[str(k)] = str(v)
         self.properties = props
+        _untrack_message(self)  # invariant 4: a batch being built costs the collector nothing
 
     @property
     def tags(self) -> str | None:
@@ -205,6 +215,12 @@ class Message:
     def __repr__(self) -> str:
         body = self.body if len(self.body) <= 32 else self.body[:32] + b"..."
         return f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, body={body!r})"
+
+
+# invariant 5 (setattr: the class's own __init__ above stays what type checkers read; parity tests call it as
+# _python_init)
+_python_init = Message.__init__
+setattr(Message, "__init__", _backend.impl.message_init(Message, _python_init))  # noqa: B010
 
 
 class MessageExt(Message):

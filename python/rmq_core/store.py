@@ -161,17 +161,27 @@ class PutMessageResult:
 _PUT_STATUS = tuple(PutMessageStatus)  # index by ordinal: cheaper than calling the enum on the hot path
 
 
+# put_messages' answer from the engine: statuses (a byte each), CommitLog offsets, queue offsets (int64), wrote bytes
+# (int32), native byte order
+PutResultColumns = tuple[bytes, bytes, bytes, bytes]
+
+
 class PutMessageResults(Sequence[PutMessageResult]):
-    """The results of one ``put_messages`` call, one per message in order, built on access (batches are hot)."""
+    """The results of one ``put_messages`` call, one per message in order, built on access (batches are hot): the
+    engine answers with columns (docs/CORE_API.md §3), read here through memoryviews."""
 
-    __slots__ = ("_raw", "_store_host")
+    __slots__ = ("_commitlog_offsets", "_queue_offsets", "_statuses", "_store_host", "_wrote_bytes")
 
-    def __init__(self, raw: list[tuple[int, int, int, int]], store_host: tuple[str, int]) -> None:
-        self._raw = raw
+    def __init__(self, columns: PutResultColumns, store_host: tuple[str, int]) -> None:
+        statuses, commitlog_offsets, queue_offsets, wrote_bytes = columns
+        self._statuses = statuses
+        self._commitlog_offsets = memoryview(commitlog_offsets).cast("q")
+        self._queue_offsets = memoryview(queue_offsets).cast("q")
+        self._wrote_bytes = memoryview(wrote_bytes).cast("i")
         self._store_host = store_host
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._statuses)
 
     @overload
     def __getitem__(self, i: int) -> PutMessageResult: ...
@@ -179,22 +189,28 @@ class PutMessageResults(Sequence[PutMessageResult]):
     def __getitem__(self, i: slice) -> list[PutMessageResult]: ...
     def __getitem__(self, i: int | slice) -> PutMessageResult | list[PutMessageResult]:
         if isinstance(i, slice):
-            return [self._make(t) for t in self._raw[i]]
-        return self._make(self._raw[i])
+            return [self._make(k) for k in range(len(self._statuses))[i]]
+        return self._make(i)
 
     def __iter__(self) -> Iterator[PutMessageResult]:
-        return (self._make(t) for t in self._raw)
+        return map(self._make, range(len(self._statuses)))
 
-    def _make(self, t: tuple[int, int, int, int]) -> PutMessageResult:
-        return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self._store_host)
+    def _make(self, i: int) -> PutMessageResult:
+        return PutMessageResult(
+            _PUT_STATUS[self._statuses[i]],
+            self._commitlog_offsets[i],
+            self._queue_offsets[i],
+            self._wrote_bytes[i],
+            self._store_host,
+        )
 
     @property
     def all_ok(self) -> bool:
-        return all(t[0] == 0 for t in self._raw)
+        return self._statuses.count(0) == len(self._statuses)
 
     @property
     def statuses(self) -> list[PutMessageStatus]:
-        return [_PUT_STATUS[t[0]] for t in self._raw]
+        return [_PUT_STATUS[s] for s in self._statuses]
 
 
 @dataclass
@@ -311,7 +327,7 @@ class MessageStore:
         waiting for the flush; the caller then waits with ``wait_flushed(commitlog_offset + wrote_bytes)``.
         ``prepared_transaction_offset``: the record's field of that name (a committed transactional message's half
         message offset, as 4.9's EndTransactionProcessor sets it)."""
-        t = self._put(
+        columns = self._put(
             [msg],
             [queue_id],
             born_host,
@@ -320,8 +336,8 @@ class MessageStore:
             reconsume_times,
             wait_flush,
             prepared_transaction_offset=prepared_transaction_offset,
-        )[0]
-        return PutMessageResult(_PUT_STATUS[t[0]], t[1], t[2], t[3], self.config.store_host)
+        )
+        return PutMessageResults(columns, self.config.store_host)[0]
 
     def put_messages(
         self,
@@ -361,7 +377,7 @@ class MessageStore:
         wait_flush: bool = True,
         own_fields: Sequence[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
-    ) -> list[tuple[int, int, int, int]]:
+    ) -> PutResultColumns:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
         uniq = self._uniq_id
@@ -388,7 +404,7 @@ class MessageStore:
         if self._listeners:
             self._notify_arrivals(
                 (m.topic, q, status, queue_offset, m.properties)
-                for m, q, (status, _, queue_offset, _) in zip(msgs, queue_ids, raw)
+                for m, q, status, queue_offset in zip(msgs, queue_ids, raw[0], memoryview(raw[2]).cast("q"))
             )
         return raw
 
@@ -404,9 +420,9 @@ class MessageStore:
     ) -> list[tuple[int, int, int, int]]:
         """Append the plain sends ``[start, end)`` of ``sends`` (the broker's send path, ``SendRequestParser``) under
         one lock, each with its own born timestamp, sys flag (| ``sys_flag_or`` of its key), reconsume times and the
-        properties the send path stores (a UNIQ_KEY assigned where a send has none): what ``put_messages`` with ``own_fields`` would append for the same sends.
-        Results ``(status, commitlog_offset, queue_offset, wrote_bytes)`` per send; ``wait_flush`` as in
-        ``put_message``."""
+        properties the send path stores (a UNIQ_KEY assigned where a send has none): what ``put_messages`` with
+        ``own_fields`` would append for the same sends. Results ``(status, commitlog_offset, queue_offset,
+        wrote_bytes)`` per send; ``wait_flush`` as in ``put_message``."""
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
         uniq = self._uniq_id

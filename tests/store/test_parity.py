@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from rmq_core import _backend
 from rmq_core.errors import StoreError
-from rmq_core.message import Message
+from rmq_core.message import Message, create_offset_msg_id
 from rmq_core.store import MessageStore
+from rmq_core.store_status import PutMessageStatus
 
 from support import spec_parser as sp
 from support.helpers import Clock, UniqIds, small_config
@@ -461,3 +462,59 @@ def test_own_fields_of_another_length_is_refused(tmp_path):
             assert s.get_max_offset_in_queue("PA", 0) == 0
         finally:
             s.close()
+
+
+def test_batch_over_many_queues_writes_the_same_and_answers_the_same_columns(tmp_path):
+    """One put over more (topic, queue) pairs than the Rust put keeps at hand (16), in an interleaved order that
+    comes back to earlier queues, with PREPARED records among them: both engines return the same result columns
+    (``put_messages``' raw answer, CORE_API §3) and write the same CommitLog, ConsumeQueue and index bytes; every
+    queue's offsets count up from 0 in batch order."""
+    order = [(TOPICS[(i * 7) % 3], (i * 5) % 12) for i in range(400)]  # 3 topics x 12 queues, interleaved
+    answers = []
+    for name in ("rust", "python"):
+        root = str(tmp_path / name)
+        s = MessageStore(root, small_config(), backend=name, clock=Clock(step=0), uniq_id=UniqIds())
+        try:
+            batch = [(Message(t, b"m%d" % i, tags=TAGS[i % len(TAGS)]), q) for i, (t, q) in enumerate(order)]
+            columns = s._engine.put_messages(
+                [m for m, _ in batch], [q for _, q in batch], 0, 1_700_000_000_000, ("10.0.0.2", 77), 0, 1, True
+            )
+            prepared = s._engine.put_messages([Message("PA", b"half")], [3], 0x4, 1, ("10.0.0.2", 77), 0, 2, True)
+            answers.append((columns, prepared))
+        finally:
+            s.close()
+        results = list(memoryview(columns[2]).cast("q"))
+        expected, seen = [], {}
+        for key in order:
+            expected.append(seen.get(key, 0))
+            seen[key] = expected[-1] + 1
+        assert results == expected and len(results) == 400
+        assert columns[0] == bytes(400)  # every status PUT_OK
+    assert answers[0] == answers[1]
+    assert files_of(str(tmp_path / "rust")) == files_of(str(tmp_path / "python"))
+
+
+def test_put_results_columns_read_as_results(tmp_path):
+    """``PutMessageResults`` over the engine's columns: indexing (negative too), slices, iteration, ``all_ok`` and
+    ``statuses``, for a stored batch and for a refused one (every entry the first failing status, offsets -1), the
+    same on both engines."""
+    seen = []
+    for name in ("rust", "python"):
+        with MessageStore(str(tmp_path / name), small_config(), backend=name, clock=Clock(), uniq_id=UniqIds()) as s:
+            ok = s.put_messages([(Message("PA", b"x" * i), i % 2) for i in range(5)])
+            assert len(ok) == 5 and ok.all_ok and ok.statuses == [PutMessageStatus.PUT_OK] * 5
+            rows = [(r.status, r.commitlog_offset, r.queue_offset, r.wrote_bytes) for r in ok]
+            assert [r.queue_offset for r in ok] == [0, 0, 1, 1, 2]
+            assert ok[-1] == ok[4] and ok[1:4] == [ok[1], ok[2], ok[3]] and ok[::-2] == [ok[4], ok[2], ok[0]]
+            assert ok[0].msg_id == create_offset_msg_id(s.config.store_host, ok[0].commitlog_offset)
+            with pytest.raises(IndexError):
+                ok[5]
+            big = Message("PA", b"x" * (s.config.max_message_size + 1))
+            bad = s.put_messages([(Message("PA", b"y"), 0), (big, 0)])
+            assert not bad.all_ok and bad.statuses == [PutMessageStatus.MESSAGE_ILLEGAL] * 2
+            assert [(r.commitlog_offset, r.queue_offset, r.wrote_bytes, r.msg_id) for r in bad] == [
+                (-1, -1, 0, None)
+            ] * 2
+            one = s.put_message(Message("PA", b"z"), 1)
+            seen.append((rows, one.commitlog_offset, one.queue_offset, one.wrote_bytes))
+    assert seen[0] == seen[1]

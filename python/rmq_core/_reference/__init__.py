@@ -27,6 +27,7 @@ This package never imports ``rmq_core._core``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,6 +67,17 @@ _WHERE = {
 }
 
 
+def untrack_message(msg: object) -> None:
+    """The Rust engine takes a ``Message`` out of the cyclic GC's tracking (``rust/rmq-py/src/codec.rs``); pure Python
+    cannot, and nothing a caller sees depends on it: this twin does nothing."""
+
+
+def message_init(cls: type, python_init: Callable[..., None]) -> Callable[..., None]:
+    """The Rust engine returns a native ``Message.__init__`` for the common call (``rust/rmq-py/src/message_init.rs``)
+    that falls back to ``python_init``; the twin is ``python_init`` itself."""
+    return python_init
+
+
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
@@ -89,6 +101,8 @@ __all__ = [
     "encode_properties",
     "gather_runs",
     "mapped_file_size",
+    "message_init",
     "split_frames",
     "tags_hash",
+    "untrack_message",
 ]

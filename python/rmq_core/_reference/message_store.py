@@ -48,6 +48,7 @@ import fcntl
 import os
 import struct
 import threading
+from array import array
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,17 @@ def _record_properties(record: bytes | bytearray) -> bytes:
 
 
 _CREATE_FAILED = (int(PutMessageStatus.CREATE_MAPPED_FILE_FAILED), -1, -1, 0)
+
+
+def _result_columns(results: list[tuple[int, int, int, int]]) -> tuple[bytes, bytes, bytes, bytes]:
+    """``put_messages``' answer (docs/CORE_API.md §3): the statuses (one byte each), CommitLog offsets and queue
+    offsets (int64) and wrote bytes (int32) as columns, native byte order, as the Rust engine returns them."""
+    return (
+        bytes(r[0] for r in results),
+        array("q", [r[1] for r in results]).tobytes(),
+        array("q", [r[2] for r in results]).tobytes(),
+        array("i", [r[3] for r in results]).tobytes(),
+    )
 
 
 def _tags_code(properties: dict[str, str], encoded: bytes) -> int:
@@ -441,7 +453,7 @@ class StoreEngine:
             msgs.append(msg)
             queue_ids.append(queue_id)
             own.append((r.born_timestamp, r.sys_flag | sys_flag_or[r.key], r.reconsume_times))
-        return self.put_messages(msgs, queue_ids, 0, 0, born_host, 0, store_timestamp, wait_flush, own)
+        return self._put_rows(msgs, queue_ids, 0, 0, born_host, 0, store_timestamp, wait_flush, own)
 
     def put_messages(
         self,
@@ -455,7 +467,37 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+    ) -> tuple[bytes, bytes, bytes, bytes]:
+        """Results as columns (``_result_columns``): docs/CORE_API.md §3."""
+        return _result_columns(
+            self._put_rows(
+                msgs,
+                queue_ids,
+                sys_flag,
+                born_timestamp,
+                born_host,
+                reconsume_times,
+                store_timestamp,
+                wait_flush,
+                own_fields,
+                prepared_transaction_offset,
+            )
+        )
+
+    def _put_rows(
+        self,
+        msgs: list,
+        queue_ids: list[int],
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        reconsume_times: int,
+        store_timestamp: int,
+        wait_flush: bool = True,
+        own_fields: list[tuple[int, int, int]] | None = None,
+        prepared_transaction_offset: int = 0,
     ) -> list[tuple[int, int, int, int]]:
+        """``put_messages`` with a result tuple per message."""
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")

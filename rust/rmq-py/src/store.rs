@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rmq_store::{
     FlushDiskType, GetMessageResult, MessageFilter, MessageStore, OwnFields, PutContext,
-    PutMessage, StoreConfig,
+    PutMessage, PutResult, StoreConfig,
 };
 
 use crate::codec;
@@ -159,7 +159,7 @@ impl StoreEngine {
         wait_flush: bool,
         own_fields: Option<Vec<(i64, i32, i32)>>,
         prepared_transaction_offset: i64,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let queue_ids: Vec<i32> = queue_ids.extract()?;
         let n = msgs.len();
         if queue_ids.len() != n {
@@ -247,7 +247,35 @@ impl StoreEngine {
         let results = py
             .detach(|| store.put_messages_with(&put, &ctx, wait_flush))
             .py_err(py)?;
-        results_list(py, &results)
+        // columns, not a tuple per message: one bytes object each for the statuses (one byte, the ordinal), the
+        // CommitLog offsets and queue offsets (int64) and the wrote bytes (int32), native byte order
+        let n = results.len();
+        let statuses = PyBytes::new_with(py, n, |b| {
+            for (d, r) in b.iter_mut().zip(&results) {
+                *d = r.status as u8;
+            }
+            Ok(())
+        })?;
+        let i64_column = |f: fn(&PutResult) -> i64| {
+            PyBytes::new_with(py, n * 8, |b| {
+                for (d, r) in b.chunks_exact_mut(8).zip(&results) {
+                    d.copy_from_slice(&f(r).to_ne_bytes());
+                }
+                Ok(())
+            })
+        };
+        let commitlog_offsets = i64_column(|r| r.commitlog_offset)?;
+        let queue_offsets = i64_column(|r| r.queue_offset)?;
+        let wrote_bytes = PyBytes::new_with(py, n * 4, |b| {
+            for (d, r) in b.chunks_exact_mut(4).zip(&results) {
+                d.copy_from_slice(&r.wrote_bytes.to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        PyTuple::new(
+            py,
+            [statuses, commitlog_offsets, queue_offsets, wrote_bytes],
+        )
     }
 
     /// Stores the plain sends `[start, end)` of `sends` (a `SendRequestColumns`) in one call, as `put_messages` with

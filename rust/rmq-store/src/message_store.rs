@@ -75,6 +75,9 @@ use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
 
+/// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
+const BATCH_QUEUE_CACHE: usize = 16;
+
 /// RocketMQ's order; the discriminant is the ordinal the bindings return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
@@ -711,7 +714,11 @@ impl MessageStore {
         {
             let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
             self.check_open()?;
-            let mut cached_q: Option<(&str, i32, Arc<ConsumeQueue>)> = None;
+            // the queues this batch writes, each looked up once (a batch often cycles through a topic's queues;
+            // a short list searched from the last one used, beyond BATCH_QUEUE_CACHE queues the table is asked)
+            let mut queues: Vec<(&str, i32, Arc<ConsumeQueue>)> = Vec::new();
+            let mut last_q = 0usize;
+            let mut uncached: Option<Arc<ConsumeQueue>>;
             for m in msgs {
                 let own = m.own.unwrap_or(OwnFields {
                     born_timestamp: ctx.born_timestamp,
@@ -720,18 +727,27 @@ impl MessageStore {
                 });
                 let sys_flag = with_hosts(own.sys_flag);
                 let dispatch = !is_tx_prepared_or_rollback(sys_flag);
-                let q = if dispatch {
-                    let hit =
-                        matches!(&cached_q, Some((t, id, _)) if *id == m.queue_id && *t == m.topic);
-                    if !hit {
-                        match self.inner.queue_or_create(m.topic, m.queue_id) {
-                            Ok(q) => cached_q = Some((m.topic, m.queue_id, q)),
-                            Err(_) => break,
-                        }
-                    }
-                    cached_q.as_ref().map(|(_, _, q)| q.clone())
-                } else {
+                let is_it =
+                    |e: &(&str, i32, Arc<ConsumeQueue>)| e.1 == m.queue_id && e.0 == m.topic;
+                let q: Option<&Arc<ConsumeQueue>> = if !dispatch {
                     None
+                } else if queues.get(last_q).is_some_and(is_it) {
+                    Some(&queues[last_q].2)
+                } else if let Some(i) = queues.iter().position(is_it) {
+                    last_q = i;
+                    Some(&queues[i].2)
+                } else {
+                    let Ok(found) = self.inner.queue_or_create(m.topic, m.queue_id) else {
+                        break;
+                    };
+                    if queues.len() < BATCH_QUEUE_CACHE {
+                        queues.push((m.topic, m.queue_id, found));
+                        last_q = queues.len() - 1;
+                        Some(&queues[last_q].2)
+                    } else {
+                        uncached = Some(found);
+                        uncached.as_ref()
+                    }
                 };
                 let queue_offset = q.as_ref().map(|q| q.max_offset()).unwrap_or(0);
                 let fields = RecordFields {
