@@ -146,13 +146,10 @@ _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCod
 _ANSWER_KEYS = (PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId", "queueOffset")
 # per PutMessageStatus ordinal: the answer's code of a stored single send (-1: answered with its error remark)
 _ANSWER_CODES = [int(_SEND_OK[s]) if s in _SEND_OK else -1 for s in PutMessageStatus]
-_COUNTED = [s in _SEND_OK for s in PutMessageStatus]
+_COUNTED = [s in _SEND_OK for s in PutMessageStatus]  # the statuses whose sends the put stats count
 # a put of many sends that one of them fails validation appends none of them, each answered with that status: the
 # sends are then put one by one, so that each gets its own verdict (as 4.9 puts each send on its own)
-_REFUSED_BY_VALIDATION = (
-    PutMessageStatus.MESSAGE_ILLEGAL,
-    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-)  # the statuses whose sends the put stats count
+_REFUSED_BY_VALIDATION = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 _HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
@@ -531,8 +528,8 @@ class SendMessageProcessor:
         self, conn: Connection, requests: list[RemotingCommand]
     ) -> list[RemotingCommand | bytes | None]:
         """The send requests read from one chunk of a connection, answered in order (an answer may come as its
-        encoded frame). The plain single sends (no delay, transaction or timer property, WAIT not false, a UNIQ_KEY,
-        a queue id >= 0, not to a ``%RETRY%`` topic: what producers send most) are read into columns by the store
+        encoded frame). The plain single sends (no delay, transaction or timer property, WAIT not false, a queue id
+        >= 0, not to a ``%RETRY%`` topic: what producers send most) are read into columns by the store
         engine's ``SendRequestParser``; the checks of ``msg_check`` run once per distinct (topic, queue id, unit
         mode, default topic) of the chunk, and each run of consecutive plain sends that passed them is stored with
         one ``put_send_requests`` and answered by the engine: the same records and answers as the general path
