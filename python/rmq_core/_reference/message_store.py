@@ -453,7 +453,11 @@ class StoreEngine:
             msgs.append(msg)
             queue_ids.append(queue_id)
             own.append((r.born_timestamp, r.sys_flag | sys_flag_or[r.key], r.reconsume_times))
-        return self._put_rows(msgs, queue_ids, 0, 0, born_host, 0, store_timestamp, wait_flush, own)
+        statuses, offsets, queue_offsets, wrote = self.put_messages(
+            msgs, queue_ids, 0, 0, born_host, 0, store_timestamp, wait_flush, own
+        )
+        cast = [memoryview(offsets).cast("q"), memoryview(queue_offsets).cast("q"), memoryview(wrote).cast("i")]
+        return list(zip(statuses, *cast))
 
     def put_messages(
         self,
@@ -468,36 +472,6 @@ class StoreEngine:
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
     ) -> tuple[bytes, bytes, bytes, bytes]:
-        """Results as columns (``_result_columns``): docs/CORE_API.md §3."""
-        return _result_columns(
-            self._put_rows(
-                msgs,
-                queue_ids,
-                sys_flag,
-                born_timestamp,
-                born_host,
-                reconsume_times,
-                store_timestamp,
-                wait_flush,
-                own_fields,
-                prepared_transaction_offset,
-            )
-        )
-
-    def _put_rows(
-        self,
-        msgs: list,
-        queue_ids: list[int],
-        sys_flag: int,
-        born_timestamp: int,
-        born_host: tuple[str, int],
-        reconsume_times: int,
-        store_timestamp: int,
-        wait_flush: bool = True,
-        own_fields: list[tuple[int, int, int]] | None = None,
-        prepared_transaction_offset: int = 0,
-    ) -> list[tuple[int, int, int, int]]:
-        """``put_messages`` with a result tuple per message."""
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
@@ -556,7 +530,7 @@ class StoreEngine:
                 (topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags)
             )
         if first_fail is not None:
-            return [(int(first_fail), -1, -1, 0)] * len(msgs)
+            return _result_columns([(int(first_fail), -1, -1, 0)] * len(msgs))
 
         results: list[tuple[int, int, int, int]] = []
         last_end = -1
@@ -609,7 +583,7 @@ class StoreEngine:
                     results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
             else:
                 self._flush_service.wake()
-        return results
+        return _result_columns(results)
 
     def wait_flushed(self, upto: int) -> bool:
         """Waits (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto``, the end offset of a put

@@ -153,6 +153,11 @@ _REFUSED_BY_VALIDATION = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PRO
 _HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
+def _stored(results: Iterable[PutMessageResult]) -> list[tuple[int, int, int]]:
+    """``(status, commitlog_offset, wrote_bytes)`` of each result: what the flush and replica waits read."""
+    return [(r.status, r.commitlog_offset, r.wrote_bytes) for r in results]
+
+
 def suggest_todo(url: str) -> str:
     """FAQUrl.suggestTodo."""
     return f"\nSee {url} for further details."
@@ -320,20 +325,22 @@ class SendMessageProcessor:
         """SYNC_FLUSH and the sender waits for the store (4.9: ``isWaitStoreMsgOK``, true unless WAIT=false)."""
         return wait_store_msg_ok and self.store_config.flush_disk_type == "SYNC_FLUSH"
 
-    async def _flushed(self, results: Sequence[PutMessageResult]) -> bool:
-        """Awaits the group commit covering the records ``results`` appended (put with ``wait_flush=False``):
-        False when the flush timed out or failed, so their PUT_OK becomes FLUSH_DISK_TIMEOUT."""
-        ends = [r.commitlog_offset + r.wrote_bytes for r in results if r.status == PutMessageStatus.PUT_OK]
+    async def _flushed(self, stored: Iterable[tuple[int, int, int]]) -> bool:
+        """Awaits the group commit covering the records a put appended (with ``wait_flush=False``), given as
+        ``(status, commitlog_offset, wrote_bytes)`` (``_stored``): False when the flush timed out or failed, so
+        their PUT_OK becomes FLUSH_DISK_TIMEOUT."""
+        ends = [offset + wrote for status, offset, wrote in stored if status == PutMessageStatus.PUT_OK]
         if not ends:
             return True
         return await self.group_commit_service.wait(max(ends))
 
-    async def _replica_status(self, results: Sequence[PutMessageResult]) -> PutMessageStatus | None:
-        """SYNC_MASTER (4.9 ``submitReplicaRequest``, broker/ha/replication.py): None when the records appended are
-        on a slave (or the broker is no SYNC_MASTER), else FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
+    async def _replica_status(self, stored: Iterable[tuple[int, int, int]]) -> PutMessageStatus | None:
+        """SYNC_MASTER (4.9 ``submitReplicaRequest``, broker/ha/replication.py): None when the records appended
+        (``(status, commitlog_offset, wrote_bytes)``, ``_stored``) are on a slave (or the broker is no SYNC_MASTER),
+        else FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
         if not self._sync_master or self.replication is None:
             return None
-        ends = [r.commitlog_offset + r.wrote_bytes for r in results if r.status in _SEND_OK and r.wrote_bytes > 0]
+        ends = [offset + wrote for status, offset, wrote in stored if status in _SEND_OK and wrote > 0]
         if not ends:
             return None
         status = await self.replication.wait_for_slave(max(ends))
@@ -343,7 +350,7 @@ class SendMessageProcessor:
         """``_replica_status`` applied: the replica's status overrides the flush's, as 4.9's ``thenCombine``."""
         if not wait_store_msg_ok or not self._sync_master:
             return
-        status = await self._replica_status(results)
+        status = await self._replica_status(_stored(results))
         if status is not None:
             for r in results:
                 if r.status in _SEND_OK:
@@ -427,7 +434,7 @@ class SendMessageProcessor:
             reconsume_times=send.reconsume_times,
             wait_flush=False,
         )
-        if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed((result,)):
+        if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed(_stored((result,))):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         await self._replicated((result,), send.wait_store_msg_ok)
         return self._send_answer(request, send, result)
@@ -537,7 +544,9 @@ class SendMessageProcessor:
         store keeps the arrival order."""
         responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
         sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
-        verdicts = [self._plain_verdict(conn, key) for key in sends.keys]
+        keys = sends.keys
+        verdicts = [self._plain_verdict(conn, key) for key in keys]
+        topics = [key[0] for key in keys]
         if not verdicts:
             await self._process_general(conn, requests, range(len(requests)), responses)
             return responses
@@ -545,7 +554,7 @@ class SendMessageProcessor:
         key_of: list[int] | None = None
         for start, end, plain in sends.segments([isinstance(v, int) for v in verdicts]):
             if plain:
-                await self._put_plain(conn, requests, sends, start, end, sys_flag_or, responses)
+                await self._put_plain(conn, requests, sends, topics, start, end, sys_flag_or, responses)
                 continue
             if key_of is None:
                 key_of = sends.key_of
@@ -582,12 +591,13 @@ class SendMessageProcessor:
         conn: Connection,
         requests: list[RemotingCommand],
         sends: _core.SendRequestColumns,
+        topics: list[str],
         start: int,
         end: int,
         sys_flag_or: list[int],
         responses: list[RemotingCommand | bytes | None],
     ) -> None:
-        """Stores the plain sends ``[start, end)`` in one call, waits for the flush (SYNC_FLUSH) and the slave
+        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call, waits for the flush (SYNC_FLUSH) and the slave
         (SYNC_MASTER) as ``_put_run`` does, and answers each."""
         born_host = parse_address(conn.remote_address)
         store = self.message_store
@@ -606,18 +616,11 @@ class SendMessageProcessor:
                     requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
                 )
             return
-        if self._must_wait_flush():
-            ends = [clo + wrote for status, clo, _, wrote in raw if status == PutMessageStatus.PUT_OK]
-            if ends and not await self.group_commit_service.wait(max(ends)):
-                raw = [
-                    (PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw
-                ]
-        if self._sync_master and self.replication is not None:
-            ends = [clo + wrote for status, clo, _, wrote in raw if status in _SEND_OK and wrote > 0]
-            if ends:
-                replica = await self.replication.wait_for_slave(max(ends))
-                if replica != PutMessageStatus.PUT_OK:
-                    raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
+        if self._must_wait_flush() and not await self._flushed((t[0], t[1], t[3]) for t in raw):
+            raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
+        replica = await self._replica_status((t[0], t[1], t[3]) for t in raw)
+        if replica is not None:
+            raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
         cfg = self.broker_config
         answers = sends.answers(
             start,
@@ -635,10 +638,9 @@ class SendMessageProcessor:
                 if answer is None and not request.is_oneway:
                     code, remark = self._status_to_code(PutMessageStatus(raw[j][0]))
                     responses[start + j] = self._send_response(request, code, remark)
-        keys = sends.keys
         stats = self.broker_stats_manager
         for key, n, size in sends.totals(start, end, raw, _COUNTED):
-            stats.inc_put(keys[key][0], n, size, times=n)
+            stats.inc_put(topics[key], n, size, times=n)
 
     async def _process_general(
         self,
@@ -712,7 +714,7 @@ class SendMessageProcessor:
                 )
             return
         waiting = [r for send, r in zip(sends, stored) if self._must_wait_flush(send.wait_store_msg_ok)]
-        if waiting and not await self._flushed(waiting):
+        if waiting and not await self._flushed(_stored(waiting)):
             for r in waiting:
                 if r.status == PutMessageStatus.PUT_OK:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -864,9 +866,9 @@ class SendMessageProcessor:
             wait_flush=False,
         )
         statuses = results.statuses
-        if self._must_wait_flush() and not await self._flushed(results):
+        if self._must_wait_flush() and not await self._flushed(_stored(results)):
             statuses = [PutMessageStatus.FLUSH_DISK_TIMEOUT if s == PutMessageStatus.PUT_OK else s for s in statuses]
-        replica = await self._replica_status(results)
+        replica = await self._replica_status(_stored(results))
         if replica is not None:
             statuses = [replica if s in _SEND_OK else s for s in statuses]
         failed = [s for s in statuses if s not in _SEND_OK]
@@ -967,7 +969,7 @@ class SendMessageProcessor:
             reconsume_times=msg_ext.reconsume_times + 1,
             wait_flush=False,
         )
-        if self._must_wait_flush() and not await self._flushed((result,)):
+        if self._must_wait_flush() and not await self._flushed(_stored((result,))):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         await self._replicated((result,))
         if result.status != PutMessageStatus.PUT_OK:
