@@ -492,3 +492,20 @@ def test_any_broker_of_the_name_is_the_lowest_id() -> None:
     admin = inst.find_broker_address_in_admin("b")
     assert admin is not None and (admin.broker_addr, admin.slave) == ("m", False)
     MQClientManager.get_instance().remove_client_factory(inst.client_id)
+
+
+def test_a_slave_started_right_after_its_master_knows_it_when_start_returns(tmp_path: Path) -> None:
+    """4.9's BrokerController#start registers with the name servers before it returns: a master is routed, and a
+    slave started right after it has learned its master from that first registration, with no wait (before, the
+    first registration ran after start() returned, and a slave that registered first learned its master only at the
+    next registerNameServerPeriod, 30 s later)."""
+    with name_server() as ns:
+        master = Broker(master_config(tmp_path / "m", ns.address)).start()
+        try:
+            slave = start_slave(tmp_path / "s", ns.address)
+            try:
+                assert slave.controller.master_addr == master.address
+            finally:
+                slave.shutdown()
+        finally:
+            master.shutdown()

@@ -8,7 +8,7 @@ Start order (``start()`` returns once the broker accepts connections):
      the topics that have ConsumeQueues in the store but no config (a store written by ``MessageStore``);
   4. register the processors, hook the hold service to the store's arrivals, start the hold and schedule services
      and (``timer_wheel_enable``, not on a slave) the timer message store (``broker/timer/``, recovering first);
-  5. start serving, start the periodic tasks, register with the name servers.
+  5. start serving, register with the name servers (once before ``start`` returns, as 4.9), start the periodic tasks.
 Shutdown reverses it: stop serving, answer parked pulls, unregister from the name servers, persist every config,
 flush and close the store, stop the loop. Shutdown is idempotent and safe from any thread (e.g. a signal handler).
 
@@ -373,12 +373,13 @@ class BrokerController:
             )
             self.broker_metrics.start(cfg.broker_ip1, cfg.metrics_prom_exporter_port)
         if self.namesrv_addrs():
-            self._every(
-                cfg.register_name_server_period / 1000.0,
-                self._register_broker_all_now,
-                "register broker",
-                first_delay=0.0,
-            )
+            # 4.9 BrokerController#start registers once before it returns, then every registerNameServerPeriod: a
+            # slave started right after its master learns the master from its first registration
+            try:
+                await self._register_broker_all_now()
+            except Exception:
+                log.exception("registering with the name servers failed")
+            self._every(cfg.register_name_server_period / 1000.0, self._register_broker_all_now, "register broker")
         log.info(
             "broker %s (%s) serving at %s, store %s",
             cfg.broker_name,
