@@ -10,7 +10,9 @@ What it measures (targets in brackets):
             CONSUME_FROM_FIRST_OFFSET), consume_message_batch_max_size 1 and 32; the clock runs from the first
             delivery to the last; --repeat runs each, alternating with the Java client's, and the median of each
             is reported with every run beside it                                  [≥ 50,000 / ≥ 150,000 msg/s]
-  send      sync sends of 1 KiB from --threads threads; async sends with --window in flight
+  send      sync sends of 1 KiB from --threads threads; async sends with --window in flight; each producer (ours,
+            Java's) first makes --send-warmup untimed sends the same way: a cold JVM's first ~50,000 sends measure its
+            JIT compiler more than the client (20,000 cold Java sends ran at ~0.7× the warm rate here)
   latency   a steady --rate msg/s for --seconds through a consumer already parked on the queues: p50/p99 of
             consume time - send time (a perf counter in the body; producer and consumer share the process)  [p99 ≤ 5 ms]
   memory    a slow listener (10 ms per call) over the whole backlog for --memory-seconds: the peak RSS increase of
@@ -161,7 +163,7 @@ def consume_throughput(namesrv: str, topic: str, group: str, n: int, batch: int,
     }
 
 
-def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int) -> dict[str, float]:
+def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup: int = 0) -> dict[str, float]:
     from rmq_core.client import Producer
 
     p = Producer("bench_sync_producer", namesrv_addr=namesrv, instance_name="bench-sync")
@@ -171,59 +173,74 @@ def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int) -> dict
     try:
         p.send(Message(topic, body, tags="TagA"))  # route and connection
 
-        def worker(k: int) -> None:
+        def worker(k: int, failures: list[int]) -> None:
             for _ in range(k):
                 try:
                     if p.send(Message(topic, body, tags="TagA")).send_status.name != "SEND_OK":
-                        failed[0] += 1
+                        failures[0] += 1
                 except Exception:
-                    failed[0] += 1
+                    failures[0] += 1
 
-        ts = [threading.Thread(target=worker, args=(n // threads + (i < n % threads),)) for i in range(threads)]
-        t0 = time.perf_counter()
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        dt = time.perf_counter() - t0
+        def phase(count: int, failures: list[int]) -> float:
+            ts = [
+                threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
+                for i in range(threads)
+            ]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return time.perf_counter() - t0
+
+        if warmup:
+            phase(warmup, [0])  # untimed, as BenchProduce's --warmup
+        dt = phase(n, failed)
     finally:
         p.shutdown()
     return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
 
 
-def send_async(namesrv: str, topic: str, n: int, size: int, window: int) -> dict[str, float]:
+def send_async(namesrv: str, topic: str, n: int, size: int, window: int, warmup: int = 0) -> dict[str, float]:
     from rmq_core.client import Producer
 
     p = Producer("bench_async_producer", namesrv_addr=namesrv, instance_name="bench-async")
     p.start()
     body = os.urandom(size)
     sem = threading.Semaphore(window)
-    failed = [0]
-    all_done = threading.Event()
-    answered = [0]
     lock = threading.Lock()
 
-    def on_done(f: Future[Any]) -> None:
-        with lock:
-            if f.exception() is not None or f.result().send_status.name != "SEND_OK":
-                failed[0] += 1
-            answered[0] += 1
-            if answered[0] == n:
-                all_done.set()
-        sem.release()
+    def phase(count: int) -> tuple[float, int]:
+        """``count`` sends with at most ``window`` in flight: (seconds, failed)."""
+        failed = [0]
+        answered = [0]
+        all_done = threading.Event()
 
-    try:
-        p.send(Message(topic, body, tags="TagA"))
+        def on_done(f: Future[Any]) -> None:
+            with lock:
+                if f.exception() is not None or f.result().send_status.name != "SEND_OK":
+                    failed[0] += 1
+                answered[0] += 1
+                if answered[0] == count:
+                    all_done.set()
+            sem.release()
+
         t0 = time.perf_counter()
-        for _ in range(n):
+        for _ in range(count):
             sem.acquire()
             p.send_async(Message(topic, body, tags="TagA")).add_done_callback(on_done)
         if not all_done.wait(300):
-            raise RuntimeError(f"{answered[0]} of {n} async sends answered")
-        dt = time.perf_counter() - t0
+            raise RuntimeError(f"{answered[0]} of {count} async sends answered")
+        return time.perf_counter() - t0, failed[0]
+
+    try:
+        p.send(Message(topic, body, tags="TagA"))
+        if warmup:
+            phase(warmup)  # untimed, as BenchProduce's --warmup
+        dt, failed = phase(n)
     finally:
         p.shutdown()
-    return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
+    return {"msgs_per_s": (n - failed) / dt, "failed": failed, "seconds": dt}
 
 
 def latency(namesrv: str, topic: str, rate: int, seconds: int, size: int) -> dict[str, float]:
@@ -422,6 +439,12 @@ def main() -> int:
     p.add_argument("--messages", type=int, default=100_000, help="backlog size")
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--send-messages", type=int, default=20_000)
+    p.add_argument(
+        "--send-warmup",
+        type=int,
+        default=20_000,
+        help="untimed sends each producer makes first, the same way (a long-running producer; the JVM's JIT)",
+    )
     p.add_argument("--threads", type=int, default=4, help="sync sender threads")
     p.add_argument("--window", type=int, default=128, help="async sends in flight")
     p.add_argument("--consume-threads", type=int, default=20)
@@ -475,7 +498,8 @@ def main() -> int:
             r.median(f"py_consume_b{batch}", "msgs_per_s")
             r.median(f"java_consume_b{batch}", "msgsPerSec")
         m = args.send_messages
-        r.run("py_send_sync", lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads))
+        w = args.send_warmup
+        r.run("py_send_sync", lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads, w))
         if java:
             r.run(
                 "java_send_sync",
@@ -494,11 +518,13 @@ def main() -> int:
                         args.threads,
                         "--mode",
                         "sync",
+                        "--warmup",
+                        w,
                     ],
                     600,
                 ),
             )
-        r.run("py_send_async", lambda: send_async(namesrv, "BenchSend", m, args.size, args.window))
+        r.run("py_send_async", lambda: send_async(namesrv, "BenchSend", m, args.size, args.window, w))
         if java:
             r.run(
                 "java_send_async",
@@ -517,6 +543,8 @@ def main() -> int:
                         args.window,
                         "--mode",
                         "async",
+                        "--warmup",
+                        w,
                     ],
                     600,
                 ),

@@ -17,7 +17,9 @@ first...); in each round each broker gets a fresh ASYNC_FLUSH session and a fres
     backlog fill --backlog sends by the same sender into a fresh topic (nobody consumes it)
     pull         that backlog drained 32 per PULL_MESSAGE, one pull in flight per queue (lean puller)
     wake-up      --wakeups pulls parked by long polling, each answered after one send: p50 / p99 (ms)
-    java sync    Apache's Java 4.9.7 producer (compat/java BenchProduce), --java-threads threads, sync sends
+    java sync    Apache's Java 4.9.7 producer (compat/java BenchProduce), --java-threads threads, sync sends,
+                 --java-messages timed after --java-warmup untimed (the client's JVM JIT-compiles its send path;
+                 a cold client's first sends measure its compiler more than the broker)
     java async   the same producer, --window async sends in flight
   SYNC_FLUSH session: --sync-warmup lean sends, then --sync-messages timed (flushDiskType=SYNC_FLUSH).
 
@@ -390,10 +392,12 @@ class Bench:
             "BenchProduce",
             ["--namesrv", s.namesrv, "--topic", f"BenchJava_{mode}", "--count", a.java_messages, "--size", a.size]
             + extra
-            + ["--mode", mode],
+            + ["--mode", mode, "--warmup", a.java_warmup],
             a.phase_timeout,
         )
-        return Run(float(res["msgsPerSec"]), messages=int(res["count"]) + 1, failed=int(res["failed"]))
+        # the broker's CPU is read around the whole program: per send over all it made, warm-up included
+        sends = int(res["count"]) + int(res["failed"]) + 1 + int(res.get("warmup", 0))
+        return Run(float(res["msgsPerSec"]), messages=sends, failed=int(res["failed"]))
 
     def pull(self, s: Session) -> Run:
         n = len(self.backlog_frames)
@@ -515,9 +519,10 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
             f"{cores:>13}{('-' if ha is None else f'{ha:.0f}') + ' / ' + ('-' if hb is None else f'{hb:.0f}'):>13}"
         )
     print("ratio: rmq_core / Apache (medians); for ms, MiB and s rows lower is better. CPU: the broker process's")
-    print("utime+stime per 10,000 messages over the timed part; cores: that CPU per wall-clock second (lean runs);")
-    print("HWM: the broker's peak RSS (VmHWM), highest run. On a loaded machine a one-thread broker gets a smaller")
-    print("share of the cores than a many-thread one: read msg/s beside the cores and CPU columns.")
+    print("utime+stime per 10,000 messages over the timed part (Java rows: over the whole program, per send it made,")
+    print("warm-up included); cores: that CPU per wall-clock second (lean runs); HWM: the broker's peak RSS (VmHWM),")
+    print("highest run. On a loaded machine a one-thread broker gets a smaller share of the cores than a many-thread")
+    print("one: read msg/s beside the cores and CPU columns.")
     print()
     print("every run, in order (rmq_core | Apache):")
     for w in WORKLOADS:
@@ -553,6 +558,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sync-messages", type=int, default=20_000, help="timed sends of a SYNC_FLUSH session")
     p.add_argument("--java-messages", type=int, default=20_000, help="sends of each Java producer run")
     p.add_argument("--java-threads", type=int, default=4, help="threads of the sync Java producer")
+    p.add_argument(
+        "--java-warmup",
+        type=int,
+        default=20_000,
+        help="untimed sends each Java producer run makes first, the same way (its JVM's JIT; 0: a cold client)",
+    )
     p.add_argument("--window", type=int, default=128, help="requests in flight (lean sender, async Java producer)")
     p.add_argument("--size", type=int, default=1024, help="message body size")
     p.add_argument("--wakeups", type=int, default=1000, help="long-poll wake-up rounds")
@@ -567,6 +578,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.warmup, args.messages, args.backlog = 1, 10_000, 20_000, 20_000
         args.sync_warmup, args.sync_messages, args.java_messages, args.wakeups = 2_000, 5_000, 5_000, 200
+        args.java_warmup = min(args.java_warmup, 5_000)
         args.idle_seconds = 0.5
     args.brokers = tuple(b.strip() for b in args.brokers.split(",") if b.strip())
     if not args.brokers or any(b not in BROKERS for b in args.brokers):
