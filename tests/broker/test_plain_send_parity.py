@@ -75,7 +75,8 @@ def _run(tmp_path, name: str, requests: list[RemotingCommand], plain_path: bool)
 
         async def go() -> list[Any]:
             if plain_path:
-                return await proc.process_batch(_Conn(), requests)  # type: ignore[arg-type]
+                answers = proc.process_batch(_Conn(), requests)  # type: ignore[arg-type]
+                return answers if isinstance(answers, list) else await answers
             responses: list[Any] = [None] * len(requests)
             await proc._process_general(_Conn(), requests, range(len(requests)), responses)  # type: ignore[arg-type]
             return responses

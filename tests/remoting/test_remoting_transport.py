@@ -263,6 +263,79 @@ def test_frames_split_at_every_byte_and_half_close_are_all_answered():
     run(main())
 
 
+def test_a_chunk_on_an_idle_connection_is_served_at_once_and_what_it_waits_for_keeps_the_order():
+    """Invariant 6: a chunk of inline batch requests arriving while its connection has nothing queued is handled in
+    ``data_received`` (no task runs it); a batch processor may answer at once (a list) or with an awaitable, and a
+    chunk arriving while that awaitable is pending is handled only after it, so the answers keep arrival order."""
+    BATCH = 9201
+    gate = asyncio.Event()
+
+    async def main():
+        server = await _server([])
+        runs: list[tuple[bytes, bool]] = []  # (first body, handled outside any task)
+
+        def answers(cmds):
+            return [RemotingCommand.response_to(c, 0, body=c.body) for c in cmds]
+
+        def batch(conn, cmds):
+            runs.append((cmds[0].body or b"", asyncio.current_task() is None))
+            if (cmds[0].body or b"").startswith(b"wait"):
+
+                async def later():
+                    await gate.wait()
+                    return answers(cmds)
+
+                return later()
+            return answers(cmds)
+
+        server.register_batch((BATCH,), batch, inline=True)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        buf = b""
+
+        async def read_answer() -> RemotingCommand:
+            nonlocal buf
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                buf += await asyncio.wait_for(reader.read(65536), 5)
+            n = struct.unpack(">i", buf[:4])[0]
+            frame, buf = buf[4 : 4 + n], buf[4 + n :]
+            return RemotingCommand.decode_frame(frame)
+
+        async def runs_reach(n: int) -> None:
+            for _ in range(500):
+                if len(runs) >= n:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"{len(runs)} runs, expected {n}")
+
+        try:
+            first = [RemotingCommand.request(BATCH, body=b"now0"), RemotingCommand.request(BATCH, body=b"now1")]
+            writer.write(b"".join(r.encode() for r in first))
+            assert [(await read_answer()).body for _ in first] == [b"now0", b"now1"]
+            assert runs == [(b"now0", True)]  # one chunk, one call, outside any task
+
+            waiting = RemotingCommand.request(BATCH, body=b"wait2")
+            writer.write(waiting.encode())
+            await runs_reach(2)
+            queued = RemotingCommand.request(BATCH, body=b"then3")
+            writer.write(queued.encode())
+            await writer.drain()
+            await asyncio.sleep(0.1)
+            assert runs == [(b"now0", True), (b"wait2", True)]  # then3 waits for wait2's awaitable
+            gate.set()
+            assert [(await read_answer()).opaque for _ in range(2)] == [waiting.opaque, queued.opaque]
+            assert runs[2] == (b"then3", False)  # handled by the serving task, after wait2
+
+            again = RemotingCommand.request(BATCH, body=b"again4")
+            writer.write(again.encode())
+            assert (await read_answer()).body == b"again4"
+            assert runs[3] == (b"again4", True)  # idle again: served at once
+        finally:
+            writer.close()
+            await server.stop()
+
+    run(main())
+
+
 @pytest.mark.parametrize("inline", [True, False])
 def test_batch_processor_gets_the_run_of_one_chunk_and_answers_in_one_write(inline):
     """``register_batch``: the requests of its codes read in one chunk reach the processor together (a request of

@@ -12,6 +12,10 @@ Invariants:
    commands; a connection whose responses are not being read (the transport's write buffer above its high-water
    mark) is not served until the peer reads them (its unserved commands then pause reading: TCP pushes back on the
    peer); at most ``MAX_TASKS_PER_CONNECTION`` requests of one connection are processed at once.
+6. A connection's inline requests are handled one after another in arrival order. A chunk of inline batch requests
+   that arrives while nothing of its connection is queued or being handled is handled in ``data_received`` itself
+   (``FrameProtocol.serve_now``): no wake-up of the serving task, no task step; what the processor has to wait for
+   is handed to the serving task, which finishes it before it serves the next command.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 """
@@ -47,8 +51,10 @@ Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand 
 SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
-# A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded
-BatchProcessor = Callable[["Connection", list[RemotingCommand]], Awaitable[list[RemotingCommand | bytes | None]]]
+# A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded;
+# the answers come at once (a list) when it had nothing to wait for, else as an awaitable
+BatchAnswers = list[RemotingCommand | bytes | None]
+BatchProcessor = Callable[["Connection", list[RemotingCommand]], BatchAnswers | Awaitable[BatchAnswers]]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -98,6 +104,11 @@ class FrameProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.task: asyncio.Task[None] | None = None
+        # set by the server while it serves this connection: handles a chunk's commands at once when it can (True),
+        # else leaves them to the serving task (False); see invariant 6
+        self.serve_now: Callable[[list[RemotingCommand]], bool] | None = None
+        # what a command handled in ``serve_now`` still awaits: the serving task finishes it first
+        self.pending_work: Awaitable[None] | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -116,7 +127,14 @@ class FrameProtocol(asyncio.Protocol):
         if used:
             del buf[:used]
         if cmds:
-            self._take(cmds)
+            serve_now = self.serve_now
+            if (
+                serve_now is None
+                or self._waiter is None  # the serving task is busy, or commands are queued: they go first
+                or self._paused_writing
+                or not self._serve_now(serve_now, cmds)
+            ):
+                self._take(cmds)
         if error is not None:
             self.error = error
             self._end()
@@ -130,6 +148,21 @@ class FrameProtocol(asyncio.Protocol):
     def _take(self, cmds: list[RemotingCommand]) -> None:
         """A chunk's commands, in order, for ``serve_connection``."""
         self.inbox.extend(cmds)
+
+    def hand_over(self, work: Awaitable[None]) -> None:
+        """What a chunk handled in ``serve_now`` still awaits, for the serving task to finish before anything else."""
+        self.pending_work = work
+        self._wake()
+
+    def _serve_now(self, serve_now: Callable[[list[RemotingCommand]], bool], cmds: list[RemotingCommand]) -> bool:
+        """``serve_now(cmds)`` while the serving task is parked with nothing queued (invariant 6); a failure there
+        ends the connection, as one in the serving task does."""
+        try:
+            return serve_now(cmds)
+        except Exception:
+            log.exception("serving a chunk failed; closing the connection")
+            self._end()
+            return True
 
     def eof_received(self) -> bool | None:
         if self._buf and self.error is None:
@@ -171,11 +204,12 @@ class FrameProtocol(asyncio.Protocol):
                 w.set_result(None)
 
     async def wait_frames(self) -> None:
-        """Returns once ``inbox`` is not empty or reading has ended; resumes reading first if it was paused."""
+        """Returns once ``inbox`` is not empty, reading has ended or a chunk served in ``data_received`` left
+        ``pending_work``; resumes reading first if it was paused."""
         if self._paused_reading and self.transport is not None:
             self._paused_reading = False
             self.transport.resume_reading()
-        if self.inbox or self.ended:
+        if self.inbox or self.ended or self.pending_work is not None:
             return
         self._waiter = self._loop.create_future()
         await self._waiter
@@ -209,14 +243,20 @@ async def serve_connection(
     inbox = proto.inbox
     pending = conn.pending
     while True:
+        work = proto.pending_work
+        if work is not None:  # what a chunk served in data_received still awaits (invariant 6)
+            proto.pending_work = None
+            await work
+            continue
         if proto.paused_writing:
             await proto.drain()
         if not inbox:
-            await proto.wait_frames()
-            if not inbox:
+            if proto.ended:
                 if proto.error is not None:
                     log.warning("closing connection with %s: %s", conn.remote_address, proto.error)
                 return
+            await proto.wait_frames()
+            continue
         cmd = inbox.popleft()
         if cmd.flag & RPC_TYPE_RESPONSE:
             fut = pending.pop(cmd.opaque, None)
@@ -458,15 +498,34 @@ class RemotingServer:
                 processor, inline_batch = batch[cmds[0].code]
                 registrations = {batch[c.code] for c in cmds}
                 if len(registrations) > 1:  # codes of different batch processors: their runs one after another
-                    work = self._process_runs(conn, cmds)
-                    inline_batch = all(inline for _, inline in registrations)
-                else:
-                    work = self._process_batch(conn, processor, cmds)
+                    if all(inline for _, inline in registrations):
+                        return self._process_runs(conn, cmds)
+                    return start(self._process_runs(conn, cmds))
                 if inline_batch:
-                    return work
-                return start(work)
+                    return self._process_batch(conn, processor, cmds)
+                return start(self._run_batch(conn, processor, cmds))
 
-            await serve_connection(conn, on_request, on_batch if batch else None, frozenset(batch))
+            def serve_now(cmds: list[RemotingCommand]) -> bool:
+                """A chunk of requests of one inline batch processor, handled at once (invariant 6)."""
+                registration = batch.get(cmds[0].code)
+                if registration is None or not registration[1]:
+                    return False
+                for c in cmds:
+                    if c.flag & RPC_TYPE_RESPONSE or batch.get(c.code) != registration:
+                        return False
+                work = self._process_batch(conn, registration[0], cmds)
+                if work is not None:
+                    proto.hand_over(work)
+                return True
+
+            proto = conn.protocol
+            if batch and proto is not None:
+                proto.serve_now = serve_now
+            try:
+                await serve_connection(conn, on_request, on_batch if batch else None, frozenset(batch))
+            finally:
+                if proto is not None:
+                    proto.serve_now = None
         except (ConnectionError, OSError) as e:
             log.info("connection from %s ended: %s", conn.remote_address, e)
         finally:
@@ -483,17 +542,44 @@ class RemotingServer:
         start = 0
         for i in range(1, len(cmds) + 1):
             if i == len(cmds) or self._batch[cmds[i].code] != self._batch[cmds[start].code]:
-                await self._process_batch(conn, self._batch[cmds[start].code][0], cmds[start:i])
+                await self._run_batch(conn, self._batch[cmds[start].code][0], cmds[start:i])
                 start = i
 
-    async def _process_batch(self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]) -> None:
+    async def _run_batch(self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]) -> None:
+        """``_process_batch`` as a coroutine (a task's, or one run of ``_process_runs``)."""
+        work = self._process_batch(conn, processor, cmds)
+        if work is not None:
+            await work
+
+    def _process_batch(
+        self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]
+    ) -> Awaitable[None] | None:
+        """``processor`` on ``cmds``, its answers sent: None when that is done, else an awaitable finishing it
+        (the processor had to wait for something)."""
         try:
-            responses = await processor(conn, cmds)
+            responses = processor(conn, cmds)
         except Exception as e:  # a processor bug answers SYSTEM_ERROR, never kills the connection
-            log.exception("batch processor for code %d failed", cmds[0].code)
-            responses = [
-                RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}") for cmd in cmds
-            ]
+            responses = self._batch_failed(cmds, e)
+        if isinstance(responses, list):
+            self._answer_batch(conn, cmds, responses)
+            return None
+        return self._answer_batch_later(conn, cmds, responses)
+
+    async def _answer_batch_later(
+        self, conn: Connection, cmds: list[RemotingCommand], pending: Awaitable[BatchAnswers]
+    ) -> None:
+        try:
+            responses = await pending
+        except Exception as e:  # as in _process_batch
+            responses = self._batch_failed(cmds, e)
+        self._answer_batch(conn, cmds, responses)
+
+    @staticmethod
+    def _batch_failed(cmds: list[RemotingCommand], e: Exception) -> BatchAnswers:
+        log.exception("batch processor for code %d failed", cmds[0].code, exc_info=e)
+        return [RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}") for cmd in cmds]
+
+    def _answer_batch(self, conn: Connection, cmds: list[RemotingCommand], responses: BatchAnswers) -> None:
         out: list[RemotingCommand | bytes] = []
         for cmd, response in zip(cmds, responses):
             if response is None or cmd.is_oneway:

@@ -58,7 +58,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmq_core import _backend
@@ -531,9 +531,9 @@ class SendMessageProcessor:
             stats.inc_put(topic, n, size, times=n)
 
     # --- the sends of one received chunk ---------------------------------------------------------------------
-    async def process_batch(
+    def process_batch(
         self, conn: Connection, requests: list[RemotingCommand]
-    ) -> list[RemotingCommand | bytes | None]:
+    ) -> list[RemotingCommand | bytes | None] | Awaitable[list[RemotingCommand | bytes | None]]:
         """The send requests read from one chunk of a connection, answered in order (an answer may come as its
         encoded frame). The plain single sends (no delay, transaction or timer property, WAIT not false, a queue id
         >= 0, not to a ``%RETRY%`` topic: what producers send most) are read into columns by the store
@@ -541,18 +541,54 @@ class SendMessageProcessor:
         mode, default topic) of the chunk, and each run of consecutive plain sends that passed them is stored with
         one ``put_send_requests`` and answered by the engine: the same records and answers as the general path
         gives each of them. Every other request takes the general path (``_process_general``) in its turn, so the
-        store keeps the arrival order."""
+        store keeps the arrival order.
+
+        The answers come at once (a list) when nothing has to wait: every send of the chunk plain or refused by
+        its checks, and the broker neither SYNC_FLUSH nor SYNC_MASTER (most chunks: no coroutine, no task). Else
+        an awaitable of them; either way the work is done once, in order."""
         responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
         sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
         keys = sends.keys
         verdicts = [self._plain_verdict(conn, key) for key in keys]
-        topics = [key[0] for key in keys]
         if not verdicts:
-            await self._process_general(conn, requests, range(len(requests)), responses)
-            return responses
+            return self._process_general_batch(conn, requests, responses)
+        topics = [key[0] for key in keys]
         sys_flag_or = [v if isinstance(v, int) else 0 for v in verdicts]
+        segments = sends.segments([isinstance(v, int) for v in verdicts])
+        if self._waits_for_nothing() and all(plain for _, _, plain in segments):
+            for start, end, _ in segments:
+                raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
+                if raw is not None:
+                    self._answer_plain(requests, sends, topics, start, end, raw, responses)
+            return responses
+        return self._process_segments(conn, requests, sends, verdicts, topics, sys_flag_or, segments, responses)
+
+    def _waits_for_nothing(self) -> bool:
+        """A stored send is answered without awaiting anything: neither a flush (SYNC_FLUSH) nor a slave
+        (SYNC_MASTER with replication)."""
+        return not self._must_wait_flush() and not (self._sync_master and self.replication is not None)
+
+    async def _process_general_batch(
+        self, conn: Connection, requests: list[RemotingCommand], responses: list[RemotingCommand | bytes | None]
+    ) -> list[RemotingCommand | bytes | None]:
+        await self._process_general(conn, requests, range(len(requests)), responses)
+        return responses
+
+    async def _process_segments(
+        self,
+        conn: Connection,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        verdicts: list[int | _Refused | None],
+        topics: list[str],
+        sys_flag_or: list[int],
+        segments: list[tuple[int, int, bool]],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> list[RemotingCommand | bytes | None]:
+        """``process_batch`` when something may wait: each segment in turn, plain runs through ``_put_plain``,
+        the others answered with their key's refusal or through the general path."""
         key_of: list[int] | None = None
-        for start, end, plain in sends.segments([isinstance(v, int) for v in verdicts]):
+        for start, end, plain in segments:
             if plain:
                 await self._put_plain(conn, requests, sends, topics, start, end, sys_flag_or, responses)
                 continue
@@ -597,8 +633,32 @@ class SendMessageProcessor:
         sys_flag_or: list[int],
         responses: list[RemotingCommand | bytes | None],
     ) -> None:
-        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call, waits for the flush (SYNC_FLUSH) and the slave
-        (SYNC_MASTER) as ``_put_run`` does, and answers each."""
+        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call, waits for the flush
+        (SYNC_FLUSH) and the slave (SYNC_MASTER) as ``_put_run`` does, and answers each."""
+        raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
+        if raw is None:
+            return
+        if self._must_wait_flush() and not await self._flushed((t[0], t[1], t[3]) for t in raw):
+            raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
+        replica = await self._replica_status((t[0], t[1], t[3]) for t in raw)
+        if replica is not None:
+            raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
+        self._answer_plain(requests, sends, topics, start, end, raw, responses)
+
+    def _store_plain(
+        self,
+        conn: Connection,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> list[tuple[int, ...]] | None:
+        """The plain sends ``[start, end)`` stored with one call (the flush not awaited): the store's result of
+        each; None when the store refused the run before appending anything (every send then answered
+        SYSTEM_ERROR). A run that one send fails validation (``_REFUSED_BY_VALIDATION``: nothing appended) is
+        put again send by send, so each gets its own verdict."""
         born_host = parse_address(conn.remote_address)
         store = self.message_store
         try:
@@ -615,12 +675,21 @@ class SendMessageProcessor:
                 responses[i] = RemotingCommand.response_to(
                     requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
                 )
-            return
-        if self._must_wait_flush() and not await self._flushed((t[0], t[1], t[3]) for t in raw):
-            raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
-        replica = await self._replica_status((t[0], t[1], t[3]) for t in raw)
-        if replica is not None:
-            raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
+            return None
+        return raw
+
+    def _answer_plain(
+        self,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        topics: list[str],
+        start: int,
+        end: int,
+        raw: list[tuple[int, ...]],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> None:
+        """The answers of the stored plain sends ``[start, end)`` (``raw``: each one's final status and store
+        result) into ``responses``, and their put stats."""
         cfg = self.broker_config
         answers = sends.answers(
             start,
