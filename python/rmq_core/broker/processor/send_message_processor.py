@@ -47,7 +47,9 @@ general path (``_process_general``) in its turn. Both give the same records, ans
 (tests/broker/test_plain_send_parity.py). A put of many sends that one send fails validation (an oversized body)
 appends nothing, so such a run is put again send by send: each send gets its own verdict.
 
-Threading: runs on the broker's loop; the store put runs inline (µs). Under SYNC_FLUSH the put does not wait for the
+Threading: runs on the broker's loop; the store put runs inline (µs). ``process_batch`` answers at once (a list, no
+coroutine) when nothing has to wait, which lets the transport handle a chunk in ``data_received``; else it returns an
+awaitable. Under SYNC_FLUSH the put does not wait for the
 flush: the send then awaits the GroupCommitService, which lets every in-flight sync send share one flush (4.9's group
 commit), and answers FLUSH_DISK_TIMEOUT when the flush does not come in ``sync_flush_timeout``; a send whose ``WAIT``
 property is ``false`` is answered without waiting, as 4.9 does. Nothing is stored for a request that fails a check.
@@ -207,7 +209,8 @@ class _PreparedSend(NamedTuple):
 
 
 class SendMessageProcessor:
-    """``SendMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
+    """``SendMessageProcessor(...collaborators)``; ``await process_request(conn, request)``; ``process_batch(conn,
+    requests)``: the answers, or an awaitable of them."""
 
     request_codes = (
         RequestCode.SEND_MESSAGE,
