@@ -515,6 +515,7 @@ class RemotingServer:
                         return False
                 work = self._process_batch(conn, registration[0], cmds)
                 if work is not None:
+                    assert proto is not None  # serve_now is set on the protocol only
                     proto.hand_over(work)
                 return True
 

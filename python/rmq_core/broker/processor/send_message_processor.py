@@ -657,7 +657,7 @@ class SendMessageProcessor:
         end: int,
         sys_flag_or: list[int],
         responses: list[RemotingCommand | bytes | None],
-    ) -> list[tuple[int, ...]] | None:
+    ) -> list[tuple[int, int, int, int]] | None:
         """The plain sends ``[start, end)`` stored with one call (the flush not awaited): the store's result of
         each; None when the store refused the run before appending anything (every send then answered
         SYSTEM_ERROR). A run that one send fails validation (``_REFUSED_BY_VALIDATION``: nothing appended) is
@@ -688,7 +688,7 @@ class SendMessageProcessor:
         topics: list[str],
         start: int,
         end: int,
-        raw: list[tuple[int, ...]],
+        raw: list[tuple[int, int, int, int]],
         responses: list[RemotingCommand | bytes | None],
     ) -> None:
         """The answers of the stored plain sends ``[start, end)`` (``raw``: each one's final status and store
