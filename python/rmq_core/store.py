@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import enum
 import logging
-from array import array
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, overload

@@ -46,8 +46,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rmq_core._reference.format import COMMITLOG_DIR
+from rmq_core._reference.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
 from rmq_core._reference.format.file_name import parse_file_name
+from rmq_core._reference.format.index import INDEX_DIR
 from rmq_core.common.clock import now_ms
 from rmq_core.common.disk_usage import disk_partition_space_used_percent
 
@@ -60,8 +61,6 @@ MAX_MANUAL_DELETE_FILE_TIMES = 20
 CLEAN_FIRST_DELAY_S = 60.0  # 4.9 addScheduleTask: cleanFilesPeriodically from one minute after start
 DISK_CHECK_FIRST_DELAY_S = 1.0
 DISK_CHECK_INTERVAL_S = 10.0
-CONSUMEQUEUE_DIR = "consumequeue"
-INDEX_DIR = "index"
 HOUR_MS = 60 * 60 * 1000
 
 DiskUsage = Callable[[str], float]
