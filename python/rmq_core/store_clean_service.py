@@ -232,7 +232,9 @@ class CleanCommitLogService:
         """4.9 ``MappedFileQueue#deleteExpiredFileByTime``: the oldest files (never the last) last modified
         ``expired_ms`` ago or more — or any, ``clean_immediately`` — one by one, stopping at the first kept one."""
         files = self.commit_log_files()
-        candidates = len(files) - 1
+        # never the last file: the one holding the store's end (a file past it, created ahead, is not the store's yet)
+        end = self.store.max_physical_offset
+        candidates = sum(1 for start, _modified in files if start <= end) - 1
         batch_max = self.store.config.delete_file_batch_max
         now = self.clock()
         deleted = 0

@@ -286,3 +286,21 @@ def test_the_scheduled_service_cleans_in_the_background(backend):
     wait_until(lambda: store.get_min_offset_in_queue(T, 0) > 0, "the queues corrected")
     store.close()  # stops the thread
     assert svc._thread is not None and not svc._thread.is_alive()
+
+
+def test_a_file_created_ahead_of_the_end_does_not_make_the_last_file_deletable(backend):
+    """A CommitLog file past the store's end (created ahead, as a warm-up would) is not the store's last file: the
+    file holding the end is, and it stays."""
+    store = backend.open(config=config())
+    fill(store)
+    ahead = os.path.join(cl_dir(store.root_dir), f"{4 * CL_SIZE:020d}")
+    with open(ahead, "wb") as f:
+        f.truncate(CL_SIZE)
+    now = local_ms(13)
+    age_files(store, now, 0)
+    svc = service(store, now, Disk(0.99))
+    assert svc.clean_files_periodically() == 3
+    assert files(cl_dir(store.root_dir)) == [3 * CL_SIZE, 4 * CL_SIZE]
+    assert store.min_physical_offset == 3 * CL_SIZE
+    assert svc.clean_files_periodically() == 0
+    assert store.get_message("g", T, 0, N - 1, 1).status == GetMessageStatus.FOUND
