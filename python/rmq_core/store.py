@@ -1,7 +1,7 @@
 """The message store facade: RocketMQ's DefaultMessageStore as Python users see it.
 
-It owns the configuration, the result types, message-filter translation, UNIQ_KEY assignment and the arrival
-listeners; the engine (Rust ``_core.StoreEngine`` or the Python twin, see docs/CORE_API.md) owns the files, the
+It owns the configuration, the result types, message-filter translation, UNIQ_KEY assignment, the arrival
+listeners, the running flags and the retention services (``store_clean_service.py``: when files are deleted); the engine (Rust ``_core.StoreEngine`` or the Python twin, see docs/CORE_API.md) owns the files, the
 append, dispatch to ConsumeQueues, the get_message scan, flushing and recovery.
 
 Invariants:
@@ -9,6 +9,9 @@ Invariants:
    on the thread that put it; an exception in a listener is logged and never undoes the write.
 2. ``get_message`` never returns a record the engine did not validate; its body is the records byte for byte.
 3. After ``close()`` every method raises StoreError.
+4. While ``running_flags`` say the store is not writeable (DISK_FULL: ``store_clean_service.py``), every put
+   (``put_message``, ``put_messages``, ``put_send_requests``) answers SERVICE_NOT_AVAILABLE for each message and
+   stores nothing (4.9 ``checkStoreStatus``); the HA slave's ``append_commit_log`` is not refused (as in 4.9).
 
 Thread-safety: safe to share between threads (the engine serialises writes; reads run concurrently).
 """
@@ -20,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, overload
@@ -42,6 +46,8 @@ from rmq_core.message import (
     decode_messages,
     tags_hash,
 )
+from rmq_core.store_clean_service import StoreCleanService, parse_delete_when
+from rmq_core.store_running_flags import RunningFlags
 from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -90,6 +96,26 @@ class StoreConfig:
     max_index_num: int = DEFAULT_MAX_INDEX_NUM
     #: maxMsgsNumBatch: the most messages one query returns
     max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH
+    # retention (store_clean_service.py; MessageStoreConfig's names and 4.9's defaults)
+    #: cleanResourceInterval: ms between two clean passes
+    clean_resource_interval: int = 10_000
+    #: deleteWhen: the local hours at which expired CommitLog files are deleted, ';'-separated
+    delete_when: str = "04"
+    #: fileReservedTime: hours a CommitLog file is kept after its last modification
+    file_reserved_time: int = 72
+    #: diskMaxUsedSpaceRatio: % of the disk above which expired files are deleted at any hour (clamped to 10..95)
+    disk_max_used_space_ratio: int = 75
+    #: deleteCommitLogFilesInterval / deleteConsumeQueueFilesInterval: ms between two deleted files
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    #: cleanFileForciblyEnable: above disk_space_clean_forcibly_ratio, delete the oldest files whatever their age
+    clean_file_forcibly_enable: bool = True
+    #: RocketMQ 5's diskSpaceWarningLevelRatio / diskSpaceCleanForciblyRatio (%): above the first the store refuses
+    #: puts (DISK_FULL); above the second it cleans forcibly (4.9: system properties, 0.90 / 0.85)
+    disk_space_warning_level_ratio: int = 90
+    disk_space_clean_forcibly_ratio: int = 85
+    #: RocketMQ 5's deleteFileBatchMax (4.9's MappedFileQueue.DELETE_FILES_BATCH_MAX): files deleted per pass at most
+    delete_file_batch_max: int = 10
 
     def __post_init__(self) -> None:
         if isinstance(self.flush_disk_type, FlushDiskType):
@@ -103,6 +129,9 @@ class StoreConfig:
         if not self.max_message_size > 0:
             raise ValueError("max_message_size must be positive")
         self.store_host = (str(self.store_host[0]), int(self.store_host[1]))
+        parse_delete_when(self.delete_when)
+        if self.delete_file_batch_max < 1:
+            raise ValueError("delete_file_batch_max must be at least 1")
 
     def to_engine(self) -> dict[str, object]:
         return asdict(self)
@@ -159,6 +188,7 @@ class PutMessageResult:
 
 
 _PUT_STATUS = tuple(PutMessageStatus)  # index by ordinal: cheaper than calling the enum on the hot path
+_NOT_AVAILABLE = int(PutMessageStatus.SERVICE_NOT_AVAILABLE)
 
 
 # put_messages' answer from the engine: statuses (a byte each), CommitLog offsets, queue offsets (int64), wrote bytes
@@ -276,6 +306,11 @@ class MessageStore:
         ] = ()
         self._closed = False
         self._close_lock = threading.Lock()
+        #: 4.9's RunningFlags: a put while not writeable (DISK_FULL, …) is answered SERVICE_NOT_AVAILABLE
+        self.running_flags = RunningFlags()
+        self._refused_puts = 0
+        #: retention (store_clean_service.py): passes on demand; ``clean_service.start()`` schedules them (the broker)
+        self.clean_service = StoreCleanService(self)
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> MessageStore:
@@ -289,6 +324,7 @@ class MessageStore:
             if self._closed:
                 return
             self._closed = True
+            self.clean_service.shutdown()
             self._engine.close()
 
     def flush(self) -> int:
@@ -380,6 +416,11 @@ class MessageStore:
     ) -> PutResultColumns:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
+        if not self.running_flags.is_writeable():
+            n = len(msgs)
+            self._refuse_put(n)
+            refused = array("q", [-1]) * n
+            return bytes([_NOT_AVAILABLE]) * n, refused.tobytes(), refused.tobytes(), bytes(4 * n)
         uniq = self._uniq_id
         # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
         if type(uniq) is _UniqIdGenerator:  # the default generator: the whole batch's ids in one engine call
@@ -425,6 +466,9 @@ class MessageStore:
         wrote_bytes)`` per send; ``wait_flush`` as in ``put_message``."""
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
+        if not self.running_flags.is_writeable():
+            self._refuse_put(end - start)
+            return [(_NOT_AVAILABLE, -1, -1, 0)] * (end - start)
         uniq = self._uniq_id
         if sends.needs_uniq_keys and type(uniq) is _UniqIdGenerator:
             prefix, counter = uniq.batch_prefix()
@@ -438,6 +482,17 @@ class MessageStore:
             if listeners:
                 self._notify_arrivals(sends.arrivals(start, end, raw), listeners)
         return raw
+
+    def _refuse_put(self, n: int) -> None:
+        """4.9 ``checkStoreStatus``: the store is not writeable; logged once per 50 000 refused puts."""
+        if self._refused_puts % 50_000 == 0:
+            log.warning(
+                "the message store %s is not writable (flags %d). It may be caused by one of the following reasons: "
+                "the broker's disk is full, write to logic queue error, write to index file error, etc",
+                self.root_dir,
+                self.running_flags.flag_bits,
+            )
+        self._refused_puts += n
 
     @property
     def assigns_uniq_keys_in_batch(self) -> bool:
@@ -628,8 +683,16 @@ class MessageStore:
         return self._engine.delete_commit_log_files_before(offset)
 
     def correct_min_offsets(self) -> None:
+        """Every ConsumeQueue's min offset to its first unit at or above the CommitLog's min offset, its files wholly
+        below deleted, and the index files wholly below (4.9 CleanConsumeQueueService's work)."""
         self._check_open()
         self._engine.correct_min_offsets()
+
+    def execute_delete_files_manually(self) -> None:
+        """4.9 ``executeDeleteFilesManually`` (DELETE_EXPIRED_COMMITLOG): the next clean passes delete expired
+        CommitLog files whatever the hour (``store_clean_service.py``)."""
+        self._check_open()
+        self.clean_service.clean_commit_log_service.execute_delete_files_manually()
 
 
 __all__ = [

@@ -243,7 +243,11 @@ RMQ_CORE_ONLY_SETTINGS = {
     "timerRollWindowSlot",
     "timerFlushIntervalMs",
     "mappedFileSizeTimerLog",
-}  # litePullMessageEnable and the timer settings: 5.x's
+    # RocketMQ 5's retention settings (4.9 reads the two ratios from system properties; store_clean_service.py)
+    "diskSpaceWarningLevelRatio",
+    "diskSpaceCleanForciblyRatio",
+    "deleteFileBatchMax",
+}  # litePullMessageEnable, the timer and the 5.x retention settings: 5.x's
 SAME_SETTINGS = (
     "brokerClusterName",
     "brokerName",
@@ -258,6 +262,13 @@ SAME_SETTINGS = (
     "brokerPermission",
     "defaultTopicQueueNums",
     "messageDelayLevel",
+    # retention (MessageStoreConfig; diskMaxUsedSpaceRatio differs: the Apache side sets 95)
+    "deleteWhen",
+    "fileReservedTime",
+    "cleanResourceInterval",
+    "deleteCommitLogFilesInterval",
+    "deleteConsumeQueueFilesInterval",
+    "cleanFileForciblyEnable",
 )
 
 
@@ -281,6 +292,15 @@ def test_update_broker_config_applies(sides: dict[str, Side]) -> None:
     for name, text in res.items():
         assert _config_lines(text)["filterSupportRetry"] == "true", name
     both(sides, "updateBrokerConfig", "-b", "{broker}", "-k", "filterSupportRetry", "-v", "false")
+
+
+def test_delete_expired_commit_log(sides: dict[str, Side]) -> None:
+    """DELETE_EXPIRED_COMMITLOG (329): both brokers arm their manual deletion and answer SUCCESS (mqadmin prints
+    ``success``); by broker address and by cluster."""
+    by_addr = both(sides, "deleteExpiredCommitLog", "-b", "{broker}")
+    assert by_addr["rmq_core"] == by_addr["apache"] == "success", by_addr
+    by_cluster = both(sides, "deleteExpiredCommitLog", "-c", CLUSTER)
+    assert by_cluster["rmq_core"] == by_cluster["apache"] == "success", by_cluster
 
 
 def test_order_conf_kv_config_on_the_name_server(sides: dict[str, Side]) -> None:

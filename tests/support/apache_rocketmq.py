@@ -14,6 +14,9 @@ a store directory; the JVMs run with -Xmx512m and the --add-opens Java 17 needs 
 cleaner. The broker listens on ``listenPort`` and also on ``listenPort - 2`` (its VIP channel) and
 ``listenPort + 1`` (HA), so all three are checked free.
 
+``extra_jvm_opts``: more JVM options for both processes (4.9 reads a few store settings from system properties, e.g.
+``-Drocketmq.broker.diskSpaceWarningLevelRatio=0.01``).
+
 A master/slave pair: ``ApacheRocketMQ(dir_a).start()`` (name server + master) and
 ``ApacheRocketMQ(dir_b, extra_broker_conf={"brokerRole": "SLAVE", "brokerId": "1"}).start_broker_only(ns_addr)``;
 the slave learns the master's HA address (``listenPort + 1``) from the name server.
@@ -115,6 +118,7 @@ class ApacheRocketMQ:
         cluster_name: str = "DefaultCluster",
         extra_broker_conf: dict[str, str] | None = None,
         version: str | None = None,
+        extra_jvm_opts: list[str] | None = None,
     ) -> None:
         self.version = version  # None: 4.9.7; else a release fetched by compat/apache/build.sh VERSION
         self.workdir = os.path.abspath(workdir)
@@ -124,6 +128,8 @@ class ApacheRocketMQ:
         self.broker_name = broker_name
         self.cluster_name = cluster_name
         self.extra_broker_conf = dict(extra_broker_conf or {})
+        # e.g. -Drocketmq.broker.diskSpaceWarningLevelRatio=0.01 (4.9 reads some settings from system properties)
+        self.extra_jvm_opts = list(extra_jvm_opts or [])
         self.namesrv_port = 0
         self.broker_port = 0
         self.namesrv_proc: subprocess.Popen[bytes] | None = None
@@ -185,6 +191,7 @@ class ApacheRocketMQ:
                 [
                     "java",
                     *SERVER_JVM_OPTS,
+                    *self.extra_jvm_opts,
                     f"-Duser.home={self.home}",
                     f"-Drocketmq.home.dir={self.home}",
                     "-cp",

@@ -98,6 +98,16 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60000
     file_reserved_time: int = 72
+    # retention (MessageStoreConfig; the store's CleanCommitLogService, store_clean_service.py; fileReservedTime above)
+    clean_resource_interval: int = 10_000
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    clean_file_forcibly_enable: bool = True
+    disk_space_warning_level_ratio: int = 90  # RocketMQ 5's names (4.9: system properties, 0.90 / 0.85)
+    disk_space_clean_forcibly_ratio: int = 85
+    delete_file_batch_max: int = 10
     # RocketMQ 5's timer messages (MessageStoreConfig 5.x names and defaults; broker/timer/)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
@@ -128,6 +138,16 @@ class BrokerConfig:
             max_hash_slot_num=self.max_hash_slot_num,
             max_index_num=self.max_index_num,
             max_msgs_num_batch=self.max_msgs_num_batch,
+            clean_resource_interval=self.clean_resource_interval,
+            delete_when=self.delete_when,
+            file_reserved_time=self.file_reserved_time,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            delete_commit_log_files_interval=self.delete_commit_log_files_interval,
+            delete_consume_queue_files_interval=self.delete_consume_queue_files_interval,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            delete_file_batch_max=self.delete_file_batch_max,
         )
 
     @property

@@ -322,6 +322,8 @@ class BrokerController:
         store_config.store_host = self.store_host
         self.message_store_config = store_config
         self.message_store = MessageStore(cfg.store_path_root_dir, store_config)
+        # retention and the disk check (4.9 DefaultMessageStore#start's scheduled tasks; store_clean_service.py)
+        self.message_store.clean_service.start()
         for manager in (
             self.topic_config_manager,
             self.subscription_group_manager,

@@ -20,9 +20,11 @@ that the consumption path needs.
 - UPDATE_BROKER_CONFIG (25): body Properties text, applied live and persisted (BrokerConfiguration); a change of
   ``brokerPermission`` re-registers with the name servers at once (4.9 does too).
 - The other requests of 4.9.7's AdminBrokerProcessor that mqadmin sends (ACL, statsAll's VIEW_BROKER_STATS_DATA,
-  brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
+  brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic,
   QUERY_CONSUME_TIME_SPAN, QUERY_CORRECTION_OFFSET, GET_ALL_PRODUCER_INFO, RESUME_CHECK_HALF_MESSAGE) answer
   REQUEST_CODE_NOT_SUPPORTED with a remark saying what rmq_core does not support (``UNSUPPORTED``).
+- DELETE_EXPIRED_COMMITLOG (329, mqadmin deleteExpiredCommitLog): ``executeDeleteFilesManually`` — the store's next
+  clean passes delete expired CommitLog files whatever the hour (``store_clean_service.py``); SUCCESS.
 - LOCK_BATCH_MQ (41): body LockBatchRequestBody → body LockBatchResponseBody ``lockOKMQSet`` (the queues this client
   now holds, RebalanceLockManager, 60 s expiry); UNLOCK_BATCH_MQ (42): releases the client's locks.
 
@@ -98,7 +100,6 @@ UNSUPPORTED: dict[int, str] = {
     RequestCode.RESUME_CHECK_HALF_MESSAGE: "transactional half messages are not supported by rmq_core",
     RequestCode.ADD_WRITE_PERM_OF_BROKER: "use updateBrokerConfig -k brokerPermission on rmq_core",
     RequestCode.GET_ALL_PRODUCER_INFO: "GET_ALL_PRODUCER_INFO is not supported by rmq_core; use producerConnection",
-    RequestCode.DELETE_EXPIRED_COMMITLOG: "deleting expired CommitLog files on request is not supported by rmq_core",
 }
 
 
@@ -154,6 +155,7 @@ class AdminBrokerProcessor:
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
         RequestCode.GET_BROKER_CONFIG,
         RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
         *UNSUPPORTED,
     )
 
@@ -190,6 +192,7 @@ class AdminBrokerProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
         }
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -283,6 +286,13 @@ class AdminBrokerProcessor:
         self.subscription_group_manager.delete_subscription_group_config(h.groupName)
         if h.removeOffset and self.consumer_offset_manager is not None:
             self.consumer_offset_manager.remove_offset(h.groupName)
+        return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+
+    # --- the store -------------------------------------------------------------------------------------------
+    def delete_expired_commit_log(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """4.9 ``deleteExpiredCommitLog``: the store's next clean passes delete expired files at any hour."""
+        log.warning("invoke deleteExpiredCommitLog start (from %s).", conn.remote_address)
+        self.message_store.execute_delete_files_manually()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     # --- broker configuration --------------------------------------------------------------------------------

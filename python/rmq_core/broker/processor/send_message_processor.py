@@ -867,9 +867,10 @@ class SendMessageProcessor:
         if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
             return ResponseCode.MESSAGE_ILLEGAL, self._illegal_remark()
         if status == PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            disk_util = self.message_store.clean_service.clean_commit_log_service.disk_util()
             return ResponseCode.SERVICE_NOT_AVAILABLE, (
                 "service not available now. It may be caused by one of the following reasons: the broker's disk is "
-                "full, messages are put to the slave, message store has been shut down, etc."
+                f"full [{disk_util}], messages are put to the slave, message store has been shut down, etc."
             )
         if status == PutMessageStatus.OS_PAGECACHE_BUSY:
             return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
