@@ -538,6 +538,17 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
                 s += f" ({cell(row, b, 'failed')} FAILED)"
             parts.append(s or "-")
         print(f"  {w.label:<38} {' | '.join(parts)}")
+    if len(brokers) == 2:
+        print()
+        print("per-round ratios (rmq_core / Apache of the runs of the same round, which ran back to back: the slow")
+        print("drift of a shared machine's load cancels), and their median:")
+        for w in WORKLOADS:
+            ours, theirs = (cell(summ[w.key], b, "runs") or [] for b in brokers)
+            if ours and len(ours) == len(theirs) and all(theirs):
+                ratios = [a / b for a, b in zip(ours, theirs)]
+                print(
+                    f"  {w.label:<38} {', '.join(f'{r:.2f}' for r in ratios)}  median {statistics.median(ratios):.2f}"
+                )
 
 
 # ------------------------------------------------------------------------------------------------ driver
