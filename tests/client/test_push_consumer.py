@@ -189,6 +189,56 @@ def test_flow_control_bounds_the_cache_with_a_slow_listener(tmp_path) -> None:
         assert 0 < seen_max[0] <= 20 + 8 + 1  # threshold + one pull batch (a pull may start at threshold + 0)
 
 
+def test_consume_span_flow_control_defers_pulls_while_the_cached_span_is_too_wide(tmp_path) -> None:
+    """4.9 pullMessage (concurrently): while the ProcessQueue's span (last - first *cached* offset, consumed
+    messages leave the cache) exceeds consume_concurrently_max_span, the pull is deferred. The listener holds offset 0
+    and every offset from 12: once [12..15] is cached beside 0 the span is 15 > 10 and no further pull is made (the
+    count and size thresholds are far away); when the held messages finish, pulling resumes."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("SpanT", 1)
+        for i in range(100):
+            c.send("SpanT", b"%d" % i, 0)
+        release = threading.Event()
+        done: list[int] = []
+        lock = threading.Lock()
+
+        def listener(msgs: Any, ctx: Any) -> Any:
+            for m in msgs:
+                if m.queue_offset == 0 or m.queue_offset >= 12:
+                    release.wait(20)
+                with lock:
+                    done.append(m.queue_offset)
+            return OK
+
+        pc = consumer(
+            c,
+            "GSpan",
+            listener,
+            "SpanT",
+            consume_concurrently_max_span=10,
+            pull_batch_size=4,
+            pull_threshold_for_queue=1000,
+            consume_thread_min=8,
+            consume_thread_max=8,
+        )
+        pc.start()
+        try:
+            wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "a process queue")
+            pq = next(iter(pc.impl.rebalance_impl.process_queue_table.values()))
+            wait_until(lambda: sorted(done) == list(range(1, 12)), "offsets 1..11 consumed", timeout=15)
+            wait_until(lambda: pq.queue_offset_max >= 15 and pq.get_max_span() > 10, "a span over 10 cached")
+            deferred = pc.impl.queue_max_span_flow_control_times
+            wait_until(lambda: pc.impl.queue_max_span_flow_control_times > deferred + 3, "the pull deferred again")
+            assert pq.queue_offset_max == 15 and pq.get_max_span() == 15  # nothing pulled past the span
+            assert pc.impl.queue_flow_control_times == 0  # not the count/size thresholds
+            release.set()
+            wait_until(lambda: len(done) == 100, "every message once the held ones finish", timeout=15)
+        finally:
+            release.set()
+            pc.shutdown()
+        assert sorted(done) == list(range(100))
+
+
 def test_offset_illegal_drops_the_queue_and_fixes_the_offset(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(push_consumer_module, "OFFSET_ILLEGAL_FIX_DELAY_MILLIS", 200)
     with push_cluster(tmp_path) as c:
