@@ -239,6 +239,33 @@ def test_consume_span_flow_control_defers_pulls_while_the_cached_span_is_too_wid
         assert sorted(done) == list(range(100))
 
 
+def test_a_dropped_process_queue_stops_its_pull_chain(tmp_path) -> None:
+    """4.9 pullMessage returns at once for a dropped ProcessQueue (before stamping lastPullTimestamp), so the queue's
+    PullRequest is not put back: the pull parked at the broker when the queue was dropped still answers, nothing after
+    it is pulled, and a dropped queue's messages are not handed to the listener."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("DropT", 1)
+        rec = Recorder()
+        pc = consumer(c, "GDrop", rec, "DropT")
+        pc.start()
+        try:
+            c.send("DropT", b"before", 0)
+            wait_until(lambda: rec.bodies() == [b"before"], "the first message")
+            pq = next(iter(pc.impl.rebalance_impl.process_queue_table.values()))
+            pq.dropped = True  # as a rebalance that gave the queue away does
+            c.send("DropT", b"m1", 0)  # answers the pull parked at the broker
+            wait_until(lambda: pq.queue_offset_max == 1, "the parked pull's answer")
+            time.sleep(0.5)  # the PullRequest came back once and was discarded
+            stamp = pq.last_pull_timestamp
+            c.send("DropT", b"m2", 0)
+            time.sleep(1.0)
+            assert pq.last_pull_timestamp == stamp  # no pull_message got past the dropped check
+            assert pq.queue_offset_max == 1  # m2 was never pulled
+            assert rec.bodies() == [b"before"]  # m1 reached a dropped queue: not consumed
+        finally:
+            pc.shutdown()
+
+
 def test_offset_illegal_drops_the_queue_and_fixes_the_offset(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(push_consumer_module, "OFFSET_ILLEGAL_FIX_DELAY_MILLIS", 200)
     with push_cluster(tmp_path) as c:
