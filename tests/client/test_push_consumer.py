@@ -266,6 +266,26 @@ def test_a_dropped_process_queue_stops_its_pull_chain(tmp_path) -> None:
             pc.shutdown()
 
 
+def test_pull_interval_defers_the_pull_after_a_found(tmp_path) -> None:
+    """4.9 PullCallback FOUND: with pullInterval > 0 the PullRequest is put back after that delay (else at once), so a
+    message sent right after one was consumed waits for the interval instead of answering a parked pull."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("IvlT", 1)
+        rec = Recorder()
+        pc = consumer(c, "GIvl", rec, "IvlT", pull_interval=3000)
+        pc.start()
+        try:
+            wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "a process queue")
+            c.send("IvlT", b"a", 0)
+            wait_until(lambda: rec.bodies() == [b"a"], "the first message")
+            c.send("IvlT", b"b", 0)
+            time.sleep(1.0)
+            assert rec.bodies() == [b"a"]  # no pull until the interval has passed
+            wait_until(lambda: rec.bodies() == [b"a", b"b"], "the message after the interval", timeout=10)
+        finally:
+            pc.shutdown()
+
+
 def test_offset_illegal_drops_the_queue_and_fixes_the_offset(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(push_consumer_module, "OFFSET_ILLEGAL_FIX_DELAY_MILLIS", 200)
     with push_cluster(tmp_path) as c:
