@@ -12,6 +12,8 @@ Invariants:
 4. While ``running_flags`` say the store is not writeable (DISK_FULL: ``store_clean_service.py``), every put
    (``put_message``, ``put_messages``, ``put_send_requests``) answers SERVICE_NOT_AVAILABLE for each message and
    stores nothing (4.9 ``checkStoreStatus``); the HA slave's ``append_commit_log`` is not refused (as in 4.9).
+5. While ``running_flags`` say the store is not readable, ``get_message`` raises StoreError (4.9's getMessage returns
+   null: "message store is not readable, so getMessage is forbidden").
 
 Thread-safety: safe to share between threads (the engine serialises writes; reads run concurrently).
 """
@@ -574,6 +576,10 @@ class MessageStore:
         hook (``isMatchedByCommitLog``) called with a record's properties for units that passed the tag filter.
         """
         self._check_open()
+        if not self.running_flags.is_readable():
+            raise StoreError(
+                f"message store is not readable, so getMessage is forbidden {self.running_flags.flag_bits}"
+            )
         tag_codes: list[int] | None = None
         if message_filter is not None:
             sub = build_subscription_data(topic, message_filter)

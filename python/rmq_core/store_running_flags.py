@@ -6,7 +6,8 @@ is answered SERVICE_NOT_AVAILABLE and stores nothing (4.9 ``DefaultMessageStore#
 
 Who sets them in rmq_core: DISK_FULL by the disk check of ``store_clean_service.CleanCommitLogService`` (above
 ``disk_space_warning_level_ratio``) and cleared by it (back at or below ``disk_space_clean_forcibly_ratio``'s band).
-The other bits are kept for 4.9's layout and for callers (an operator tool may make the store not writeable).
+The other bits are kept for 4.9's layout and for callers (an operator tool may make the store not writeable or not
+readable; while NOT_READABLE is set ``MessageStore.get_message`` raises StoreError, 4.9's getMessage returning null).
 
 Thread-safety: reads are lock-free (one int attribute); every change takes a lock so concurrent makers never lose a
 bit.
@@ -54,6 +55,14 @@ class RunningFlags:
 
     def is_disk_full(self) -> bool:
         return bool(self.flag_bits & DISK_FULL_BIT)
+
+    def get_and_make_readable(self) -> bool:
+        """Clears NOT_READABLE; True when the store was readable before."""
+        return not self._clear(NOT_READABLE_BIT) & NOT_READABLE_BIT
+
+    def get_and_make_not_readable(self) -> bool:
+        """Sets NOT_READABLE (``get_message`` then raises StoreError); True when the store was readable before."""
+        return not self._set(NOT_READABLE_BIT) & NOT_READABLE_BIT
 
     def get_and_make_not_writeable(self) -> bool:
         """Sets NOT_WRITEABLE; True when the store was writeable before."""

@@ -525,3 +525,66 @@ def test_commit_offset_is_stored_even_when_the_pull_fails_after_the_subscription
 def test_commit_offset_not_stored_when_an_early_check_fails(broker, client):
     pull(client, broker.address, "NoSuchTopic", flags=SUB | sys_flag.FLAG_COMMIT_OFFSET, commit_offset=3)
     assert stored_offset(broker, topic="NoSuchTopic") == -1
+
+
+# --- branches of the seeds' PullMessageProcessor / DefaultMessageStore#getMessage not covered above ------------------
+def test_store_not_readable_is_system_error_store_get_message_return_null(broker, client):
+    """4.9 getMessage returns null while the store's running flags say NOT_READABLE; the processor answers
+    SYSTEM_ERROR "store getMessage return null" with no header, and still commits the client's offset (the commit
+    follows the status handling whatever the answer)."""
+    put(broker)
+    flags = broker.message_store.running_flags
+    assert flags.get_and_make_not_readable() is True
+    try:
+        r = pull(client, broker.address, flags=SUB | sys_flag.FLAG_COMMIT_OFFSET, commit_offset=7)
+    finally:
+        assert flags.get_and_make_readable() is False
+    assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "store getMessage return null"
+    assert "nextBeginOffset" not in r.ext_fields and r.body is None
+    assert stored_offset(broker) == 7
+    assert pull(client, broker.address).code == ResponseCode.SUCCESS  # readable again: served
+
+
+def _slow_group(b) -> None:
+    config = SubscriptionGroupConfig(GROUP, broker_id=3, which_broker_when_consume_slowly=5)
+    on_loop(b, b.controller.subscription_group_manager.update_subscription_group_config, config)
+
+
+def test_consuming_slowly_with_slave_read_enable_suggests_which_broker_when_consume_slowly(tmp_path, client):
+    """suggestPullingFromSlave (the unread CommitLog behind the pulled unit exceeds the in-memory share; with
+    access_message_in_memory_max_ratio=0 any byte does) + slaveReadEnable → whichBrokerWhenConsumeSlowly, not the
+    group's brokerId."""
+    with running_broker(tmp_path, slave_read_enable=True, access_message_in_memory_max_ratio=0) as b:
+        add_topic(b)
+        _slow_group(b)
+        put(b)
+        put(b)
+        behind = pull(client, b.address, max_nums=1)
+        with_slow = b.message_store.get_message(GROUP, TOPIC, 0, 0, 1)
+    assert with_slow.suggest_pulling_from_slave is True
+    assert behind.code == ResponseCode.SUCCESS and behind.ext_fields["suggestWhichBrokerId"] == "5"
+
+
+def test_consuming_slowly_without_slave_read_enable_suggests_the_master(tmp_path, client):
+    """Without slaveReadEnable 4.9 overwrites the consume-slowly suggestion with MASTER_ID."""
+    with running_broker(tmp_path, access_message_in_memory_max_ratio=0) as b:
+        add_topic(b)
+        _slow_group(b)
+        put(b)
+        put(b)
+        r = pull(client, b.address, max_nums=1)
+        assert b.message_store.get_message(GROUP, TOPIC, 0, 0, 1).suggest_pulling_from_slave is True
+    assert r.code == ResponseCode.SUCCESS and r.ext_fields["suggestWhichBrokerId"] == "0"
+
+
+def test_consume_message_hook_on_the_wake_pass_of_a_parked_pull_counts_an_epoll(broker, client):
+    """PULL_NOT_FOUND: the first pass (brokerAllowSuspend) records nothing commercial and parks the pull; the pass
+    run when it expires (brokerAllowSuspend=false) records RCV_EPOLLS × 1 with the request's owner."""
+    rec = Recorder()
+    on_loop(broker, broker.controller.pull_message_processor.register_consume_message_hook, rec)
+    r = pull(client, broker.address, flags=SUB | sys_flag.FLAG_SUSPEND, suspend_ms=300, ext={"Owner": "bob"})
+    assert r.code == ResponseCode.PULL_NOT_FOUND
+    first, wake = rec.contexts
+    assert first.commercial_rcv_stats is None and first.commercial_owner is None
+    assert wake.commercial_rcv_stats == StatsType.RCV_EPOLLS and wake.commercial_rcv_times == 1
+    assert wake.commercial_owner == "bob"

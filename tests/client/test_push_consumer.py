@@ -189,6 +189,103 @@ def test_flow_control_bounds_the_cache_with_a_slow_listener(tmp_path) -> None:
         assert 0 < seen_max[0] <= 20 + 8 + 1  # threshold + one pull batch (a pull may start at threshold + 0)
 
 
+def test_consume_span_flow_control_defers_pulls_while_the_cached_span_is_too_wide(tmp_path) -> None:
+    """4.9 pullMessage (concurrently): while the ProcessQueue's span (last - first *cached* offset, consumed
+    messages leave the cache) exceeds consume_concurrently_max_span, the pull is deferred. The listener holds offset 0
+    and every offset from 12: once [12..15] is cached beside 0 the span is 15 > 10 and no further pull is made (the
+    count and size thresholds are far away); when the held messages finish, pulling resumes."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("SpanT", 1)
+        for i in range(100):
+            c.send("SpanT", b"%d" % i, 0)
+        release = threading.Event()
+        done: list[int] = []
+        lock = threading.Lock()
+
+        def listener(msgs: Any, ctx: Any) -> Any:
+            for m in msgs:
+                if m.queue_offset == 0 or m.queue_offset >= 12:
+                    release.wait(20)
+                with lock:
+                    done.append(m.queue_offset)
+            return OK
+
+        pc = consumer(
+            c,
+            "GSpan",
+            listener,
+            "SpanT",
+            consume_concurrently_max_span=10,
+            pull_batch_size=4,
+            pull_threshold_for_queue=1000,
+            consume_thread_min=8,
+            consume_thread_max=8,
+        )
+        pc.start()
+        try:
+            wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "a process queue")
+            pq = next(iter(pc.impl.rebalance_impl.process_queue_table.values()))
+            wait_until(lambda: sorted(done) == list(range(1, 12)), "offsets 1..11 consumed", timeout=15)
+            wait_until(lambda: pq.queue_offset_max >= 15 and pq.get_max_span() > 10, "a span over 10 cached")
+            deferred = pc.impl.queue_max_span_flow_control_times
+            wait_until(lambda: pc.impl.queue_max_span_flow_control_times > deferred + 3, "the pull deferred again")
+            assert pq.queue_offset_max == 15 and pq.get_max_span() == 15  # nothing pulled past the span
+            assert pc.impl.queue_flow_control_times == 0  # not the count/size thresholds
+            release.set()
+            wait_until(lambda: len(done) == 100, "every message once the held ones finish", timeout=15)
+        finally:
+            release.set()
+            pc.shutdown()
+        assert sorted(done) == list(range(100))
+
+
+def test_a_dropped_process_queue_stops_its_pull_chain(tmp_path) -> None:
+    """4.9 pullMessage returns at once for a dropped ProcessQueue (before stamping lastPullTimestamp), so the queue's
+    PullRequest is not put back: the pull parked at the broker when the queue was dropped still answers, nothing after
+    it is pulled, and a dropped queue's messages are not handed to the listener."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("DropT", 1)
+        rec = Recorder()
+        pc = consumer(c, "GDrop", rec, "DropT")
+        pc.start()
+        try:
+            c.send("DropT", b"before", 0)
+            wait_until(lambda: rec.bodies() == [b"before"], "the first message")
+            pq = next(iter(pc.impl.rebalance_impl.process_queue_table.values()))
+            pq.dropped = True  # as a rebalance that gave the queue away does
+            c.send("DropT", b"m1", 0)  # answers the pull parked at the broker
+            wait_until(lambda: pq.queue_offset_max == 1, "the parked pull's answer")
+            time.sleep(0.5)  # the PullRequest came back once and was discarded
+            stamp = pq.last_pull_timestamp
+            c.send("DropT", b"m2", 0)
+            time.sleep(1.0)
+            assert pq.last_pull_timestamp == stamp  # no pull_message got past the dropped check
+            assert pq.queue_offset_max == 1  # m2 was never pulled
+            assert rec.bodies() == [b"before"]  # m1 reached a dropped queue: not consumed
+        finally:
+            pc.shutdown()
+
+
+def test_pull_interval_defers_the_pull_after_a_found(tmp_path) -> None:
+    """4.9 PullCallback FOUND: with pullInterval > 0 the PullRequest is put back after that delay (else at once), so a
+    message sent right after one was consumed waits for the interval instead of answering a parked pull."""
+    with push_cluster(tmp_path) as c:
+        c.create_topic("IvlT", 1)
+        rec = Recorder()
+        pc = consumer(c, "GIvl", rec, "IvlT", pull_interval=3000)
+        pc.start()
+        try:
+            wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "a process queue")
+            c.send("IvlT", b"a", 0)
+            wait_until(lambda: rec.bodies() == [b"a"], "the first message")
+            c.send("IvlT", b"b", 0)
+            time.sleep(1.0)
+            assert rec.bodies() == [b"a"]  # no pull until the interval has passed
+            wait_until(lambda: rec.bodies() == [b"a", b"b"], "the message after the interval", timeout=10)
+        finally:
+            pc.shutdown()
+
+
 def test_offset_illegal_drops_the_queue_and_fixes_the_offset(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(push_consumer_module, "OFFSET_ILLEGAL_FIX_DELAY_MILLIS", 200)
     with push_cluster(tmp_path) as c:

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from rmq_core.errors import StoreError
 from rmq_core.filter import MessageSelector
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus as S
@@ -95,6 +96,19 @@ def test_no_message_in_queue(backend):
     fill(store, 2, qid=0)
     for off in (0, 5):
         check(store.get_message("g", T, 2, off, 32), S.NO_MESSAGE_IN_QUEUE, 0, 0, 0, 0)
+
+
+def test_not_readable_store_refuses_get_message_until_readable_again(backend):
+    """4.9 getMessage returns null while RunningFlags has NOT_READABLE; here it raises StoreError (nothing is lost:
+    the units are served once the bit is cleared)."""
+    store = backend.open()
+    fill(store, 2)
+    assert store.running_flags.get_and_make_not_readable() is True
+    with pytest.raises(StoreError, match="not readable"):
+        store.get_message("g", T, 0, 0, 32)
+    assert store.running_flags.get_and_make_not_readable() is False  # already set
+    assert store.running_flags.get_and_make_readable() is False
+    check(store.get_message("g", T, 0, 0, 32), S.FOUND, 2, 0, 2, 2)
 
 
 def test_offset_overflow_one(backend):

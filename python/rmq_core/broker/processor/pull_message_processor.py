@@ -20,8 +20,8 @@ Deviations from 4.9, on purpose:
 - ConsumerFilterManager.build returning None for an SQL92 expression (Java: parse error → null, then
   ``assert consumerFilterData != null``, which production JVMs skip) is answered SUBSCRIPTION_PARSE_FAILED, as Java
   does with assertions on.
-- A store that is closed (StoreError) is Java's "getMessage returned null": SYSTEM_ERROR "store getMessage return
-  null".
+- A store that is closed or not readable (StoreError) is Java's "getMessage returned null": SYSTEM_ERROR
+  "store getMessage return null".
 - transfer_msg_by_heap=false (Netty zero-copy FileRegion) sends the same bytes in an ordinary response.
 Kept from 4.9 as is: on a SLAVE without slave_read_enable the PULL_RETRY_IMMEDIATELY set before the status table is
 overwritten by it (the table sets the code for every status), so such a slave answers by status with
