@@ -90,6 +90,9 @@ class StoreConfig:
     max_index_num: int = DEFAULT_MAX_INDEX_NUM
     #: maxMsgsNumBatch: the most messages one query returns
     max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH
+    #: warmMapedFileEnable: a background thread keeps the CommitLog's pages faulted a few MB ahead of the writer, so
+    #: a put does not pay the page faults (the Rust engine; the Python twin writes through its own mapping unwarmed)
+    warm_mapped_file_enable: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.flush_disk_type, FlushDiskType):

@@ -157,6 +157,7 @@ impl MappedFile {
     pub fn reset_positions(&self, pos: usize) {
         self.wrote_position.store(pos, Ordering::Release);
         self.flushed_position.store(pos, Ordering::Release);
+        self.warmed_to.store(pos, Ordering::Release);
     }
 
     #[inline]
@@ -232,25 +233,28 @@ impl MappedFile {
         Ok(wrote)
     }
 
-    /// Pre-faults the pages in `[wrote, wrote + window)` not yet warmed (`MADV_POPULATE_WRITE`, Linux ≥ 5.14;
-    /// silently nothing elsewhere), so the writer does not pay the kernel's page zeroing. Contents unchanged.
-    pub fn warm_ahead(&self, window: usize) {
+    /// Pre-faults the next at most `chunk` bytes of `[max(warmed, page after the writer's), upto)` (`MADV_POPULATE_WRITE`,
+    /// Linux ≥ 5.14; nothing elsewhere), so the writer does not pay the kernel's page faults. Contents unchanged. Returns
+    /// true while pages below `upto` remain to warm (call again), false when done, unsupported or deleted.
+    pub fn warm_to(&self, upto: usize, chunk: usize) -> bool {
         let page = crate::format::OS_PAGE_SIZE;
-        let wrote = self.wrote_position();
+        // the writer's own page is its own: start at the next page boundary
         let from = self
             .warmed_to
             .load(Ordering::Acquire)
-            .max(wrote / page * page);
-        let to = (wrote + window).min(self.file_size).div_ceil(page) * page;
-        let to = to.min(self.file_size);
+            .max(self.wrote_position().div_ceil(page) * page);
+        let upto = (upto.div_ceil(page) * page).min(self.file_size);
+        let to = upto.min(from.saturating_add(chunk));
         if to <= from || self.deleted.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         // SAFETY: the range lies inside our live mapping; populate does not change contents.
         if unsafe { populate_write(self.mmap.as_mut_ptr().add(from), to - from) } {
             self.warmed_to.store(to, Ordering::Release);
+            to < upto
         } else {
             self.warmed_to.store(self.file_size, Ordering::Release); // unsupported: stop trying
+            false
         }
     }
 

@@ -69,11 +69,12 @@ use crate::format::{
     decode_abort_boot_id, ABORT_FILE, BOOT_ID_PATH, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR,
     CONSUMEQUEUE_DIR, LOCK_FILE,
 };
-use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
+use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
+use crate::warm_mapped_file_service::WarmMappedFileService;
 
 /// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
 const BATCH_QUEUE_CACHE: usize = 16;
@@ -186,12 +187,17 @@ pub(crate) struct WriteState {
     /// a wake-up per put costs a futex round trip and a context switch on every small message, and the
     /// periodic tick already bounds how long dirty data waits.
     next_wake_at: i64,
+    /// The warm-ahead thread is asked again when the writer reaches this (file start, position): once per
+    /// `WARM_STEP_BYTES` written, and at each new file.
+    warm_next_at: (u64, usize),
 }
 
 pub struct MessageStore {
     pub(crate) inner: Arc<Inner>,
     pub(crate) write: Mutex<WriteState>,
     pub(crate) flush: FlushService,
+    /// `warm_mapped_file_enable`: the thread keeping the CommitLog faulted ahead of the writer.
+    warm: Option<WarmMappedFileService>,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     report: RecoveryReport,
@@ -300,7 +306,6 @@ impl FlushTarget for Inner {
         let Some(last) = self.commit_log.queue.last() else {
             return;
         };
-        last.warm_ahead(WARM_AHEAD_BYTES);
         if last
             .wrote_position()
             .saturating_sub(last.flushed_position())
@@ -528,14 +533,21 @@ impl MessageStore {
         let interval = Duration::from_millis(inner.config.flush_interval_commit_log_ms);
         let flush = FlushService::start(inner.clone() as Arc<dyn FlushTarget>, interval)
             .map_err(|e| Error::io(&root, e))?;
+        let warm = if inner.config.warm_mapped_file_enable {
+            Some(WarmMappedFileService::start().map_err(|e| Error::io(&root, e))?)
+        } else {
+            None
+        };
         Ok(MessageStore {
             inner,
             write: Mutex::new(WriteState {
                 current: None,
                 reput_from: end,
                 next_wake_at: 0,
+                warm_next_at: (u64::MAX, 0),
             }),
             flush,
+            warm,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
             report,
@@ -774,6 +786,12 @@ impl MessageStore {
                 if let Some(q) = &q {
                     if q.prepare(queue_offset).is_err() {
                         break;
+                    }
+                }
+                if let Some(warm) = &self.warm {
+                    if ws.warm_next_at.0 != file.start() || pos >= ws.warm_next_at.1 {
+                        warm.warm(&file, pos + WARM_AHEAD_BYTES);
+                        ws.warm_next_at = (file.start(), pos + WARM_STEP_BYTES);
                     }
                 }
                 let physical_offset = (file.start() + pos as u64) as i64;
@@ -1207,6 +1225,9 @@ impl MessageStore {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        if let Some(warm) = &self.warm {
+            warm.stop();
+        }
         self.flush.stop();
         let flushed = self.inner.flush_all_inner();
         ws.current = None;
@@ -1243,7 +1264,10 @@ impl MessageStore {
 
 impl Drop for MessageStore {
     fn drop(&mut self) {
-        // a dropped (not closed) engine behaves like a crash for the files, but stops its thread
+        // a dropped (not closed) engine behaves like a crash for the files, but stops its threads
+        if let Some(warm) = &self.warm {
+            warm.stop();
+        }
         self.flush.stop();
     }
 }
