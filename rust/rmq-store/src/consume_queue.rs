@@ -131,6 +131,15 @@ impl ConsumeQueue {
         self.file_for_write(offset as u64 * UNIT as u64).map(|_| ())
     }
 
+    /// The file holding the unit at logical `offset` and the position `ahead` bytes past that unit (what the
+    /// warm-ahead thread should fault next), None when no file holds it.
+    pub fn warm_request(&self, offset: i64, ahead: usize) -> Option<(Arc<MappedFile>, usize)> {
+        let global = offset as u64 * UNIT as u64;
+        let file = self.queue.find(global as i64)?;
+        let pos = (global - file.start()) as usize;
+        Some((file, pos + ahead))
+    }
+
     fn put_raw(&self, offset: i64, unit: &CqUnit) -> Result<()> {
         let global = offset as u64 * UNIT as u64;
         let file = self.file_for_write(global)?;

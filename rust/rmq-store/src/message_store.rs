@@ -24,6 +24,10 @@
 //!      re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
 //!      `index_service`). `query_message` serves only whole records whose topic and key match (a hash collision
 //!      or a stale entry is skipped, never served).
+//!   7. With `warm_mapped_file_enable` the warm-ahead thread (`warm_mapped_file_service`) runs from the end of
+//!      open until close (stopped before anything is unmapped) or drop; a put only asks it, never waits for it.
+//!      A put with an indexed message makes sure the index file its keys go to exists before it writes the
+//!      records (the file its first key would have created), so that file's slot table is warmed meanwhile.
 //!
 //! Decisions where the contract is silent (the Python twin matches them):
 //!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
@@ -69,12 +73,15 @@ use crate::format::{
     decode_abort_boot_id, ABORT_FILE, BOOT_ID_PATH, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR,
     CONSUMEQUEUE_DIR, LOCK_FILE,
 };
-use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES};
+use crate::format::{
+    CQ_WARM_AHEAD_BYTES, CQ_WARM_STEP_BYTES, FLUSH_LEAST_PAGES, INDEX_WARM_STEP_MESSAGES,
+    OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES,
+};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
-use crate::warm_mapped_file_service::WarmMappedFileService;
+use crate::warm_mapped_file_service::{WarmMappedFileService, WarmTarget};
 
 /// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
 const BATCH_QUEUE_CACHE: usize = 16;
@@ -726,6 +733,21 @@ impl MessageStore {
         {
             let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
             self.check_open()?;
+            if let (Some(warm), Some(index)) = (&self.warm, &self.inner.index) {
+                // the index file this put's keys go to, created now rather than after the records, so the warm-ahead
+                // thread faults its slot table while the records are written
+                let indexed = msgs
+                    .iter()
+                    .any(|m| is_indexed_sys_flag(m.own.map_or(ctx.sys_flag, |o| o.sys_flag)));
+                if indexed && !self.inner.index_stopped.load(Ordering::Acquire) {
+                    let mut w = index.writer();
+                    if w.ensure_file().is_ok() {
+                        if let Some((target, upto)) = w.warm_request() {
+                            warm.warm(target, upto);
+                        }
+                    }
+                }
+            }
             // the queues this batch writes, each looked up once (a batch often cycles through a topic's queues;
             // a short list searched from the last one used, beyond BATCH_QUEUE_CACHE queues the table is asked)
             let mut queues: Vec<(&str, i32, Arc<ConsumeQueue>)> = Vec::new();
@@ -790,7 +812,7 @@ impl MessageStore {
                 }
                 if let Some(warm) = &self.warm {
                     if ws.warm_next_at.0 != file.start() || pos >= ws.warm_next_at.1 {
-                        warm.warm(&file, pos + WARM_AHEAD_BYTES);
+                        warm.warm(file.clone() as Arc<dyn WarmTarget>, pos + WARM_AHEAD_BYTES);
                         ws.warm_next_at = (file.start(), pos + WARM_STEP_BYTES);
                     }
                 }
@@ -813,6 +835,18 @@ impl MessageStore {
                         results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
                         break;
                     }
+                    if let Some(warm) = &self.warm {
+                        // once per CQ_WARM_STEP_BYTES of units: keep the queue's file faulted ahead
+                        if (queue_offset as usize * CQ_STORE_UNIT_SIZE) % CQ_WARM_STEP_BYTES
+                            < CQ_STORE_UNIT_SIZE
+                        {
+                            if let Some((f, upto)) =
+                                q.warm_request(queue_offset, CQ_WARM_AHEAD_BYTES)
+                            {
+                                warm.warm(f as Arc<dyn WarmTarget>, upto);
+                            }
+                        }
+                    }
                 }
                 last_end = physical_offset + len as i64;
                 dispatched_any |= dispatch;
@@ -826,7 +860,14 @@ impl MessageStore {
             if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
                 if !self.inner.index_stopped.load(Ordering::Acquire) {
                     let mut w = index.writer();
-                    for (m, r) in msgs.iter().zip(results.iter()) {
+                    for (i, (m, r)) in msgs.iter().zip(results.iter()).enumerate() {
+                        if let Some(warm) = &self.warm {
+                            if i % INDEX_WARM_STEP_MESSAGES == INDEX_WARM_STEP_MESSAGES - 1 {
+                                if let Some((target, upto)) = w.warm_request() {
+                                    warm.warm(target, upto);
+                                }
+                            }
+                        }
                         let flags = m.own.map_or(ctx.sys_flag, |o| o.sys_flag);
                         if r.status != PutMessageStatus::PutOk || !is_indexed_sys_flag(flags) {
                             continue;
