@@ -86,6 +86,9 @@ use crate::warm_mapped_file_service::{WarmMappedFileService, WarmTarget};
 /// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
 const BATCH_QUEUE_CACHE: usize = 16;
 
+/// A queue a put keeps at hand: (topic, queue id, the queue, the queue file its last unit went to).
+type BatchQueue<'a> = (&'a str, i32, Arc<ConsumeQueue>, Option<Arc<MappedFile>>);
+
 /// RocketMQ's order; the discriminant is the ordinal the bindings return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
@@ -750,9 +753,10 @@ impl MessageStore {
             }
             // the queues this batch writes, each looked up once (a batch often cycles through a topic's queues;
             // a short list searched from the last one used, beyond BATCH_QUEUE_CACHE queues the table is asked)
-            let mut queues: Vec<(&str, i32, Arc<ConsumeQueue>)> = Vec::new();
+            // (topic, queue id, queue, the queue file the last unit went to)
+            let mut queues: Vec<BatchQueue<'_>> = Vec::new();
             let mut last_q = 0usize;
-            let mut uncached: Option<Arc<ConsumeQueue>>;
+            let mut uncached: BatchQueue<'_>;
             for m in msgs {
                 let own = m.own.unwrap_or(OwnFields {
                     born_timestamp: ctx.born_timestamp,
@@ -761,27 +765,30 @@ impl MessageStore {
                 });
                 let sys_flag = with_hosts(own.sys_flag);
                 let dispatch = !is_tx_prepared_or_rollback(sys_flag);
-                let is_it =
-                    |e: &(&str, i32, Arc<ConsumeQueue>)| e.1 == m.queue_id && e.0 == m.topic;
-                let q: Option<&Arc<ConsumeQueue>> = if !dispatch {
+                let is_it = |e: &BatchQueue<'_>| e.1 == m.queue_id && e.0 == m.topic;
+                let entry: Option<&mut BatchQueue<'_>> = if !dispatch {
                     None
                 } else if queues.get(last_q).is_some_and(is_it) {
-                    Some(&queues[last_q].2)
+                    Some(&mut queues[last_q])
                 } else if let Some(i) = queues.iter().position(is_it) {
                     last_q = i;
-                    Some(&queues[i].2)
+                    Some(&mut queues[i])
                 } else {
                     let Ok(found) = self.inner.queue_or_create(m.topic, m.queue_id) else {
                         break;
                     };
                     if queues.len() < BATCH_QUEUE_CACHE {
-                        queues.push((m.topic, m.queue_id, found));
+                        queues.push((m.topic, m.queue_id, found, None));
                         last_q = queues.len() - 1;
-                        Some(&queues[last_q].2)
+                        Some(&mut queues[last_q])
                     } else {
-                        uncached = Some(found);
-                        uncached.as_ref()
+                        uncached = (m.topic, m.queue_id, found, None);
+                        Some(&mut uncached)
                     }
+                };
+                let (q, cq_file) = match entry {
+                    Some((_, _, q, f)) => (Some(&*q), Some(f)),
+                    None => (None, None),
                 };
                 let queue_offset = q.as_ref().map(|q| q.max_offset()).unwrap_or(0);
                 let fields = RecordFields {
@@ -805,11 +812,15 @@ impl MessageStore {
                     Ok(x) => x,
                     Err(_) => break,
                 };
-                if let Some(q) = &q {
-                    if q.prepare(queue_offset).is_err() {
-                        break;
+                let cq_file: Option<&MappedFile> = match (q, cq_file) {
+                    (Some(q), Some(f)) => {
+                        if q.prepare_in(f, queue_offset).is_err() {
+                            break;
+                        }
+                        f.as_deref()
                     }
-                }
+                    _ => None,
+                };
                 if let Some(warm) = &self.warm {
                     if ws.warm_next_at.0 != file.start() || pos >= ws.warm_next_at.1 {
                         warm.warm(file.clone() as Arc<dyn WarmTarget>, pos + WARM_AHEAD_BYTES);
@@ -830,7 +841,11 @@ impl MessageStore {
                         size: len as i32,
                         tags_code: tags_code_of_properties(m.properties),
                     };
-                    if q.append_unit(queue_offset, unit).is_err() {
+                    let appended = match cq_file {
+                        Some(f) => q.append_unit_in(f, queue_offset, unit),
+                        None => q.append_unit(queue_offset, unit),
+                    };
+                    if appended.is_err() {
                         // the record is written but not indexed; recovery would re-dispatch it after a crash
                         results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
                         break;
