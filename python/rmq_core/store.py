@@ -98,6 +98,10 @@ class StoreConfig:
     max_index_num: int = DEFAULT_MAX_INDEX_NUM
     #: maxMsgsNumBatch: the most messages one query returns
     max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH
+    #: warmMapedFileEnable: a background thread keeps the pages the writer will reach next faulted (the CommitLog's,
+    #: the ConsumeQueues', the index's), so a put does not pay those page faults (the Rust engine; the Python twin
+    #: writes through its own mapping unwarmed)
+    warm_mapped_file_enable: bool = True
     # retention (store_clean_service.py; MessageStoreConfig's names and 4.9's defaults)
     #: cleanResourceInterval: ms between two clean passes
     clean_resource_interval: int = 10_000

@@ -41,9 +41,11 @@ DEFAULTS: dict[str, Any] = {
     "max_hash_slot_num": DEFAULT_MAX_HASH_SLOT_NUM,
     "max_index_num": DEFAULT_MAX_INDEX_NUM,
     "max_msgs_num_batch": MAX_MSGS_NUM_BATCH,
+    "warm_mapped_file_enable": True,
 }
 
 _INT32_MAX = 2**31 - 1
+_NOT_INT = ("flush_disk_type", "store_host", "check_crc_on_recover", "message_index_enable", "warm_mapped_file_enable")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class StoreConfig:
     max_hash_slot_num: int
     max_index_num: int
     max_msgs_num_batch: int
+    warm_mapped_file_enable: bool
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> StoreConfig:
@@ -77,8 +80,9 @@ class StoreConfig:
         v["store_host"] = (str(ip), int(port))
         v["check_crc_on_recover"] = bool(v["check_crc_on_recover"])
         v["message_index_enable"] = bool(v["message_index_enable"])
+        v["warm_mapped_file_enable"] = bool(v["warm_mapped_file_enable"])
         for k in DEFAULTS:
-            if k not in ("flush_disk_type", "store_host", "check_crc_on_recover", "message_index_enable"):
+            if k not in _NOT_INT:
                 v[k] = int(v[k])
         cfg = cls(**v)
         cfg.validate()

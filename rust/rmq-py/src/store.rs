@@ -71,6 +71,7 @@ fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
     take!("max_hash_slot_num", max_hash_slot_num);
     take!("max_index_num", max_index_num);
     take!("max_msgs_num_batch", max_msgs_num_batch);
+    take!("warm_mapped_file_enable", warm_mapped_file_enable);
     if let Some(v) = config.get_item("flush_disk_type")? {
         let s: String = v.extract()?;
         c.flush_disk_type =

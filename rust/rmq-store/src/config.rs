@@ -59,6 +59,9 @@ pub struct StoreConfig {
     pub max_index_num: u32,
     /// `maxMsgsNumBatch`: the most offsets one index query returns.
     pub max_msgs_num_batch: i32,
+    /// `warmMapedFileEnable`: a background thread keeps the CommitLog's pages faulted ahead of the writer
+    /// (`warm_mapped_file_service`); off, the writer faults its own pages as it writes.
+    pub warm_mapped_file_enable: bool,
 }
 
 impl Default for StoreConfig {
@@ -83,6 +86,7 @@ impl Default for StoreConfig {
             max_hash_slot_num: DEFAULT_MAX_HASH_SLOT_NUM,
             max_index_num: DEFAULT_MAX_INDEX_NUM,
             max_msgs_num_batch: MAX_MSGS_NUM_BATCH,
+            warm_mapped_file_enable: true,
         }
     }
 }

@@ -131,14 +131,41 @@ impl ConsumeQueue {
         self.file_for_write(offset as u64 * UNIT as u64).map(|_| ())
     }
 
+    /// The file holding the unit at logical `offset` and the position `ahead` bytes past that unit (what the
+    /// warm-ahead thread should fault next), None when no file holds it.
+    pub fn warm_request(&self, offset: i64, ahead: usize) -> Option<(Arc<MappedFile>, usize)> {
+        let global = offset as u64 * UNIT as u64;
+        let file = self.queue.find(global as i64)?;
+        let pos = (global - file.start()) as usize;
+        Some((file, pos + ahead))
+    }
+
+    /// `prepare` for a writer keeping the queue's file at hand through a put: `file` stays when it holds the unit
+    /// at `offset`, else becomes the file that does (created if needed). Writer only.
+    pub fn prepare_in(&self, file: &mut Option<Arc<MappedFile>>, offset: i64) -> Result<()> {
+        let global = offset as u64 * UNIT as u64;
+        if file
+            .as_ref()
+            .is_some_and(|f| f.start() <= global && global + UNIT as u64 <= f.end())
+        {
+            return Ok(());
+        }
+        *file = Some(self.file_for_write(global)?);
+        Ok(())
+    }
+
     fn put_raw(&self, offset: i64, unit: &CqUnit) -> Result<()> {
         let global = offset as u64 * UNIT as u64;
         let file = self.file_for_write(global)?;
+        Self::put_raw_in(&file, global, unit);
+        Ok(())
+    }
+
+    fn put_raw_in(file: &MappedFile, global: u64, unit: &CqUnit) {
         let pos = (global - file.start()) as usize;
         // SAFETY: writer only; `pos` is at/after the published end (offset >= max_offset).
         unsafe { file.write_slice(pos, UNIT) }.copy_from_slice(&unit.encode());
         file.set_wrote_position(pos + UNIT);
-        Ok(())
     }
 
     /// Writes `unit` at logical `offset` (invariant 3 for gaps). A unit below `max_offset` is skipped
@@ -179,6 +206,23 @@ impl ConsumeQueue {
             return self.write_unit(offset, unit).map(|_| ());
         }
         self.put_raw(offset, &unit)?;
+        self.max_phys_end
+            .store(unit.offset + unit.size as i64, Ordering::Release);
+        self.max_offset.store(offset + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// `append_unit` into `file`, the queue's file from `prepare_in` (no file lookup), when it holds the unit at the
+    /// next offset; anything else goes through `append_unit`. Writer only.
+    #[inline]
+    pub fn append_unit_in(&self, file: &MappedFile, offset: i64, unit: CqUnit) -> Result<()> {
+        let global = offset as u64 * UNIT as u64;
+        if offset != self.max_offset() || global < file.start() || global + UNIT as u64 > file.end()
+        {
+            return self.append_unit(offset, unit);
+        }
+        // `file` came from this queue, so it is not empty: `append_unit`'s plain path
+        Self::put_raw_in(file, global, &unit);
         self.max_phys_end
             .store(unit.offset + unit.size as i64, Ordering::Release);
         self.max_offset.store(offset + 1, Ordering::Release);

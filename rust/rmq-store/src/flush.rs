@@ -8,8 +8,9 @@
 //! Invariants:
 //!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue,
 //!      checkpoint), whatever the flush mode.
-//!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up pre-faults the CommitLog
-//!      ahead of the writer and msyncs its whole dirty pages when at least `FLUSH_LEAST_PAGES` are dirty.
+//!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up msyncs the CommitLog's whole
+//!      dirty pages when at least `FLUSH_LEAST_PAGES` are dirty (pre-faulting ahead of the writer is the
+//!      warm-ahead thread's, `warm_mapped_file_service`).
 //!   3. SYNC_FLUSH (group commit): a put sends `Sync { upto }` and waits up to `sync_flush_timeout`; the thread
 //!      drains every pending request, msyncs the CommitLog once and answers all of them (true iff the
 //!      flushed offset covers `upto` and the msync succeeded).
@@ -29,7 +30,7 @@ pub trait FlushTarget: Send + Sync + 'static {
     fn flush_commit_log(&self) -> Option<i64>;
     /// CommitLog + ConsumeQueues + checkpoint.
     fn flush_all(&self);
-    /// Async wake-up: pre-fault the CommitLog ahead of the writer and msync whole dirty pages.
+    /// Async wake-up: msync whole dirty pages of the CommitLog.
     fn on_wake(&self);
 }
 

@@ -23,13 +23,16 @@
 //!      back the value that entry saved (its prevIndex). The records after the last entry are indexed at open as
 //!      after a clean exit.
 //!   6. A query walk never loops: it follows at most `indexCount` links, each to a smaller index.
+//!   7. A file's mapping is shared (`Arc<IndexMapping>`) with the warm-ahead thread, which only pre-faults it (the
+//!      hash-slot table whole, then entries from the next one on; no byte changes) and keeps it mapped while it does.
 //!
 //! Thread-safety: one `RwLock` around the file list and their headers; the writer (the engine's write mutex holder)
 //! takes it for writing once per put, queries and flushes take it for reading.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -40,17 +43,71 @@ use crate::format::index::{
     slot_position, time_diff_seconds, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
     INVALID_INDEX,
 };
+use crate::warm_mapped_file_service::WarmTarget;
 
 pub const INDEX_REFUSED_DIR: &str = "index_refused";
+
+/// Index entries the warm-ahead thread keeps faulted beyond the last one written (the slot table is warmed whole).
+pub const INDEX_WARM_AHEAD_BYTES: usize = 4 << 20;
+
+/// An index file's mapping, shared with the warm-ahead thread: it pre-faults the hash-slot table (touched at random
+/// by every key) and then the entries from the last written one on (`WarmTarget`).
+pub(crate) struct IndexMapping {
+    mmap: MmapRaw,
+    /// End of the slot table (header + slots): warmed first, whole.
+    slots_end: usize,
+    /// Where the next entry goes, as of the writer's last warm request.
+    entries_at: AtomicUsize,
+    warmed_to: AtomicUsize,
+}
+
+impl WarmTarget for IndexMapping {
+    fn warm_to(&self, upto: usize, chunk: usize) -> bool {
+        let page = crate::format::OS_PAGE_SIZE;
+        let mut from = self.warmed_to.load(Ordering::Acquire);
+        if from >= self.slots_end {
+            from = from.max(self.entries_at.load(Ordering::Acquire) / page * page);
+        }
+        let upto = (upto.div_ceil(page) * page).min(self.mmap.len());
+        let mut to = upto.min(from.saturating_add(chunk));
+        if from < self.slots_end {
+            to = to.min(self.slots_end);
+        }
+        if to <= from {
+            return false;
+        }
+        // SAFETY: inside the live mapping (the Arc keeps it); populating changes no byte.
+        if unsafe {
+            crate::mapped_file::populate_write(self.mmap.as_mut_ptr().add(from), to - from)
+        } {
+            self.warmed_to.store(to, Ordering::Release);
+            to < upto
+        } else {
+            self.warmed_to.store(self.mmap.len(), Ordering::Release); // unsupported: stop trying
+            false
+        }
+    }
+}
 
 pub struct IndexFile {
     path: PathBuf,
     name: String,
-    mmap: MmapRaw,
+    map: Arc<IndexMapping>,
     hash_slot_num: u32,
     index_num: u32,
     header: IndexHeader,
     dirty: bool,
+}
+
+impl IndexMapping {
+    fn new(mmap: MmapRaw, hash_slot_num: u32) -> Arc<IndexMapping> {
+        Arc::new(IndexMapping {
+            mmap,
+            slots_end: slot_position(hash_slot_num),
+            entries_at: AtomicUsize::new(0),
+            warmed_to: AtomicUsize::new(0),
+        })
+    }
 }
 
 impl IndexFile {
@@ -92,7 +149,7 @@ impl IndexFile {
         let mut f = IndexFile {
             path: path.to_path_buf(),
             name: file_name_of(path),
-            mmap,
+            map: IndexMapping::new(mmap, hash_slot_num),
             hash_slot_num,
             index_num,
             header,
@@ -132,7 +189,7 @@ impl IndexFile {
         Ok(IndexFile {
             path: path.to_path_buf(),
             name: file_name_of(path),
-            mmap,
+            map: IndexMapping::new(mmap, hash_slot_num),
             hash_slot_num,
             index_num,
             header,
@@ -154,12 +211,12 @@ impl IndexFile {
 
     fn bytes(&self) -> &[u8] {
         // SAFETY: the mapping lives as long as `self`; writers hold `&mut self` (the service's write lock).
-        unsafe { std::slice::from_raw_parts(self.mmap.as_ptr(), self.mmap.len()) }
+        unsafe { std::slice::from_raw_parts(self.map.mmap.as_ptr(), self.map.mmap.len()) }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: `&mut self` is exclusive (the service's write lock).
-        unsafe { std::slice::from_raw_parts_mut(self.mmap.as_mut_ptr(), self.mmap.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.map.mmap.as_mut_ptr(), self.map.mmap.len()) }
     }
 
     fn write_header(&mut self) {
@@ -286,7 +343,10 @@ impl IndexFile {
             return Ok(());
         }
         self.write_header();
-        self.mmap.flush().map_err(|e| Error::io(&self.path, e))?;
+        self.map
+            .mmap
+            .flush()
+            .map_err(|e| Error::io(&self.path, e))?;
         self.dirty = false;
         Ok(())
     }
@@ -551,6 +611,27 @@ pub struct IndexWriter<'a> {
 }
 
 impl IndexWriter<'_> {
+    /// Makes sure a file with room exists (what the next `build_index` would do first), so the warm-ahead thread can
+    /// be asked for it before the put's records are indexed.
+    pub fn ensure_file(&mut self) -> Result<()> {
+        if self.files.last().is_none_or(|f| f.is_write_full()) {
+            self.service.new_file(&mut self.files)?;
+        }
+        Ok(())
+    }
+
+    /// What the warm-ahead thread should fault for the next keys: the last file's mapping (its slot table and the
+    /// entries from the next one on), up to `INDEX_WARM_AHEAD_BYTES` past the next entry.
+    pub fn warm_request(&self) -> Option<(Arc<dyn WarmTarget>, usize)> {
+        let f = self.files.last()?;
+        let at = entry_position(f.hash_slot_num, f.header.index_count);
+        f.map.entries_at.store(at, Ordering::Release);
+        Some((
+            f.map.clone() as Arc<dyn WarmTarget>,
+            at + INDEX_WARM_AHEAD_BYTES,
+        ))
+    }
+
     /// `IndexService.buildIndex` for one record (the caller applies the rollback skip rule).
     pub fn build_index(
         &mut self,

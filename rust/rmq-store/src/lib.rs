@@ -23,6 +23,7 @@ pub mod message_store;
 pub mod recovery;
 pub mod replica;
 pub mod store_reader;
+pub mod warm_mapped_file_service;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Error, Result};

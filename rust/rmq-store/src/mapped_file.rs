@@ -5,8 +5,9 @@
 //! Format: a file named by its global start offset (see `format::file_name`), created full size with
 //! `posix_fallocate` and zero-filled, so a full disk fails at creation (`Error::Io`) instead of SIGBUS later.
 //!
-//! Portability: Linux gets `posix_fallocate` and `MADV_POPULATE_WRITE`; other systems (macOS, Windows) zero-extend
-//! with `set_len` (a full disk may then surface on a later write) and skip pre-faulting. On Windows a file still
+//! Portability: Linux gets `posix_fallocate` and `MADV_POPULATE_WRITE` (the warm-ahead thread's pre-faulting,
+//! `WarmTarget`); other systems (macOS, Windows) zero-extend with `set_len` (a full disk may then surface on a later
+//! write) and skip pre-faulting. On Windows a file still
 //! mapped cannot be deleted: `delete` reports the error and the file stays until the next start.
 //!
 //! Invariants:
@@ -18,6 +19,8 @@
 //!   3. A `MappedFile` is shared as `Arc<MappedFile>`: deleting unlinks the path, the mapping lives until the
 //!      last reader drops its `Arc` (unlinking a mapped file is safe on POSIX).
 //!   4. `flushed_position <= wrote_position` except transiently; `flush` msyncs `[flushed, wrote)`.
+//!   5. Pre-faulting (`WarmTarget::warm_to`, the warm-ahead thread only) never changes a byte and never goes below
+//!      the page after the write position; `warmed_to` is reset with the positions by recovery and truncation.
 //!
 //! Thread-safety: `Send + Sync`; writes are `unsafe` and callers uphold invariant 1.
 
@@ -29,6 +32,7 @@ use std::sync::Mutex;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, Result};
+use crate::warm_mapped_file_service::WarmTarget;
 
 pub struct MappedFile {
     path: PathBuf,
@@ -157,6 +161,7 @@ impl MappedFile {
     pub fn reset_positions(&self, pos: usize) {
         self.wrote_position.store(pos, Ordering::Release);
         self.flushed_position.store(pos, Ordering::Release);
+        self.warmed_to.store(pos, Ordering::Release);
     }
 
     #[inline]
@@ -232,28 +237,6 @@ impl MappedFile {
         Ok(wrote)
     }
 
-    /// Pre-faults the pages in `[wrote, wrote + window)` not yet warmed (`MADV_POPULATE_WRITE`, Linux ≥ 5.14;
-    /// silently nothing elsewhere), so the writer does not pay the kernel's page zeroing. Contents unchanged.
-    pub fn warm_ahead(&self, window: usize) {
-        let page = crate::format::OS_PAGE_SIZE;
-        let wrote = self.wrote_position();
-        let from = self
-            .warmed_to
-            .load(Ordering::Acquire)
-            .max(wrote / page * page);
-        let to = (wrote + window).min(self.file_size).div_ceil(page) * page;
-        let to = to.min(self.file_size);
-        if to <= from || self.deleted.load(Ordering::Acquire) {
-            return;
-        }
-        // SAFETY: the range lies inside our live mapping; populate does not change contents.
-        if unsafe { populate_write(self.mmap.as_mut_ptr().add(from), to - from) } {
-            self.warmed_to.store(to, Ordering::Release);
-        } else {
-            self.warmed_to.store(self.file_size, Ordering::Release); // unsupported: stop trying
-        }
-    }
-
     /// msync of whole pages below the write position only (async wake-ups): the page being written stays
     /// writable, so the writer does not take write-protect faults after each flush.
     pub fn flush_whole_pages(&self) -> Result<usize> {
@@ -296,6 +279,33 @@ pub fn last_non_zero_end(bytes: &[u8]) -> usize {
     0
 }
 
+impl WarmTarget for MappedFile {
+    /// Pre-faults the next at most `chunk` bytes of `[max(warmed, page after the writer's), upto)` (`MADV_POPULATE_WRITE`,
+    /// Linux ≥ 5.14; nothing elsewhere), so the writer does not pay the kernel's page faults. Contents unchanged. Returns
+    /// true while pages below `upto` remain to warm (call again), false when done, unsupported or deleted.
+    fn warm_to(&self, upto: usize, chunk: usize) -> bool {
+        let page = crate::format::OS_PAGE_SIZE;
+        // the writer's own page is its own: start at the next page boundary
+        let from = self
+            .warmed_to
+            .load(Ordering::Acquire)
+            .max(self.wrote_position().div_ceil(page) * page);
+        let upto = (upto.div_ceil(page) * page).min(self.file_size);
+        let to = upto.min(from.saturating_add(chunk));
+        if to <= from || self.deleted.load(Ordering::Acquire) {
+            return false;
+        }
+        // SAFETY: the range lies inside our live mapping; populate does not change contents.
+        if unsafe { populate_write(self.mmap.as_mut_ptr().add(from), to - from) } {
+            self.warmed_to.store(to, Ordering::Release);
+            to < upto
+        } else {
+            self.warmed_to.store(self.file_size, Ordering::Release); // unsupported: stop trying
+            false
+        }
+    }
+}
+
 /// Reserves `file_size` zero bytes for a new store file. Linux: `posix_fallocate` (blocks allocated now, so a full
 /// disk is an error here rather than a SIGBUS on a later write through the mapping). Elsewhere (macOS has no
 /// `posix_fallocate`; Windows): `set_len`, which zero-extends the file (sparse where the file system supports it).
@@ -321,13 +331,13 @@ pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
 /// # Safety
 /// The range must lie inside a live writable mapping.
 #[cfg(target_os = "linux")]
-unsafe fn populate_write(ptr: *mut u8, len: usize) -> bool {
+pub(crate) unsafe fn populate_write(ptr: *mut u8, len: usize) -> bool {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
     libc::madvise(ptr as *mut libc::c_void, len, MADV_POPULATE_WRITE) == 0
 }
 
 #[cfg(not(target_os = "linux"))]
-unsafe fn populate_write(_ptr: *mut u8, _len: usize) -> bool {
+pub(crate) unsafe fn populate_write(_ptr: *mut u8, _len: usize) -> bool {
     false
 }
 

@@ -24,6 +24,10 @@
 //!      re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
 //!      `index_service`). `query_message` serves only whole records whose topic and key match (a hash collision
 //!      or a stale entry is skipped, never served).
+//!   7. With `warm_mapped_file_enable` the warm-ahead thread (`warm_mapped_file_service`) runs from the end of
+//!      open until close (stopped before anything is unmapped) or drop; a put only asks it, never waits for it.
+//!      A put with an indexed message makes sure the index file its keys go to exists before it writes the
+//!      records (the file its first key would have created), so that file's slot table is warmed meanwhile.
 //!
 //! Decisions where the contract is silent (the Python twin matches them):
 //!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
@@ -69,14 +73,21 @@ use crate::format::{
     decode_abort_boot_id, ABORT_FILE, BOOT_ID_PATH, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR,
     CONSUMEQUEUE_DIR, LOCK_FILE,
 };
-use crate::format::{FLUSH_LEAST_PAGES, OS_PAGE_SIZE, WARM_AHEAD_BYTES};
+use crate::format::{
+    CQ_WARM_AHEAD_BYTES, CQ_WARM_STEP_BYTES, FLUSH_LEAST_PAGES, INDEX_WARM_STEP_MESSAGES,
+    OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES,
+};
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
+use crate::warm_mapped_file_service::{WarmMappedFileService, WarmTarget};
 
 /// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
 const BATCH_QUEUE_CACHE: usize = 16;
+
+/// A queue a put keeps at hand: (topic, queue id, the queue, the queue file its last unit went to).
+type BatchQueue<'a> = (&'a str, i32, Arc<ConsumeQueue>, Option<Arc<MappedFile>>);
 
 /// RocketMQ's order; the discriminant is the ordinal the bindings return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,12 +197,17 @@ pub(crate) struct WriteState {
     /// a wake-up per put costs a futex round trip and a context switch on every small message, and the
     /// periodic tick already bounds how long dirty data waits.
     next_wake_at: i64,
+    /// The warm-ahead thread is asked again when the writer reaches this (file start, position): once per
+    /// `WARM_STEP_BYTES` written, and at each new file.
+    warm_next_at: (u64, usize),
 }
 
 pub struct MessageStore {
     pub(crate) inner: Arc<Inner>,
     pub(crate) write: Mutex<WriteState>,
     pub(crate) flush: FlushService,
+    /// `warm_mapped_file_enable`: the thread keeping the CommitLog faulted ahead of the writer.
+    warm: Option<WarmMappedFileService>,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     report: RecoveryReport,
@@ -300,7 +316,6 @@ impl FlushTarget for Inner {
         let Some(last) = self.commit_log.queue.last() else {
             return;
         };
-        last.warm_ahead(WARM_AHEAD_BYTES);
         if last
             .wrote_position()
             .saturating_sub(last.flushed_position())
@@ -528,14 +543,21 @@ impl MessageStore {
         let interval = Duration::from_millis(inner.config.flush_interval_commit_log_ms);
         let flush = FlushService::start(inner.clone() as Arc<dyn FlushTarget>, interval)
             .map_err(|e| Error::io(&root, e))?;
+        let warm = if inner.config.warm_mapped_file_enable {
+            Some(WarmMappedFileService::start().map_err(|e| Error::io(&root, e))?)
+        } else {
+            None
+        };
         Ok(MessageStore {
             inner,
             write: Mutex::new(WriteState {
                 current: None,
                 reput_from: end,
                 next_wake_at: 0,
+                warm_next_at: (u64::MAX, 0),
             }),
             flush,
+            warm,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
             report,
@@ -714,11 +736,27 @@ impl MessageStore {
         {
             let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
             self.check_open()?;
+            if let (Some(warm), Some(index)) = (&self.warm, &self.inner.index) {
+                // the index file this put's keys go to, created now rather than after the records, so the warm-ahead
+                // thread faults its slot table while the records are written
+                let indexed = msgs
+                    .iter()
+                    .any(|m| is_indexed_sys_flag(m.own.map_or(ctx.sys_flag, |o| o.sys_flag)));
+                if indexed && !self.inner.index_stopped.load(Ordering::Acquire) {
+                    let mut w = index.writer();
+                    if w.ensure_file().is_ok() {
+                        if let Some((target, upto)) = w.warm_request() {
+                            warm.warm(target, upto);
+                        }
+                    }
+                }
+            }
             // the queues this batch writes, each looked up once (a batch often cycles through a topic's queues;
             // a short list searched from the last one used, beyond BATCH_QUEUE_CACHE queues the table is asked)
-            let mut queues: Vec<(&str, i32, Arc<ConsumeQueue>)> = Vec::new();
+            // (topic, queue id, queue, the queue file the last unit went to)
+            let mut queues: Vec<BatchQueue<'_>> = Vec::new();
             let mut last_q = 0usize;
-            let mut uncached: Option<Arc<ConsumeQueue>>;
+            let mut uncached: BatchQueue<'_>;
             for m in msgs {
                 let own = m.own.unwrap_or(OwnFields {
                     born_timestamp: ctx.born_timestamp,
@@ -727,27 +765,30 @@ impl MessageStore {
                 });
                 let sys_flag = with_hosts(own.sys_flag);
                 let dispatch = !is_tx_prepared_or_rollback(sys_flag);
-                let is_it =
-                    |e: &(&str, i32, Arc<ConsumeQueue>)| e.1 == m.queue_id && e.0 == m.topic;
-                let q: Option<&Arc<ConsumeQueue>> = if !dispatch {
+                let is_it = |e: &BatchQueue<'_>| e.1 == m.queue_id && e.0 == m.topic;
+                let entry: Option<&mut BatchQueue<'_>> = if !dispatch {
                     None
                 } else if queues.get(last_q).is_some_and(is_it) {
-                    Some(&queues[last_q].2)
+                    Some(&mut queues[last_q])
                 } else if let Some(i) = queues.iter().position(is_it) {
                     last_q = i;
-                    Some(&queues[i].2)
+                    Some(&mut queues[i])
                 } else {
                     let Ok(found) = self.inner.queue_or_create(m.topic, m.queue_id) else {
                         break;
                     };
                     if queues.len() < BATCH_QUEUE_CACHE {
-                        queues.push((m.topic, m.queue_id, found));
+                        queues.push((m.topic, m.queue_id, found, None));
                         last_q = queues.len() - 1;
-                        Some(&queues[last_q].2)
+                        Some(&mut queues[last_q])
                     } else {
-                        uncached = Some(found);
-                        uncached.as_ref()
+                        uncached = (m.topic, m.queue_id, found, None);
+                        Some(&mut uncached)
                     }
+                };
+                let (q, cq_file) = match entry {
+                    Some((_, _, q, f)) => (Some(&*q), Some(f)),
+                    None => (None, None),
                 };
                 let queue_offset = q.as_ref().map(|q| q.max_offset()).unwrap_or(0);
                 let fields = RecordFields {
@@ -771,9 +812,19 @@ impl MessageStore {
                     Ok(x) => x,
                     Err(_) => break,
                 };
-                if let Some(q) = &q {
-                    if q.prepare(queue_offset).is_err() {
-                        break;
+                let cq_file: Option<&MappedFile> = match (q, cq_file) {
+                    (Some(q), Some(f)) => {
+                        if q.prepare_in(f, queue_offset).is_err() {
+                            break;
+                        }
+                        f.as_deref()
+                    }
+                    _ => None,
+                };
+                if let Some(warm) = &self.warm {
+                    if ws.warm_next_at.0 != file.start() || pos >= ws.warm_next_at.1 {
+                        warm.warm(file.clone() as Arc<dyn WarmTarget>, pos + WARM_AHEAD_BYTES);
+                        ws.warm_next_at = (file.start(), pos + WARM_STEP_BYTES);
                     }
                 }
                 let physical_offset = (file.start() + pos as u64) as i64;
@@ -790,10 +841,26 @@ impl MessageStore {
                         size: len as i32,
                         tags_code: tags_code_of_properties(m.properties),
                     };
-                    if q.append_unit(queue_offset, unit).is_err() {
+                    let appended = match cq_file {
+                        Some(f) => q.append_unit_in(f, queue_offset, unit),
+                        None => q.append_unit(queue_offset, unit),
+                    };
+                    if appended.is_err() {
                         // the record is written but not indexed; recovery would re-dispatch it after a crash
                         results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
                         break;
+                    }
+                    if let Some(warm) = &self.warm {
+                        // once per CQ_WARM_STEP_BYTES of units: keep the queue's file faulted ahead
+                        if (queue_offset as usize * CQ_STORE_UNIT_SIZE) % CQ_WARM_STEP_BYTES
+                            < CQ_STORE_UNIT_SIZE
+                        {
+                            if let Some((f, upto)) =
+                                q.warm_request(queue_offset, CQ_WARM_AHEAD_BYTES)
+                            {
+                                warm.warm(f as Arc<dyn WarmTarget>, upto);
+                            }
+                        }
                     }
                 }
                 last_end = physical_offset + len as i64;
@@ -808,7 +875,14 @@ impl MessageStore {
             if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
                 if !self.inner.index_stopped.load(Ordering::Acquire) {
                     let mut w = index.writer();
-                    for (m, r) in msgs.iter().zip(results.iter()) {
+                    for (i, (m, r)) in msgs.iter().zip(results.iter()).enumerate() {
+                        if let Some(warm) = &self.warm {
+                            if i % INDEX_WARM_STEP_MESSAGES == INDEX_WARM_STEP_MESSAGES - 1 {
+                                if let Some((target, upto)) = w.warm_request() {
+                                    warm.warm(target, upto);
+                                }
+                            }
+                        }
                         let flags = m.own.map_or(ctx.sys_flag, |o| o.sys_flag);
                         if r.status != PutMessageStatus::PutOk || !is_indexed_sys_flag(flags) {
                             continue;
@@ -1207,6 +1281,9 @@ impl MessageStore {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        if let Some(warm) = &self.warm {
+            warm.stop();
+        }
         self.flush.stop();
         let flushed = self.inner.flush_all_inner();
         ws.current = None;
@@ -1243,7 +1320,10 @@ impl MessageStore {
 
 impl Drop for MessageStore {
     fn drop(&mut self) {
-        // a dropped (not closed) engine behaves like a crash for the files, but stops its thread
+        // a dropped (not closed) engine behaves like a crash for the files, but stops its threads
+        if let Some(warm) = &self.warm {
+            warm.stop();
+        }
         self.flush.stop();
     }
 }

@@ -877,3 +877,115 @@ fn replica_append_copies_the_master_and_refuses_gaps() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Every file under `root` (relative path → bytes), index files in name order with their names dropped (the names
+/// are creation times).
+type NamedFiles = Vec<(String, Vec<u8>)>;
+
+fn store_image(root: &Path) -> (NamedFiles, Vec<Vec<u8>>) {
+    fn walk(base: &Path, dir: &Path, out: &mut NamedFiles) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+                if !rel.starts_with("index") && !rel.ends_with("lock") && !rel.ends_with("abort") {
+                    out.push((rel, std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root, root, &mut files);
+    files.sort();
+    let index = index_files(root).into_iter().map(|(_, b)| b).collect();
+    (files, index)
+}
+
+/// Puts `rounds` batches of `per_batch` keyed messages over 4 queues (UNIQ_KEY + KEYS each, 300-byte bodies).
+fn put_keyed_batches(store: &MessageStore, rounds: usize, per_batch: usize) {
+    for r in 0..rounds {
+        let bodies: Vec<Vec<u8>> = (0..per_batch)
+            .map(|i| vec![b'a' + ((r + i) % 26) as u8; 300])
+            .collect();
+        let ps: Vec<Vec<u8>> = (0..per_batch)
+            .map(|i| keyed_props(&format!("k{}", i % 7), &format!("U{r}-{i}")))
+            .collect();
+        let msgs: Vec<PutMessage> = (0..per_batch)
+            .map(|i| PutMessage {
+                topic: "Warm",
+                body: &bodies[i],
+                flag: 0,
+                properties: &ps[i],
+                queue_id: (i % 4) as i32,
+                own: None,
+            })
+            .collect();
+        let res = store
+            .put_messages(&msgs, &ctx(1_700_000_000_000 + r as i64))
+            .unwrap();
+        assert!(res.iter().all(|x| x.status == PutMessageStatus::PutOk));
+    }
+}
+
+#[test]
+fn warm_mapped_file_changes_no_byte() {
+    // files big enough that the warm-ahead thread is asked many times inside one batch (every 1 MiB of CommitLog,
+    // every 32 KiB of ConsumeQueue units, a new index file several times), small enough that every kind rolls over
+    let cfg = |warm: bool| StoreConfig {
+        mapped_file_size_commit_log: 3 << 20,
+        mapped_file_size_consume_queue: 4000 * 20,
+        max_hash_slot_num: 500,
+        max_index_num: 6000,
+        warm_mapped_file_enable: warm,
+        ..StoreConfig::default()
+    };
+    let (on, off) = (TempDir::new(), TempDir::new());
+    for (dir, warm) in [(&on, true), (&off, false)] {
+        let store = MessageStore::open(dir.path(), cfg(warm)).unwrap();
+        put_keyed_batches(&store, 3, 8000);
+        store.close().unwrap();
+    }
+    let (a, b) = (store_image(on.path()), store_image(off.path()));
+    assert!(
+        a.0.iter()
+            .filter(|(p, _)| p.starts_with("commitlog"))
+            .count()
+            >= 3
+    );
+    assert!(a.1.len() >= 8, "index files: {}", a.1.len());
+    assert_eq!(a.0.len(), b.0.len());
+    for ((pa, ba), (pb, bb)) in a.0.iter().zip(b.0.iter()) {
+        assert_eq!(pa, pb);
+        if pa != "checkpoint" {
+            assert!(ba == bb, "{pa} differs with warm_mapped_file_enable");
+        }
+    }
+    assert!(
+        a.1 == b.1,
+        "index files differ with warm_mapped_file_enable"
+    );
+    // reopened with warming on: recovery, a truncation and more puts leave the same bytes as without it
+    for (dir, warm) in [(&on, true), (&off, false)] {
+        let store = MessageStore::open(dir.path(), cfg(warm)).unwrap();
+        put_keyed_batches(&store, 1, 3000);
+        assert_eq!(store.delete_commit_log_files_before(3 << 20).unwrap(), 1);
+        drop(store); // not closed: stops the threads like a crash
+        let store = MessageStore::open(dir.path(), cfg(warm)).unwrap();
+        put_keyed_batches(&store, 1, 2000);
+        store.close().unwrap();
+    }
+    let (a, b) = (store_image(on.path()), store_image(off.path()));
+    assert_eq!(a.0.len(), b.0.len());
+    for ((pa, ba), (pb, bb)) in a.0.iter().zip(b.0.iter()) {
+        assert_eq!(pa, pb);
+        if pa != "checkpoint" {
+            assert!(
+                ba == bb,
+                "{pa} differs with warm_mapped_file_enable after reopen"
+            );
+        }
+    }
+    assert!(a.1 == b.1);
+}

@@ -59,5 +59,13 @@ pub const RECOVER_NORMAL_FILE_COUNT: usize = 3;
 /// Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (`flushPhysicQueueLeastPages`).
 pub const FLUSH_LEAST_PAGES: usize = 4;
 pub const OS_PAGE_SIZE: usize = 4096;
-/// The flush thread pre-faults this many CommitLog bytes ahead of the writer (async wake-ups).
+/// The warm-ahead thread keeps at most this many CommitLog bytes faulted beyond the write position
+/// (`warm_mapped_file_enable`; see `warm_mapped_file_service`).
 pub const WARM_AHEAD_BYTES: usize = 8 << 20;
+/// The writer asks the warm-ahead thread again each time it has written this many bytes since the last request.
+pub const WARM_STEP_BYTES: usize = 1 << 20;
+/// A ConsumeQueue file is kept faulted this far past its last unit, asked again every `CQ_WARM_STEP_BYTES` of units.
+pub const CQ_WARM_AHEAD_BYTES: usize = 128 << 10;
+pub const CQ_WARM_STEP_BYTES: usize = 32 << 10;
+/// Inside one put's index build, the warm-ahead thread is asked again every this many messages.
+pub const INDEX_WARM_STEP_MESSAGES: usize = 1 << 16;
