@@ -81,3 +81,15 @@ def test_warming_changes_no_byte(backend, tmp_path):
     for (p, a), (_, b) in zip(files_on, files_off):
         assert a == b, f"{p} differs with warm_mapped_file_enable"
     assert index_on == index_off
+
+
+def test_broker_conf_warm_maped_file_enable_reaches_the_store_under_apaches_key():
+    """broker.conf's ``warmMapedFileEnable`` (MessageStoreConfig's spelling, one p) switches the warm-ahead thread
+    off; GET_BROKER_CONFIG lists it under the same key."""
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.broker_configuration import camel
+
+    cfg = BrokerConfig.from_properties({"warmMapedFileEnable": "false"})
+    assert cfg.extra == {} and cfg.to_store_config().warm_mapped_file_enable is False
+    assert BrokerConfig().to_store_config().warm_mapped_file_enable is True
+    assert camel("warm_mapped_file_enable") == "warmMapedFileEnable"

@@ -108,6 +108,9 @@ class BrokerConfig:
     disk_space_warning_level_ratio: int = 90  # RocketMQ 5's names (4.9: system properties, 0.90 / 0.85)
     disk_space_clean_forcibly_ratio: int = 85
     delete_file_batch_max: int = 10
+    # warmMapedFileEnable (MessageStoreConfig, Apache's spelling): the store's warm-ahead thread pre-faults the pages
+    # the writer reaches next (4.9: off, and it writes and mlocks each new file; rmq_core's faults only, on by default)
+    warm_mapped_file_enable: bool = True
     # RocketMQ 5's timer messages (MessageStoreConfig 5.x names and defaults; broker/timer/)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
@@ -148,6 +151,7 @@ class BrokerConfig:
             disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
             disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
             delete_file_batch_max=self.delete_file_batch_max,
+            warm_mapped_file_enable=self.warm_mapped_file_enable,
         )
 
     @property
@@ -175,7 +179,7 @@ class BrokerConfig:
 
 
 # broker.conf keys whose snake_case is not the field's name
-_KEY_ALIASES = {"transaction_time_out": "transaction_timeout"}
+_KEY_ALIASES = {"transaction_time_out": "transaction_timeout", "warm_maped_file_enable": "warm_mapped_file_enable"}
 
 
 def _snake(key: str) -> str:

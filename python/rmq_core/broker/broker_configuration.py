@@ -35,7 +35,8 @@ _JAVA_NAMES = {
     "broker_ip1": "brokerIP1",
     "broker_ip2": "brokerIP2",
     "transaction_timeout": "transactionTimeOut",
-}  # not plain camelCase in BrokerConfig.java
+    "warm_mapped_file_enable": "warmMapedFileEnable",
+}  # not plain camelCase in BrokerConfig.java / MessageStoreConfig.java
 
 
 # null by default in 4.9 (MixAll.properties2String leaves a null field out of getBrokerConfig): listed once set

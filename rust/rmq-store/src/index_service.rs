@@ -62,6 +62,11 @@ pub(crate) struct IndexMapping {
 }
 
 impl WarmTarget for IndexMapping {
+    fn is_warm_to(&self, upto: usize) -> bool {
+        let page = crate::format::OS_PAGE_SIZE;
+        self.warmed_to.load(Ordering::Acquire) >= (upto.div_ceil(page) * page).min(self.mmap.len())
+    }
+
     fn warm_to(&self, upto: usize, chunk: usize) -> bool {
         let page = crate::format::OS_PAGE_SIZE;
         let mut from = self.warmed_to.load(Ordering::Acquire);

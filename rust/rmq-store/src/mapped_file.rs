@@ -280,6 +280,12 @@ pub fn last_non_zero_end(bytes: &[u8]) -> usize {
 }
 
 impl WarmTarget for MappedFile {
+    fn is_warm_to(&self, upto: usize) -> bool {
+        let page = crate::format::OS_PAGE_SIZE;
+        self.warmed_to.load(Ordering::Acquire) >= (upto.div_ceil(page) * page).min(self.file_size)
+            || self.deleted.load(Ordering::Acquire)
+    }
+
     /// Pre-faults the next at most `chunk` bytes of `[max(warmed, page after the writer's), upto)` (`MADV_POPULATE_WRITE`,
     /// Linux ≥ 5.14; nothing elsewhere), so the writer does not pay the kernel's page faults. Contents unchanged. Returns
     /// true while pages below `upto` remain to warm (call again), false when done, unsupported or deleted.

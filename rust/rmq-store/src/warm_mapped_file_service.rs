@@ -10,7 +10,8 @@
 //! a target stops asking (the writer faults its own pages, as without the thread).
 //!
 //! Invariants:
-//!   1. At most one request per target is pending; a newer one for the same target replaces its position. The
+//!   1. At most one request per target is pending; a newer one for the same target replaces its position; a request
+//!      for pages already warm is dropped before it takes the lock or wakes the thread. The
 //!      writer asks for at most a bounded window beyond what it has written (`WARM_AHEAD_BYTES` of CommitLog,
 //!      `CQ_WARM_AHEAD_BYTES` per ConsumeQueue written, the index's slot table plus `INDEX_WARM_AHEAD_BYTES` of
 //!      entries), so the memory faulted ahead is bounded.
@@ -33,6 +34,8 @@ const WARM_CHUNK_BYTES: usize = 1 << 20;
 pub trait WarmTarget: Send + Sync {
     /// Pre-faults at most `chunk` more bytes below `upto` (contents unchanged); true while some remain.
     fn warm_to(&self, upto: usize, chunk: usize) -> bool;
+    /// Its pages below `upto` are warm already (or warming is unsupported or pointless): nothing to ask for.
+    fn is_warm_to(&self, upto: usize) -> bool;
 }
 
 type Request = (Arc<dyn WarmTarget>, usize);
@@ -69,8 +72,12 @@ impl WarmMappedFileService {
         })
     }
 
-    /// Asks for `target`'s pages below `upto` to be faulted (never waits for the warming).
+    /// Asks for `target`'s pages below `upto` to be faulted (never waits for the warming). A request its target
+    /// covers already costs nothing: no lock, no wake-up (a put asks at every call; most find the pages warm).
     pub fn warm(&self, target: Arc<dyn WarmTarget>, upto: usize) {
+        if target.is_warm_to(upto) {
+            return;
+        }
         let mut reqs = self
             .shared
             .requests
@@ -128,5 +135,49 @@ fn run(shared: &Shared) {
                 None => reqs.push((target, upto)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Warm below `warm` already; counts the `warm_to` calls the thread makes.
+    struct Target {
+        warm: usize,
+        calls: AtomicUsize,
+    }
+
+    impl WarmTarget for Target {
+        fn warm_to(&self, _upto: usize, _chunk: usize) -> bool {
+            self.calls.fetch_add(1, Ordering::AcqRel);
+            false
+        }
+        fn is_warm_to(&self, upto: usize) -> bool {
+            upto <= self.warm
+        }
+    }
+
+    #[test]
+    fn a_request_for_warm_pages_is_dropped_and_a_new_one_served() {
+        let service = WarmMappedFileService::start().unwrap();
+        let target = Arc::new(Target {
+            warm: 1 << 20,
+            calls: AtomicUsize::new(0),
+        });
+        for _ in 0..1000 {
+            service.warm(target.clone(), 4096); // covered: no lock taken, no wake-up, nothing queued
+        }
+        assert!(service.shared.requests.lock().unwrap().is_empty());
+        service.warm(target.clone(), 2 << 20);
+        for _ in 0..500 {
+            if target.calls.load(Ordering::Acquire) > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        service.stop();
+        assert_eq!(target.calls.load(Ordering::Acquire), 1);
     }
 }
