@@ -84,7 +84,8 @@ def is_it_time_to_do(when: str, now: int) -> bool:
 
 
 class CleanCommitLogService:
-    """``CleanCommitLogService(store, clock=now_ms, disk_usage=disk_partition_space_used_percent)``."""
+    """``CleanCommitLogService(store, clock=now_ms, disk_usage=disk_partition_space_used_percent, stop=None)``;
+    ``stop``: set when the store closes (a pass waiting between two deletions returns), its own Event by default."""
 
     def __init__(
         self,
@@ -92,13 +93,14 @@ class CleanCommitLogService:
         *,
         clock: Callable[[], int] = now_ms,
         disk_usage: DiskUsage = disk_partition_space_used_percent,
+        stop: threading.Event | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.disk_usage = disk_usage
         self.manual_delete_file_several_times = 0
         self.clean_immediately = False
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
 
     # --- paths and ratios --------------------------------------------------------------------------------------
     @property
@@ -282,9 +284,11 @@ class StoreCleanService:
         clock: Callable[[], int] = now_ms,
         disk_usage: DiskUsage = disk_partition_space_used_percent,
     ) -> None:
-        self.clean_commit_log_service = CleanCommitLogService(store, clock=clock, disk_usage=disk_usage)
+        self._stop = threading.Event()  # shutdown: ends the schedule and a pass waiting between two deletions
+        self.clean_commit_log_service = CleanCommitLogService(
+            store, clock=clock, disk_usage=disk_usage, stop=self._stop
+        )
         self.clean_consume_queue_service = CleanConsumeQueueService(store)
-        self._stop = self.clean_commit_log_service._stop
         self._thread: threading.Thread | None = None
 
     def clean_files_periodically(self) -> int:
