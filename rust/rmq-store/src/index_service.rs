@@ -43,7 +43,7 @@ use crate::format::index::{
     slot_position, time_diff_seconds, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
     INVALID_INDEX,
 };
-use crate::warm_mapped_file_service::WarmTarget;
+use crate::warm_mapped_file_service::{populate_recorded, warm_end, WarmTarget};
 
 pub const INDEX_REFUSED_DIR: &str = "index_refused";
 
@@ -63,8 +63,7 @@ pub(crate) struct IndexMapping {
 
 impl WarmTarget for IndexMapping {
     fn is_warm_to(&self, upto: usize) -> bool {
-        let page = crate::format::OS_PAGE_SIZE;
-        self.warmed_to.load(Ordering::Acquire) >= (upto.div_ceil(page) * page).min(self.mmap.len())
+        self.warmed_to.load(Ordering::Acquire) >= warm_end(upto, self.mmap.len())
     }
 
     fn warm_to(&self, upto: usize, chunk: usize) -> bool {
@@ -73,7 +72,7 @@ impl WarmTarget for IndexMapping {
         if from >= self.slots_end {
             from = from.max(self.entries_at.load(Ordering::Acquire) / page * page);
         }
-        let upto = (upto.div_ceil(page) * page).min(self.mmap.len());
+        let upto = warm_end(upto, self.mmap.len());
         let mut to = upto.min(from.saturating_add(chunk));
         if from < self.slots_end {
             to = to.min(self.slots_end);
@@ -82,15 +81,16 @@ impl WarmTarget for IndexMapping {
             return false;
         }
         // SAFETY: inside the live mapping (the Arc keeps it); populating changes no byte.
-        if unsafe {
-            crate::mapped_file::populate_write(self.mmap.as_mut_ptr().add(from), to - from)
-        } {
-            self.warmed_to.store(to, Ordering::Release);
-            to < upto
-        } else {
-            self.warmed_to.store(self.mmap.len(), Ordering::Release); // unsupported: stop trying
-            false
-        }
+        let warmed = unsafe {
+            populate_recorded(
+                self.mmap.as_mut_ptr(),
+                from,
+                to,
+                self.mmap.len(),
+                &self.warmed_to,
+            )
+        };
+        warmed && to < upto
     }
 }
 

@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, Result};
-use crate::warm_mapped_file_service::WarmTarget;
+use crate::warm_mapped_file_service::{populate_recorded, warm_end, WarmTarget};
 
 pub struct MappedFile {
     path: PathBuf,
@@ -281,8 +281,7 @@ pub fn last_non_zero_end(bytes: &[u8]) -> usize {
 
 impl WarmTarget for MappedFile {
     fn is_warm_to(&self, upto: usize) -> bool {
-        let page = crate::format::OS_PAGE_SIZE;
-        self.warmed_to.load(Ordering::Acquire) >= (upto.div_ceil(page) * page).min(self.file_size)
+        self.warmed_to.load(Ordering::Acquire) >= warm_end(upto, self.file_size)
             || self.deleted.load(Ordering::Acquire)
     }
 
@@ -290,25 +289,27 @@ impl WarmTarget for MappedFile {
     /// Linux ≥ 5.14; nothing elsewhere), so the writer does not pay the kernel's page faults. Contents unchanged. Returns
     /// true while pages below `upto` remain to warm (call again), false when done, unsupported or deleted.
     fn warm_to(&self, upto: usize, chunk: usize) -> bool {
-        let page = crate::format::OS_PAGE_SIZE;
         // the writer's own page is its own: start at the next page boundary
         let from = self
             .warmed_to
             .load(Ordering::Acquire)
-            .max(self.wrote_position().div_ceil(page) * page);
-        let upto = (upto.div_ceil(page) * page).min(self.file_size);
+            .max(warm_end(self.wrote_position(), usize::MAX));
+        let upto = warm_end(upto, self.file_size);
         let to = upto.min(from.saturating_add(chunk));
         if to <= from || self.deleted.load(Ordering::Acquire) {
             return false;
         }
         // SAFETY: the range lies inside our live mapping; populate does not change contents.
-        if unsafe { populate_write(self.mmap.as_mut_ptr().add(from), to - from) } {
-            self.warmed_to.store(to, Ordering::Release);
-            to < upto
-        } else {
-            self.warmed_to.store(self.file_size, Ordering::Release); // unsupported: stop trying
-            false
-        }
+        let warmed = unsafe {
+            populate_recorded(
+                self.mmap.as_mut_ptr(),
+                from,
+                to,
+                self.file_size,
+                &self.warmed_to,
+            )
+        };
+        warmed && to < upto
     }
 }
 

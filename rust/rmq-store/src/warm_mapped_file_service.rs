@@ -23,7 +23,7 @@
 //!
 //! Thread-safety: `Send + Sync`; a `Mutex<Vec<request>>` + `Condvar` is the only shared state.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -36,6 +36,33 @@ pub trait WarmTarget: Send + Sync {
     fn warm_to(&self, upto: usize, chunk: usize) -> bool;
     /// Its pages below `upto` are warm already (or warming is unsupported or pointless): nothing to ask for.
     fn is_warm_to(&self, upto: usize) -> bool;
+}
+
+/// `upto` rounded up to a whole page, within a mapping of `len` bytes: the end a request for `upto` stands for.
+pub(crate) fn warm_end(upto: usize, len: usize) -> usize {
+    let page = crate::format::OS_PAGE_SIZE;
+    (upto.div_ceil(page) * page).min(len)
+}
+
+/// Pre-faults `[from, to)` of the `len`-byte mapping at `base` and records `to` in `warmed_to`; where populating is
+/// unsupported records `len` instead (the target stops asking) and returns false.
+///
+/// # Safety
+/// `[from, to)` must lie inside a live mapping starting at `base`, kept mapped for the call.
+pub(crate) unsafe fn populate_recorded(
+    base: *mut u8,
+    from: usize,
+    to: usize,
+    len: usize,
+    warmed_to: &AtomicUsize,
+) -> bool {
+    if crate::mapped_file::populate_write(base.add(from), to - from) {
+        warmed_to.store(to, Ordering::Release);
+        true
+    } else {
+        warmed_to.store(len, Ordering::Release);
+        false
+    }
 }
 
 type Request = (Arc<dyn WarmTarget>, usize);
@@ -141,7 +168,6 @@ fn run(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
 
     /// Warm below `warm` already; counts the `warm_to` calls the thread makes.
     struct Target {
