@@ -206,7 +206,8 @@ pub struct MessageStore {
     pub(crate) inner: Arc<Inner>,
     pub(crate) write: Mutex<WriteState>,
     pub(crate) flush: FlushService,
-    /// `warm_mapped_file_enable`: the thread keeping the CommitLog faulted ahead of the writer.
+    /// `warm_mapped_file_enable`: the thread keeping the CommitLog, the ConsumeQueues written and the index faulted
+    /// ahead of the writer.
     warm: Option<WarmMappedFileService>,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
