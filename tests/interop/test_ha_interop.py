@@ -35,8 +35,9 @@ CQ_FILE = 6000 * 20
 
 def runtime_info(client: BlockingRemotingClient, addr: str) -> dict[str, str]:
     """Apache's GET_BROKER_RUNTIME_INFO; asked again (up to 5 s) while 4.9.7 answers SYSTEM_ERROR
-    NoSuchElementException: its StoreStatsService reads its unsynchronised sampling lists (getLast) while the
-    sampling thread trims them, a transient error of the control broker, not of what the test checks."""
+    NoSuchElementException: its StoreStatsService's getPutTps reads ``putTimesList.getLast()``, empty until the
+    sampling thread's first sample, a second after start (the sends before it can take less): a transient error of
+    the control broker, not of what the test checks."""
     deadline = time.monotonic() + 5
     while True:
         r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), timeout=5)
