@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import struct
+import time
 
 import pytest
 
@@ -93,6 +94,48 @@ def test_layout_as_4_9_writes_it(backend):
     # the checkpoint's indexMsgTimestamp is the index's endTimestamp once flushed
     cp = read(os.path.join(store.root_dir, "checkpoint"))
     assert struct.unpack_from(">q", cp, 16)[0] == h.end_timestamp
+
+
+def _checkpoint_times(store: MessageStore) -> tuple[int, int]:
+    """The checkpoint's (physicMsgTimestamp, indexMsgTimestamp); zeros before its first write."""
+    cp = read(os.path.join(store.root_dir, "checkpoint"))
+    if len(cp) < 24:
+        return 0, 0
+    return struct.unpack_from(">q", cp, 0)[0], struct.unpack_from(">q", cp, 16)[0]
+
+
+def _wait_for_a_tick(store: MessageStore, physic_ts: int) -> None:
+    """Until the flush thread's periodic checkpoint has recorded ``physic_ts`` (the last put's store time)."""
+    deadline = time.monotonic() + 10
+    while _checkpoint_times(store)[0] != physic_ts:
+        assert time.monotonic() < deadline, "no periodic checkpoint within 10 s"
+        time.sleep(0.01)
+
+
+def test_the_periodic_checkpoint_msyncs_full_index_files_only(backend):
+    """4.9 flushes an index file once, when it is full: the flush thread's tick does not msync the file being
+    written (its slot pages would be write-protected under the next puts), so the checkpoint's indexMsgTimestamp is
+    the newest *full* file's endTimestamp until ``flush`` (or close) msyncs every file."""
+    clock = Clock(start=1_700_000_000_000, step=1000)
+    store = backend.open(config=small_config(flush_interval_commit_log=20, **TINY), clock=clock)
+    put_keyed(store, 1)
+    _wait_for_a_tick(store, 1_700_000_000_000)
+    assert len(index_files(store.root_dir)) == 1 and _checkpoint_times(store)[1] == 0
+    n = 1
+    while len(index_files(store.root_dir)) < 2:  # until the first file is full and the second one started
+        put_keyed(store, 1)
+        n += 1
+    put_keyed(store, 1)  # the file being written now ends later than the full one
+    last_ts = 1_700_000_000_000 + n * 1000
+    _wait_for_a_tick(store, last_ts)
+    [(_, first), (_, second)] = index_files(store.root_dir)
+    full = IndexHeader.decode(first[:INDEX_HEADER_SIZE])
+    assert full.index_count == 8 and full.end_timestamp < last_ts
+    assert IndexHeader.decode(second[:INDEX_HEADER_SIZE]).end_timestamp == last_ts
+    assert _checkpoint_times(store)[1] == full.end_timestamp
+    store.flush()
+    assert _checkpoint_times(store)[1] == last_ts
+    store.close()
 
 
 def test_query_by_key_uniq_key_time_and_max_num(backend):

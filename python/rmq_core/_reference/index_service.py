@@ -334,10 +334,16 @@ class IndexService:
             n += 1
         return n
 
-    def flush(self) -> int:
+    def flush(self, live: bool = True) -> int:
+        """msync the files written since the last flush: every one with ``live``, else only the full ones (4.9
+        flushes an index file once it is full; the one being written is not msynced on a timer). Returns the newest
+        endTimestamp now durable (the checkpoint's indexMsgTimestamp), 0 when none is."""
+        durable = 0
         for f in self.files:
-            f.flush()
-        return self.files[-1].header.end_timestamp if self.files else 0
+            if live or f.is_write_full():
+                f.flush()
+                durable = f.header.end_timestamp
+        return durable
 
     def close(self) -> None:
         for f in self.files:

@@ -343,13 +343,15 @@ class StoreEngine:
 
     # -- flushing -------------------------------------------------------------------------------------------
 
-    def _flush_all_locked(self) -> int:
+    def _flush_all_locked(self, live_index: bool = True) -> int:
+        """CommitLog, every ConsumeQueue, the index (every file with ``live_index``, else the full ones: the flush
+        thread's tick), then the checkpoint; returns the flushed CommitLog offset."""
         physic_ts, logics_ts = self._last_physic_ts, self._last_logics_ts
         flushed = self._commit_log.flush()
         for cq in list(self._queues.values()):
             cq.flush()
         if self._index is not None:
-            self._last_index_ts = max(self._last_index_ts, self._index.flush())
+            self._last_index_ts = max(self._last_index_ts, self._index.flush(live_index))
         self._checkpoint.write(physic_ts, logics_ts, flushed, self._last_index_ts)
         return flushed
 
@@ -358,7 +360,7 @@ class StoreEngine:
             if self._released:
                 return None
             try:
-                return self._flush_all_locked()
+                return self._flush_all_locked(live_index=False)
             except StoreError:
                 return None
 
@@ -377,7 +379,8 @@ class StoreEngine:
             return 0 if last is None or self._released else max(last.wrote - last.flushed, 0)
 
     def flush(self) -> int:
-        """msync the CommitLog and every ConsumeQueue, write the checkpoint; returns the flushed CommitLog offset."""
+        """msync the CommitLog, every ConsumeQueue and index file, write the checkpoint; returns the flushed CommitLog
+        offset."""
         with self._lock:
             self._check_open()
             return self._flush_all_locked()

@@ -6,8 +6,8 @@
 //! Format: none on disk (it calls back into the engine to msync files and write the checkpoint).
 //!
 //! Invariants:
-//!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue,
-//!      checkpoint), whatever the flush mode.
+//!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue, the
+//!      full index files, checkpoint), whatever the flush mode.
 //!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up msyncs the CommitLog's whole
 //!      dirty pages when at least `FLUSH_LEAST_PAGES` are dirty (pre-faulting ahead of the writer is the
 //!      warm-ahead thread's, `warm_mapped_file_service`).
@@ -28,7 +28,7 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 pub trait FlushTarget: Send + Sync + 'static {
     /// msync the CommitLog; returns the flushed offset or None on an I/O error.
     fn flush_commit_log(&self) -> Option<i64>;
-    /// CommitLog + ConsumeQueues + checkpoint.
+    /// CommitLog + ConsumeQueues + full index files + checkpoint.
     fn flush_all(&self);
     /// Async wake-up: msync whole dirty pages of the CommitLog.
     fn on_wake(&self);

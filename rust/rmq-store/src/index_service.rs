@@ -572,14 +572,22 @@ impl IndexService {
         r
     }
 
-    /// msyncs every file written since the last flush; returns the newest endTimestamp now durable (the
-    /// checkpoint's indexMsgTimestamp), 0 when there is no file.
-    pub fn flush(&self) -> Result<i64> {
+    /// msyncs the files written since the last flush: every one with `live`, else only the full ones (4.9
+    /// flushes an index file once, when it is full and the next one is created; the file being written is never
+    /// msynced on a timer, since its slot table is written at random and each msync would write-protect the
+    /// pages the next puts write again). Returns the newest endTimestamp now durable (the checkpoint's
+    /// indexMsgTimestamp: after a machine's crash, files ending later are rebuilt from the CommitLog), 0 when
+    /// none is.
+    pub fn flush(&self, live: bool) -> Result<i64> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut durable = 0;
         for f in files.iter_mut() {
-            f.flush()?;
+            if live || f.is_write_full() {
+                f.flush()?;
+                durable = f.header.end_timestamp;
+            }
         }
-        Ok(files.last().map(|f| f.header.end_timestamp).unwrap_or(0))
+        Ok(durable)
     }
 
     /// `IndexService.deleteExpiredFile(offset)`: deletes the leading files (never the last one) whose endPhyOffset is

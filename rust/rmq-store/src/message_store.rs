@@ -256,8 +256,9 @@ impl Inner {
         table.values().flat_map(|m| m.values().cloned()).collect()
     }
 
-    /// CommitLog, then every ConsumeQueue, then the checkpoint; returns the flushed CommitLog offset.
-    fn flush_all_inner(&self) -> Result<i64> {
+    /// CommitLog, then every ConsumeQueue, then the index (every file with `live_index`, else the full ones:
+    /// `IndexService::flush`), then the checkpoint; returns the flushed CommitLog offset.
+    fn flush_all_inner(&self, live_index: bool) -> Result<i64> {
         let _g = self
             .flush_all_lock
             .lock()
@@ -269,7 +270,7 @@ impl Inner {
             q.flush()?;
         }
         if let Some(index) = &self.index {
-            let ts = index.flush()?;
+            let ts = index.flush(live_index)?;
             self.last_index_ts.fetch_max(ts, Ordering::AcqRel);
         }
         self.checkpoint.write(&CheckpointData {
@@ -336,7 +337,7 @@ impl FlushTarget for Inner {
     }
 
     fn flush_all(&self) {
-        let _ = self.flush_all_inner();
+        let _ = self.flush_all_inner(false);
     }
 }
 
@@ -1169,10 +1170,10 @@ impl MessageStore {
         Ok(v)
     }
 
-    /// §5 `flush`: CommitLog, ConsumeQueues, checkpoint; returns the flushed CommitLog offset.
+    /// §5 `flush`: CommitLog, ConsumeQueues, every index file, checkpoint; returns the flushed CommitLog offset.
     pub fn flush(&self) -> Result<i64> {
         self.check_open()?;
-        self.inner.flush_all_inner()
+        self.inner.flush_all_inner(true)
     }
 
     pub fn delete_commit_log_files_before(&self, offset: i64) -> Result<usize> {
@@ -1286,7 +1287,7 @@ impl MessageStore {
             warm.stop();
         }
         self.flush.stop();
-        let flushed = self.inner.flush_all_inner();
+        let flushed = self.inner.flush_all_inner(true);
         ws.current = None;
         for q in self.inner.all_queues() {
             q.queue.unload();
