@@ -148,7 +148,7 @@ class StoreEngine:
     def put_messages(
         self,
         msgs: Sequence[object],
-        queue_ids: list[int],
+        queue_ids: list[int] | None,
         sys_flag: int,
         born_timestamp: int,
         born_host: tuple[str, int],
@@ -157,6 +157,8 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+        uniq_prefix: str = "",
+        uniq_counter: Iterator[int] | None = None,
     ) -> tuple[bytes, bytes, bytes, bytes]: ...
     def put_send_requests(
         self,
