@@ -28,7 +28,7 @@ import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from rmq_core import _backend
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
@@ -415,7 +415,7 @@ class MessageStore:
 
     def _put(
         self,
-        msgs: list[Message] | list[tuple[Message, int]],
+        msgs: list[Any],  # the messages, or the (message, queue id) pairs when queue_ids is None
         queue_ids: list[int] | None,
         born_host: tuple[str, int],
         born_timestamp: int | None,
