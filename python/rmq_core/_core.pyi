@@ -5,11 +5,13 @@ Users import ``rmq_core`` (the facade), never this module.
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, final
+from typing import Any, TypeVar, final
 
 from typing_extensions import Buffer
 
 from rmq_core.message import Message, MessageExt
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ColumnBuffer",
@@ -26,7 +28,7 @@ __all__ = [
     "encode_properties",
     "gather_runs",
     "mapped_file_size",
-    "message_init",
+    "message_class",
     "split_frames",
     "tags_hash",
     "untrack_message",
@@ -38,7 +40,7 @@ def decode_properties(raw: bytes) -> dict[str, str]: ...
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]: ...
 def assign_uniq_keys(msgs: list[Message], prefix: str, counter: Iterator[int]) -> int: ...
 def untrack_message(msg: object) -> None: ...
-def message_init(cls: type, python_init: Callable[..., None]) -> Callable[..., None]: ...
+def message_class(cls: _T, python_init: Callable[..., None]) -> _T: ...
 def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str: ...
 def decode_columns(
     buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
@@ -148,7 +150,7 @@ class StoreEngine:
     def put_messages(
         self,
         msgs: Sequence[object],
-        queue_ids: list[int],
+        queue_ids: list[int] | None,
         sys_flag: int,
         born_timestamp: int,
         born_host: tuple[str, int],
@@ -157,6 +159,8 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+        uniq_prefix: str = "",
+        uniq_counter: Iterator[int] | None = None,
     ) -> tuple[bytes, bytes, bytes, bytes]: ...
     def put_send_requests(
         self,

@@ -6,13 +6,17 @@ Invariants:
    ``Message``; the ``tags``/``keys`` attributes are views of them. The store encodes ``properties`` in dict order.
 2. ``MessageExt`` instances are created by the decoders (Rust or the Python twin) without ``__init__``: every slot is set.
 3. ``msg_id`` on a MessageExt is the *offset* msg id (store host + commitlog offset); ``uniq_key`` is the producer's id.
-4. A ``Message`` (exactly that class) is not tracked by the cyclic garbage collector (the Rust engine's
-   ``untrack_message``, called by ``__init__``): it refers only to str, bytes, an int and its str → str properties, so
-   it is never in a reference cycle (a property value referring back to its message would be one: never collected).
-5. ``Message.__init__`` is the engine's ``message_init``: the Rust engine runs the common call natively (an instance
-   of exactly ``Message``; topic, a ``bytes`` body, ``tags`` None or a str, any ``flag``, the other arguments absent or
-   at their defaults) with the results of the ``__init__`` written below, which it calls for every other call; the
-   Python twin installs that ``__init__`` as is.
+4. With the Rust engine ``Message`` (exactly that class) is not a garbage-collected type: ``message_class`` makes a
+   native copy of the class written below (``rust/rmq-py/src/message_class.rs``: the same attributes, the four fields
+   in its own layout). A Message refers only to str, bytes, an int and its str → str properties, so it is never in a
+   reference cycle (a property value referring back to its message would be one: never collected); the tuples of a
+   ``[(message, queue_id)]`` batch are then untracked by the collector's first look, as tuples of atoms are.
+   Subclasses (``MessageExt``, a user's) are GC types. The Python twin keeps the class as written (a GC type; the
+   ``untrack_message`` its ``__init__`` calls is a no-op there).
+5. ``Message.__init__``: the Rust engine's class runs the common call natively (an instance of exactly ``Message``;
+   topic, a ``bytes`` body, ``tags`` None or a str, any ``flag``, the other arguments absent or at their defaults)
+   with the results of the ``__init__`` written below, which it calls for every other call; the twin's class has that
+   ``__init__`` as is.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmq_core import _backend
 from rmq_core._reference.format.message import (
@@ -217,10 +221,12 @@ class Message:
         return f"{type(self).__name__}(topic={self.topic!r}, tags={self.tags!r}, body={body!r})"
 
 
-# invariant 5 (setattr: the class's own __init__ above stays what type checkers read; parity tests call it as
-# _python_init)
+# invariants 4 and 5: the engine's class (the Rust engine's native copy of the class above, not a GC type, its
+# __init__ native for the common call and this one's for every other; the twin's is this class as written). Type
+# checkers read the class above; parity tests call its __init__ as _python_init.
 _python_init = Message.__init__
-setattr(Message, "__init__", _backend.impl.message_init(Message, _python_init))  # noqa: B010
+if not TYPE_CHECKING:
+    Message = _backend.impl.message_class(Message, _python_init)
 
 
 class MessageExt(Message):

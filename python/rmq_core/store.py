@@ -28,7 +28,7 @@ import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from rmq_core import _backend
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
@@ -395,9 +395,14 @@ class MessageStore:
         """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation.
         ``wait_flush`` as in ``put_message``. ``own_fields``: each message's own ``(born_timestamp, sys_flag,
         reconsume_times)`` instead of the shared ones (separate sends stored in one call)."""
-        msgs = [m for m, _ in batch]
-        queue_ids = [q for _, q in batch]
-        raw = self._put(msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields)
+        if type(batch) is list:  # the engine unpacks the pairs itself (no two lists built here per message)
+            raw = self._put(batch, None, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields)
+        else:
+            msgs = [m for m, _ in batch]
+            queue_ids = [q for _, q in batch]
+            raw = self._put(
+                msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields
+            )
         return PutMessageResults(raw, self.config.store_host)
 
     def wait_flushed(self, upto: int) -> bool:
@@ -410,8 +415,8 @@ class MessageStore:
 
     def _put(
         self,
-        msgs: list[Message],
-        queue_ids: list[int],
+        msgs: list[Any],  # the messages, or the (message, queue id) pairs when queue_ids is None
+        queue_ids: list[int] | None,
         born_host: tuple[str, int],
         born_timestamp: int | None,
         sys_flag: int,
@@ -427,12 +432,14 @@ class MessageStore:
             self._refuse_put(n)
             refused = array("q", [-1]) * n
             return bytes([_NOT_AVAILABLE]) * n, refused.tobytes(), refused.tobytes(), bytes(4 * n)
+        # ``queue_ids`` None: ``msgs`` is the caller's list of (message, queue id) pairs, unpacked by the engine
         uniq = self._uniq_id
         # the broker assigns UNIQ_KEY when the producer did not (SendMessageProcessor)
-        if type(uniq) is _UniqIdGenerator:  # the default generator: the whole batch's ids in one engine call
-            self._impl.assign_uniq_keys(msgs, *uniq.batch_prefix())
+        uniq_prefix, uniq_counter = "", None
+        if type(uniq) is _UniqIdGenerator:  # the default generator: the engine assigns the ids in its reading pass
+            uniq_prefix, uniq_counter = uniq.batch_prefix()
         else:
-            for m in msgs:
+            for m in msgs if queue_ids is not None else [m for m, _ in msgs]:
                 if UNIQ_KEY not in m.properties:
                     m.properties[UNIQ_KEY] = uniq()
         now = self._clock()
@@ -447,11 +454,14 @@ class MessageStore:
             wait_flush,
             None if own_fields is None else list(own_fields),
             prepared_transaction_offset,
+            uniq_prefix,
+            uniq_counter,
         )
         if self._listeners:
+            pairs = msgs if queue_ids is None else zip(msgs, queue_ids)
             self._notify_arrivals(
                 (m.topic, q, status, queue_offset, m.properties)
-                for m, q, status, queue_offset in zip(msgs, queue_ids, raw[0], memoryview(raw[2]).cast("q"))
+                for (m, q), status, queue_offset in zip(pairs, raw[0], memoryview(raw[2]).cast("q"))
             )
         return raw
 

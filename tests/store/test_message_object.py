@@ -1,6 +1,6 @@
 """The ``Message`` object (python/rmq_core/message.py invariants 4 and 5): with the Rust engine a ``Message`` is not
-tracked by the cyclic garbage collector (``_core.untrack_message``; the Python twin cannot untrack and does nothing) and
-its ``__init__`` is native for the common call (``_core.message_init``), and nothing a user relies on changes with it:
+tracked by the cyclic garbage collector (the class ``_core.message_class`` makes is not a GC type; the Python twin keeps
+the class as written) and its ``__init__`` is native for the common call, and nothing a user relies on changes with it:
 the same fields or errors as the ``__init__`` written in Python, properties readable and mutable, the tags/keys views,
 equality, pickling, freeing when the last reference goes. Subclasses and decoded ``MessageExt`` objects stay tracked.
 """
@@ -36,12 +36,15 @@ def test_untrack_message_touches_exact_messages_only(backend):
     class Sub(Message):
         __slots__ = ()
 
-    plain = Message.__new__(Message)  # tracked, as every new instance of a Python class
+    # tracked with the twin's class, as every new instance of a class written in Python; never with the Rust
+    # engine's (not a GC type: message.py invariant 4)
+    plain = Message.__new__(Message)
+    python_class = _backend.backend() == "python"
     sub, ext, other = Sub("T", b"x"), MessageExt.__new__(MessageExt), [1]
-    assert gc.is_tracked(plain) and gc.is_tracked(sub) and gc.is_tracked(ext)
+    assert gc.is_tracked(plain) is python_class and gc.is_tracked(sub) and gc.is_tracked(ext)
     for obj in (plain, sub, ext, other):
         assert impl.untrack_message(obj) is None
-    assert gc.is_tracked(plain) is (backend == "python")
+    assert gc.is_tracked(plain) is (python_class and backend == "python")
     assert gc.is_tracked(sub) and gc.is_tracked(ext) and gc.is_tracked(other)
 
 
@@ -151,7 +154,53 @@ def test_native_init_gives_what_the_python_init_gives(args, kwargs):
 def test_init_is_native_with_the_rust_engine_only():
     native = _backend.backend() == "rust"
     assert (Message.__init__ is python_init) is not native
-    assert type(_backend.load("python").message_init(Message, python_init)) is type(python_init)
+    assert (type(Message).__name__, Message.__name__, Message.__module__) == ("type", "Message", "rmq_core.message")
+
+    class Written:
+        pass
+
+    assert _backend.load("python").message_class(Written, python_init) is Written
+
+
+def test_message_class_is_not_a_gc_type_with_the_rust_engine_only():
+    """message.py invariant 4: the Rust engine's Message is not a GC type, so the tuples of a (message, queue id)
+    batch are untracked by a collection, as tuples of atoms are; subclasses (MessageExt, a user's) are GC types."""
+    native = _backend.backend() == "rust"
+    gc_flag = 1 << 14  # Py_TPFLAGS_HAVE_GC
+    assert bool(Message.__flags__ & gc_flag) is not native
+    assert MessageExt.__flags__ & gc_flag
+
+    class Sub(Message):
+        pass
+
+    assert Sub.__flags__ & gc_flag and gc.is_tracked(Sub("T", b"x"))
+    batch = [(Message("T", b"m%d" % i, tags="A"), i) for i in range(3)]
+    gc.collect()
+    assert [gc.is_tracked(pair) for pair in batch] == [not native] * 3
+    assert Message.__slots__ == ("body", "flag", "properties", "topic")
+    blank = Message.__new__(Message)
+    with pytest.raises(AttributeError):
+        blank.topic  # noqa: B018 - an unset field raises, as an unset slot does
+    blank.topic = "T"
+    del blank.topic
+    assert not hasattr(blank, "topic")
+
+
+def test_message_fields_are_freed_with_it_and_replaced_by_a_second_init():
+    """The native class's fields hold references (dealloc and a second ``__init__`` drop them)."""
+    import sys
+
+    body, topic = b"body-%d" % 12345, "topic-%d" % 12345
+    before = (sys.getrefcount(body), sys.getrefcount(topic))
+    m = Message(topic, body, tags="A")
+    assert (sys.getrefcount(body), sys.getrefcount(topic)) == (before[0] + 1, before[1] + 1)
+    m.__init__("T", b"other")  # type: ignore[misc]
+    assert (sys.getrefcount(body), sys.getrefcount(topic)) == before and m.body == b"other"
+    m = Message(topic, body)
+    ext = MessageExt.__new__(MessageExt)
+    ext.body = body
+    del m, ext
+    assert (sys.getrefcount(body), sys.getrefcount(topic)) == before
 
 
 def test_subclass_init_runs_the_python_init():

@@ -7,6 +7,7 @@ served by the other. Module functions (tags_hash, properties codec, decode_messa
 from __future__ import annotations
 
 import os
+import re
 import struct
 import tempfile
 
@@ -518,3 +519,83 @@ def test_put_results_columns_read_as_results(tmp_path):
             one = s.put_message(Message("PA", b"z"), 1)
             seen.append((rows, one.commitlog_offset, one.queue_offset, one.wrote_bytes))
     assert seen[0] == seen[1]
+
+
+def test_engine_reads_pairs_and_assigns_uniq_keys_in_its_pass(tmp_path):
+    """``StoreEngine.put_messages(pairs, None, ..., uniq_prefix, uniq_counter)`` (what ``MessageStore.put_messages``
+    sends for a list batch with the default id generator): both engines store the same bytes, answer the same columns
+    and leave the same properties (ids only where UNIQ_KEY was absent, in batch order, one counter value each) as
+    ``assign_uniq_keys`` over the messages, then the put of the two split lists."""
+    import itertools
+
+    prefix = "0A0B0C0D0E0F0123456789ABCDEF"
+    order = [(TOPICS[i % 3], (i * 5) % 7) for i in range(60)]
+    images = []
+    for name in ("rust", "python"):
+        for mode in ("pairs", "split"):
+            root = str(tmp_path / f"{name}-{mode}")
+            s = MessageStore(root, small_config(), backend=name, clock=Clock(step=0), uniq_id=UniqIds())
+            try:
+                batch = [
+                    (Message(t, b"m%d" % i, tags=TAGS[i % len(TAGS)], properties=_given_uniq(i)), q)
+                    for i, (t, q) in enumerate(order)
+                ]
+                counter = itertools.count(65_530)  # wraps past 0xFFFF inside the batch
+                args = (0, 1_700_000_000_000, ("10.0.0.2", 77), 0, 1, True, None, 0)
+                if mode == "pairs":
+                    columns = s._engine.put_messages(batch, None, *args, prefix, counter)
+                else:
+                    msgs = [m for m, _ in batch]
+                    _backend.load(name).assign_uniq_keys(msgs, prefix, counter)
+                    columns = s._engine.put_messages(msgs, [q for _, q in batch], *args)
+                images.append((columns, [m.properties for m, _ in batch], next(counter)))
+            finally:
+                s.close()
+    for img in images[1:]:
+        assert img == images[0]
+    for root in ("rust-split", "python-pairs", "python-split"):
+        assert files_of(str(tmp_path / "rust-pairs")) == files_of(str(tmp_path / root))
+    props = images[0][1]
+    assert images[0][2] == 65_530 + 40  # 20 of the 60 had a UNIQ_KEY already
+    assert props[1]["UNIQ_KEY"] == prefix + "FFFA" and props[10]["UNIQ_KEY"] == prefix + "0000"
+    assert props[0]["UNIQ_KEY"] == "GIVEN0"
+
+
+def _given_uniq(i: int) -> dict[str, str] | None:
+    return {"UNIQ_KEY": f"GIVEN{i}"} if i % 3 == 0 else None
+
+
+def test_engine_pairs_errors_are_the_same(tmp_path):
+    """A batch the engine cannot read: items that are not pairs raise Python's unpacking errors before anything is
+    assigned; a message with a bad body (a str) raises TypeError after every message of the batch
+    got its UNIQ_KEY (as ``assign_uniq_keys`` first, then the put); nothing is stored; on both engines. A list of
+    lists is read as pairs."""
+    import itertools
+
+    prefix = "0" * 28
+    for name in ("rust", "python"):
+        s = MessageStore(str(tmp_path / name), small_config(), backend=name, clock=Clock(step=0))
+        try:
+            args = (0, 1, ("10.0.0.2", 77), 0, 1, True, None, 0, prefix)
+            good = Message("PA", b"x")
+            for bad, exc, text in (
+                ([(good, 0), 5], TypeError, "cannot unpack non-iterable int object"),
+                ([(good, 0), (good,)], ValueError, "not enough values to unpack (expected 2, got 1)"),
+                ([(good, 0), (good, 0, 1)], ValueError, "too many values to unpack (expected 2)"),
+            ):
+                counter = itertools.count()
+                with pytest.raises(exc, match=re.escape(text)):
+                    s._engine.put_messages(bad, None, *args, counter)
+                assert next(counter) == 0 and "UNIQ_KEY" not in good.properties
+            for bad_at in (0, 1):
+                msgs = [Message("PA", b"a"), Message("PA", b"b"), Message("PA", b"c")]
+                msgs[bad_at].body = "text"  # type: ignore[assignment]
+                counter = itertools.count()
+                with pytest.raises(TypeError):
+                    s._engine.put_messages([(m, 0) for m in msgs], None, *args, counter)
+                assert [m.properties["UNIQ_KEY"] for m in msgs] == [prefix + "0000", prefix + "0001", prefix + "0002"]
+            assert s.get_max_offset_in_queue("PA", 0) == 0
+            assert s.put_messages([[Message("PA", b"l"), 1]]).all_ok  # a list of lists: read as pairs
+            assert s.get_max_offset_in_queue("PA", 1) == 1
+        finally:
+            s.close()

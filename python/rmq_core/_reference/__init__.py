@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .format.columns import decode_columns
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from .remoting_frames import encode_frames, split_frames
     from .send_requests import SendRequestColumns, SendRequestParser
     from .store_reader import StoreReader, mapped_file_size
+
+_T = TypeVar("_T")
 
 # Loaded on first use (PEP 562): importing a format module (``rmq_core.message`` imports format.message) must not
 # load the whole twin engine.
@@ -72,10 +74,11 @@ def untrack_message(msg: object) -> None:
     cannot, and nothing a caller sees depends on it: this twin does nothing."""
 
 
-def message_init(cls: type, python_init: Callable[..., None]) -> Callable[..., None]:
-    """The Rust engine returns a native ``Message.__init__`` for the common call (``rust/rmq-py/src/message_init.rs``)
-    that falls back to ``python_init``; the twin is ``python_init`` itself."""
-    return python_init
+def message_class(cls: _T, python_init: Callable[..., None]) -> _T:
+    """The Rust engine returns a native copy of the ``Message`` class that is not a garbage-collected type, its
+    ``__init__`` native for the common call and ``python_init`` for every other (``rust/rmq-py/src/message_class.rs``);
+    pure Python cannot make one, and nothing a caller sees depends on it: the twin is ``cls`` itself."""
+    return cls
 
 
 def __getattr__(name: str) -> Any:
@@ -101,7 +104,7 @@ __all__ = [
     "encode_properties",
     "gather_runs",
     "mapped_file_size",
-    "message_init",
+    "message_class",
     "split_frames",
     "tags_hash",
     "untrack_message",

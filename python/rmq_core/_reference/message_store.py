@@ -81,6 +81,7 @@ from .format.message import (
     PHY_POS_POSITION,
     STOREHOSTADDRESS_V6_FLAG,
     RecordFormatError,
+    assign_uniq_keys,
     body_crc,
     decode_properties,
     encode_host,
@@ -465,7 +466,7 @@ class StoreEngine:
     def put_messages(
         self,
         msgs: list,
-        queue_ids: list[int],
+        queue_ids: list[int] | None,
         sys_flag: int,
         born_timestamp: int,
         born_host: tuple[str, int],
@@ -474,7 +475,18 @@ class StoreEngine:
         wait_flush: bool = True,
         own_fields: list[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+        uniq_prefix: str = "",
+        uniq_counter: Iterator[int] | None = None,
     ) -> tuple[bytes, bytes, bytes, bytes]:
+        """``queue_ids`` None: ``msgs`` is the batch of ``(message, queue_id)`` pairs. ``uniq_counter``: first
+        ``assign_uniq_keys(msgs, uniq_prefix, uniq_counter)`` (the Rust engine assigns them in its reading pass, with
+        the same results and side effects: every message gets its id before a rejected message's error is raised)."""
+        if queue_ids is None:
+            pairs = msgs
+            msgs = [m for m, _ in pairs]
+            queue_ids = [q for _, q in pairs]
+        if uniq_counter is not None:
+            assign_uniq_keys(msgs, uniq_prefix, uniq_counter)
         cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")

@@ -185,7 +185,11 @@ pub fn assign_uniq_keys(
 #[pyfunction]
 pub fn untrack_message(py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
     let fields = MessageFields::get(py)?;
-    if msg.get_type_ptr() == fields.classes[0].as_ptr() as *mut ffi::PyTypeObject {
+    let tp = msg.get_type_ptr();
+    // the Rust engine's Message class is not a GC type at all (message_class.rs): nothing to untrack then
+    if tp == fields.classes[0].as_ptr() as *mut ffi::PyTypeObject
+        && crate::message_class::is_gc_type(tp)
+    {
         // SAFETY: a live GC object (every instance of a Python class is one); untracking a tracked or an untracked
         // object is allowed and only changes what the collector traverses.
         unsafe { ffi::PyObject_GC_UnTrack(msg.as_ptr().cast()) };

@@ -1,12 +1,14 @@
 //! `rmq_core._core`: thin PyO3 bindings over `rmq-store` (the only crate that uses pyo3).
 //!
 //! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
-//! the module functions, `message_init` the native fast path of `Message.__init__`, `remoting` the remoting frame
+//! the module functions, `message_class` the native (not garbage-collected) `Message` class, `message_init`
+//! its `__init__`, `remoting` the remoting frame
 //! codec's fast path, `errors` the one error table. Bindings borrow arguments, release the GIL (`py.detach`) around
 //! disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
 mod codec;
 mod errors;
+mod message_class;
 mod message_init;
 mod remoting;
 mod send_request;
@@ -37,7 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
     m.add_function(wrap_pyfunction!(codec::assign_uniq_keys, m)?)?;
     m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;
-    m.add_function(wrap_pyfunction!(message_init::message_init, m)?)?;
+    m.add_function(wrap_pyfunction!(message_class::message_class, m)?)?;
     m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;

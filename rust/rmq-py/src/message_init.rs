@@ -1,18 +1,18 @@
-//! `Message.__init__`'s native fast path (python/rmq_core/message.py invariant 5).
+//! `Message.__init__`, natively (python/rmq_core/message.py invariant 5): the `tp_init` of the Rust engine's
+//! `Message` class (`message_class.rs`).
 //!
-//! Owns: the method descriptor `message_init(Message, python_init)` returns, which message.py installs as
-//! `Message.__init__`. It runs the common call itself — an instance of exactly `Message`, `topic`, a `body` of exact
-//! `bytes`, `tags` None or an exact `str`, `flag` anything, `keys`/`properties`/`deliver_time_ms` absent or None and
-//! `delay_time_level` absent or 0, positionally or by keyword — and sets the four slots through their member
-//! descriptors' C setter, `properties` = `{"TAGS": tags}` when `tags` is non-empty else `{}`, then untracks the
-//! message (invariant 4): what the Python `__init__` does for those arguments, without a Python frame. Every other call (keys, properties, delay level, timer fields, a body to convert, a subclass, a bad
-//! argument) goes to `python_init`, the `__init__` written in message.py, so its results and errors are that
-//! function's by construction. The Python twin's `message_init` returns `python_init` itself.
+//! Owns: the common call — an instance of exactly `Message`, `topic`, a `body` of exact `bytes`, `tags` None or an
+//! exact `str`, `flag` anything, `keys`/`properties`/`deliver_time_ms` absent or None and `delay_time_level` absent or
+//! the int 0, positionally or by keyword, each once — run here: the four fields set in the object's own layout,
+//! `properties` = `{"TAGS": tags}` when `tags` is non-empty else `{}`; what the `__init__` written in message.py does
+//! for those arguments, without a Python frame, an argument unpacking or a bound method. Every other call (keys,
+//! properties, delay level, timer fields, a body to convert, a subclass, an unknown or repeated keyword, a bad
+//! argument) goes to `python_init`, that `__init__`, so its results and errors are that function's by construction.
 //!
-//! Thread-safety: called with the GIL held (a method of a Python class); the state is set once, before the
-//! descriptor exists, and only read afterwards.
+//! Thread-safety: called with the GIL held (a type slot); the state is set once, when the class is made, before any
+//! instance exists, and only read afterwards.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::c_int;
 use std::ptr;
 
 use pyo3::exceptions::PyTypeError;
@@ -21,20 +21,16 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
-type DescrSetFn =
-    unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
+use crate::message_class;
 
-/// What the fast path needs: the class, the Python `__init__` for every other call, the interned parameter names
-/// (`PARAMS` order) and property name, and the slot descriptors of `topic`, `body`, `flag`, `properties` with their
-/// C setter.
+/// What the native `__init__` needs: the class, the Python `__init__` for every other call, the interned parameter
+/// names (`PARAMS` order), the property name and the int 0 (the delay level's default).
 struct InitState {
     message: Py<PyType>,
     python_init: Py<PyAny>,
     params: [Py<PyString>; 8],
     tags_key: Py<PyString>,
     zero: Py<PyAny>,
-    set: DescrSetFn,
-    slots: [Py<PyAny>; 4],
 }
 
 /// `Message.__init__`'s parameters after `self`, in order.
@@ -51,120 +47,76 @@ const PARAMS: [&str; 8] = [
 
 static STATE: PyOnceLock<InitState> = PyOnceLock::new();
 
-const DOC: &[u8] = b"__init__($self, /, topic, body, tags=None, keys=None, properties=None, flag=0, \
-delay_time_level=0, deliver_time_ms=None)\n--\n\nMessage.__init__ (native fast path, rust/rmq-py/src/message_init.rs)\0";
-
-/// `message_init(cls, python_init)`: the method descriptor to install as `cls.__init__` (see the module header).
-/// `cls`'s four slots must be member descriptors, else TypeError. The first class it is called with is the one served:
-/// for any other class (the module reloaded) it returns `python_init` itself.
-#[pyfunction]
-pub fn message_init<'py>(
-    py: Python<'py>,
-    cls: &Bound<'py, PyType>,
-    python_init: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let state = STATE.get_or_try_init(py, || -> PyResult<InitState> {
-        let mut set = None;
-        let mut slots = Vec::with_capacity(4);
-        for name in ["topic", "body", "flag", "properties"] {
-            let d = cls.getattr(name)?;
-            if d.get_type().name()? != "member_descriptor" {
-                return Err(PyTypeError::new_err(format!(
-                    "{}.{name} is not a slot",
-                    cls.name()?
-                )));
-            }
-            // SAFETY: a live static type object; Py_tp_descr_set of member_descriptor is its C setter.
-            let f =
-                unsafe { ffi::PyType_GetSlot(d.get_type().as_type_ptr(), ffi::Py_tp_descr_set) };
-            if f.is_null() {
-                return Err(PyTypeError::new_err("member_descriptor has no setter"));
-            }
-            // SAFETY: the slot's documented signature is descrsetfunc.
-            set = Some(unsafe { std::mem::transmute::<*mut std::ffi::c_void, DescrSetFn>(f) });
-            slots.push(d.unbind());
-        }
-        Ok(InitState {
-            message: cls.clone().unbind(),
-            python_init: python_init.clone().unbind(),
-            params: PARAMS.map(|p| PyString::intern(py, p).unbind()),
-            tags_key: PyString::intern(py, "TAGS").unbind(),
-            zero: 0i64.into_pyobject(py)?.into_any().unbind(),
-            set: set.expect("four slots"),
-            slots: slots.try_into().expect("four slots"),
-        })
-    })?;
-    if !state.message.bind(py).is(cls) {
-        // another class (rmq_core.message reloaded): no fast path for it, its own __init__ stays
-        return Ok(python_init);
+/// Records the class served and its Python `__init__`; false (nothing changed) when a class was recorded already
+/// (rmq_core.message reloaded: that class keeps its Python `__init__`).
+pub fn set_state(
+    py: Python<'_>,
+    message: &Bound<'_, PyType>,
+    python_init: &Bound<'_, PyAny>,
+) -> PyResult<bool> {
+    if STATE.get(py).is_some() {
+        return Ok(false);
     }
-    let def = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: c"__init__".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: init,
-        },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: DOC.as_ptr() as *const c_char,
-    }));
-    // SAFETY: `cls` is a live type; `def` lives for the rest of the process.
-    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(cls.as_type_ptr(), def)) }
+    let state = InitState {
+        message: message.clone().unbind(),
+        python_init: python_init.clone().unbind(),
+        params: PARAMS.map(|p| PyString::intern(py, p).unbind()),
+        tags_key: PyString::intern(py, "TAGS").unbind(),
+        zero: 0i64.into_pyobject(py)?.into_any().unbind(),
+    };
+    Ok(STATE.set(py, state).is_ok())
 }
 
-/// The descriptor's C function: `slf` an instance of `Message` (or a subclass; the descriptor checks), `args` the
-/// positional arguments then the keyword values, `kwnames` the keyword names (a tuple) or NULL.
-unsafe extern "C" fn init(
+/// The `tp_init` slot: `slf` an instance of the class or of a subclass, `args` a tuple, `kwds` a dict or NULL.
+pub unsafe extern "C" fn init(
     slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a method with the GIL held.
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> c_int {
+    // SAFETY: CPython calls a type slot with the GIL held.
     let py = unsafe { Python::assume_attached() };
     let Some(st) = STATE.get(py) else {
-        // unreachable: the descriptor is made after the state
-        PyTypeError::new_err("Message.__init__ used before message_init set it up").restore(py);
-        return ptr::null_mut();
+        // unreachable: the slot's class exists only after the state is set
+        PyTypeError::new_err("Message.__init__ used before message_class set it up").restore(py);
+        return -1;
     };
-    // SAFETY: `args` holds `nargs` positional arguments and one value per name of `kwnames`, borrowed for the call.
+    // SAFETY: `args` is a tuple and `kwds` a dict or NULL, borrowed for the call.
     unsafe {
-        let nkw = if kwnames.is_null() {
-            0
-        } else {
-            ffi::PyTuple_Size(kwnames)
-        };
-        if let Some(r) = fast(st, slf, args, nargs, kwnames, nkw) {
+        if let Some(r) = fast(st, slf, args, kwds) {
             return r;
         }
-        slow(st, slf, args, nargs, kwnames, nkw)
+        slow(st, slf, args, kwds)
     }
 }
 
-/// The common call, or None when it is not one (nothing was set then): `topic`, a `bytes` body, `tags` None or a
-/// str, `flag` anything, and the other parameters absent or at their defaults (None, or the int 0 for the delay
-/// level), given positionally or by keyword, each once.
+/// The common call, or None when it is not one (nothing was set then).
 #[inline]
 unsafe fn fast(
     st: &InitState,
     slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-    nkw: ffi::Py_ssize_t,
-) -> Option<*mut ffi::PyObject> {
-    if ffi::Py_TYPE(slf) != st.message.as_ptr() as *mut ffi::PyTypeObject || nargs > 8 {
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> Option<c_int> {
+    let nargs = ffi::PyTuple_Size(args);
+    if ffi::Py_TYPE(slf) != st.message.as_ptr() as *mut ffi::PyTypeObject
+        || !(0..=8).contains(&nargs)
+    {
         return None;
     }
     let mut given: [*mut ffi::PyObject; 8] = [ptr::null_mut(); 8];
     for (i, g) in given.iter_mut().enumerate().take(nargs as usize) {
-        *g = *args.add(i);
+        *g = ffi::PyTuple_GetItem(args, i as ffi::Py_ssize_t);
     }
-    for i in 0..nkw {
-        let name = ffi::PyTuple_GetItem(kwnames, i);
-        let k = st.params.iter().position(|p| p.as_ptr() == name)?; // another name: the Python __init__ answers
-        if !given[k].is_null() {
-            return None; // given twice
+    if !kwds.is_null() {
+        let (mut pos, mut name, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+        while ffi::PyDict_Next(kwds, &mut pos, &mut name, &mut value) != 0 {
+            // keyword names of a call are interned: another object is another name (the Python __init__ answers)
+            let k = st.params.iter().position(|p| p.as_ptr() == name)?;
+            if !given[k].is_null() {
+                return None; // given twice
+            }
+            given[k] = value;
         }
-        given[k] = *args.add((nargs + i) as usize);
     }
     let none = ffi::Py_None();
     let absent_or =
@@ -188,66 +140,42 @@ unsafe fn fast(
     };
     let props = ffi::PyDict_New();
     if props.is_null() {
-        return Some(ptr::null_mut());
+        return Some(-1);
     }
     if !absent_or(tags, none)
         && ffi::PyUnicode_GetLength(tags) > 0
         && ffi::PyDict_SetItem(props, st.tags_key.as_ptr(), tags) < 0
     {
         ffi::Py_DecRef(props);
-        return Some(ptr::null_mut());
+        return Some(-1);
     }
-    let set = st.set;
-    let ok = set(st.slots[0].as_ptr(), slf, topic) == 0
-        && set(st.slots[1].as_ptr(), slf, body) == 0
-        && set(st.slots[2].as_ptr(), slf, flag) == 0
-        && set(st.slots[3].as_ptr(), slf, props) == 0;
-    ffi::Py_DecRef(props); // the slot holds its own reference
-    if !ok {
-        return Some(ptr::null_mut());
-    }
-    ffi::PyObject_GC_UnTrack(slf.cast()); // invariant 4 (exactly Message: checked above)
-    Some(ffi::Py_NewRef(none))
+    // exactly the class (checked above): its layout is message_class's; `props`' reference passes to the field
+    message_class::set_fields(slf, topic, body, flag, props);
+    Some(0)
 }
 
-/// Any other call: `python_init(slf, *args, **kwargs)`.
+/// Any other call: `python_init(slf, *args, **kwds)`.
 unsafe fn slow(
     st: &InitState,
     slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-    nkw: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
+    args: *mut ffi::PyObject,
+    kwds: *mut ffi::PyObject,
+) -> c_int {
+    let nargs = ffi::PyTuple_Size(args);
     let tuple = ffi::PyTuple_New(nargs + 1);
     if tuple.is_null() {
-        return ptr::null_mut();
+        return -1;
     }
     // PyTuple_SetItem steals a reference: hand it new ones
     ffi::PyTuple_SetItem(tuple, 0, ffi::Py_NewRef(slf));
     for i in 0..nargs {
-        ffi::PyTuple_SetItem(tuple, i + 1, ffi::Py_NewRef(*args.add(i as usize)));
+        ffi::PyTuple_SetItem(tuple, i + 1, ffi::Py_NewRef(ffi::PyTuple_GetItem(args, i)));
     }
-    let mut kwargs = ptr::null_mut();
-    if nkw > 0 {
-        kwargs = ffi::PyDict_New();
-        if kwargs.is_null() {
-            ffi::Py_DecRef(tuple);
-            return ptr::null_mut();
-        }
-        for i in 0..nkw {
-            let value = *args.add((nargs + i) as usize);
-            if ffi::PyDict_SetItem(kwargs, ffi::PyTuple_GetItem(kwnames, i), value) < 0 {
-                ffi::Py_DecRef(tuple);
-                ffi::Py_DecRef(kwargs);
-                return ptr::null_mut();
-            }
-        }
-    }
-    let r = ffi::PyObject_Call(st.python_init.as_ptr(), tuple, kwargs);
+    let r = ffi::PyObject_Call(st.python_init.as_ptr(), tuple, kwds);
     ffi::Py_DecRef(tuple);
-    if !kwargs.is_null() {
-        ffi::Py_DecRef(kwargs);
+    if r.is_null() {
+        return -1;
     }
-    r
+    ffi::Py_DecRef(r);
+    0
 }

@@ -134,6 +134,42 @@ impl StoreEngine {
     }
 }
 
+/// `m, q = pair` as Python unpacks it: an exact 2-tuple directly; any other iterable through the iterator protocol
+/// with Python's errors (not iterable, too few, too many values).
+fn unpack_pair<'py>(pair: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    if let Ok(t) = pair.cast_exact::<PyTuple>() {
+        if t.len() == 2 {
+            return Ok((t.get_item(0)?, t.get_item(1)?));
+        }
+    }
+    let mut it = pair.try_iter().map_err(|_| {
+        let name = pair
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!("cannot unpack non-iterable {name} object"))
+    })?;
+    let mut got = Vec::with_capacity(2);
+    for v in it.by_ref() {
+        got.push(v?);
+        if got.len() > 2 {
+            return Err(PyValueError::new_err(
+                "too many values to unpack (expected 2)",
+            ));
+        }
+    }
+    if got.len() < 2 {
+        return Err(PyValueError::new_err(format!(
+            "not enough values to unpack (expected 2, got {})",
+            got.len()
+        )));
+    }
+    let q = got.pop().expect("two values");
+    let m = got.pop().expect("two values");
+    Ok((m, q))
+}
+
 #[pymethods]
 impl StoreEngine {
     #[new]
@@ -145,13 +181,13 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
-    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None, prepared_transaction_offset=0))]
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None, prepared_transaction_offset=0, uniq_prefix="", uniq_counter=None))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
         py: Python<'py>,
         msgs: &Bound<'py, PyList>,
-        queue_ids: &Bound<'py, PyAny>,
+        queue_ids: Option<&Bound<'py, PyAny>>,
         sys_flag: i32,
         born_timestamp: i64,
         born_host: &Bound<'py, PyAny>,
@@ -160,15 +196,39 @@ impl StoreEngine {
         wait_flush: bool,
         own_fields: Option<Vec<(i64, i32, i32)>>,
         prepared_transaction_offset: i64,
+        uniq_prefix: &str,
+        uniq_counter: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let queue_ids: Vec<i32> = queue_ids.extract()?;
-        let n = msgs.len();
-        if queue_ids.len() != n {
-            return Err(PyValueError::new_err(format!(
-                "{n} messages but {} queue ids",
-                queue_ids.len()
-            )));
-        }
+        // `queue_ids` None: `msgs` is the caller's batch of (message, queue id) pairs, unpacked here as Python's
+        // `for m, q in batch` would unpack them (the facade's split, without its two lists)
+        let (items, queue_objs): (Vec<Bound<'py, PyAny>>, Option<Vec<Bound<'py, PyAny>>>) =
+            match queue_ids {
+                Some(_) => (msgs.iter().collect(), None),
+                None => {
+                    let mut ms = Vec::with_capacity(msgs.len());
+                    let mut qs = Vec::with_capacity(msgs.len());
+                    for pair in msgs.iter() {
+                        let (m, q) = unpack_pair(&pair)?;
+                        ms.push(m);
+                        qs.push(q);
+                    }
+                    (ms, Some(qs))
+                }
+            };
+        let n = items.len();
+        let queue_ids: Vec<i32> = match queue_ids {
+            Some(q) => {
+                let v: Vec<i32> = q.extract()?;
+                if v.len() != n {
+                    return Err(PyValueError::new_err(format!(
+                        "{n} messages but {} queue ids",
+                        v.len()
+                    )));
+                }
+                v
+            }
+            None => Vec::with_capacity(n),
+        };
         if let Some(own) = &own_fields {
             if own.len() != n {
                 return Err(PyValueError::new_err(format!(
@@ -185,47 +245,94 @@ impl StoreEngine {
             store_timestamp,
             prepared_transaction_offset,
         };
-        let (a_topic, a_body, a_flag, a_props) = (
+        let (a_topic, a_body, a_flag, a_props, uniq_key) = (
             intern!(py, "topic"),
             intern!(py, "body"),
             intern!(py, "flag"),
             intern!(py, "properties"),
+            intern!(py, "UNIQ_KEY"),
         );
+        // UNIQ_KEY assigned in this pass, as `assign_uniq_keys(msgs, uniq_prefix, uniq_counter)` over the whole batch
+        // before the put would assign it: a message whose fields this pass rejects stops the reading, not the
+        // assignment (the rest still get theirs, then the first rejection is raised); an assignment error is raised
+        // at once
+        let ids = uniq_counter
+            .map(|c| codec::UniqIds::new(uniq_prefix, c))
+            .transpose()?;
+        let mut id = String::with_capacity(uniq_prefix.len() + 4);
+        let mut rejected: Option<PyErr> = None;
         let mut topics: Vec<Bound<'py, PyString>> = Vec::with_capacity(n);
         let mut bodies: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(n);
         let mut flags: Vec<i32> = Vec::with_capacity(n);
         let mut prop_ends: Vec<usize> = Vec::with_capacity(n);
+        let mut queue_ids = queue_ids;
         let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
         let fields = codec::MessageFields::get(py)?;
-        for m in msgs.iter() {
+        for (i, m) in items.iter().enumerate() {
             // Message / MessageExt: their four slots read through the descriptors directly; anything else
             // (a subclass, a duck-typed object) through getattr
-            let [topic, body, flag, props] = match fields.read(&m)? {
-                Some(v) => v,
-                None => [
-                    m.getattr(a_topic)?,
-                    m.getattr(a_body)?,
-                    m.getattr(a_flag)?,
-                    m.getattr(a_props)?,
-                ],
+            let fast = if rejected.is_none() {
+                match fields.read(m) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        rejected = Some(e);
+                        None
+                    }
+                }
+            } else {
+                None
             };
-            topics.push(
-                topic
-                    .cast_into::<PyString>()
-                    .map_err(|_| PyTypeError::new_err("message topic must be str"))?,
-            );
-            bodies.push(
-                body.cast_into::<PyBytes>()
-                    .map_err(|_| PyTypeError::new_err("message body must be bytes"))?,
-            );
-            flags.push(flag.extract()?);
-            if !props.is_none() {
-                let d = props
-                    .cast::<PyDict>()
-                    .map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
-                codec::encode_properties_into(d, &mut arena)?;
+            if let Some(ids) = &ids {
+                let props = match &fast {
+                    Some([_, _, _, p]) => p.clone(),
+                    None => m.getattr(a_props)?,
+                };
+                if !props.contains(uniq_key)? {
+                    ids.next_into(py, &mut id)?;
+                    props.set_item(uniq_key, PyString::new(py, &id))?;
+                }
             }
-            prop_ends.push(arena.len());
+            if rejected.is_some() {
+                continue;
+            }
+            let read = (|| -> PyResult<()> {
+                let [topic, body, flag, props] = match fast {
+                    Some(v) => v,
+                    None => [
+                        m.getattr(a_topic)?,
+                        m.getattr(a_body)?,
+                        m.getattr(a_flag)?,
+                        m.getattr(a_props)?,
+                    ],
+                };
+                let topic = topic
+                    .cast_into::<PyString>()
+                    .map_err(|_| PyTypeError::new_err("message topic must be str"))?;
+                let body = body
+                    .cast_into::<PyBytes>()
+                    .map_err(|_| PyTypeError::new_err("message body must be bytes"))?;
+                let flag: i32 = flag.extract()?;
+                if let Some(qs) = &queue_objs {
+                    queue_ids.push(qs[i].extract()?);
+                }
+                if !props.is_none() {
+                    let d = props
+                        .cast::<PyDict>()
+                        .map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
+                    codec::encode_properties_into(d, &mut arena)?;
+                }
+                topics.push(topic);
+                bodies.push(body);
+                flags.push(flag);
+                prop_ends.push(arena.len());
+                Ok(())
+            })();
+            if let Err(e) = read {
+                rejected = Some(e);
+            }
+        }
+        if let Some(e) = rejected {
+            return Err(e);
         }
         let mut put = Vec::with_capacity(n);
         let mut start = 0usize;

@@ -189,10 +189,32 @@ pub fn time_diff_seconds(store_timestamp: i64, begin_timestamp: i64) -> i32 {
     d.clamp(0, i32::MAX as i64) as i32
 }
 
+/// `31^i` for i in 0..=8, wrapping (Java's int arithmetic).
+const POW31: [i32; 9] = {
+    let mut p = [1i32; 9];
+    let mut i = 1;
+    while i < 9 {
+        p[i] = p[i - 1].wrapping_mul(31);
+        i += 1;
+    }
+    p
+};
+
+/// Java's `h = 31 * h + c` over the chars of `s`, continuing from `h`. ASCII is hashed 8 bytes per step as
+/// `h * 31^8 + Σ b_i * 31^(7-i)` — the same value (wrapping arithmetic is a ring), without the one-multiply-per-byte
+/// dependency chain (a 32-digit UNIQ_KEY: ~3× faster in the put's index build).
 #[inline]
 fn java_hash_continue(mut h: i32, s: &[u8]) -> i32 {
     if s.is_ascii() {
-        for &b in s {
+        let mut chunks = s.chunks_exact(8);
+        for c in &mut chunks {
+            let mut acc = 0i32;
+            for (i, &b) in c.iter().enumerate() {
+                acc = acc.wrapping_add((b as i32).wrapping_mul(POW31[7 - i]));
+            }
+            h = h.wrapping_mul(POW31[8]).wrapping_add(acc);
+        }
+        for &b in chunks.remainder() {
             h = h.wrapping_mul(31).wrapping_add(b as i32);
         }
     } else {
@@ -330,6 +352,34 @@ fn utc_civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn java_hash_in_steps_of_eight_is_the_per_byte_hash() {
+        let per_byte = |mut h: i32, s: &[u8]| {
+            for &b in s {
+                h = h.wrapping_mul(31).wrapping_add(b as i32);
+            }
+            h
+        };
+        let mut x = 0x9E37_79B9u32;
+        for len in 0..70 {
+            let s: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    (x % 128) as u8
+                })
+                .collect();
+            for start in [0, 1, -7, i32::MAX, i32::MIN, x as i32] {
+                assert_eq!(
+                    super::java_hash_continue(start, &s),
+                    per_byte(start, &s),
+                    "{s:?}"
+                );
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
