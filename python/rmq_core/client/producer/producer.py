@@ -718,7 +718,8 @@ class Producer:
         answer; the loop only writes the frame and hands the response over. Retries go the coroutine way."""
         waiter = BlockingResponseWaiter()
         if fa.remaining_ms >= 0:
-            instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
+            if not fa.conn.send_frame_from_thread(fa.opaque, fa.frame, waiter):  # else the loop writes it
+                instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
             try:
                 response: RemotingCommand | None = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
                 error: BaseException | None = None
