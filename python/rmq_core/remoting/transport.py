@@ -372,7 +372,7 @@ class Connection:
         on this thread — when nothing is queued before it (this connection's frames of the loop's iteration, the
         transport's write buffer) and the connection is open; False (nothing done) otherwise, and the caller hands
         the request to the loop. What the socket does not take at once is queued for the loop to write (no other
-        write comes before it). A failed write completes ``waiter`` with ConnectionError."""
+        write comes before it). A failed write (the peer gone) is False too: the loop's write fails and closes."""
         lock = self._write_lock
         if lock is None:
             return False
@@ -385,16 +385,22 @@ class Connection:
                 written = os.write(fd, frame)
             except BlockingIOError:
                 written = 0
-            except OSError as e:
+            except OSError:  # the loop's write will fail the same way and close the connection
                 self.pending.pop(opaque, None)
-                waiter.set_exception(ConnectionError(f"write to {self.remote_address} failed: {e}"))
-                return True
+                return False
             if written < len(frame):  # the socket's buffer is full: the loop writes the rest, before anything else
                 rest = frame[written:]
                 self._out.append(rest)
                 self._out_size += len(rest)
-                self._loop.call_soon_threadsafe(self._flush)
+                self.call_soon_threadsafe(self._flush)
         return True
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> None:
+        """``callback(*args)`` on this connection's loop, asked from any thread (dropped once the loop is closed)."""
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            pass
 
     def _close_direct_fd(self) -> None:
         fd, self._direct_fd = self._direct_fd, None
