@@ -378,7 +378,13 @@ class Connection:
             return False
         with lock:
             fd = self._direct_fd
-            if fd is None or self.closed or self._out or self.writer.get_write_buffer_size() or self.writer.is_closing():
+            if (
+                fd is None
+                or self.closed
+                or self._out
+                or self.writer.get_write_buffer_size()
+                or self.writer.is_closing()
+            ):
                 return False
             self.pending[opaque] = waiter
             try:
