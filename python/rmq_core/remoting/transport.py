@@ -362,8 +362,8 @@ class Connection:
         """On the loop, once: let ``send_frame_from_thread`` write to this connection's socket from any thread (a
         duplicate of its descriptor, closed with the connection; every write, the loop's too, then takes a lock)."""
         sock = self.writer.get_extra_info("socket")
-        if sock is None or self._write_lock is not None or self.closed:
-            return
+        if sock is None or self._write_lock is not None or self.closed or os.name != "posix":
+            return  # (os.write on a socket's descriptor is POSIX's; elsewhere every write stays the loop's)
         self._direct_fd = os.dup(sock.fileno())
         self._write_lock = threading.Lock()
 

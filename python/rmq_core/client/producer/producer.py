@@ -107,8 +107,9 @@ def _now_ms() -> int:
 
 
 def _wire_copy(msg: Message, body: bytes) -> Message:
-    """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties."""
-    if isinstance(msg, MessageBatch):
+    """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties; ``msg`` itself when
+    the body is its own (nothing to copy: one object fewer per send in flight)."""
+    if body is msg.body or isinstance(msg, MessageBatch):
         return msg
     m = Message.__new__(Message)
     m.topic, m.body, m.flag, m.properties = msg.topic, body, msg.flag, msg.properties
