@@ -18,6 +18,11 @@ Invariants:
    is handed to the serving task, which finishes it before it serves the next command.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
+The one exception: a client connection's ``send_frame_from_thread`` (any thread) registers its waiter in ``pending``
+and writes to a duplicate of the socket's descriptor under the connection's write lock, which every write to that
+socket takes (the loop's ``_flush`` too), and only while nothing is queued before it (the frames of the loop's
+iteration, the transport's write buffer): frames are never interleaved. ``pending`` may thus grow from another
+thread while the loop walks it: the loop walks a copy.
 """
 
 from __future__ import annotations
