@@ -381,15 +381,10 @@ class Connection:
         lock = self._write_lock
         if lock is None:
             return False
+        transport = cast(asyncio.Transport, self.writer)  # a lock only where enable_thread_writes found a socket
         with lock:
             fd = self._direct_fd
-            if (
-                fd is None
-                or self.closed
-                or self._out
-                or self.writer.get_write_buffer_size()
-                or self.writer.is_closing()
-            ):
+            if fd is None or self.closed or self._out or transport.get_write_buffer_size() or transport.is_closing():
                 return False
             self.pending[opaque] = waiter
             try:
