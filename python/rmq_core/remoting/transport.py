@@ -396,7 +396,8 @@ class Connection:
                 return False
             if written < len(frame):  # the socket's buffer is full: the loop writes the rest, before anything else
                 rest = frame[written:]
-                self._out.append(rest)
+                # first: the loop may have queued whole frames (send_frame takes no lock) while this one was written
+                self._out.insert(0, rest)
                 self._out_size += len(rest)
                 self.call_soon_threadsafe(self._flush)
         return True
