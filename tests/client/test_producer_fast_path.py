@@ -106,6 +106,29 @@ def test_sends_after_the_first_take_the_fast_path_and_are_stored(tmp_path: Path)
         assert m.queue_id == r.message_queue.queue_id
 
 
+def test_a_fast_sync_send_writes_on_the_callers_thread(fake) -> None:  # type: ignore[no-untyped-def]
+    """Once connected, a SYNC send hands the loop nothing (its frame is written on the caller's thread; only the
+    response crosses threads); an ASYNC send still goes to the loop (one write per loop iteration)."""
+    broker, p = fake
+    p.send(Message("FastTopic", b"first"))
+    instance = p.instance
+    assert instance is not None
+    jobs: list[object] = []
+    inner = instance.submit_job
+
+    def counting(job: Any) -> None:
+        jobs.append(job)
+        inner(job)
+
+    instance.submit_job = counting  # type: ignore[method-assign]
+    n = len(broker.requests)
+    results = [p.send(Message("FastTopic", f"s{i}".encode())) for i in range(20)]
+    assert all(r.send_status == SendStatus.SEND_OK for r in results) and not jobs
+    assert [c.body for c in broker.requests[n:]] == [f"s{i}".encode() for i in range(20)]
+    assert p.send_async(Message("FastTopic", b"a")).result(10).send_status == SendStatus.SEND_OK
+    assert len(jobs) == 1
+
+
 def test_the_fast_path_sends_what_the_coroutine_way_sends(fake) -> None:  # type: ignore[no-untyped-def]
     broker, p = fake
 

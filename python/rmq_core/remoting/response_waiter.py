@@ -142,14 +142,14 @@ def _sweep(conn: Connection) -> None:
     now = loop.time()
     nearest: float | None = None
     expired: list[tuple[int, CallbackResponseWaiter]] = []
-    for opaque, waiter in conn.pending.items():
+    for opaque, waiter in list(conn.pending.items()):  # other threads may add to it meanwhile
         if isinstance(waiter, CallbackResponseWaiter) and waiter.deadline is not None:
             if waiter.deadline <= now + SWEEP_SLACK_S:
                 expired.append((opaque, waiter))
             elif nearest is None or waiter.deadline < nearest:
                 nearest = waiter.deadline
     for opaque, waiter in expired:
-        del conn.pending[opaque]
+        conn.pending.pop(opaque, None)
         waiter.fail_now(TimeoutError("no response before the request's deadline"))
     if nearest is not None and conn.waiter_sweep is None:
         _arm_sweep(conn, loop, nearest)

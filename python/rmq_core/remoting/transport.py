@@ -18,12 +18,18 @@ Invariants:
    is handed to the serving task, which finishes it before it serves the next command.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
+The one exception: a client connection's ``send_frame_from_thread`` (any thread) registers its waiter in ``pending``
+and writes to a duplicate of the socket's descriptor under the connection's write lock, which every write to that
+socket takes (the loop's ``_flush`` too), and only while nothing is queued before it (the frames of the loop's
+iteration, the transport's write buffer): frames are never interleaved. ``pending`` may thus grow from another
+thread while the loop walks it: the loop walks a copy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -303,6 +309,10 @@ class Connection:
         self._out: list[bytes] = []
         self._out_size = 0  # bytes in _out
         self.tasks: set[asyncio.Task[None]] = set()  # requests processed off the read loop, until they finish
+        # writes from other threads (``send_frame_from_thread``, a client connection's): a duplicate of the
+        # transport's socket descriptor, and the lock every write to the socket, the loop's too, is made under
+        self._direct_fd: int | None = None
+        self._write_lock: threading.Lock | None = None
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
@@ -338,11 +348,71 @@ class Connection:
     def _flush(self) -> None:
         if not self._out:
             return
+        lock = self._write_lock
+        if lock is None:
+            self._write_out()
+        else:
+            with lock:
+                self._write_out()
+
+    def _write_out(self) -> None:
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         self._out_size = 0
         if not self.closed:
             self.writer.write(data)
+
+    # --- writes from other threads (a client connection's requests) -----------------------------------------
+    def enable_thread_writes(self) -> None:
+        """On the loop, once: let ``send_frame_from_thread`` write to this connection's socket from any thread (a
+        duplicate of its descriptor, closed with the connection; every write, the loop's too, then takes a lock)."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is None or self._write_lock is not None or self.closed or os.name != "posix":
+            return  # (os.write on a socket's descriptor is POSIX's; elsewhere every write stays the loop's)
+        self._direct_fd = os.dup(sock.fileno())
+        self._write_lock = threading.Lock()
+
+    def send_frame_from_thread(self, opaque: int, frame: bytes, waiter: ResponseWaiter) -> bool:
+        """From any thread: ``waiter`` registered in ``pending`` under ``opaque`` and ``frame`` written to the socket
+        on this thread — when nothing is queued before it (this connection's frames of the loop's iteration, the
+        transport's write buffer) and the connection is open; False (nothing done) otherwise, and the caller hands
+        the request to the loop. What the socket does not take at once is queued for the loop to write (no other
+        write comes before it). A failed write (the peer gone) is False too: the loop's write fails and closes."""
+        lock = self._write_lock
+        if lock is None:
+            return False
+        transport = cast(asyncio.Transport, self.writer)  # a lock only where enable_thread_writes found a socket
+        with lock:
+            fd = self._direct_fd
+            if fd is None or self.closed or self._out or transport.get_write_buffer_size() or transport.is_closing():
+                return False
+            self.pending[opaque] = waiter
+            try:
+                written = os.write(fd, frame)
+            except BlockingIOError:
+                written = 0
+            except OSError:  # the loop's write will fail the same way and close the connection
+                self.pending.pop(opaque, None)
+                return False
+            if written < len(frame):  # the socket's buffer is full: the loop writes the rest, before anything else
+                rest = frame[written:]
+                # first: the loop may have queued whole frames (send_frame takes no lock) while this one was written
+                self._out.insert(0, rest)
+                self._out_size += len(rest)
+                self.call_soon_threadsafe(self._flush)
+        return True
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> None:
+        """``callback(*args)`` on this connection's loop, asked from any thread (dropped once the loop is closed)."""
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            pass
+
+    def _close_direct_fd(self) -> None:
+        fd, self._direct_fd = self._direct_fd, None
+        if fd is not None:
+            os.close(fd)
 
     async def drain(self) -> None:
         self._flush()
@@ -354,16 +424,27 @@ class Connection:
     def closed_by_peer(self) -> None:
         """The transport is gone: fail the waiting invocations now rather than at their timeouts."""
         if not self.closed:
-            self._out.clear()
+            lock = self._write_lock
+            if lock is None:
+                self._out.clear()
+            else:
+                with lock:
+                    self._out.clear()
             self._out_size = 0
             self.close()
 
     def close(self) -> None:
         if not self.closed:
             self._flush()
-            self.closed = True
+            lock = self._write_lock
+            if lock is None:
+                self.closed = True
+            else:
+                with lock:  # no thread is writing or registering now, and none will
+                    self.closed = True
+                    self._close_direct_fd()
             self.writer.close()
-            for fut in self.pending.values():
+            for fut in list(self.pending.values()):
                 if not fut.done():
                     fut.set_exception(ConnectionError(f"connection to {self.remote_address} closed"))
             self.pending.clear()
@@ -648,7 +729,13 @@ def _expire(fut: asyncio.Future[RemotingCommand], timeout: float) -> None:
 class ClientFrameProtocol(FrameProtocol):
     """The client's receiving side: the responses at the head of a chunk, while nothing is queued before them, go
     to their waiters at once (no wake-up of the read loop for them: on a client nearly every command is one); the
-    rest, from the first request of the server on, through ``inbox`` in order, as ``FrameProtocol``."""
+    rest, from the first request of the server on, through ``inbox`` in order, as ``FrameProtocol``. Its connection
+    takes writes from other threads (``Connection.send_frame_from_thread``)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert self.conn is not None
+        self.conn.enable_thread_writes()
 
     def _take(self, cmds: list[RemotingCommand]) -> None:
         if self.inbox or self.conn is None:

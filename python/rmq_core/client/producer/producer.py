@@ -107,8 +107,9 @@ def _now_ms() -> int:
 
 
 def _wire_copy(msg: Message, body: bytes) -> Message:
-    """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties."""
-    if isinstance(msg, MessageBatch):
+    """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties; ``msg`` itself when
+    the body is its own (nothing to copy: one object fewer per send in flight)."""
+    if body is msg.body or isinstance(msg, MessageBatch):
         return msg
     m = Message.__new__(Message)
     m.topic, m.body, m.flag, m.properties = msg.topic, body, msg.flag, msg.properties
@@ -718,7 +719,8 @@ class Producer:
         answer; the loop only writes the frame and hands the response over. Retries go the coroutine way."""
         waiter = BlockingResponseWaiter()
         if fa.remaining_ms >= 0:
-            instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
+            if not fa.conn.send_frame_from_thread(fa.opaque, fa.frame, waiter):  # else the loop writes it
+                instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
             try:
                 response: RemotingCommand | None = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
                 error: BaseException | None = None

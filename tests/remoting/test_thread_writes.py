@@ -1,0 +1,138 @@
+"""A client connection's writes from other threads (``Connection.send_frame_from_thread``) over real TCP on
+127.0.0.1: frames written by several threads while the loop writes others arrive whole (none cut into another);
+a frame the socket takes only in part is finished by the loop before anything else, and the thread then leaves its
+next requests to the loop until the backlog is gone; a closed connection takes no write and keeps nothing pending."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from rmq_core.remoting import RemotingCommand
+from rmq_core.remoting.response_waiter import BlockingResponseWaiter, PendingInvoke
+from rmq_core.remoting.transport import BlockingRemotingClient, Connection, RemotingServer
+
+from support.helpers import wait_until
+
+ECHO = 9111
+
+
+@pytest.fixture
+def echo_link() -> Iterator[tuple[BlockingRemotingClient, Connection, str]]:
+    """An echo server on its own thread and a connected client."""
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return RemotingCommand.response_to(cmd, 0, ext_fields=cmd.ext_fields, body=cmd.body)
+
+    server.register(ECHO, echo)
+    server.start_in_thread("thread-write-test-server")
+    client = BlockingRemotingClient()
+    try:
+        assert client.invoke_sync(server.address, RemotingCommand.request(ECHO, {}), 5.0).code == 0
+        conn = client._client.open_connection(server.address)
+        assert conn is not None
+        yield client, conn, server.address
+    finally:
+        client.close()
+        server.stop_thread()
+
+
+def test_frames_from_threads_and_from_the_loop_arrive_whole(echo_link) -> None:  # type: ignore[no-untyped-def]
+    """4 threads send requests with bodies up to 300 KiB (larger than a socket buffer takes at once) from their own
+    thread, or through the loop when the connection says no, while the loop sends others: each is answered with
+    its own body."""
+    client, conn, addr = echo_link
+    direct = [0]
+    errors: list[str] = []
+
+    def sender(t: int) -> None:
+        for i in range(40):
+            body = bytes([t * 40 + i & 0xFF]) * (1 + (t * 7919 + i * 104729) % (300 * 1024))
+            req = RemotingCommand.request(ECHO, {"t": str(t), "i": str(i)}, body)
+            waiter = BlockingResponseWaiter()
+            if conn.send_frame_from_thread(req.opaque, req.encode(), waiter):
+                direct[0] += 1
+            else:
+                client.loop.call_soon_threadsafe(PendingInvoke(conn, req.opaque, req.encode(), waiter).run)
+            resp = waiter.wait(10.0)
+            if resp.body != body or resp.ext_fields != {"t": str(t), "i": str(i)}:
+                errors.append(f"{t}/{i}: wrong answer")
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    loop_answers = [
+        client.invoke_async(addr, RemotingCommand.request(ECHO, {"loop": str(i)}, b"L" * (i + 1))) for i in range(200)
+    ]
+    for th in threads:
+        th.join(60)
+    assert [f.result(10).body for f in loop_answers] == [b"L" * (i + 1) for i in range(200)]
+    assert not errors
+    assert direct[0] > 0  # the threads' own writes were taken
+    wait_until(lambda: not conn.pending)
+
+
+def _frames(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        out.append(data[pos : pos + 4 + n])
+        pos += 4 + n
+    assert pos == len(data)
+    return out
+
+
+def test_a_partial_write_is_finished_by_the_loop_before_anything_else() -> None:
+    """A peer that does not read: the thread's writes fill the socket, the rest of the last frame is queued for the
+    loop and the thread's next requests are refused (False) while it is queued; once the peer reads, it gets every
+    frame whole (the thread's, and those the loop wrote for it) and nothing else."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    client = BlockingRemotingClient()
+    try:
+        hello = RemotingCommand.request(ECHO, {"hello": "1"}).mark_oneway()
+        client.invoke_oneway(addr, hello)  # connects; the peer has not accepted yet, the kernel has
+        peer, _ = listener.accept()
+        conn = client._client.open_connection(addr)
+        assert conn is not None
+        sent: list[bytes] = []
+        refused = 0
+        for i in range(400):  # up to 400 x 64 KiB: far more than the two socket buffers hold
+            frame = RemotingCommand.request(ECHO, {"i": str(i)}, bytes([i & 0xFF]) * 65536).encode()
+            if conn.send_frame_from_thread(i + 1_000_000, frame, BlockingResponseWaiter()):
+                sent.append(frame)
+            else:
+                refused += 1
+                client.loop.call_soon_threadsafe(conn.send_frame, frame)
+                sent.append(frame)
+                if refused == 3:
+                    break
+        assert refused == 3  # the socket filled up and the connection stopped taking writes from the thread
+        received = bytearray()
+        expected = len(hello.encode()) + sum(map(len, sent))
+        peer.settimeout(10.0)
+        while len(received) < expected:
+            chunk = peer.recv(1 << 20)
+            assert chunk, "connection closed early"
+            received += chunk
+        frames = _frames(bytes(received))
+        assert frames[0] == hello.encode()
+        assert sorted(frames[1:]) == sorted(sent)  # each frame whole; the loop's may come after later ones
+        peer.close()
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_a_closed_connection_takes_no_write_from_a_thread(echo_link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = echo_link
+    client.loop.call_soon_threadsafe(conn.close)
+    wait_until(lambda: conn.closed)
+    req = RemotingCommand.request(ECHO, {})
+    assert not conn.send_frame_from_thread(req.opaque, req.encode(), BlockingResponseWaiter())
+    assert req.opaque not in conn.pending
+    assert conn._direct_fd is None  # the descriptor's duplicate was closed with the connection
