@@ -20,14 +20,19 @@
 //!      the end of a successful open until close.
 //!   5. After `close`, every call fails with `Error::Closed`; `close` itself is idempotent.
 //!   6. With `message_index_enable`, every appended record that is not a rollback gets its UNIQ_KEY and KEYS
-//!      indexed inside the same put, under the write mutex (4.9's `CommitLogDispatcherBuildIndex`); open
-//!      re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
+//!      indexed in CommitLog order (4.9's `CommitLogDispatcherBuildIndex`): inside the put, under the write mutex,
+//!      for a put of fewer than `BUILD_INDEX_HANDOFF_MESSAGES` messages when nothing is pending; otherwise by the
+//!      index builder thread after the put returns (`build_index_service`, 4.9's `ReputMessageService`), reading
+//!      the records back from the CommitLog. `query_message`, `flush`, `close`, `index_notes`, the CommitLog's file
+//!      deletion and `correct_min_offsets` first wait until the index holds every record put before the call.
+//!      Open re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
 //!      `index_service`). `query_message` serves only whole records whose topic and key match (a hash collision
 //!      or a stale entry is skipped, never served).
 //!   7. With `warm_mapped_file_enable` the warm-ahead thread (`warm_mapped_file_service`) runs from the end of
 //!      open until close (stopped before anything is unmapped) or drop; a put only asks it, never waits for it.
-//!      A put with an indexed message makes sure the index file its keys go to exists before it writes the
-//!      records (the file its first key would have created), so that file's slot table is warmed meanwhile.
+//!      A put that indexes inline makes sure the index file its keys go to exists before it writes the records (the
+//!      file its first key would have created), so that file's slot table is warmed meanwhile; the builder thread
+//!      makes the index's warm requests for what it builds.
 //!
 //! Decisions where the contract is silent (the Python twin matches them):
 //!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
@@ -44,7 +49,8 @@
 //!   * `topics()` lists queues loaded from `consumequeue/<topic>/<qid>` (qid a canonical non-negative int)
 //!     or created by puts, sorted by (topic, qid).
 //!
-//! Thread-safety: `MessageStore` is `Send + Sync`; reads take no engine lock (see `mapped_file`).
+//! Thread-safety: `MessageStore` is `Send + Sync`; reads take no engine lock (see `mapped_file`). The index builder
+//! thread never takes the write mutex (a holder of it may wait for the builder).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
