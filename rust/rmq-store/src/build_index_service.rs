@@ -212,7 +212,7 @@ fn build(inner: &Inner, warm: Option<&WarmMappedFileService>, ranges: &[(i64, i6
             }
             n += 1;
             if let Some(warm) = warm {
-                if n % INDEX_WARM_STEP_MESSAGES == 0 {
+                if n.is_multiple_of(INDEX_WARM_STEP_MESSAGES) {
                     if let Some((target, upto)) = w.warm_request() {
                         warm.warm(target, upto);
                     }
