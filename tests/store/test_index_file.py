@@ -390,7 +390,12 @@ s = MessageStore(root, cfg, backend=backend)
 out = {"first": int(s.put_message(Message("T", b"x0", keys="k"), 0).status)}
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4100, hard))
-out["puts"] = [int(s.put_message(Message("T", b"x%d" % i, keys="k"), 0).status) for i in range(1, 6)]
+n = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+if n:  # one batch: with the Rust engine its index is built by the builder thread after the put returns
+    batch = [(Message("T", b"x%d" % i, keys="k"), 0) for i in range(1, n + 1)]
+    out["puts"] = [int(x.status) for x in s.put_messages(batch)]
+else:
+    out["puts"] = [int(s.put_message(Message("T", b"x%d" % i, keys="k"), 0).status) for i in range(1, 6)]
 out["notes"] = s.index_notes
 out["found_while_stopped"] = len(s.query_message("T", "k", 64, 0, 1 << 62))
 resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
@@ -398,6 +403,10 @@ s.close()
 s = MessageStore(root, cfg, backend=backend)
 out["rebuilt"] = s.recovery_report["index_rebuilt"]
 out["found_after_reopen"] = sorted(m.body.decode() for m in s.query_message("T", "k", 64, 0, 1 << 62))
+if n:  # every message of the batch by its UNIQ_KEY
+    out["uniq_found_after_reopen"] = sum(
+        len(s.query_message("T", m.properties["UNIQ_KEY"], 64, 0, 1 << 62)) for m, _q in batch
+    )
 s.close()
 print(json.dumps(out))
 """
@@ -424,6 +433,30 @@ def test_no_space_for_an_index_file_stops_indexing_not_the_puts(backend, tmp_pat
     assert out["found_while_stopped"] == 3  # 3 records x 2 keys fill the first 7-entry file
     assert out["rebuilt"] == 3
     assert out["found_after_reopen"] == [f"x{i}" for i in range(6)]
+
+
+def test_no_space_for_an_index_file_stops_the_index_built_after_a_large_put(backend, tmp_path):
+    """The same with one put of 100 messages (its index built off the put path with the Rust engine, inline by the
+    twin): the put succeeds, the builder stops at the first key that needs a new file, ``index_notes`` says so once it
+    has, a query serves what was indexed, and the next open re-indexes the rest."""
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run(
+        [sys.executable, "-c", INDEX_STOP_SCRIPT, str(tmp_path / "s"), backend.name, "100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, f"rc={p.returncode}\n{p.stdout}\n{p.stderr}"
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["first"] == 0 and out["puts"] == [0] * 100
+    assert any("building the index stopped" in n for n in out["notes"]), out["notes"]
+    assert out["found_while_stopped"] == 3  # x0, x1, x2 (x3's UNIQ_KEY fills the file; its "k" needs the next one)
+    assert out["rebuilt"] == 98  # x3's missing key, then x4..x100
+    assert len(out["found_after_reopen"]) == 64  # maxMsgsNumBatch
+    assert out["uniq_found_after_reopen"] == 100
 
 
 def test_query_does_not_serve_a_damaged_body(backend):

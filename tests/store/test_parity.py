@@ -561,6 +561,44 @@ def test_engine_reads_pairs_and_assigns_uniq_keys_in_its_pass(tmp_path):
     assert props[0]["UNIQ_KEY"] == "GIVEN0"
 
 
+@pytest.mark.parametrize("start", [0, 1, 65_530, 2**63 - 3])
+def test_uniq_counter_gives_the_values_of_itertools_count(tmp_path, start):
+    """The default UNIQ_KEY generator's counter (``uniq_counter``: native with the Rust engine, ``itertools.count`` in
+    the twin) gives ``start``, ``start + 1``, … through ``next()``, ``assign_uniq_keys`` and the engine's pass over
+    the pairs alike, so the ids are the ones ``itertools.count`` gave before (wrapping past 0xFFFF)."""
+    import itertools
+
+    prefix = "0A0B0C0D0E0F0123456789ABCDEF"
+    got = []
+    for name in ("rust", "python"):
+        impl = _backend.load(name)
+        counter = impl.uniq_counter(start)
+        assert iter(counter) is counter
+        firsts = [next(counter) for _ in range(3)]
+        msgs = [Message("T", b"m%d" % i, properties=_given_uniq(i)) for i in range(9)]
+        impl.assign_uniq_keys(msgs, prefix, counter)
+        s = MessageStore(str(tmp_path / name), small_config(), backend=name, clock=Clock(step=0), uniq_id=UniqIds())
+        try:
+            batch = [
+                (Message("T", b"p%d" % i, properties=_given_uniq(i)), i % 2) for i in range(70_000 if start == 1 else 9)
+            ]
+            s._engine.put_messages(
+                batch, None, 0, 1_700_000_000_000, ("10.0.0.2", 77), 0, 1, True, None, 0, prefix, counter
+            )
+        finally:
+            s.close()
+        ids = [m.properties["UNIQ_KEY"] for m in msgs] + [m.properties["UNIQ_KEY"] for m, _ in batch]
+        got.append((firsts, ids, next(counter)))
+    assert got[0] == got[1]
+    ref = itertools.count(start)
+    firsts, ids, after = got[0]
+    assert firsts == [next(ref) for _ in range(3)]
+    assert [u for u in ids if not u.startswith("GIVEN")] == [
+        f"{prefix}{next(ref) & 0xFFFF:04X}" for u in ids if not u.startswith("GIVEN")
+    ]
+    assert after == next(ref)
+
+
 def _given_uniq(i: int) -> dict[str, str] | None:
     return {"UNIQ_KEY": f"GIVEN{i}"} if i % 3 == 0 else None
 

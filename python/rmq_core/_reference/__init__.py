@@ -27,7 +27,8 @@ This package never imports ``rmq_core._core``.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -81,6 +82,12 @@ def message_class(cls: _T, python_init: Callable[..., None]) -> _T:
     return cls
 
 
+def uniq_counter(start: int) -> Iterator[int]:
+    """The default UNIQ_KEY generator's counter: ``start``, ``start + 1``, … The Rust engine's is a native iterator
+    (``rust/rmq-py/src/uniq_counter.rs``) its UNIQ_KEY pass reads without a Python ``int`` per id; the same values."""
+    return itertools.count(start)
+
+
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
@@ -107,5 +114,6 @@ __all__ = [
     "message_class",
     "split_frames",
     "tags_hash",
+    "uniq_counter",
     "untrack_message",
 ]

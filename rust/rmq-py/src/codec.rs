@@ -43,6 +43,7 @@ use rmq_store::format::gather;
 use rmq_store::format::message::{self, decode_record, Host};
 
 use crate::errors;
+use crate::uniq_counter::UniqCounter;
 
 /// Java `String.hashCode` of `tags` (UTF-16 code units, int32 wrap).
 #[pyfunction]
@@ -112,6 +113,8 @@ pub fn decode_properties<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py
 pub struct UniqIds<'a, 'py> {
     prefix: &'a str,
     counter: &'a Bound<'py, PyAny>,
+    /// The counter when it is the native one (`uniq_counter`): no Python `int` per id.
+    native: Option<&'a UniqCounter>,
 }
 
 impl<'a, 'py> UniqIds<'a, 'py> {
@@ -123,12 +126,31 @@ impl<'a, 'py> UniqIds<'a, 'py> {
                 counter.get_type().name()?
             )));
         }
-        Ok(UniqIds { prefix, counter })
+        let native = counter.cast::<UniqCounter>().ok().map(|c| c.get());
+        Ok(UniqIds {
+            prefix,
+            counter,
+            native,
+        })
     }
 
     /// The next id, written into `id` (cleared first).
     pub fn next_into(&self, py: Python<'py>, id: &mut String) -> PyResult<()> {
         const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let c = match self.native {
+            Some(n) => (n.take() & 0xFFFF) as u16,
+            None => self.next_from_iterator(py)?,
+        };
+        id.clear();
+        id.push_str(self.prefix);
+        for shift in [12u16, 8, 4, 0] {
+            id.push(HEX[((c >> shift) & 0xF) as usize] as char);
+        }
+        Ok(())
+    }
+
+    /// `next(counter) & 0xFFFF` through the iterator protocol (any iterator of ints).
+    fn next_from_iterator(&self, py: Python<'py>) -> PyResult<u16> {
         // SAFETY: `counter` is a live object PyIter_Check accepted (`new`); PyIter_Next returns a new reference, or
         // NULL at the end (no error set) or on an error (set).
         let c = unsafe { ffi::PyIter_Next(self.counter.as_ptr()) };
@@ -138,16 +160,10 @@ impl<'a, 'py> UniqIds<'a, 'py> {
             // SAFETY: a new reference from PyIter_Next
             unsafe { Bound::from_owned_ptr(py, c) }
         };
-        let c: u16 = match c.extract::<u64>() {
-            Ok(v) => (v & 0xFFFF) as u16,
-            Err(_) => c.bitand(0xFFFF)?.extract()?,
-        };
-        id.clear();
-        id.push_str(self.prefix);
-        for shift in [12u16, 8, 4, 0] {
-            id.push(HEX[((c >> shift) & 0xF) as usize] as char);
+        match c.extract::<u64>() {
+            Ok(v) => Ok((v & 0xFFFF) as u16),
+            Err(_) => c.bitand(0xFFFF)?.extract(),
         }
-        Ok(())
     }
 }
 

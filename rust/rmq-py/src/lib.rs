@@ -2,7 +2,7 @@
 //!
 //! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
 //! the module functions, `message_class` the native (not garbage-collected) `Message` class, `message_init`
-//! its `__init__`, `remoting` the remoting frame
+//! its `__init__`, `uniq_counter` the default UNIQ_KEY generator's counter, `remoting` the remoting frame
 //! codec's fast path, `errors` the one error table. Bindings borrow arguments, release the GIL (`py.detach`) around
 //! disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
@@ -14,6 +14,7 @@ mod remoting;
 mod send_request;
 mod store;
 mod store_reader;
+mod uniq_counter;
 
 /// Rust-side allocations of the extension (column buffers, gathered records, store results) come from mimalloc:
 /// with glibc's malloc a multi-MiB buffer was a fresh mmap each time in a Python process, so a Spark task decoding
@@ -38,6 +39,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
     m.add_function(wrap_pyfunction!(codec::assign_uniq_keys, m)?)?;
+    m.add_class::<uniq_counter::UniqCounter>()?;
+    m.add_function(wrap_pyfunction!(uniq_counter::uniq_counter, m)?)?;
     m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;
     m.add_function(wrap_pyfunction!(message_class::message_class, m)?)?;
     m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;

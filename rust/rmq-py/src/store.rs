@@ -660,10 +660,12 @@ impl StoreEngine {
         Ok(d)
     }
 
-    /// What open did to `index/` (refused or deleted files), one sentence each.
+    /// What open did to `index/` (refused or deleted files), one sentence each; the GIL is released while it waits
+    /// for the index builder thread.
     fn index_notes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.check_open(py)?;
-        Ok(self.store.index_notes())
+        let store = &self.store;
+        Ok(py.detach(|| store.index_notes()))
     }
 
     /// `(records, count, index_last_update_timestamp, index_last_update_phyoffset)`; the GIL is released

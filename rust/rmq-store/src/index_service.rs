@@ -26,8 +26,9 @@
 //!   7. A file's mapping is shared (`Arc<IndexMapping>`) with the warm-ahead thread, which only pre-faults it (the
 //!      hash-slot table whole, then entries from the next one on; no byte changes) and keeps it mapped while it does.
 //!
-//! Thread-safety: one `RwLock` around the file list and their headers; the writer (the engine's write mutex holder)
-//! takes it for writing once per put, queries and flushes take it for reading.
+//! Thread-safety: one `RwLock` around the file list and their headers; the writer (the engine's write mutex holder
+//! building a small put inline, or the index builder thread, `build_index_service`, one at a time and in CommitLog
+//! order) takes it for writing once per put or per batch of ranges, queries and flushes take it for reading.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};

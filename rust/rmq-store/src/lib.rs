@@ -8,6 +8,7 @@
 //!
 //! Thread-safety: `MessageStore` is `Send + Sync`: one write mutex, lock-free readers.
 
+pub mod build_index_service;
 pub mod checkpoint;
 pub mod commit_log;
 pub mod config;

@@ -20,14 +20,19 @@
 //!      the end of a successful open until close.
 //!   5. After `close`, every call fails with `Error::Closed`; `close` itself is idempotent.
 //!   6. With `message_index_enable`, every appended record that is not a rollback gets its UNIQ_KEY and KEYS
-//!      indexed inside the same put, under the write mutex (4.9's `CommitLogDispatcherBuildIndex`); open
-//!      re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
+//!      indexed in CommitLog order (4.9's `CommitLogDispatcherBuildIndex`): inside the put, under the write mutex,
+//!      for a put of fewer than `BUILD_INDEX_HANDOFF_MESSAGES` messages when nothing is pending; otherwise by the
+//!      index builder thread after the put returns (`build_index_service`, 4.9's `ReputMessageService`), reading
+//!      the records back from the CommitLog. `query_message`, `flush`, `close`, `index_notes`, the CommitLog's file
+//!      deletion and `correct_min_offsets` first wait until the index holds every record put before the call.
+//!      Open re-indexes the records after the index's last entry (4.9's abnormal-exit rule first, see
 //!      `index_service`). `query_message` serves only whole records whose topic and key match (a hash collision
 //!      or a stale entry is skipped, never served).
 //!   7. With `warm_mapped_file_enable` the warm-ahead thread (`warm_mapped_file_service`) runs from the end of
 //!      open until close (stopped before anything is unmapped) or drop; a put only asks it, never waits for it.
-//!      A put with an indexed message makes sure the index file its keys go to exists before it writes the
-//!      records (the file its first key would have created), so that file's slot table is warmed meanwhile.
+//!      A put that indexes inline makes sure the index file its keys go to exists before it writes the records (the
+//!      file its first key would have created), so that file's slot table is warmed meanwhile; the builder thread
+//!      makes the index's warm requests for what it builds.
 //!
 //! Decisions where the contract is silent (the Python twin matches them):
 //!   * the ConsumeQueue directory is created on the first dispatched put to it (not for PREPARED/ROLLBACK).
@@ -44,7 +49,8 @@
 //!   * `topics()` lists queues loaded from `consumequeue/<topic>/<qid>` (qid a canonical non-negative int)
 //!     or created by puts, sorted by (topic, qid).
 //!
-//! Thread-safety: `MessageStore` is `Send + Sync`; reads take no engine lock (see `mapped_file`).
+//! Thread-safety: `MessageStore` is `Send + Sync`; reads take no engine lock (see `mapped_file`). The index builder
+//! thread never takes the write mutex (a holder of it may wait for the builder).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -53,6 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::build_index_service::{BuildIndexService, BUILD_INDEX_HANDOFF_MESSAGES};
 use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::{CommitLog, SelectedBuffer};
 use crate::config::{FlushDiskType, StoreConfig};
@@ -208,7 +215,9 @@ pub struct MessageStore {
     pub(crate) flush: FlushService,
     /// `warm_mapped_file_enable`: the thread keeping the CommitLog, the ConsumeQueues written and the index faulted
     /// ahead of the writer.
-    warm: Option<WarmMappedFileService>,
+    warm: Option<Arc<WarmMappedFileService>>,
+    /// `message_index_enable`: the thread building the index of large puts after they return (invariant 6).
+    pub(crate) index_builder: Option<BuildIndexService>,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     report: RecoveryReport,
@@ -546,7 +555,23 @@ impl MessageStore {
         let flush = FlushService::start(inner.clone() as Arc<dyn FlushTarget>, interval)
             .map_err(|e| Error::io(&root, e))?;
         let warm = if inner.config.warm_mapped_file_enable {
-            Some(WarmMappedFileService::start().map_err(|e| Error::io(&root, e))?)
+            Some(Arc::new(
+                WarmMappedFileService::start().map_err(|e| Error::io(&root, e))?,
+            ))
+        } else {
+            None
+        };
+        let index_builder = if inner.index.is_some() {
+            match BuildIndexService::start(inner.clone(), warm.clone()) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    if let Some(w) = &warm {
+                        w.stop();
+                    }
+                    flush.stop();
+                    return Err(Error::io(&root, e));
+                }
+            }
         } else {
             None
         };
@@ -560,6 +585,7 @@ impl MessageStore {
             }),
             flush,
             warm,
+            index_builder,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
             report,
@@ -738,7 +764,13 @@ impl MessageStore {
         {
             let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
             self.check_open()?;
-            if let (Some(warm), Some(index)) = (&self.warm, &self.inner.index) {
+            // invariant 6: a large put (or any put while earlier ranges are still pending) leaves its index to the
+            // builder thread; otherwise it is built inline below
+            let handoff = self.index_builder.as_ref().is_some_and(|b| {
+                !self.inner.index_stopped.load(Ordering::Acquire)
+                    && (msgs.len() >= BUILD_INDEX_HANDOFF_MESSAGES || !b.is_idle())
+            });
+            if let (Some(warm), Some(index), false) = (&self.warm, &self.inner.index, handoff) {
                 // the index file this put's keys go to, created now rather than after the records, so the warm-ahead
                 // thread faults its slot table while the records are written
                 let indexed = msgs
@@ -874,7 +906,14 @@ impl MessageStore {
                     wrote_bytes: len as i32,
                 });
             }
-            if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
+            if let (Some(builder), true) = (&self.index_builder, handoff) {
+                if let Some(first) = results
+                    .first()
+                    .filter(|r| r.status == PutMessageStatus::PutOk)
+                {
+                    builder.submit(first.commitlog_offset, last_end);
+                }
+            } else if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
                 if !self.inner.index_stopped.load(Ordering::Acquire) {
                     let mut w = index.writer();
                     for (i, (m, r)) in msgs.iter().zip(results.iter()).enumerate() {
@@ -1173,18 +1212,22 @@ impl MessageStore {
     /// §5 `flush`: CommitLog, ConsumeQueues, every index file, checkpoint; returns the flushed CommitLog offset.
     pub fn flush(&self) -> Result<i64> {
         self.check_open()?;
+        self.wait_index_built();
         self.inner.flush_all_inner(true)
     }
 
     pub fn delete_commit_log_files_before(&self, offset: i64) -> Result<usize> {
         self.check_open()?;
         let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        // the builder reads the records it indexes from the CommitLog: it finishes before their files go
+        self.wait_index_built();
         self.inner.commit_log.queue.delete_files_before(offset)
     }
 
     pub fn correct_min_offsets(&self) -> Result<()> {
         self.check_open()?;
         let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        self.wait_index_built();
         let min_phys = self.inner.commit_log.min_offset();
         for q in self.inner.all_queues() {
             q.correct_min_offset(min_phys)?;
@@ -1203,6 +1246,7 @@ impl MessageStore {
     /// What open did to `index/` that an operator should know (refused or deleted files), and whether building the
     /// index stopped since (a failure creating an index file), one sentence each.
     pub fn index_notes(&self) -> Vec<String> {
+        self.wait_index_built();
         let mut notes = self.index_notes.clone();
         if let Some(reason) = self
             .inner
@@ -1232,6 +1276,7 @@ impl MessageStore {
         let Some(index) = &self.inner.index else {
             return Ok(result);
         };
+        self.wait_index_built();
         let max_num = max_num.min(self.inner.config.max_msgs_num_batch).max(0) as usize;
         let mut last_query_time = end;
         for _ in 0..QUERY_ROUNDS {
@@ -1283,6 +1328,10 @@ impl MessageStore {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        if let Some(builder) = &self.index_builder {
+            builder.wait_built();
+            builder.stop();
+        }
         if let Some(warm) = &self.warm {
             warm.stop();
         }
@@ -1315,6 +1364,13 @@ impl MessageStore {
         removed
     }
 
+    /// Waits until the index holds every record put before the call (`build_index_service` invariant 3).
+    pub fn wait_index_built(&self) {
+        if let Some(builder) = &self.index_builder {
+            builder.wait_built();
+        }
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -1322,7 +1378,11 @@ impl MessageStore {
 
 impl Drop for MessageStore {
     fn drop(&mut self) {
-        // a dropped (not closed) engine behaves like a crash for the files, but stops its threads
+        // a dropped (not closed) engine behaves like a crash for the files, but stops its threads (the index
+        // builder drops what it has not built: the next open re-indexes it)
+        if let Some(builder) = &self.index_builder {
+            builder.stop();
+        }
         if let Some(warm) = &self.warm {
             warm.stop();
         }

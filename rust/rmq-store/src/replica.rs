@@ -17,13 +17,15 @@
 //!      its file exactly. Otherwise the append is refused (`Corrupt`) and the new bytes are zeroed, unpublished.
 //!      A record cut by the end of the data (the master's batches split records) waits for the next append.
 //!   4. Every whole record is dispatched once, in order, under the write mutex: its ConsumeQueue unit at its own
-//!      QUEUEOFFSET (not for PREPARED/ROLLBACK), then its index keys; the result names each (topic, queue) that got
+//!      QUEUEOFFSET (not for PREPARED/ROLLBACK), then its index keys (inline, or by the index builder thread for a
+//!      large append, as for a put: `build_index_service`); the result names each (topic, queue) that got
 //!      units with the queue's new max offset, in order of first appearance (the broker wakes long polls with it).
 //!   5. The dispatch position starts at the recovered end (recovery leaves whole records only) and follows puts;
 //!      a store should either take puts (a master) or appends (a slave).
 //!
 //! Thread-safety: both run under the engine's rules: reads lock-free, appends under the write mutex.
 
+use crate::build_index_service::BUILD_INDEX_HANDOFF_MESSAGES;
 use crate::commit_log::SelectedBuffer;
 use crate::error::{Error, Result};
 use crate::format::index::is_indexed_sys_flag;
@@ -209,13 +211,20 @@ impl MessageStore {
         ws.reput_from = new_reput;
         // dispatch (invariant 4)
         let mut out: Vec<DispatchedQueue> = Vec::new();
-        let mut index_writer = match (
-            &self.inner.index,
-            self.inner.index_stopped.load(Ordering::Acquire),
-        ) {
-            (Some(index), false) => Some(index.writer()),
+        // a large append (or any while earlier ranges are pending) leaves its index to the builder thread, as a put
+        let stopped = self.inner.index_stopped.load(Ordering::Acquire);
+        let handoff = self.index_builder.as_ref().filter(|b| {
+            !stopped && (records.len() >= BUILD_INDEX_HANDOFF_MESSAGES || !b.is_idle())
+        });
+        let mut index_writer = match (&self.inner.index, stopped, handoff.is_some()) {
+            (Some(index), false, false) => Some(index.writer()),
             _ => None,
         };
+        if let (Some(b), Some(&(a, _)), Some(&(z, n))) = (handoff, records.first(), records.last())
+        {
+            let start = file.start() as i64;
+            b.submit(start + a as i64, start + (z + n) as i64);
+        }
         let mut last_ts = None;
         let mut logics_ts = None;
         for (at, n) in records {

@@ -989,3 +989,110 @@ fn warm_mapped_file_changes_no_byte() {
     }
     assert!(a.1 == b.1);
 }
+
+/// Keyed messages (UNIQ_KEY `U<batch>-<i>`, KEYS `k<i % 5> all`) put in batches of `per_batch` (one `ctx` per
+/// batch), or the same one message per put.
+fn put_keyed_in(
+    store: &MessageStore,
+    batches: std::ops::Range<usize>,
+    per_batch: usize,
+    one_by_one: bool,
+) {
+    for r in batches {
+        let ps: Vec<Vec<u8>> = (0..per_batch)
+            .map(|i| keyed_props(&format!("k{} all", i % 5), &format!("U{r}-{i}")))
+            .collect();
+        let msgs: Vec<PutMessage> = (0..per_batch)
+            .map(|i| PutMessage {
+                topic: "B",
+                body: b"a body of some bytes",
+                flag: 0,
+                properties: &ps[i],
+                queue_id: (i % 3) as i32,
+                own: None,
+            })
+            .collect();
+        let c = ctx(1_700_000_000_000 + r as i64 * 1000);
+        if one_by_one {
+            for m in &msgs {
+                assert_eq!(
+                    store.put_messages(&[*m], &c).unwrap()[0].status,
+                    PutMessageStatus::PutOk
+                );
+            }
+        } else {
+            let res = store.put_messages(&msgs, &c).unwrap();
+            assert!(res.iter().all(|x| x.status == PutMessageStatus::PutOk));
+        }
+    }
+}
+
+/// How many of `put_keyed_in`'s UNIQ_KEYs of these batches a query finds (each exactly once).
+fn found_uniq_keys(
+    store: &MessageStore,
+    batches: std::ops::Range<usize>,
+    per_batch: usize,
+) -> usize {
+    let mut n = 0;
+    for r in batches {
+        for i in 0..per_batch {
+            let q = store
+                .query_message("B", &format!("U{r}-{i}"), 64, 0, i64::MAX)
+                .unwrap();
+            n += q.count;
+        }
+    }
+    n
+}
+
+#[test]
+fn index_built_by_the_builder_thread_is_byte_for_byte_the_inline_one() {
+    // batches of 200 go to the builder thread, single puts are indexed inline: the same bytes everywhere
+    let cfg = StoreConfig {
+        mapped_file_size_commit_log: 64 << 10,
+        max_hash_slot_num: 64,
+        max_index_num: 500,
+        ..StoreConfig::default()
+    };
+    let (batched, single) = (TempDir::new(), TempDir::new());
+    let store = MessageStore::open(batched.path(), cfg.clone()).unwrap();
+    put_keyed_in(&store, 0..2, 200, false);
+    // a query right after the put finds everything put before it
+    assert_eq!(found_uniq_keys(&store, 0..2, 200), 400);
+    // a small put while the builder may still hold ranges is queued behind them (CommitLog order)
+    put_keyed_in(&store, 2..3, 200, false);
+    put_keyed(&store, "B", "k0 all", "single", 1_700_000_009_000);
+    assert_eq!(found_uniq_keys(&store, 2..3, 200), 200);
+    let q = store.query_message("B", "single", 64, 0, i64::MAX).unwrap();
+    assert_eq!(q.count, 1);
+    store.close().unwrap();
+    let store = MessageStore::open(single.path(), cfg.clone()).unwrap();
+    put_keyed_in(&store, 0..3, 200, true);
+    put_keyed(&store, "B", "k0 all", "single", 1_700_000_009_000);
+    store.close().unwrap();
+    let (a, b) = (store_image(batched.path()), store_image(single.path()));
+    assert!(a.1.len() >= 4, "index files: {}", a.1.len());
+    assert!(a.0 == b.0, "store files differ");
+    assert!(a.1 == b.1, "index files differ");
+    // reopened: nothing to re-index (close waited for the builder)
+    let store = MessageStore::open(batched.path(), cfg).unwrap();
+    assert_eq!(store.recovery_report().index_rebuilt, 0);
+    store.close().unwrap();
+}
+
+#[test]
+fn a_dropped_store_loses_no_index_entry_the_next_open_cannot_rebuild() {
+    let cfg = StoreConfig {
+        mapped_file_size_commit_log: 64 << 10,
+        max_hash_slot_num: 64,
+        max_index_num: 500,
+        ..StoreConfig::default()
+    };
+    let dir = TempDir::new();
+    let store = MessageStore::open(dir.path(), cfg.clone()).unwrap();
+    put_keyed_in(&store, 0..3, 300, false);
+    drop(store); // like a crash: the builder stops, maybe before it built everything
+    let store = MessageStore::open(dir.path(), cfg).unwrap();
+    assert_eq!(found_uniq_keys(&store, 0..3, 300), 900);
+    store.close().unwrap();
+}
