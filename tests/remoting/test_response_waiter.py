@@ -14,9 +14,10 @@ import pytest
 
 from rmq_core.remoting import RemotingCommand
 from rmq_core.remoting.response_waiter import BlockingResponseWaiter, CallbackResponseWaiter, PendingInvoke
-from rmq_core.remoting.transport import BlockingRemotingClient, Connection, RemotingServer
+from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
+from support.remoting_link import echo, remoting_link
 
 ECHO = 9101
 NEVER = 9102
@@ -41,27 +42,13 @@ class RecordingWaiter(CallbackResponseWaiter):
 @pytest.fixture
 def link() -> Iterator[tuple[BlockingRemotingClient, Connection, str]]:
     """A server (ECHO answers, NEVER never does) on its own thread, and a connected client."""
-    server = RemotingServer("127.0.0.1", 0)
-
-    async def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return RemotingCommand.response_to(cmd, 0, ext_fields=cmd.ext_fields, body=cmd.body)
 
     async def never(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    server.register(ECHO, echo)
-    server.register(NEVER, never)
-    server.start_in_thread("waiter-test-server")
-    client = BlockingRemotingClient()
-    try:
-        assert client.invoke_sync(server.address, RemotingCommand.request(ECHO, {"n": "0"}), 5.0).code == 0
-        conn = client._client.open_connection(server.address)
-        assert conn is not None
-        yield client, conn, server.address
-    finally:
-        client.close()
-        server.stop_thread()
+    with remoting_link({ECHO: echo, NEVER: never}, "waiter-test-server") as link:
+        yield link
 
 
 def start(client: BlockingRemotingClient, job: PendingInvoke) -> None:

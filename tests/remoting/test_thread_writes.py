@@ -13,9 +13,10 @@ import pytest
 
 from rmq_core.remoting import RemotingCommand
 from rmq_core.remoting.response_waiter import BlockingResponseWaiter, PendingInvoke
-from rmq_core.remoting.transport import BlockingRemotingClient, Connection, RemotingServer
+from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
+from support.remoting_link import echo, remoting_link
 
 ECHO = 9111
 
@@ -23,22 +24,8 @@ ECHO = 9111
 @pytest.fixture
 def echo_link() -> Iterator[tuple[BlockingRemotingClient, Connection, str]]:
     """An echo server on its own thread and a connected client."""
-    server = RemotingServer("127.0.0.1", 0)
-
-    async def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return RemotingCommand.response_to(cmd, 0, ext_fields=cmd.ext_fields, body=cmd.body)
-
-    server.register(ECHO, echo)
-    server.start_in_thread("thread-write-test-server")
-    client = BlockingRemotingClient()
-    try:
-        assert client.invoke_sync(server.address, RemotingCommand.request(ECHO, {}), 5.0).code == 0
-        conn = client._client.open_connection(server.address)
-        assert conn is not None
-        yield client, conn, server.address
-    finally:
-        client.close()
-        server.stop_thread()
+    with remoting_link({ECHO: echo}, "thread-write-test-server") as link:
+        yield link
 
 
 def test_frames_from_threads_and_from_the_loop_arrive_whole(echo_link) -> None:  # type: ignore[no-untyped-def]

@@ -412,22 +412,27 @@ print(json.dumps(out))
 """
 
 
-def test_no_space_for_an_index_file_stops_indexing_not_the_puts(backend, tmp_path):
-    """4.9's makeIndexFileError: a new index file that cannot be created (RLIMIT_FSIZE here, a full disk in life)
-    stops the index, never the puts (and never a SIGBUS: index files are reserved, not sparse); the next open
-    re-indexes the records after the last entry."""
+def _run_index_stop_script(tmp_path, backend_name: str, *args: str) -> dict:  # type: ignore[no-untyped-def]
+    """INDEX_STOP_SCRIPT in a child process (its file-size limit is its own); what it printed last, as JSON."""
     import json
     import subprocess
     import sys
 
     p = subprocess.run(
-        [sys.executable, "-c", INDEX_STOP_SCRIPT, str(tmp_path / "s"), backend.name],
+        [sys.executable, "-c", INDEX_STOP_SCRIPT, str(tmp_path / "s"), backend_name, *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert p.returncode == 0, f"rc={p.returncode}\n{p.stdout}\n{p.stderr}"
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_no_space_for_an_index_file_stops_indexing_not_the_puts(backend, tmp_path):
+    """4.9's makeIndexFileError: a new index file that cannot be created (RLIMIT_FSIZE here, a full disk in life)
+    stops the index, never the puts (and never a SIGBUS: index files are reserved, not sparse); the next open
+    re-indexes the records after the last entry."""
+    out = _run_index_stop_script(tmp_path, backend.name)
     assert out["first"] == 0 and out["puts"] == [0] * 5
     assert any("building the index stopped" in n for n in out["notes"]), out["notes"]
     assert out["found_while_stopped"] == 3  # 3 records x 2 keys fill the first 7-entry file
@@ -439,18 +444,7 @@ def test_no_space_for_an_index_file_stops_the_index_built_after_a_large_put(back
     """The same with one put of 100 messages (its index built off the put path with the Rust engine, inline by the
     twin): the put succeeds, the builder stops at the first key that needs a new file, ``index_notes`` says so once it
     has, a query serves what was indexed, and the next open re-indexes the rest."""
-    import json
-    import subprocess
-    import sys
-
-    p = subprocess.run(
-        [sys.executable, "-c", INDEX_STOP_SCRIPT, str(tmp_path / "s"), backend.name, "100"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == 0, f"rc={p.returncode}\n{p.stdout}\n{p.stderr}"
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = _run_index_stop_script(tmp_path, backend.name, "100")
     assert out["first"] == 0 and out["puts"] == [0] * 100
     assert any("building the index stopped" in n for n in out["notes"]), out["notes"]
     assert out["found_while_stopped"] == 3  # x0, x1, x2 (x3's UNIQ_KEY fills the file; its "k" needs the next one)
