@@ -81,6 +81,10 @@ class StoreConfig:
     max_message_size: int = 4 * 1024 * 1024
     flush_disk_type: str = FlushDiskType.ASYNC_FLUSH.value
     flush_interval_commit_log: int = 500
+    #: flushCommitLogTimed (ASYNC_FLUSH): True, 4.9.7's default — the flush thread msyncs the CommitLog every
+    #: ``flush_interval_commit_log`` ms and puts do not wake it; False — a put wakes it once 4 pages
+    #: (flushCommitLogLeastPages) are appended, so dirty data waits less and each msync is small
+    flush_commit_log_timed: bool = True
     sync_flush_timeout: int = 5000
     check_crc_on_recover: bool = True
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "max_message_size": 4 * 1024 * 1024,
     "flush_disk_type": ASYNC_FLUSH,
     "flush_interval_commit_log": 500,
+    "flush_commit_log_timed": True,
     "sync_flush_timeout": 5000,
     "check_crc_on_recover": True,
     "max_transfer_bytes_on_message_in_memory": 262_144,
@@ -45,7 +46,14 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _INT32_MAX = 2**31 - 1
-_NOT_INT = ("flush_disk_type", "store_host", "check_crc_on_recover", "message_index_enable", "warm_mapped_file_enable")
+_NOT_INT = (
+    "flush_disk_type",
+    "store_host",
+    "check_crc_on_recover",
+    "message_index_enable",
+    "warm_mapped_file_enable",
+    "flush_commit_log_timed",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class StoreConfig:
     max_message_size: int
     flush_disk_type: str
     flush_interval_commit_log: int
+    flush_commit_log_timed: bool
     sync_flush_timeout: int
     check_crc_on_recover: bool
     max_transfer_bytes_on_message_in_memory: int
@@ -81,6 +90,7 @@ class StoreConfig:
         v["check_crc_on_recover"] = bool(v["check_crc_on_recover"])
         v["message_index_enable"] = bool(v["message_index_enable"])
         v["warm_mapped_file_enable"] = bool(v["warm_mapped_file_enable"])
+        v["flush_commit_log_timed"] = bool(v["flush_commit_log_timed"])
         for k in DEFAULTS:
             if k not in _NOT_INT:
                 v[k] = int(v[k])

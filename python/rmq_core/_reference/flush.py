@@ -6,8 +6,9 @@ Format: none on disk (it calls back into the engine to msync files and write the
 Invariants:
   1. Every ``flush_interval_commit_log`` ms the thread runs ``flush_all`` (CommitLog, every ConsumeQueue,
      checkpoint), whatever the flush mode.
-  2. ASYNC_FLUSH: a put wakes the thread; a wake-up msyncs the CommitLog when the last CommitLog file has at least
-     FLUSH_LEAST_PAGES × 4096 unflushed bytes.
+  2. ASYNC_FLUSH with ``flush_commit_log_timed`` (4.9.7's default): puts do not wake the thread, the tick of
+     invariant 1 flushes the CommitLog. With it off: a put wakes the thread; a wake-up msyncs the CommitLog when the
+     last CommitLog file has at least FLUSH_LEAST_PAGES × 4096 unflushed bytes.
   3. SYNC_FLUSH (group commit): a put publishes the offset it needs and waits on the condition up to
      ``sync_flush_timeout``; the thread msyncs the CommitLog once for every writer waiting at that moment and
      publishes the flushed offset. A writer is satisfied iff the flushed offset covers it (False on timeout or if

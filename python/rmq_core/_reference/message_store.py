@@ -596,7 +596,7 @@ class StoreEngine:
                 if wait_flush and not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
                     timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
                     results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
-            else:
+            elif not cfg.flush_commit_log_timed:
                 self._flush_service.wake()
         return _result_columns(results)
 
@@ -713,7 +713,8 @@ class StoreEngine:
         with self._lock:
             self._check_open()
             out = _replica.append_commit_log(self, offset, bytes(data))
-        self._flush_service.wake()
+        if not self._config.flush_commit_log_timed:
+            self._flush_service.wake()
         return out
 
     def look_message_by_offset(self, offset: int) -> bytes | None:

@@ -40,6 +40,10 @@ class BrokerConfig:
     store_path_root_dir: str = "./rmq-store"
     broker_role: str = "ASYNC_MASTER"  # ASYNC_MASTER | SYNC_MASTER | SLAVE
     flush_disk_type: str = "ASYNC_FLUSH"
+    # MessageStoreConfig's flushIntervalCommitLog / flushCommitLogTimed (4.9.7: 500 ms, true: under ASYNC_FLUSH the
+    # CommitLog is flushed on that period, sends do not wake the flush thread); read at start
+    flush_interval_commit_log: int = 500
+    flush_commit_log_timed: bool = True
     broker_permission: int = DEFAULT_PERM
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -127,6 +131,8 @@ class BrokerConfig:
     def to_store_config(self) -> StoreConfig:
         return StoreConfig(
             flush_disk_type=self.flush_disk_type,
+            flush_interval_commit_log=self.flush_interval_commit_log,
+            flush_commit_log_timed=self.flush_commit_log_timed,
             sync_flush_timeout=self.sync_flush_timeout,
             max_message_size=self.max_message_size,
             mapped_file_size_commit_log=self.mapped_file_size_commit_log,

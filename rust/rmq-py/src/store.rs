@@ -43,6 +43,7 @@ fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
     );
     take!("max_message_size", max_message_size);
     take!("flush_interval_commit_log", flush_interval_commit_log_ms);
+    take!("flush_commit_log_timed", flush_commit_log_timed);
     take!("sync_flush_timeout", sync_flush_timeout_ms);
     take!("check_crc_on_recover", check_crc_on_recover);
     take!(

@@ -42,6 +42,10 @@ pub struct StoreConfig {
     pub max_message_size: u64,
     pub flush_disk_type: FlushDiskType,
     pub flush_interval_commit_log_ms: u64,
+    /// `flushCommitLogTimed` (ASYNC_FLUSH): true (4.9's default) — the CommitLog is flushed by the flush thread's
+    /// tick every `flush_interval_commit_log_ms`, puts do not wake it; false — a put wakes the flush thread once
+    /// `FLUSH_LEAST_PAGES` pages are appended and it msyncs them (4.9's `waitForRunning` path).
+    pub flush_commit_log_timed: bool,
     pub sync_flush_timeout_ms: u64,
     pub check_crc_on_recover: bool,
     pub max_transfer_bytes_on_message_in_memory: i64,
@@ -72,6 +76,7 @@ impl Default for StoreConfig {
             max_message_size: 4 * 1024 * 1024,
             flush_disk_type: FlushDiskType::AsyncFlush,
             flush_interval_commit_log_ms: 500,
+            flush_commit_log_timed: true,
             sync_flush_timeout_ms: 5000,
             check_crc_on_recover: true,
             max_transfer_bytes_on_message_in_memory: 262_144,

@@ -8,9 +8,12 @@
 //! Invariants:
 //!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue, the
 //!      full index files, checkpoint), whatever the flush mode.
-//!   2. ASYNC_FLUSH: a put sends a wake-up (dropped if one is pending); a wake-up msyncs the CommitLog's whole
-//!      dirty pages when at least `FLUSH_LEAST_PAGES` are dirty (pre-faulting ahead of the writer is the
-//!      warm-ahead thread's, `warm_mapped_file_service`).
+//!   2. ASYNC_FLUSH with `flush_commit_log_timed` (4.9.7's default, `flushCommitLogTimed=true`): puts send no
+//!      wake-up; the tick of invariant 1 flushes the CommitLog (4.9.7's FlushRealTimeService sleeps
+//!      `flushIntervalCommitLog` between flushes the same way). With it off: a put sends a wake-up once
+//!      `FLUSH_LEAST_PAGES` pages were appended since the last one (dropped if one is pending); a wake-up msyncs
+//!      the CommitLog's whole dirty pages when at least `FLUSH_LEAST_PAGES` are dirty (pre-faulting ahead of the
+//!      writer is the warm-ahead thread's, `warm_mapped_file_service`).
 //!   3. SYNC_FLUSH (group commit): a put sends `Sync { upto }` and waits up to `sync_flush_timeout`; the thread
 //!      drains every pending request, msyncs the CommitLog once and answers all of them (true iff the
 //!      flushed offset covers `upto` and the msync succeeded).

@@ -178,7 +178,7 @@ type QueueTable = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 pub(crate) struct Inner {
     root: PathBuf,
-    config: StoreConfig,
+    pub(crate) config: StoreConfig,
     pub(crate) commit_log: CommitLog,
     queues: RwLock<QueueTable>,
     checkpoint: Checkpoint,
@@ -200,9 +200,9 @@ pub(crate) struct WriteState {
     /// Where the next whole record to dispatch starts: the recovered end at open, then the end of each put; a
     /// slave's appends (`replica`) dispatch from here the records their bytes complete.
     pub(crate) reput_from: i64,
-    /// ASYNC_FLUSH wakes the flush thread once per `FLUSH_LEAST_PAGES` pages appended, not once per put:
-    /// a wake-up per put costs a futex round trip and a context switch on every small message, and the
-    /// periodic tick already bounds how long dirty data waits.
+    /// ASYNC_FLUSH with `flush_commit_log_timed` off wakes the flush thread once per `FLUSH_LEAST_PAGES` pages
+    /// appended, not once per put: a wake-up per put costs a futex round trip and a context switch on every
+    /// small message, and the periodic tick already bounds how long dirty data waits.
     next_wake_at: i64,
     /// The warm-ahead thread is asked again when the writer reaches this (file start, position): once per
     /// `WARM_STEP_BYTES` written, and at each new file.
@@ -967,7 +967,7 @@ impl MessageStore {
         if last_end >= 0 {
             match cfg.flush_disk_type {
                 FlushDiskType::AsyncFlush => {
-                    if wake_flusher {
+                    if wake_flusher && !cfg.flush_commit_log_timed {
                         self.flush.wake();
                     }
                 }

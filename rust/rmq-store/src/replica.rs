@@ -273,7 +273,9 @@ impl MessageStore {
             self.inner.last_logics_ts.store(ts, Ordering::Release);
         }
         drop(ws);
-        self.flush.wake();
+        if !self.inner.config.flush_commit_log_timed {
+            self.flush.wake();
+        }
         Ok(out)
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::format::cq_unit::CqUnit;
 use crate::format::message::{decode_record, encode_property_into, tags_hash, BLANK_MAGIC};
@@ -1095,4 +1096,42 @@ fn a_dropped_store_loses_no_index_entry_the_next_open_cannot_rebuild() {
     let store = MessageStore::open(dir.path(), cfg).unwrap();
     assert_eq!(found_uniq_keys(&store, 0..3, 300), 900);
     store.close().unwrap();
+}
+
+/// `flush_commit_log_timed` (4.9.7's `flushCommitLogTimed`, default true): ASYNC_FLUSH puts do not wake the flush
+/// thread, the CommitLog waits for the tick; off, 4+ pages appended are msynced by a wake-up well before the tick.
+#[test]
+fn timed_flush_leaves_the_commit_log_to_the_tick() {
+    let flushed_after_puts = |timed: bool| {
+        let dir = TempDir::new();
+        let cfg = StoreConfig {
+            mapped_file_size_commit_log: 1 << 20,
+            flush_interval_commit_log_ms: 600_000, // no tick during the test
+            flush_commit_log_timed: timed,
+            ..StoreConfig::default()
+        };
+        let store = MessageStore::open(dir.path(), cfg).unwrap();
+        // 12 puts of 2 KiB: 24 KiB, past FLUSH_LEAST_PAGES × 4 KiB; one put per call, as a producer's sends
+        for i in 0..12 {
+            put_n(&store, "T", 0, 1, 2048, 1_000 + i);
+        }
+        let file = store.inner.commit_log.queue.last().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !timed && file.flushed_position() == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(200)); // a wake-up, had one been sent, has run by now
+        let flushed = file.flushed_position();
+        let wrote = file.wrote_position();
+        store.close().unwrap();
+        (flushed, wrote)
+    };
+    let (flushed, wrote) = flushed_after_puts(true);
+    assert!(wrote > 16 * 1024);
+    assert_eq!(flushed, 0, "timed: nothing msynced before the tick");
+    let (flushed, _) = flushed_after_puts(false);
+    assert!(
+        flushed >= 16 * 1024,
+        "untimed: the wake-up msynced {flushed} bytes"
+    );
 }
