@@ -2,7 +2,7 @@
 path is judged by.
 
     .venv/bin/python benches/bench_vs_apache.py [--rounds 5] [--warmup 100000] [--quick] [--brokers rmq_core,apache]
-                                                [--no-java] [--json out.json]
+                                                [--no-java] [--ceiling] [--json out.json]
 
 Each broker runs in its own processes (rmq_core: ``rmq-core namesrv`` and ``rmq-core broker``; Apache: the
 NamesrvStartup and BrokerStartup JVMs of tests/support/apache_rocketmq.py, jars from compat/apache/build.sh) from the SAME
@@ -22,6 +22,11 @@ first...); in each round each broker gets a fresh ASYNC_FLUSH session and a fres
                  a cold client's first sends measure its compiler more than the broker)
     java async   the same producer, --window async sends in flight
   SYNC_FLUSH session: --sync-warmup lean sends, then --sync-messages timed (flushDiskType=SYNC_FLUSH).
+
+--ceiling adds a third broker to every round, rmq_core without its store (benches/no_store_broker.py: the plain
+sends' put answers PUT_OK and stores nothing; transport, parsing, checks, answers and socket I/O kept), for the
+workloads that need nothing stored (start-up, idle RSS, lean send, the Java producer): its figure is the ceiling the
+store leaves the send path, so a change can be judged by how much of the gap to it it closes.
 
 Every response is checked (a send answered with anything but SUCCESS is a failure, counted and shown). For each run:
 the figure, the broker's CPU seconds per 10,000 messages (utime + stime of the broker process, for Apache the
@@ -73,6 +78,7 @@ FIRST_PORT, LAST_PORT = 20000, 20999
 BROKER_NAME = "bench-broker"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BROKERS = ("rmq_core", "apache")
+NO_STORE = "rmq_core_no_store"  # --ceiling: rmq_core with the send path's put a counter (benches/no_store_broker.py)
 
 # The settings both brokers run with (Apache's own names; rmq_core reads the same broker.conf).
 BROKER_CONF = {
@@ -176,6 +182,7 @@ class Session:
 
 class RmqCoreSession(Session):
     kind = "rmq_core"
+    launcher = ["-m", "rmq_core.cli"]
 
     def __init__(self, workdir: str, flush: str) -> None:
         super().__init__(workdir, flush)
@@ -184,7 +191,7 @@ class RmqCoreSession(Session):
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
         with open(os.path.join(self.workdir, log), "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rmq_core.cli", *args],
+                [sys.executable, *self.launcher, *args],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -231,6 +238,13 @@ class RmqCoreSession(Session):
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
         self.procs.clear()
+
+
+class NoStoreSession(RmqCoreSession):
+    """rmq_core's processes, the broker's send-path put a counter (``--ceiling``)."""
+
+    kind = NO_STORE
+    launcher = [os.path.join(ROOT, "benches", "no_store_broker.py")]
 
 
 class ApacheSession(Session):
@@ -409,7 +423,12 @@ class Bench:
     def session(self, kind: str, flush: str, rnd: int, root: str) -> None:
         a = self.args
         workdir = tempfile.mkdtemp(prefix=f"r{rnd}-{kind}-{flush.lower()}-", dir=root)
-        s: Session = RmqCoreSession(workdir, flush) if kind == "rmq_core" else ApacheSession(workdir, flush)
+        sessions: dict[str, Callable[[str, str], Session]] = {
+            "rmq_core": RmqCoreSession,
+            "apache": ApacheSession,
+            NO_STORE: NoStoreSession,
+        }
+        s = sessions[kind](workdir, flush)
         print(f"-- round {rnd}: {kind}, {flush}, store {workdir}", flush=True)
         _live.add(s)
         try:
@@ -430,6 +449,9 @@ class Bench:
             self.phase(s, "idle_rss", lambda: Run(status_kib(s.pid, "VmRSS") / 1024))
             self.warm(s, self.warm_frames)
             self.phase(s, "send", lambda: self.send(s, self.send_frames))
+            if kind == NO_STORE:  # nothing stored: no backlog to pull, no message to wake a long poll with
+                self.java_rows(s)
+                return
             self.phase(s, "backlog", lambda: self.send(s, self.backlog_frames))
             self.phase(s, "pull", lambda: self.pull(s))
             wake: dict[str, float] = {}
@@ -442,13 +464,16 @@ class Bench:
 
             self.phase(s, "wakeup_p50", lambda: wake_p("p50"))
             self.phase(s, "wakeup_p99", lambda: wake_p("p99"))
-            if not a.no_java:
-                self.phase(s, "java_sync", lambda: self.java(s, "sync"))
-                self.phase(s, "java_async", lambda: self.java(s, "async"))
+            self.java_rows(s)
         finally:
             s.stop()
             _live.discard(s)
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def java_rows(self, s: Session) -> None:
+        if not self.args.no_java:
+            self.phase(s, "java_sync", lambda: self.java(s, "sync"))
+            self.phase(s, "java_async", lambda: self.java(s, "async"))
 
 
 def _unit(key: str) -> str:
@@ -491,6 +516,8 @@ def summary(results: Results, brokers: tuple[str, ...]) -> dict[str, Any]:
         row["ratio"] = a / b if a is not None and b else None
         ca, cb = (row.get(k, {}).get("cpu_s_per_10k_median") for k in ("rmq_core", "apache"))
         row["cpu_ratio"] = ca / cb if ca is not None and cb else None
+        c = row.get(NO_STORE, {}).get("median")
+        row["no_store_ratio"] = c / b if c is not None and b else None
         out[w.key] = row
     return out
 
@@ -524,7 +551,21 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     print("highest run. On a loaded machine a one-thread broker gets a smaller share of the cores than a many-thread")
     print("one: read msg/s beside the cores and CPU columns.")
     print()
-    print("every run, in order (rmq_core | Apache):")
+    if NO_STORE in brokers:
+        print()
+        print("ceiling (--ceiling): rmq_core without its store, the same workloads in the same rounds")
+        print(f"{'workload':<38}{'no store':>11}{'/ Apache':>10}{'rmq_core / no store':>21}   every run")
+        for w in WORKLOADS:
+            row = summ[w.key]
+            c, a = cell(row, NO_STORE, "median"), cell(row, "rmq_core", "median")
+            if c is None:
+                continue
+            ratio = "-" if row["no_store_ratio"] is None else f"{row['no_store_ratio']:.2f}"
+            share = "-" if a is None or not c else f"{a / c:.2f}"
+            runs = ", ".join(_fmt(v, w.unit) for v in cell(row, NO_STORE, "runs") or [])
+            print(f"{w.label:<38}{_fmt(c, w.unit):>11}{ratio:>10}{share:>21}   {runs}")
+    print()
+    print(f"every run, in order ({' | '.join(brokers)}):")
     for w in WORKLOADS:
         row = summ[w.key]
         parts = []
@@ -538,12 +579,12 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
                 s += f" ({cell(row, b, 'failed')} FAILED)"
             parts.append(s or "-")
         print(f"  {w.label:<38} {' | '.join(parts)}")
-    if len(brokers) == 2:
+    if "rmq_core" in brokers and "apache" in brokers:
         print()
         print("per-round ratios (rmq_core / Apache of the runs of the same round, which ran back to back: the slow")
         print("drift of a shared machine's load cancels), and their median:")
         for w in WORKLOADS:
-            ours, theirs = (cell(summ[w.key], b, "runs") or [] for b in brokers)
+            ours, theirs = (cell(summ[w.key], b, "runs") or [] for b in ("rmq_core", "apache"))
             if ours and len(ours) == len(theirs) and all(theirs):
                 ratios = [a / b for a, b in zip(ours, theirs)]
                 print(
@@ -581,6 +622,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-seconds", type=float, default=1.0, help="idle time before the idle RSS is read")
     p.add_argument("--brokers", default=",".join(BROKERS), help="which brokers (rmq_core,apache)")
     p.add_argument("--no-java", action="store_true", help="skip the Java producer runs")
+    p.add_argument("--ceiling", action="store_true", help=f"add {NO_STORE} (its store's put a counter) to every round")
     p.add_argument("--quick", action="store_true", help="a smoke run of about a minute (1 round, small counts)")
     p.add_argument("--phase-timeout", type=float, default=300.0, help="seconds any one timed part may take")
     p.add_argument("--start-timeout", type=float, default=90.0)
@@ -594,6 +636,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.brokers = tuple(b.strip() for b in args.brokers.split(",") if b.strip())
     if not args.brokers or any(b not in BROKERS for b in args.brokers):
         p.error(f"--brokers: a comma-separated subset of {','.join(BROKERS)}")
+    if args.ceiling:
+        args.brokers += (NO_STORE,)
     if args.sync_warmup > args.warmup:
         p.error("--sync-warmup cannot exceed --warmup (the SYNC_FLUSH warm-up reuses the warm-up frames)")
     return args
@@ -615,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         for rnd, kind in rounds_order(args.rounds, args.brokers):
-            for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            for flush in ("ASYNC_FLUSH",) if kind == NO_STORE else ("ASYNC_FLUSH", "SYNC_FLUSH"):
                 bench.session(kind, flush, rnd, root)
     finally:
         _stop_all()

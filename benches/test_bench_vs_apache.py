@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from bench_vs_apache import Results, Run, rounds_order, summary
+from bench_vs_apache import NO_STORE, Results, Run, parse_args, rounds_order, summary
 from lean_clients import _Frames
 
 from rmq_core.remoting.codes import RequestCode
@@ -57,3 +57,23 @@ def test_summary_medians_ratios_and_cpu_per_10k() -> None:
     assert s["ratio"] == pytest.approx(20_000 / 45_000)
     assert s["cpu_ratio"] == pytest.approx(0.5)
     assert summary(r, ("rmq_core", "apache"))["pull"]["ratio"] is None
+
+
+def test_the_ceiling_broker_is_a_third_kind_with_its_own_ratio() -> None:
+    args = parse_args(["--ceiling", "--rounds", "2"])
+    assert args.brokers == ("rmq_core", "apache", NO_STORE)
+    assert [k for _, k in rounds_order(2, args.brokers)] == [
+        "rmq_core",
+        "apache",
+        NO_STORE,
+        NO_STORE,
+        "apache",
+        "rmq_core",
+    ]
+    r = Results()
+    r.add("java_sync", "rmq_core", Run(18_000))
+    r.add("java_sync", "apache", Run(15_000))
+    r.add("java_sync", NO_STORE, Run(21_000))
+    s = summary(r, args.brokers)["java_sync"]
+    assert s["ratio"] == pytest.approx(1.2) and s["no_store_ratio"] == pytest.approx(1.4)
+    assert summary(r, ("rmq_core", "apache"))["java_sync"]["no_store_ratio"] is None
