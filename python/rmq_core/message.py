@@ -266,6 +266,17 @@ class MessageExt(Message):
     def offset_msg_id(self) -> str:
         return self.msg_id
 
+    @property
+    def transaction_id(self) -> str | None:
+        """Java's ``getTransactionId()`` of a pulled message (PullAPIWrapper.processPullResult): the UNIQ_KEY of a
+        message whose TRAN_MSG property parses as true (Boolean.parseBoolean: "true" in any case) — a committed
+        transactional message keeps it — else None."""
+        props = self.properties
+        flag = props.get(PROPERTY_TRANSACTION_PREPARED)
+        if flag is None or flag.lower() != "true":
+            return None
+        return props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
     def to_dict(self) -> dict[str, Any]:
         return {s: getattr(self, s) for s in _all_slots(type(self))}
 
