@@ -5,11 +5,14 @@ Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 ind
 timestamp msynced before this write; 0 with no index),
 @24 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
 Invariants:
-  1. Written only after the CommitLog (then the ConsumeQueues) were msynced: ``confirm_phy_offset`` is the flushed
-     CommitLog offset; abnormal recovery starts from the file holding it.
+  1. Written only after the CommitLog (then the ConsumeQueues due) were msynced: ``confirm_phy_offset`` is the
+     flushed CommitLog offset; abnormal recovery starts from the file holding it (and from where the ConsumeQueues'
+     own last units end, if earlier).
   2. physicMsgTimestamp = STORETIMESTAMP of the last record appended (in this or an earlier run);
      logicsMsgTimestamp = STORETIMESTAMP of the last record that got a ConsumeQueue unit (puts and re-dispatch,
-     the latter as a running max). Both keep the values loaded at open until something newer is appended.
+     the latter as a running max) as of the last flush that left no ConsumeQueue unit unflushed (the flush thread's
+     tick skips queues with few dirty pages, as 4.9's FlushConsumeQueueService, which also advances it only at its
+     thorough flushes). Both keep the values loaded at open until something newer is durable.
   3. Opening creates the file if missing (empty until the first write); a missing or shorter-than-40-byte file
      reads as all zeros.
   4. Each write rewrites the whole 4096 bytes at offset 0, truncates the file to 4096, and fdatasyncs it.

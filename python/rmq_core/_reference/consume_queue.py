@@ -252,5 +252,13 @@ class ConsumeQueue:
     def flush(self) -> None:
         self.queue.flush()
 
+    def flush_if_dirty(self, least_pages: int) -> bool:
+        """The flush thread's rule (4.9's ``flush(flushConsumeQueueLeastPages)``): msyncs the queue when at least
+        ``least_pages`` pages are dirty (0: any unflushed unit). True when no unit is left unflushed."""
+        if self.queue.is_able_to_flush(least_pages):
+            self.queue.flush()
+            return True
+        return not self.queue.is_able_to_flush(0)
+
     def close(self) -> None:
         self.queue.close()

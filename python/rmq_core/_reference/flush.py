@@ -4,8 +4,9 @@
 Owns: the thread and the condition variable writers wait on.
 Format: none on disk (it calls back into the engine to msync files and write the checkpoint).
 Invariants:
-  1. Every ``flush_interval_commit_log`` ms the thread runs ``flush_all`` (CommitLog, every ConsumeQueue,
-     checkpoint), whatever the flush mode.
+  1. Every ``flush_interval_commit_log`` ms the thread runs ``flush_all`` (the CommitLog, the ConsumeQueues with at
+     least FLUSH_CONSUME_QUEUE_LEAST_PAGES dirty — every one each FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS —, the
+     full index files, the checkpoint), whatever the flush mode.
   2. ASYNC_FLUSH with ``flush_commit_log_timed`` (4.9.7's default): puts do not wake the thread, the tick of
      invariant 1 flushes the CommitLog. With it off: a put wakes the thread; a wake-up msyncs the CommitLog when the
      last CommitLog file has at least FLUSH_LEAST_PAGES × 4096 unflushed bytes.

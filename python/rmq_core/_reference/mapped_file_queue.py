@@ -22,6 +22,7 @@ import os
 
 from rmq_core.errors import StoreError
 
+from .format import OS_PAGE_SIZE
 from .format.file_name import offset_to_file_name, parse_file_name
 from .mapped_file import MappedFile
 
@@ -146,6 +147,19 @@ class MappedFileQueue:
         for f in self.files:
             if f.wrote > f.flushed:
                 f.flush()
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        """4.9's ``isAbleToFlush(leastPages)`` over the run: a file before the last one with unflushed bytes (it is
+        full), or at least ``least_pages`` OS pages between the last file's flushed and written positions; with 0, any
+        unflushed byte."""
+        if not self.files:
+            return False
+        if any(f.flushed < f.wrote for f in self.files[:-1]):
+            return True
+        last = self.files[-1]
+        if least_pages == 0:
+            return last.wrote > last.flushed
+        return max(last.wrote // OS_PAGE_SIZE - last.flushed // OS_PAGE_SIZE, 0) >= least_pages
 
     def close(self) -> None:
         for f in self.files:

@@ -48,6 +48,7 @@ import fcntl
 import os
 import struct
 import threading
+import time
 from array import array
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -70,6 +71,8 @@ from .format import (
     COMMITLOG_DIR,
     CONFIG_DIR,
     CONSUMEQUEUE_DIR,
+    FLUSH_CONSUME_QUEUE_LEAST_PAGES,
+    FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS,
     LOCK_FILE,
     decode_abort_boot_id,
 )
@@ -171,6 +174,10 @@ class StoreEngine:
             self._load_queues()
             self._last_physic_ts = self._checkpoint.physic_msg_timestamp
             self._last_logics_ts = self._checkpoint.logics_msg_timestamp
+            # the checkpoint's logicsMsgTimestamp: the last dispatch time as of a flush that left no ConsumeQueue
+            # unit unflushed (the tick skips queues with few dirty pages); when the tick last msynced every queue
+            self._flushed_logics_ts = self._last_logics_ts
+            self._last_thorough_cq_flush = time.monotonic()
             self._index: IndexService | None = None
             self._last_index_ts = self._checkpoint.index_msg_timestamp
             self._index_notes: list[str] = []
@@ -344,16 +351,27 @@ class StoreEngine:
 
     # -- flushing -------------------------------------------------------------------------------------------
 
-    def _flush_all_locked(self, live_index: bool = True) -> int:
-        """CommitLog, every ConsumeQueue, the index (every file with ``live_index``, else the full ones: the flush
-        thread's tick), then the checkpoint; returns the flushed CommitLog offset."""
+    def _flush_all_locked(self, explicit: bool = True) -> int:
+        """``explicit`` (``flush()``, close): the CommitLog, every ConsumeQueue and index file. Otherwise the flush
+        thread's tick: the CommitLog, the ConsumeQueues with at least FLUSH_CONSUME_QUEUE_LEAST_PAGES dirty (all of
+        them once per FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS), the full index files. Then the checkpoint; returns
+        the flushed CommitLog offset."""
         physic_ts, logics_ts = self._last_physic_ts, self._last_logics_ts
         flushed = self._commit_log.flush()
+        now = time.monotonic()
+        if explicit or (now - self._last_thorough_cq_flush) * 1000 >= FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS:
+            self._last_thorough_cq_flush = now
+            least_pages = 0
+        else:
+            least_pages = FLUSH_CONSUME_QUEUE_LEAST_PAGES
+        every_unit_flushed = True
         for cq in list(self._queues.values()):
-            cq.flush()
+            every_unit_flushed &= cq.flush_if_dirty(least_pages)
+        if every_unit_flushed:
+            self._flushed_logics_ts = max(self._flushed_logics_ts, logics_ts)
         if self._index is not None:
-            self._last_index_ts = max(self._last_index_ts, self._index.flush(live_index))
-        self._checkpoint.write(physic_ts, logics_ts, flushed, self._last_index_ts)
+            self._last_index_ts = max(self._last_index_ts, self._index.flush(explicit))
+        self._checkpoint.write(physic_ts, self._flushed_logics_ts, flushed, self._last_index_ts)
         return flushed
 
     def _flush_all_quietly(self) -> int | None:
@@ -361,7 +379,7 @@ class StoreEngine:
             if self._released:
                 return None
             try:
-                return self._flush_all_locked(live_index=False)
+                return self._flush_all_locked(explicit=False)
             except StoreError:
                 return None
 

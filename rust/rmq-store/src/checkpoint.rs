@@ -7,11 +7,14 @@
 //! @24 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
 //!
 //! Invariants:
-//!   1. Written only after the CommitLog (then the ConsumeQueues) were msynced, so `confirm_phy_offset` is
-//!      durable CommitLog data: abnormal recovery starts from the file holding it.
+//!   1. Written only after the CommitLog (then the ConsumeQueues due) were msynced, so `confirm_phy_offset` is
+//!      durable CommitLog data: abnormal recovery starts from the file holding it (and from where the
+//!      ConsumeQueues' own last units end, if earlier).
 //!   2. physicMsgTimestamp = STORETIMESTAMP of the last record appended (so far, in this or an earlier run);
-//!      logicsMsgTimestamp = STORETIMESTAMP of the last record that got a ConsumeQueue unit. Both keep the
-//!      loaded values until something newer is appended.
+//!      logicsMsgTimestamp = STORETIMESTAMP of the last record that got a ConsumeQueue unit as of the last flush
+//!      that left no ConsumeQueue unit unflushed (the flush thread's tick skips queues with few dirty pages, as
+//!      4.9's FlushConsumeQueueService, which also advances it only at its thorough flushes). Both keep the
+//!      loaded values until something newer is durable.
 //!   3. A missing or short file reads as all zeros (abnormal recovery then scans from the first file).
 //!
 //! Thread-safety: one `Mutex` around the file; callers serialise flushes anyway.

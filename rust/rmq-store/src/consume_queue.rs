@@ -279,6 +279,17 @@ impl ConsumeQueue {
     pub fn flush(&self) -> Result<i64> {
         self.queue.flush()
     }
+
+    /// The flush thread's rule (4.9's `flush(flushConsumeQueueLeastPages)`): msyncs the queue when at least
+    /// `least_pages` pages are dirty (0: any unflushed unit). Returns true when no unit written before the call is
+    /// left unflushed.
+    pub fn flush_if_dirty(&self, least_pages: usize) -> Result<bool> {
+        if self.queue.is_able_to_flush(least_pages) {
+            self.queue.flush()?;
+            return Ok(true);
+        }
+        Ok(!self.queue.is_able_to_flush(0))
+    }
 }
 
 /// The tag-filter stride: copies matching 20-byte units. Only the low 32 bits of tagsCode are compared

@@ -6,8 +6,9 @@
 //! Format: none on disk (it calls back into the engine to msync files and write the checkpoint).
 //!
 //! Invariants:
-//!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (CommitLog, every ConsumeQueue, the
-//!      full index files, checkpoint), whatever the flush mode.
+//!   1. Every `flush_interval_commit_log` ms the thread runs `flush_all` (the CommitLog, the ConsumeQueues with at
+//!      least `FLUSH_CONSUME_QUEUE_LEAST_PAGES` dirty — every one each `FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS` —,
+//!      the full index files, the checkpoint), whatever the flush mode.
 //!   2. ASYNC_FLUSH with `flush_commit_log_timed` (4.9.7's default, `flushCommitLogTimed=true`): puts send no
 //!      wake-up; the tick of invariant 1 flushes the CommitLog (4.9.7's FlushRealTimeService sleeps
 //!      `flushIntervalCommitLog` between flushes the same way). With it off: a put sends a wake-up once
@@ -31,7 +32,7 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 pub trait FlushTarget: Send + Sync + 'static {
     /// msync the CommitLog; returns the flushed offset or None on an I/O error.
     fn flush_commit_log(&self) -> Option<i64>;
-    /// CommitLog + ConsumeQueues + full index files + checkpoint.
+    /// CommitLog + the ConsumeQueues due + full index files + checkpoint (the periodic tick).
     fn flush_all(&self);
     /// Async wake-up: msync whole dirty pages of the CommitLog.
     fn on_wake(&self);

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::format::file_name::{offset_to_file_name, parse_file_name};
+use crate::format::OS_PAGE_SIZE;
 use crate::mapped_file::MappedFile;
 
 pub struct MappedFileQueue {
@@ -177,6 +178,27 @@ impl MappedFileQueue {
             }
         }
         Ok(target)
+    }
+
+    /// 4.9's `isAbleToFlush(leastPages)` over the run: a file before the last one with unflushed bytes (it is full),
+    /// or at least `least_pages` OS pages between the last file's flushed and written positions; with 0, any
+    /// unflushed byte.
+    pub fn is_able_to_flush(&self, least_pages: usize) -> bool {
+        let files = self.snapshot();
+        let Some((last, full)) = files.split_last() else {
+            return false;
+        };
+        if full
+            .iter()
+            .any(|f| f.flushed_position() < f.wrote_position())
+        {
+            return true;
+        }
+        let (wrote, flushed) = (last.wrote_position(), last.flushed_position());
+        if least_pages == 0 {
+            return wrote > flushed;
+        }
+        (wrote / OS_PAGE_SIZE).saturating_sub(flushed / OS_PAGE_SIZE) >= least_pages
     }
 
     /// Deletes files whose whole range ends at or before `offset`, never the last one. Returns how many.

@@ -57,7 +57,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::build_index_service::{BuildIndexService, BUILD_INDEX_HANDOFF_MESSAGES};
 use crate::checkpoint::{Checkpoint, CheckpointData};
@@ -81,7 +81,8 @@ use crate::format::{
     CONSUMEQUEUE_DIR, LOCK_FILE,
 };
 use crate::format::{
-    CQ_WARM_AHEAD_BYTES, CQ_WARM_STEP_BYTES, FLUSH_LEAST_PAGES, INDEX_WARM_STEP_MESSAGES,
+    CQ_WARM_AHEAD_BYTES, CQ_WARM_STEP_BYTES, FLUSH_CONSUME_QUEUE_LEAST_PAGES,
+    FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS, FLUSH_LEAST_PAGES, INDEX_WARM_STEP_MESSAGES,
     OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES,
 };
 use crate::get_message::{self, GetMessageResult, MessageFilter};
@@ -192,6 +193,11 @@ pub(crate) struct Inner {
     index_stop_reason: Mutex<Option<String>>,
     /// The checkpoint's indexMsgTimestamp: kept as loaded until an index flush makes something newer durable.
     last_index_ts: AtomicI64,
+    /// The checkpoint's logicsMsgTimestamp: the last dispatch time as of a flush that left no ConsumeQueue unit
+    /// unflushed (the tick skips queues with less than `FLUSH_CONSUME_QUEUE_LEAST_PAGES` dirty).
+    flushed_logics_ts: AtomicI64,
+    /// When the tick last msynced every ConsumeQueue (`FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS`).
+    pub(crate) last_thorough_cq_flush: Mutex<Instant>,
 }
 
 pub(crate) struct WriteState {
@@ -267,7 +273,10 @@ impl Inner {
 
     /// CommitLog, then every ConsumeQueue, then the index (every file with `live_index`, else the full ones:
     /// `IndexService::flush`), then the checkpoint; returns the flushed CommitLog offset.
-    fn flush_all_inner(&self, live_index: bool) -> Result<i64> {
+    /// `explicit`: `flush()` or close — every file is msynced. Otherwise the flush thread's tick: the CommitLog, the
+    /// ConsumeQueues with at least `FLUSH_CONSUME_QUEUE_LEAST_PAGES` dirty (all of them once per
+    /// `FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS`), the full index files.
+    pub(crate) fn flush_all_inner(&self, explicit: bool) -> Result<i64> {
         let _g = self
             .flush_all_lock
             .lock()
@@ -275,16 +284,35 @@ impl Inner {
         let physic_ts = self.last_physic_ts.load(Ordering::Acquire);
         let logics_ts = self.last_logics_ts.load(Ordering::Acquire);
         let flushed = self.commit_log.queue.flush()?;
+        let least_pages = {
+            let mut last = self
+                .last_thorough_cq_flush
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let due =
+                last.elapsed() >= Duration::from_millis(FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS);
+            if explicit || due {
+                *last = Instant::now();
+                0
+            } else {
+                FLUSH_CONSUME_QUEUE_LEAST_PAGES
+            }
+        };
+        let mut every_unit_flushed = true;
         for q in self.all_queues() {
-            q.flush()?;
+            every_unit_flushed &= q.flush_if_dirty(least_pages)?;
+        }
+        if every_unit_flushed {
+            self.flushed_logics_ts
+                .fetch_max(logics_ts, Ordering::AcqRel);
         }
         if let Some(index) = &self.index {
-            let ts = index.flush(live_index)?;
+            let ts = index.flush(explicit)?;
             self.last_index_ts.fetch_max(ts, Ordering::AcqRel);
         }
         self.checkpoint.write(&CheckpointData {
             physic_msg_timestamp: physic_ts,
-            logics_msg_timestamp: logics_ts,
+            logics_msg_timestamp: self.flushed_logics_ts.load(Ordering::Acquire),
             index_msg_timestamp: self.last_index_ts.load(Ordering::Acquire),
             confirm_phy_offset: flushed,
         })?;
@@ -536,6 +564,8 @@ impl MessageStore {
             index_stopped: AtomicBool::new(false),
             index_stop_reason: Mutex::new(None),
             last_index_ts: AtomicI64::new(cp.index_msg_timestamp),
+            flushed_logics_ts: AtomicI64::new(cp.logics_msg_timestamp),
+            last_thorough_cq_flush: Mutex::new(Instant::now()),
         });
         if abnormal {
             report.redispatched = Self::redispatch(&inner, cp.confirm_phy_offset, end)?;

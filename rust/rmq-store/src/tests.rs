@@ -1135,3 +1135,39 @@ fn timed_flush_leaves_the_commit_log_to_the_tick() {
         "untimed: the wake-up msynced {flushed} bytes"
     );
 }
+
+/// The tick's ConsumeQueue rule (4.9's FlushConsumeQueueService): a queue with fewer than
+/// `FLUSH_CONSUME_QUEUE_LEAST_PAGES` dirty pages waits, one with more is msynced; every queue once the thorough
+/// interval has passed, and at an explicit flush.
+#[test]
+fn the_tick_msyncs_consume_queues_with_two_dirty_pages_and_all_of_them_each_minute() {
+    let dir = TempDir::new();
+    let cfg = StoreConfig {
+        mapped_file_size_commit_log: 4 << 20,
+        flush_interval_commit_log_ms: 600_000, // the test runs the ticks itself
+        ..StoreConfig::default()
+    };
+    let store = MessageStore::open(dir.path(), cfg).unwrap();
+    put_n(&store, "Cqf", 0, 1, 10, 1_000);
+    put_n(&store, "Cqf", 1, 500, 10, 2_000); // 10,000 bytes of units: 2 pages and more
+    let flushed = |qid: i32| {
+        let q = store.inner.queue("Cqf", qid).unwrap();
+        let f = q.queue.last().unwrap();
+        (f.flushed_position(), f.wrote_position())
+    };
+    store.inner.flush_all_inner(false).unwrap();
+    assert_eq!(flushed(0), (0, 20), "one unit: left for later");
+    assert_eq!(flushed(1), (10_000, 10_000));
+    {
+        let mut last = store.inner.last_thorough_cq_flush.lock().unwrap();
+        *last = last.checked_sub(Duration::from_secs(61)).unwrap();
+    }
+    store.inner.flush_all_inner(false).unwrap();
+    assert_eq!(flushed(0), (20, 20), "the thorough tick msyncs every queue");
+    put_n(&store, "Cqf", 0, 1, 10, 3_000);
+    store.inner.flush_all_inner(false).unwrap();
+    assert_eq!(flushed(0), (20, 40));
+    store.flush().unwrap();
+    assert_eq!(flushed(0), (40, 40), "an explicit flush msyncs every queue");
+    store.close().unwrap();
+}

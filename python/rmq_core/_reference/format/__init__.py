@@ -43,4 +43,9 @@ LOCK_FILE = "lock"
 RECOVER_NORMAL_FILE_COUNT = 3
 # Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (flushPhysicQueueLeastPages).
 FLUSH_LEAST_PAGES = 4
+# The flush thread's tick msyncs a ConsumeQueue only when this many OS pages of it are dirty
+# (flushConsumeQueueLeastPages), except every FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS, when it msyncs all of them
+# (flushConsumeQueueThoroughInterval); explicit flushes and close msync all of them.
+FLUSH_CONSUME_QUEUE_LEAST_PAGES = 2
+FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS = 60_000
 OS_PAGE_SIZE = 4096

@@ -58,6 +58,11 @@ pub const LOCK_FILE: &str = "lock";
 pub const RECOVER_NORMAL_FILE_COUNT: usize = 3;
 /// Async flush wake-ups flush the CommitLog only when this many OS pages are dirty (`flushPhysicQueueLeastPages`).
 pub const FLUSH_LEAST_PAGES: usize = 4;
+/// The flush thread's tick msyncs a ConsumeQueue only when this many OS pages of it are dirty
+/// (`flushConsumeQueueLeastPages`), except every `FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS`, when it msyncs all of them
+/// (`flushConsumeQueueThoroughInterval`); explicit flushes and close msync all of them.
+pub const FLUSH_CONSUME_QUEUE_LEAST_PAGES: usize = 2;
+pub const FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS: u64 = 60_000;
 pub const OS_PAGE_SIZE: usize = 4096;
 /// The warm-ahead thread keeps at most this many CommitLog bytes faulted beyond the write position
 /// (`warm_mapped_file_enable`; see `warm_mapped_file_service`).
