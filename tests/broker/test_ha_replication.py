@@ -1,7 +1,8 @@
 """Master/slave replication between two rmq_core brokers over loopback (broker/ha/): the slave's CommitLog equals the
 master's byte for byte and its ConsumeQueues answer the same pulls; a slave started late catches up, one restarted
 resumes from its own end; SYNC_MASTER answers SEND_OK only for what a slave holds, SLAVE_NOT_AVAILABLE without a slave
-and FLUSH_SLAVE_TIMEOUT when the slave stops acknowledging; garbage and a diverged slave on the HA port affect only
+and FLUSH_SLAVE_TIMEOUT when the slave stops acknowledging; two slaves each get the master's bytes and one is enough for
+SYNC_MASTER; garbage and a diverged slave on the HA port affect only
 their own connection; a slave copies its master's configs (SlaveSynchronize) and refuses sends."""
 
 from __future__ import annotations
@@ -130,6 +131,33 @@ def test_sync_master(tmp_path, client) -> None:
         # the slave is gone: SLAVE_NOT_AVAILABLE again once its connection closed
         wait_until(lambda: not master.controller.replication.ha_service.connections, "the connection closed")
         assert send_n(client, master, 1)[0].code == ResponseCode.SLAVE_NOT_AVAILABLE
+
+
+def test_two_slaves_each_get_the_masters_bytes_and_sync_master_needs_one(tmp_path, client) -> None:
+    """4.9's HAService serves each slave on its own HAConnection from that slave's own offset; push2SlaveMaxOffset is
+    the furthest any slave acknowledged, so a SYNC_MASTER send is SEND_OK once one slave holds it, and the master
+    stays writable while one of two slaves is gone."""
+    master = start_broker(str(tmp_path / "m"), broker_role="SYNC_MASTER", sync_flush_timeout=3000)
+    with brokers(master):
+        s1 = start_slave(str(tmp_path / "s1"), master)
+        s2 = start_slave(str(tmp_path / "s2"), master, broker_id=2)
+        with brokers(s1, s2):
+            ha = master.controller.replication.ha_service
+            wait_until(lambda: len(ha.connections) == 2, "both slaves connected")
+            wait_until(lambda: all(c.slave_request_offset >= 0 for c in ha.connections), "both slaves reported")
+            rs = send_n(client, master, 3000, size=500)  # ~1.7 MB: two 1 MiB CommitLog files
+            assert all(ok(r) for r in rs), {r.code for r in rs}
+            wait_until(lambda: caught_up(master, s1) and caught_up(master, s2), "both slaves caught up", timeout=30)
+            end = master.message_store.max_physical_offset
+            assert end > FILE
+            expected = commit_log_bytes(str(tmp_path / "m"), end, FILE)
+            assert commit_log_bytes(str(tmp_path / "s1"), end, FILE) == expected
+            assert commit_log_bytes(str(tmp_path / "s2"), end, FILE) == expected
+            s2.shutdown()
+            wait_until(lambda: len(ha.connections) == 1, "the second slave's connection closed")
+            rs = send_n(client, master, 50)
+            assert all(ok(r) for r in rs), {r.code for r in rs}  # the remaining slave acknowledges them
+            assert s1.message_store.max_physical_offset == master.message_store.max_physical_offset
 
 
 def test_sync_master_flush_slave_timeout_when_the_slave_stops_acking(tmp_path, client) -> None:

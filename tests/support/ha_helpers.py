@@ -34,7 +34,9 @@ def ha_address(master: Broker) -> str:
 
 
 def start_slave(root: str, master: Broker, **config: Any) -> Broker:
-    return start_broker(root, broker_role="SLAVE", broker_id=1, ha_master_address=ha_address(master), **config)
+    return start_broker(
+        root, **{"broker_role": "SLAVE", "broker_id": 1, "ha_master_address": ha_address(master), **config}
+    )
 
 
 @contextlib.contextmanager
