@@ -21,6 +21,8 @@ first...); in each round each broker gets a fresh ASYNC_FLUSH session and a fres
                  --java-messages timed after --java-warmup untimed (the client's JVM JIT-compiles its send path;
                  a cold client's first sends measure its compiler more than the broker)
     java async   the same producer, --window async sends in flight
+    java batch   the same producer, --java-threads threads, each sending send(Collection) of --java-batch messages
+                 (SEND_BATCH_MESSAGE; --java-batch-messages messages after as many untimed)
   SYNC_FLUSH session: --sync-warmup lean sends, then --sync-messages timed (flushDiskType=SYNC_FLUSH).
 
 --ceiling adds a third broker to every round, rmq_core without its store (benches/no_store_broker.py: the plain
@@ -307,6 +309,7 @@ WORKLOADS = [
     Workload("sync_flush", "SYNC_FLUSH lean send", "msg/s", True),
     Workload("java_sync", "Java 4.9.7 producer, sync", "msg/s", True),
     Workload("java_async", "Java 4.9.7 producer, async", "msg/s", True),
+    Workload("java_batch", "Java 4.9.7 producer, sync batches", "msg/s", True),
     Workload("pull", "pull, 32/request, 4 queues", "msg/s", True),
     Workload("wakeup_p50", "long-poll wake-up p50", "ms", False),
     Workload("wakeup_p99", "long-poll wake-up p99", "ms", False),
@@ -401,12 +404,19 @@ class Bench:
 
     def java(self, s: Session, mode: str) -> Run:
         a = self.args
-        extra = ["--threads", a.java_threads] if mode == "sync" else ["--window", a.window]
+        extra = {
+            "sync": ["--threads", a.java_threads],
+            "async": ["--window", a.window],
+            "batch": ["--threads", a.java_threads, "--batch", a.java_batch],
+        }[mode]
+        count, warmup = (
+            (a.java_batch_messages, a.java_batch_messages) if mode == "batch" else (a.java_messages, a.java_warmup)
+        )
         res = java_result(
             "BenchProduce",
-            ["--namesrv", s.namesrv, "--topic", f"BenchJava_{mode}", "--count", a.java_messages, "--size", a.size]
+            ["--namesrv", s.namesrv, "--topic", f"BenchJava_{mode}", "--count", count, "--size", a.size]
             + extra
-            + ["--mode", mode, "--warmup", a.java_warmup],
+            + ["--mode", mode, "--warmup", warmup],
             a.phase_timeout,
         )
         # the broker's CPU is read around the whole program: per send over all it made, warm-up included
@@ -474,6 +484,8 @@ class Bench:
         if not self.args.no_java:
             self.phase(s, "java_sync", lambda: self.java(s, "sync"))
             self.phase(s, "java_async", lambda: self.java(s, "async"))
+            if s.kind != NO_STORE:  # a batch is not a plain send: the no-store broker would store it
+                self.phase(s, "java_batch", lambda: self.java(s, "batch"))
 
 
 def _unit(key: str) -> str:
@@ -562,8 +574,8 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
                 continue
             ratio = "-" if row["no_store_ratio"] is None else f"{row['no_store_ratio']:.2f}"
             share = "-" if a is None or not c else f"{a / c:.2f}"
-            runs = ", ".join(_fmt(v, w.unit) for v in cell(row, NO_STORE, "runs") or [])
-            print(f"{w.label:<38}{_fmt(c, w.unit):>11}{ratio:>10}{share:>21}   {runs}")
+            every = ", ".join(_fmt(v, w.unit) for v in cell(row, NO_STORE, "runs") or [])
+            print(f"{w.label:<38}{_fmt(c, w.unit):>11}{ratio:>10}{share:>21}   {every}")
     print()
     print(f"every run, in order ({' | '.join(brokers)}):")
     for w in WORKLOADS:
@@ -610,6 +622,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sync-messages", type=int, default=20_000, help="timed sends of a SYNC_FLUSH session")
     p.add_argument("--java-messages", type=int, default=20_000, help="sends of each Java producer run")
     p.add_argument("--java-threads", type=int, default=4, help="threads of the sync Java producer")
+    p.add_argument("--java-batch", type=int, default=32, help="messages per batch of the Java batch producer")
+    p.add_argument(
+        "--java-batch-messages", type=int, default=100_000, help="messages of the batch run (and as many to warm up)"
+    )
     p.add_argument(
         "--java-warmup",
         type=int,
@@ -632,6 +648,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.warmup, args.messages, args.backlog = 1, 10_000, 20_000, 20_000
         args.sync_warmup, args.sync_messages, args.java_messages, args.wakeups = 2_000, 5_000, 5_000, 200
         args.java_warmup = min(args.java_warmup, 5_000)
+        args.java_batch_messages = 20_000
         args.idle_seconds = 0.5
     args.brokers = tuple(b.strip() for b in args.brokers.split(",") if b.strip())
     if not args.brokers or any(b not in BROKERS for b in args.brokers):

@@ -1,9 +1,10 @@
 /*
  * BenchProduce: send throughput of DefaultMQProducer, for benches/bench_client.py.
  *   --namesrv host:port --topic T [--count 20000] [--size 1024] [--threads 4] [--mode sync|async]
- *   [--window 128] [--timeout-ms 10000] [--warmup 0]
+ *   [--window 128] [--timeout-ms 10000] [--warmup 0] [--batch 32]
  * sync: --threads threads each send count/threads messages with send(msg). async: one thread issues send(msg,
- * callback) keeping at most --window in flight (a semaphore). A warm-up send (route, connection) is not timed, nor
+ * callback) keeping at most --window in flight (a semaphore). batch: --threads threads each send count/threads
+ * messages as send(Collection) of --batch messages (one MessageBatch request each; the last one may be shorter). A warm-up send (route, connection) is not timed, nor
  * are --warmup more sends made the same way first (a long-running producer's JIT-compiled send path; a cold JVM's
  * first ~50,000 sends measure its compiler more than the broker).
  * Prints one line {"event":"result","mode":m,"count":n,"failed":f,"seconds":s,"msgsPerSec":r}.
@@ -36,6 +37,7 @@ public final class BenchProduce {
         final String mode = a.str("mode", "sync");
         final int warmup = a.integer("warmup", 0);
         final int window = a.integer("window", 128);
+        final int batch = a.integer("batch", 32);
         final byte[] body = new byte[a.integer("size", 1024)];
         new Random(7).nextBytes(body);
         final AtomicLong ok = new AtomicLong();
@@ -51,10 +53,10 @@ public final class BenchProduce {
             producer.start();
             producer.send(new Message(topic, "TagA", body));
             if (warmup > 0) { // the same sends, untimed and uncounted: the JIT compiles the client's send path
-                run(producer, topic, body, mode, warmup, threads, window, new AtomicLong(), new AtomicLong());
+                run(producer, topic, body, mode, warmup, threads, window, batch, new AtomicLong(), new AtomicLong());
             }
             long t0 = System.nanoTime();
-            run(producer, topic, body, mode, count, threads, window, ok, failed);
+            run(producer, topic, body, mode, count, threads, window, batch, ok, failed);
             seconds = (System.nanoTime() - t0) / 1e9;
         } catch (Throwable e) {
             Out.error("send", e);
@@ -64,6 +66,9 @@ public final class BenchProduce {
         }
         Map<String, Object> m = Out.obj("result");
         m.put("mode", mode);
+        if ("batch".equals(mode)) {
+            m.put("batch", batch);
+        }
         m.put("warmup", warmup);
         m.put("count", ok.get());
         m.put("failed", failed.get());
@@ -73,9 +78,12 @@ public final class BenchProduce {
         System.exit(code);
     }
 
-    /** {@code count} sends: sync from {@code threads} threads, or async keeping {@code window} in flight. */
+    /**
+     * {@code count} messages: sync from {@code threads} threads, async keeping {@code window} in flight, or sync
+     * batches of {@code batch} from {@code threads} threads.
+     */
     private static void run(DefaultMQProducer producer, String topic, byte[] body, String mode, int count,
-            int threads, int window, AtomicLong ok, AtomicLong failed) throws InterruptedException {
+            int threads, int window, int batch, AtomicLong ok, AtomicLong failed) throws InterruptedException {
         if ("async".equals(mode)) {
             final Semaphore inFlight = new Semaphore(window);
             final CountDownLatch all = new CountDownLatch(count);
@@ -110,6 +118,21 @@ public final class BenchProduce {
         for (int t = 0; t < threads; t++) {
             final int n = count / threads + (t < count % threads ? 1 : 0);
             Thread w = new Thread(() -> {
+                if ("batch".equals(mode)) {
+                    for (int i = 0; i < n; i += batch) {
+                        List<Message> msgs = new ArrayList<>();
+                        for (int j = i; j < Math.min(n, i + batch); j++) {
+                            msgs.add(new Message(topic, "TagA", body));
+                        }
+                        try {
+                            SendResult r = producer.send(msgs);
+                            (r.getSendStatus() == SendStatus.SEND_OK ? ok : failed).addAndGet(msgs.size());
+                        } catch (Exception e) {
+                            failed.addAndGet(msgs.size());
+                        }
+                    }
+                    return;
+                }
                 for (int i = 0; i < n; i++) {
                     try {
                         SendResult r = producer.send(new Message(topic, "TagA", body));
