@@ -29,15 +29,9 @@ def _install() -> None:
     position = {"commitlog": 0, "queue": 0}
 
     def put_send_requests(
-        self: store.MessageStore,
-        sends: Any,
-        start: int,
-        end: int,
-        sys_flag_or: list[int],
-        born_host: tuple[str, int],
-        *,
-        wait_flush: bool = True,
+        self: store.MessageStore, sends: Any, start: int, end: int, *rest: Any, **options: Any
     ) -> list[tuple[int, int, int, int]]:
+        """``MessageStore.put_send_requests``' signature; PUT_OK for sends ``[start, end)``, nothing stored."""
         out = []
         for _ in range(start, end):
             out.append((_PUT_OK, position["commitlog"], position["queue"], _RECORD_BYTES))
