@@ -27,6 +27,7 @@ __all__ = [
     "decode_properties",
     "encode_frames",
     "encode_properties",
+    "encode_send_request",
     "gather_runs",
     "mapped_file_size",
     "message_class",
@@ -58,6 +59,17 @@ def split_frames(
     max_frame_length: int,
 ) -> tuple[list[Any], int, str | None]: ...
 def encode_frames(cmds: Sequence[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes: ...
+def encode_send_request(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    names: tuple[str, ...],
+    values: Sequence[Any],
+    body: bytes,
+    encode_one: Callable[..., bytes],
+    max_frame_length: int,
+) -> bytes: ...
 
 @final
 class UniqCounter:

@@ -1,12 +1,14 @@
 """The pure-Python twin of the remoting frame codec's fast path (``rust/rmq-py/src/remoting.rs`` over
-``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers. The frame layout
+``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers, and one per
+producer send (``encode_send_request``). The frame layout
 and the per-frame codec are ``rmq_core.remoting.command``'s (passed in, so this package imports nothing above the
 store); this twin hands every frame to it, the Rust side only the frames outside the shape it decodes itself.
 
 Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the frame ``decode_frame`` takes.
 
 Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
-``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is).
+``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is); ``encode_send_request``
+is ``encode_one``'s frame (or error) for the same arguments.
 
 Thread-safety: pure functions.
 """
@@ -14,7 +16,7 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _LENGTH = struct.Struct(">i")
@@ -56,3 +58,20 @@ def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame
     """The frames of ``cmds`` in order as one buffer (``max_frame_length`` is ``encode_one``'s to enforce); a ``bytes``
     item is a frame already encoded, kept as it is."""
     return b"".join([c if type(c) is bytes else encode_one(c) for c in cmds])
+
+
+def encode_send_request(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    names: tuple[str, ...],
+    values: Sequence[Any],
+    body: bytes,
+    encode_one: Callable[..., bytes],
+    max_frame_length: int,
+) -> bytes:
+    """A producer's send request as one frame: ``encode_one(code, language, version, opaque, names, values, body)``
+    (the Rust side writes the common shape itself: exact str / bool / int header values, a dict of properties, a
+    bytes body; ``max_frame_length`` is ``encode_one``'s to enforce)."""
+    return encode_one(code, language, version, opaque, names, values, body)

@@ -41,6 +41,7 @@ from rmq_core.client.exceptions import (
     RemotingTimeoutError,
     suggest_todo,
 )
+from rmq_core import _backend
 from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.name_server_selector import NameServerSelector
 from rmq_core.client.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus
@@ -48,13 +49,14 @@ from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
+from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, ResetOffsetBody, TopicStatsTable
 from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand, next_opaque
+from rmq_core.remoting.command import DEFAULT_VERSION, MAX_FRAME_LENGTH, RemotingCommand, next_opaque
 from rmq_core.remoting.header import (
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
@@ -81,6 +83,7 @@ from rmq_core.remoting.header import (
     ViewMessageRequestHeader,
     decode_header,
     encode_header,
+    field_names,
 )
 from rmq_core.remoting.transport import RemotingClient
 
@@ -102,6 +105,29 @@ def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: b
     return RemotingCommand(
         code=code, opaque=next_opaque(), ext_fields=encode_header(header, short_names=True), body=body
     )
+
+
+# SEND_MESSAGE_V2's extFields names in SendMessageRequestHeader's order: the ``values`` of ``encode_send_values``
+SEND_HEADER_NAMES = tuple(field_names(SendMessageRequestHeader, short_names=True))
+
+
+def encode_send_values(
+    code: int, language: str, version: int, opaque: int, names: tuple[str, ...], values: Any, body: bytes
+) -> bytes:
+    """The frame of a send request whose header is ``values`` (``SendMessageRequestHeader``'s fields, in order, under
+    ``names``): the bytes ``send_message_request(SendMessageRequestHeader(*values), body).encode()`` writes, where a
+    dict value (the message's properties) is written as ``properties_to_string`` writes it (its ValueError too). The
+    Python codec of the backend's ``encode_send_request`` (which writes the common shape itself, in one call)."""
+    ext: dict[str, str] = {}
+    for name, v in zip(names, values, strict=True):
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            ext[name] = properties_to_string(v)
+        else:
+            ext[name] = v if v.__class__ is str else ("true" if v else "false") if v.__class__ is bool else str(v)
+    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
+    return cmd.encode()
 
 
 def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:
@@ -252,6 +278,26 @@ class MQClientAPIImpl:
         request = send_message_request(header, msg.body, isinstance(msg, MessageBatch))
         request.language = self.client_config.language
         return request
+
+    def encode_send(self, values: list[Any], body: bytes, batch: bool) -> tuple[int, bytes]:
+        """(opaque, frame) of the request ``send_message`` sends for the header ``SendMessageRequestHeader(*values)``
+        (the ``properties`` value may be the message's dict: it is written as ``properties_to_string`` writes it,
+        and refused with its ValueError) and ``body``, built and encoded in one call of the backend's
+        ``encode_send_request``: the producer's send fast path. Any thread."""
+        opaque = next_opaque()
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        frame = _backend.impl.encode_send_request(
+            code,
+            self.client_config.language,
+            DEFAULT_VERSION,
+            opaque,
+            SEND_HEADER_NAMES,
+            values,
+            body,
+            encode_send_values,
+            MAX_FRAME_LENGTH,
+        )
+        return opaque, frame
 
     def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand, addr: str) -> SendResult:
         code = response.code

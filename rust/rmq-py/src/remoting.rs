@@ -1,5 +1,6 @@
 //! Bindings of the remoting frame codec's fast path (`rmq_store::format::remoting`): `split_frames` (a received
-//! buffer → its whole frames, decoded) and `encode_frames` (commands → one buffer of frames), one call per chunk.
+//! buffer → its whole frames, decoded) and `encode_frames` (commands → one buffer of frames), one call per chunk;
+//! `encode_send_request` (a producer's send: header fields, properties and body → its frame, one call per send).
 //! Twins: `python/rmq_core/_reference/remoting_frames.py`. A frame or command outside the shape the fast path knows
 //! goes to the Python codec the caller passes (`decode_frame`, `encode_one`), so both give the same commands, the same
 //! bytes and the same errors.
@@ -9,7 +10,10 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyType};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType,
+};
+use rmq_store::format::message::{encode_property_into, property_encodable};
 use rmq_store::format::remoting::{parse_json_header, write_json_header};
 
 const SERIALIZE_JSON: u8 = 0;
@@ -235,4 +239,118 @@ pub fn encode_frames<'py>(
         }
     }
     Ok(PyBytes::new(py, &out))
+}
+
+/// One header field's value as `encode_header` writes it (an exact str as it is, a bool as "true"/"false", an exact
+/// int in decimal, an exact dict as its property string: `properties_to_string`'s, when it accepts every entry);
+/// `Ok(None)` for a None value (not written); `Err(())` for anything else (the Python codec encodes the request).
+fn field_text(v: &Bound<'_, PyAny>) -> Result<Option<String>, ()> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = v.cast_exact::<PyString>() {
+        return s.to_str().map(|s| Some(s.to_owned())).map_err(|_| ());
+    }
+    if let Ok(b) = v.cast_exact::<PyBool>() {
+        return Ok(Some(if b.is_true() { "true" } else { "false" }.to_owned()));
+    }
+    if v.is_exact_instance_of::<PyInt>() {
+        return v.extract::<i64>().map(|i| Some(i.to_string())).map_err(|_| ());
+    }
+    let Ok(props) = v.cast_exact::<PyDict>() else {
+        return Err(());
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(64 * props.len());
+    for (k, val) in props.iter() {
+        if val.is_none() {
+            continue; // properties_to_string skips it
+        }
+        let (Ok(k), Ok(val)) = (k.cast_exact::<PyString>(), val.cast_exact::<PyString>()) else {
+            return Err(());
+        };
+        let (Ok(k), Ok(val)) = (k.to_str(), val.to_str()) else {
+            return Err(());
+        };
+        if !property_encodable(k.as_bytes(), val.as_bytes()) {
+            return Err(()); // the Python codec raises properties_to_string's ValueError
+        }
+        encode_property_into(&mut out, k.as_bytes(), val.as_bytes());
+    }
+    // UTF-8: str pieces joined by ASCII separators
+    String::from_utf8(out).map(Some).map_err(|_| ())
+}
+
+/// The frame of a producer's send request in one call: the JSON command `RemotingCommand(code, language, version,
+/// opaque, flag=0, remark=None, ext_fields, body).encode()` writes, where `ext_fields` holds `names[i]` →
+/// `values[i]` as `encode_header` writes it (None values left out; a dict value: the message's properties, written
+/// as `properties_to_string` writes them). Anything outside that shape (another type, a property
+/// `properties_to_string` refuses, a frame over `max_frame_length`) is `encode_one(code, language, version, opaque,
+/// names, values, body)`, whose bytes or error are the answer.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn encode_send_request<'py>(
+    py: Python<'py>,
+    code: &Bound<'py, PyAny>,
+    language: &Bound<'py, PyAny>,
+    version: &Bound<'py, PyAny>,
+    opaque: &Bound<'py, PyAny>,
+    names: &Bound<'py, PyTuple>,
+    values: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+    encode_one: &Bound<'py, PyAny>,
+    max_frame_length: i64,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(frame) = encode_send_fast(code, language, version, opaque, names, values, body, max_frame_length)
+    {
+        return Ok(PyBytes::new(py, &frame).into_any());
+    }
+    encode_one.call1((code, language, version, opaque, names, values, body))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_send_fast(
+    code: &Bound<'_, PyAny>,
+    language: &Bound<'_, PyAny>,
+    version: &Bound<'_, PyAny>,
+    opaque: &Bound<'_, PyAny>,
+    names: &Bound<'_, PyTuple>,
+    values: &Bound<'_, PyAny>,
+    body: &Bound<'_, PyAny>,
+    max_frame_length: i64,
+) -> Option<Vec<u8>> {
+    let (code, version, opaque) = (plain_i64(code)?, plain_i64(version)?, plain_i64(opaque)?);
+    let language = language.cast_exact::<PyString>().ok()?.to_str().ok()?;
+    let body = body.cast_exact::<PyBytes>().ok()?.as_bytes();
+    let values = if let Ok(t) = values.cast_exact::<PyTuple>() {
+        t.as_sequence().to_list().ok()?
+    } else {
+        values.cast_exact::<PyList>().ok()?.clone()
+    };
+    if values.len() != names.len() {
+        return None;
+    }
+    let mut texts: Vec<(Bound<'_, PyString>, String)> = Vec::with_capacity(names.len());
+    for (name, v) in names.iter().zip(values.iter()) {
+        let name = name.cast_into_exact::<PyString>().ok()?;
+        if let Some(text) = field_text(&v).ok()? {
+            texts.push((name, text));
+        }
+    }
+    let mut fields: Vec<(&str, &str)> = Vec::with_capacity(texts.len());
+    for (name, text) in &texts {
+        fields.push((name.to_str().ok()?, text.as_str()));
+    }
+    let props_len: usize = texts.iter().map(|(_, t)| t.len() * 2).sum();
+    let mut out: Vec<u8> = Vec::with_capacity(256 + props_len + body.len());
+    out.extend_from_slice(&[0u8; 8]);
+    write_json_header(&mut out, code, language, version, opaque, 0, None, &fields);
+    let header_length = out.len() - 8;
+    let length = 4 + header_length + body.len();
+    if length as i64 > max_frame_length || header_length > 0xFF_FFFF {
+        return None; // the Python codec names the error
+    }
+    out[..4].copy_from_slice(&(length as i32).to_be_bytes());
+    out[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    Some(out)
 }

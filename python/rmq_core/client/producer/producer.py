@@ -27,6 +27,7 @@ request's encoding are safe on any thread.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import time
@@ -100,6 +101,7 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
 Selector = MessageQueueSelector | Callable[[list[MessageQueue], Message, Any], MessageQueue]
+_PROPERTIES = [f.name for f in dataclasses.fields(SendMessageRequestHeader)].index("properties")
 
 
 def _now_ms() -> int:
@@ -341,8 +343,9 @@ class Producer:
         return self.instance
 
     # --- validation --------------------------------------------------------------------------------------------
-    def check_message(self, msg: Message) -> None:
-        """Validators.checkMessage (+ the properties must encode): MQClientException(MESSAGE_ILLEGAL) otherwise."""
+    def check_message(self, msg: Message, *, properties: bool = True) -> None:
+        """Validators.checkMessage (+ the properties must encode): MQClientException(MESSAGE_ILLEGAL) otherwise.
+        ``properties=False`` leaves the properties to the send's encoder (the fast path: it writes them once)."""
         illegal = ResponseCode.MESSAGE_ILLEGAL
         if msg is None:
             raise MQClientException(illegal, "the message is null")
@@ -359,13 +362,20 @@ class Producer:
             raise MQClientException(illegal, "the message body length is zero")
         if len(msg.body) > self.max_message_size:
             raise MQClientException(illegal, f"the message body size over max value, MAX: {self.max_message_size}")
+        if properties:
+            self.check_properties(msg)
+
+    @staticmethod
+    def check_properties(msg: Message) -> None:
+        """The message's properties encode (``properties_to_string``): MQClientException(MESSAGE_ILLEGAL) otherwise."""
         try:
             properties_to_string(msg.properties)
         except ValueError as e:
-            raise MQClientException(illegal, f"the message properties are illegal: {e}") from None
+            raise MQClientException(ResponseCode.MESSAGE_ILLEGAL, f"the message properties are illegal: {e}") from None
 
-    def _prepare(self, msg: Message) -> None:
-        self.check_message(msg)
+    def _prepare(self, msg: Message, *, properties: bool = True) -> None:
+        """check_message (the properties too unless ``properties=False``) and the UNIQ_KEY."""
+        self.check_message(msg, properties=properties)
         if not isinstance(msg, MessageBatch) and UNIQ_KEY not in msg.properties:
             msg.properties[UNIQ_KEY] = create_uniq_id()
 
@@ -379,13 +389,17 @@ class Producer:
         """Synchronous send; with ``selector`` the queue is ``selector.select(mqs, msg, arg)`` and there is no retry."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
-        self._prepare(msg)
+        self._prepare(msg, properties=selector is not None)
         if selector is not None:
             coro = self._send_select_impl(msg, selector, arg, SYNC, timeout)
         else:
-            fa = self._fast_attempt(instance, msg, timeout)
+            try:
+                fa = self._fast_attempt(instance, msg, timeout)
+            except ValueError:  # the encoder refused the properties: check_properties names why
+                fa = None
             if fa is not None:
                 return self._send_sync_fast(instance, msg, fa, timeout)
+            self.check_properties(msg)
             coro = self._send_default_impl(msg, SYNC, timeout)
         result = instance.run_sync(coro, self._sync_wait_s(timeout))
         assert result is not None
@@ -403,9 +417,9 @@ class Producer:
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
         if selector is None:
             try:
-                self._prepare(msg)
+                self._prepare(msg, properties=False)  # the properties: checked as _fast_attempt encodes them
                 fa = self._fast_attempt(instance, msg, timeout)
-            except Exception:  # the coroutine way checks again and fails the future with it
+            except Exception:  # the coroutine way checks again (the properties too) and fails the future with it
                 fa = None
             if fa is not None:
                 send = _AsyncSend(self, instance, msg, fa, timeout)
@@ -637,37 +651,52 @@ class Producer:
         )
 
     def _send_header(self, msg: Message, mq: MessageQueue) -> tuple[SendMessageRequestHeader, Message]:
-        """sendKernelImpl's request header and the message as sent (its body compressed past the threshold).
-        Takes a retry topic's RECONSUME_TIME / MAX_RECONSUME_TIMES out of ``msg.properties`` into the header."""
+        """sendKernelImpl's request header and the message as sent (``_send_fields``)."""
+        fields, wire = self._send_fields(msg, mq)
+        if isinstance(fields[_PROPERTIES], dict):
+            fields[_PROPERTIES] = properties_to_string(fields[_PROPERTIES])
+        return SendMessageRequestHeader(*fields), wire
+
+    def _send_fields(self, msg: Message, mq: MessageQueue) -> tuple[list[Any], Message]:
+        """sendKernelImpl's request header as ``SendMessageRequestHeader``'s field values in order (the properties
+        as the message's dict, which the encoder writes: ``MQClientAPIImpl.encode_send``), and the message as sent
+        (its body compressed past the threshold). Takes a retry topic's RECONSUME_TIME / MAX_RECONSUME_TIMES out
+        of ``msg.properties`` into the header (the properties sent are written before: they still hold them)."""
         body = msg.body
         sys_flag = 0
-        if not isinstance(msg, MessageBatch) and len(body) >= self.compress_msg_body_over_howmuch:
+        batch = isinstance(msg, MessageBatch)
+        if not batch and len(body) >= self.compress_msg_body_over_howmuch:
             body = zlib.compress(body, COMPRESS_LEVEL)
             sys_flag |= COMPRESSED_FLAG | SYSFLAG_COMPRESSION_ZLIB
+        properties: dict[str, str] | str = msg.properties
         if msg.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
-        header = SendMessageRequestHeader(
-            producerGroup=self.producer_group,
-            topic=msg.topic,
-            defaultTopic=self.create_topic_key,
-            defaultTopicQueueNums=self.default_topic_queue_nums,
-            queueId=mq.queue_id,
-            sysFlag=sys_flag,
-            bornTimestamp=int(time.time() * 1000),
-            flag=msg.flag,
-            properties=properties_to_string(msg.properties),
-            reconsumeTimes=0,
-            unitMode=self.client_config.unit_mode,
-            batch=isinstance(msg, MessageBatch),
-        )
+        reconsume_times, max_reconsume_times = 0, None
         if mix_all.is_retry_topic(msg.topic):
+            properties = properties_to_string(msg.properties)
             reconsume = msg.properties.pop(PROPERTY_RECONSUME_TIME, None)
             if reconsume is not None:
-                header.reconsumeTimes = int(reconsume)
+                reconsume_times = int(reconsume)
             max_times = msg.properties.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
             if max_times is not None:
-                header.maxReconsumeTimes = int(max_times)
-        return header, _wire_copy(msg, body)
+                max_reconsume_times = int(max_times)
+        fields = [
+            self.producer_group,  # producerGroup
+            msg.topic,  # topic
+            self.create_topic_key,  # defaultTopic
+            self.default_topic_queue_nums,  # defaultTopicQueueNums
+            mq.queue_id,  # queueId
+            sys_flag,  # sysFlag
+            int(time.time() * 1000),  # bornTimestamp
+            msg.flag,  # flag
+            properties,  # properties
+            reconsume_times,  # reconsumeTimes
+            self.client_config.unit_mode,  # unitMode
+            max_reconsume_times,  # maxReconsumeTimes
+            batch,  # batch
+            None,  # brokerName
+        ]
+        return fields, _wire_copy(msg, body)
 
     # --- the fast path: a default send's first attempt without a coroutine ------------------------------------
     def _fast_attempt(self, instance: MQClientInstance, msg: Message, timeout_ms: int) -> _FastAttempt | None:
@@ -688,10 +717,10 @@ class Producer:
         if conn is None:
             return None
         begin = _now_ms()
-        header, wire = self._send_header(msg, mq)
-        request = instance.mq_client_api.send_request(header, wire)
+        fields, wire = self._send_fields(msg, mq)
+        opaque, frame = instance.mq_client_api.encode_send(fields, wire.body, isinstance(msg, MessageBatch))
         remaining_ms = timeout_ms - (_now_ms() - begin_first)
-        return _FastAttempt(begin_first, mq, addr, conn, request.opaque, request.encode(), wire, begin, remaining_ms)
+        return _FastAttempt(begin_first, mq, addr, conn, opaque, frame, wire, begin, remaining_ms)
 
     def _fast_outcome(
         self,
