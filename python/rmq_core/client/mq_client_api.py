@@ -32,6 +32,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from rmq_core import _backend
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import (
     ClientErrorCode,
@@ -41,7 +42,6 @@ from rmq_core.client.exceptions import (
     RemotingTimeoutError,
     suggest_todo,
 )
-from rmq_core import _backend
 from rmq_core.client.message_batch import MessageBatch
 from rmq_core.client.name_server_selector import NameServerSelector
 from rmq_core.client.send_result import DEFAULT_TRACE_REGION_ID, SendResult, SendStatus

@@ -10,9 +10,7 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType,
-};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use rmq_store::format::message::{encode_property_into, property_encodable};
 use rmq_store::format::remoting::{parse_json_header, write_json_header};
 
@@ -255,7 +253,10 @@ fn field_text(v: &Bound<'_, PyAny>) -> Result<Option<String>, ()> {
         return Ok(Some(if b.is_true() { "true" } else { "false" }.to_owned()));
     }
     if v.is_exact_instance_of::<PyInt>() {
-        return v.extract::<i64>().map(|i| Some(i.to_string())).map_err(|_| ());
+        return v
+            .extract::<i64>()
+            .map(|i| Some(i.to_string()))
+            .map_err(|_| ());
     }
     let Ok(props) = v.cast_exact::<PyDict>() else {
         return Err(());
@@ -300,8 +301,16 @@ pub fn encode_send_request<'py>(
     encode_one: &Bound<'py, PyAny>,
     max_frame_length: i64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(frame) = encode_send_fast(code, language, version, opaque, names, values, body, max_frame_length)
-    {
+    if let Some(frame) = encode_send_fast(
+        code,
+        language,
+        version,
+        opaque,
+        names,
+        values,
+        body,
+        max_frame_length,
+    ) {
         return Ok(PyBytes::new(py, &frame).into_any());
     }
     encode_one.call1((code, language, version, opaque, names, values, body))
