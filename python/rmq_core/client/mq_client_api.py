@@ -96,6 +96,13 @@ PROPERTY_MSG_REGION = "MSG_REGION"
 PROPERTY_TRACE_SWITCH = "TRACE_ON"
 
 SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
+# the send answers that are a SendResult (any other code is an MQBrokerException)
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
 
 
 def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: bool = False) -> RemotingCommand:
@@ -299,34 +306,47 @@ class MQClientAPIImpl:
         )
         return opaque, frame
 
-    def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand, addr: str) -> SendResult:
+    def process_send_response(
+        self,
+        broker_name: str,
+        msg: Message,
+        response: RemotingCommand,
+        addr: str,
+        mq: MessageQueue | None = None,
+    ) -> SendResult:
+        """The send's result (invariant 2). ``mq``: the queue the send went to, reused as the result's queue when the
+        broker stored the message there (it always does: one object fewer per send)."""
         code = response.code
-        if code == ResponseCode.SUCCESS:
-            status = SendStatus.SEND_OK
-        elif code == ResponseCode.FLUSH_DISK_TIMEOUT:
-            status = SendStatus.FLUSH_DISK_TIMEOUT
-        elif code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
-            status = SendStatus.FLUSH_SLAVE_TIMEOUT
-        elif code == ResponseCode.SLAVE_NOT_AVAILABLE:
-            status = SendStatus.SLAVE_NOT_AVAILABLE
-        else:
+        status = _SEND_STATUS.get(code)
+        if status is None:
             raise MQBrokerException(code, response.remark, addr)
-        h = decode_header(SendMessageResponseHeader, response.ext_fields)
+        ext = response.ext_fields
+        # SendMessageResponseHeader's fields read straight from extFields (what decode_header reads, without a header
+        # object per send); anything it would refuse or treat otherwise goes through it, for its error
+        msg_id, queue_id, queue_offset = ext.get("msgId"), ext.get("queueId"), ext.get("queueOffset")
+        try:
+            if msg_id is None or queue_id is None or queue_offset is None:
+                raise ValueError
+            qid, offset = int(queue_id), int(queue_offset)
+        except ValueError:
+            h = decode_header(SendMessageResponseHeader, ext)
+            msg_id, qid, offset = h.msgId, h.queueId, h.queueOffset
         if isinstance(msg, MessageBatch):
             uniq: str | None = ",".join(m.properties.get(UNIQ_KEY, "") for m in msg.messages)
         else:
             uniq = msg.properties.get(UNIQ_KEY)
-        region = response.ext_fields.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID
-        trace_on = response.ext_fields.get(PROPERTY_TRACE_SWITCH) != "false"
+        topic = msg.topic
+        if mq is None or mq.queue_id != qid or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, qid)
         return SendResult(
             status,
             uniq,
-            h.msgId,
-            MessageQueue(msg.topic, broker_name, h.queueId),
-            h.queueOffset,
-            region_id=region,
-            trace_on=trace_on,
-            transaction_id=h.transactionId,
+            msg_id,
+            mq,
+            offset,
+            ext.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID,
+            ext.get(PROPERTY_TRACE_SWITCH) != "false",
+            ext.get("transactionId"),
         )
 
     # --- transactions ------------------------------------------------------------------------------------------

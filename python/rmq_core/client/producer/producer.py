@@ -170,7 +170,7 @@ class _AsyncSend(CallbackResponseWaiter):
     ) -> None:
         super().__init__()
         self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
-        self.future: concurrent.futures.Future[SendResult] = LightFuture()
+        self.future: LightFuture[SendResult] = LightFuture()
 
     def run(self) -> None:  # LoopJob
         fa = self.fa
@@ -179,18 +179,25 @@ class _AsyncSend(CallbackResponseWaiter):
     def fail(self, error: BaseException) -> None:  # LoopJob
         self.fail_now(error)
 
+    def set_result(self, result: RemotingCommand, /) -> None:
+        """The answer, on the loop (``CallbackResponseWaiter.set_result`` with the delivery inlined: once per send)."""
+        if not self._done:
+            self._done = True
+            try:
+                self.on_response(result, None)
+            except Exception:
+                log.exception("a response callback raised")
+
     def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         future, fa, producer = self.future, self.fa, self.producer
         try:
             result, err = producer._fast_outcome(self.instance, fa, response, error)
             done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
         except BaseException as e:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(e)
+            future.settle(exception=e)
             return
         if done:
-            if future.set_running_or_notify_cancel():
-                future.set_result(cast(SendResult, fa.send_result))
+            future.settle(fa.send_result)
             return
         coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa)
         self.instance.start_task(cast("Coroutine[Any, Any, SendResult]", coro), future)
@@ -737,7 +744,8 @@ class Producer:
             return None, api.transport_error(fa.addr, error, fa.remaining_ms)
         assert response is not None
         try:
-            return api.process_send_response(cast(MessageQueue, fa.mq).broker_name, fa.wire, response, fa.addr), None
+            mq = cast(MessageQueue, fa.mq)
+            return api.process_send_response(mq.broker_name, fa.wire, response, fa.addr, mq), None
         except MQBrokerException as e:
             return None, e
 
