@@ -113,9 +113,11 @@ def test_settle_is_what_an_executor_does_in_two_calls(outcome: str) -> None:
     for kind in KINDS:
         f = kind()
         seen: list[Any] = []
-        f.add_done_callback(lambda x: seen.append(("cancelled",) if x.cancelled() else (x.exception(), x._result)))
+        f.add_done_callback(
+            lambda x, seen=seen: seen.append(("cancelled",) if x.cancelled() else (x.exception(), x._result))
+        )
         woken: list[Any] = []
-        waiter = threading.Thread(target=lambda f=f: woken.append(concurrent.futures.wait([f], timeout=5)))
+        waiter = threading.Thread(target=lambda f=f, woken=woken: woken.append(concurrent.futures.wait([f], timeout=5)))
         waiter.start()
         time.sleep(0.05)
         if outcome == "cancelled":
@@ -125,7 +127,7 @@ def test_settle_is_what_an_executor_does_in_two_calls(outcome: str) -> None:
         settle: Any = (
             f.settle
             if isinstance(f, LightFuture)
-            else lambda r=None, exception=None: _settle_the_executor_way(f, r, exception)
+            else lambda r=None, exception=None, f=f: _settle_the_executor_way(f, r, exception)
         )
         if outcome == "running":
             with pytest.raises(RuntimeError):

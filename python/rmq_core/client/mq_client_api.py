@@ -97,7 +97,7 @@ PROPERTY_TRACE_SWITCH = "TRACE_ON"
 
 SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
 # the send answers that are a SendResult (any other code is an MQBrokerException)
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
