@@ -31,6 +31,7 @@ __all__ = [
     "gather_runs",
     "mapped_file_size",
     "message_class",
+    "split_client_frames",
     "split_frames",
     "tags_hash",
     "uniq_counter",
@@ -53,6 +54,17 @@ def gather_runs(src: Buffer, starts: Buffer, ends: Buffer) -> ColumnBuffer: ...
 def mapped_file_size(dir: str | os.PathLike[str]) -> int | None: ...
 def split_frames(
     buf: bytes | bytearray,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]: ...
+def split_client_frames(
+    buf: bytes | bytearray,
+    pending: dict[int, Any],
+    light_type: type,
+    names: tuple[str, ...],
+    response_flag: int,
     command_type: type,
     decode_frame: Callable[[bytes | memoryview], Any],
     error_type: type[BaseException],

@@ -252,3 +252,57 @@ def test_a_send_from_the_loop_thread_is_still_refused(fake) -> None:  # type: ig
 
     with pytest.raises(RuntimeError, match="event-loop thread"):
         asyncio.run_coroutine_threadsafe(on_loop(), inst.loop).result(10)
+
+
+def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
+    """A fast ASYNC send's answer reaches its waiter as the few fields it reads (``on_fields``: no command built),
+    and gives the result the coroutine way gives for the same answer."""
+    from rmq_core.client.producer.producer import _AsyncSend
+
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    seen: list[str] = []
+    on_fields, on_response = _AsyncSend.on_fields, _AsyncSend.on_response
+
+    def fields(self: Any, item: Any) -> None:
+        seen.append("fields")
+        on_fields(self, item)
+
+    def command(self: Any, response: Any, error: Any) -> None:
+        seen.append("command")
+        on_response(self, response, error)
+
+    _AsyncSend.on_fields, _AsyncSend.on_response = fields, command  # type: ignore[method-assign]
+    try:
+        fast = [p.send_async(Message("FastTopic", f"a{i}".encode())).result(10) for i in range(5)]
+    finally:
+        _AsyncSend.on_fields, _AsyncSend.on_response = on_fields, on_response  # type: ignore[method-assign]
+    assert seen == ["fields"] * 5
+    inst = p.instance
+    assert inst is not None
+    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, ASYNC)).result(10)
+    for r in fast:
+        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
+            coro.send_status,
+            coro.offset_msg_id,
+            coro.region_id,
+            coro.trace_on,
+            coro.transaction_id,
+        )
+        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0
+
+
+def test_bad_properties_fail_either_send_and_send_nothing(fake) -> None:  # type: ignore[no-untyped-def]
+    """The fast path checks the properties as it writes them: the same MQClientException as the check before any
+    send, for SYNC (raised) and ASYNC (the future's), and no request reaches the broker."""
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    n = len(broker.requests)
+    for props in ({"k": "a\x02b"}, {"": "v"}, {"k": ""}):
+        with pytest.raises(MQClientException, match="properties are illegal") as sync_e:
+            p.send(Message("FastTopic", b"x", properties=dict(props)))
+        with pytest.raises(MQClientException, match="properties are illegal") as async_e:
+            p.send_async(Message("FastTopic", b"x", properties=dict(props))).result(10)
+        assert str(sync_e.value) == str(async_e.value)
+        assert sync_e.value.response_code == ResponseCode.MESSAGE_ILLEGAL
+    assert len(broker.requests) == n

@@ -8,7 +8,9 @@ Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the fra
 
 Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
 ``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is); ``encode_send_request``
-is ``encode_one``'s frame (or error) for the same arguments.
+is ``encode_one``'s frame (or error) for the same arguments; ``split_client_frames`` is ``split_frames`` with the
+answers of the ``light_type`` waiters in ``pending`` (up to the chunk's first request) as field tuples, those waiters
+taken out of ``pending``.
 
 Thread-safety: pure functions.
 """
@@ -52,6 +54,37 @@ def split_frames(
                 break
             pos += 4 + length
     return out, pos, error
+
+
+def split_client_frames(
+    buf: bytes | bytearray,
+    pending: dict[int, Any],
+    light_type: type,
+    names: tuple[str, ...],
+    response_flag: int,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]:
+    """``split_frames`` for a client's connection: while the frames are responses (a flag with ``response_flag``),
+    up to the chunk's first request, a response whose waiter in ``pending`` (by opaque) is a ``light_type``
+    instance is taken out of ``pending`` and comes back as ``(waiter, code, remark, *(ext_fields.get(n) for n in
+    names))`` in place of its command."""
+    cmds, used, error = split_frames(buf, command_type, decode_frame, error_type, max_frame_length)
+    out: list[Any] = []
+    for i, cmd in enumerate(cmds):
+        if not cmd.flag & response_flag:
+            out.extend(cmds[i:])
+            break
+        waiter = pending.get(cmd.opaque)
+        if isinstance(waiter, light_type):
+            del pending[cmd.opaque]
+            ext = cmd.ext_fields
+            out.append((waiter, cmd.code, cmd.remark, *[ext.get(n) for n in names]))
+        else:
+            out.append(cmd)
+    return out, used, error
 
 
 def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes:

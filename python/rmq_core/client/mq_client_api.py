@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rmq_core import _backend
@@ -58,6 +59,9 @@ from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import DEFAULT_VERSION, MAX_FRAME_LENGTH, RemotingCommand, next_opaque
 from rmq_core.remoting.header import (
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
+    SEND_ANSWER_FIELDS,
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -92,8 +96,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
 
 SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
 # the send answers that are a SendResult (any other code is an MQBrokerException)
@@ -314,21 +316,43 @@ class MQClientAPIImpl:
         addr: str,
         mq: MessageQueue | None = None,
     ) -> SendResult:
-        """The send's result (invariant 2). ``mq``: the queue the send went to, reused as the result's queue when the
-        broker stored the message there (it always does: one object fewer per send)."""
-        code = response.code
+        """The send's result (invariant 2): ``send_result`` of the response's code, remark and fields."""
+        ext = response.ext_fields
+        fields = (
+            ext.get("msgId"),
+            ext.get("queueId"),
+            ext.get("queueOffset"),
+            ext.get("transactionId"),
+            ext.get(PROPERTY_MSG_REGION),
+            ext.get(PROPERTY_TRACE_SWITCH),
+        )
+        return self.send_result(broker_name, msg, response.code, response.remark, fields, addr, mq)
+
+    def send_result(
+        self,
+        broker_name: str,
+        msg: Message,
+        code: int,
+        remark: str | None,
+        fields: Sequence[str | None],
+        addr: str,
+        mq: MessageQueue | None = None,
+    ) -> SendResult:
+        """The send's result (invariant 2) from its answer's code, remark and extFields ``SEND_ANSWER_FIELDS``
+        (``fields``, None where absent: what a client connection hands a ``SendAnswerWaiter``). The header's fields
+        are read as ``decode_header`` reads them (it decodes what it would refuse, for its error), without a header
+        object per send. ``mq``: the queue the send went to, the result's queue when the broker stored the message
+        there (it always does: one object fewer per send)."""
         status = _SEND_STATUS.get(code)
         if status is None:
-            raise MQBrokerException(code, response.remark, addr)
-        ext = response.ext_fields
-        # SendMessageResponseHeader's fields read straight from extFields (what decode_header reads, without a header
-        # object per send); anything it would refuse or treat otherwise goes through it, for its error
-        msg_id, queue_id, queue_offset = ext.get("msgId"), ext.get("queueId"), ext.get("queueOffset")
+            raise MQBrokerException(code, remark, addr)
+        msg_id, queue_id, queue_offset, transaction_id, region, trace = fields
         try:
             if msg_id is None or queue_id is None or queue_offset is None:
                 raise ValueError
             qid, offset = int(queue_id), int(queue_offset)
         except ValueError:
+            ext = {n: v for n, v in zip(SEND_ANSWER_FIELDS, fields, strict=True) if v is not None}
             h = decode_header(SendMessageResponseHeader, ext)
             msg_id, qid, offset = h.msgId, h.queueId, h.queueOffset
         if isinstance(msg, MessageBatch):
@@ -344,9 +368,9 @@ class MQClientAPIImpl:
             msg_id,
             mq,
             offset,
-            ext.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID,
-            ext.get(PROPERTY_TRACE_SWITCH) != "false",
-            ext.get("transactionId"),
+            region or DEFAULT_TRACE_REGION_ID,
+            trace != "false",
+            transaction_id,
         )
 
     # --- transactions ------------------------------------------------------------------------------------------

@@ -12,23 +12,28 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use rmq_store::format::message::{encode_property_into, property_encodable};
-use rmq_store::format::remoting::{parse_json_header, write_json_header};
+use rmq_store::format::remoting::{parse_json_header, write_json_header, JsonHeader};
 
 const SERIALIZE_JSON: u8 = 0;
 
-/// The whole frames at the start of `buf` (bytes or bytearray), decoded: `(commands, bytes consumed, error)`.
-/// JSON headers in the shape Java writes become `command_type` instances here; every other frame is
-/// `decode_frame(frame bytes)`. `error` is the text of the first bad frame (a length outside [4,
+/// One whole frame of a received buffer: its JSON header decoded here (and its body), or what the Python codec
+/// (`decode_frame`) made of it.
+enum Frame<'a, 'py> {
+    Parsed(JsonHeader<'a>, &'a [u8]),
+    Decoded(Bound<'py, PyAny>),
+}
+
+/// Walks the whole frames at the start of `buf` (bytes or bytearray), calling `each` with every one in order:
+/// `(bytes consumed, error)`, `error` being the text of the first bad frame (a length outside [4,
 /// `max_frame_length`], or `decode_frame` raising `error_type`); nothing after it is read.
-#[pyfunction]
-pub fn split_frames<'py>(
+fn for_each_frame<'py>(
     py: Python<'py>,
     buf: &Bound<'py, PyAny>,
-    command_type: &Bound<'py, PyType>,
     decode_frame: &Bound<'py, PyAny>,
     error_type: &Bound<'py, PyType>,
     max_frame_length: i64,
-) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    mut each: impl FnMut(Frame<'_, 'py>) -> PyResult<()>,
+) -> PyResult<(usize, Option<String>)> {
     // a copy of a bytearray: no Python code run below (an allocation's GC) can resize what is being read
     let owned: Vec<u8>;
     let data: &[u8] = if let Ok(ba) = buf.cast::<PyByteArray>() {
@@ -41,19 +46,6 @@ pub fn split_frames<'py>(
             "split_frames takes bytes or a bytearray",
         ));
     };
-    let out = PyList::empty(py);
-    let new = command_type.getattr(intern!(py, "__new__"))?;
-    let names = [
-        intern!(py, "code"),
-        intern!(py, "language"),
-        intern!(py, "version"),
-        intern!(py, "opaque"),
-        intern!(py, "flag"),
-        intern!(py, "remark"),
-        intern!(py, "ext_fields"),
-        intern!(py, "body"),
-        intern!(py, "serialize_type"),
-    ];
     let (mut pos, end) = (0usize, data.len());
     let mut error = None;
     while end - pos >= 4 {
@@ -77,38 +69,9 @@ pub fn split_frames<'py>(
             None
         };
         match parsed {
-            Some(h) => {
-                let cmd = new.call1((command_type,))?;
-                let ext = PyDict::new(py);
-                for (k, v) in &h.ext_fields {
-                    ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
-                }
-                let body = &frame[4 + header_length..];
-                let values: [Bound<'py, PyAny>; 9] = [
-                    h.code.into_pyobject(py)?.into_any(),
-                    PyString::new(py, &h.language).into_any(),
-                    h.version.into_pyobject(py)?.into_any(),
-                    h.opaque.into_pyobject(py)?.into_any(),
-                    h.flag.into_pyobject(py)?.into_any(),
-                    match &h.remark {
-                        Some(r) => PyString::new(py, r).into_any(),
-                        None => py.None().into_bound(py),
-                    },
-                    ext.into_any(),
-                    if body.is_empty() {
-                        py.None().into_bound(py)
-                    } else {
-                        PyBytes::new(py, body).into_any()
-                    },
-                    0i64.into_pyobject(py)?.into_any(),
-                ];
-                for (name, value) in names.iter().zip(values) {
-                    cmd.setattr(name, value)?;
-                }
-                out.append(cmd)?;
-            }
+            Some(h) => each(Frame::Parsed(h, &frame[4 + header_length..]))?,
             None => match decode_frame.call1((PyBytes::new(py, frame),)) {
-                Ok(cmd) => out.append(cmd)?,
+                Ok(cmd) => each(Frame::Decoded(cmd))?,
                 Err(e) if e.is_instance(py, error_type) => {
                     error = Some(e.value(py).str()?.to_string());
                     break;
@@ -118,7 +81,190 @@ pub fn split_frames<'py>(
         }
         pos += 4 + length;
     }
-    Ok((out, pos, error))
+    Ok((pos, error))
+}
+
+/// A `command_type` instance of the fields `split_frames`'s Python codec gives a decoded JSON header.
+/// `new` is `command_type.__new__`.
+fn build_command<'py>(
+    py: Python<'py>,
+    command_type: &Bound<'py, PyType>,
+    new: &Bound<'py, PyAny>,
+    h: &JsonHeader<'_>,
+    body: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let cmd = new.call1((command_type,))?;
+    let ext = PyDict::new(py);
+    for (k, v) in &h.ext_fields {
+        ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
+    }
+    let values: [(&Bound<'py, PyString>, Bound<'py, PyAny>); 9] = [
+        (intern!(py, "code"), h.code.into_pyobject(py)?.into_any()),
+        (
+            intern!(py, "language"),
+            PyString::new(py, &h.language).into_any(),
+        ),
+        (
+            intern!(py, "version"),
+            h.version.into_pyobject(py)?.into_any(),
+        ),
+        (
+            intern!(py, "opaque"),
+            h.opaque.into_pyobject(py)?.into_any(),
+        ),
+        (intern!(py, "flag"), h.flag.into_pyobject(py)?.into_any()),
+        (
+            intern!(py, "remark"),
+            match &h.remark {
+                Some(r) => PyString::new(py, r).into_any(),
+                None => py.None().into_bound(py),
+            },
+        ),
+        (intern!(py, "ext_fields"), ext.into_any()),
+        (
+            intern!(py, "body"),
+            if body.is_empty() {
+                py.None().into_bound(py)
+            } else {
+                PyBytes::new(py, body).into_any()
+            },
+        ),
+        (
+            intern!(py, "serialize_type"),
+            0i64.into_pyobject(py)?.into_any(),
+        ),
+    ];
+    for (name, value) in values {
+        cmd.setattr(name, value)?;
+    }
+    Ok(cmd)
+}
+
+/// The whole frames at the start of `buf` (bytes or bytearray), decoded: `(commands, bytes consumed, error)`.
+/// JSON headers in the shape Java writes become `command_type` instances here; every other frame is
+/// `decode_frame(frame bytes)`. `error` is the text of the first bad frame (a length outside [4,
+/// `max_frame_length`], or `decode_frame` raising `error_type`); nothing after it is read.
+#[pyfunction]
+pub fn split_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    command_type: &Bound<'py, PyType>,
+    decode_frame: &Bound<'py, PyAny>,
+    error_type: &Bound<'py, PyType>,
+    max_frame_length: i64,
+) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    let out = PyList::empty(py);
+    let new = command_type.getattr(intern!(py, "__new__"))?;
+    let (used, error) =
+        for_each_frame(
+            py,
+            buf,
+            decode_frame,
+            error_type,
+            max_frame_length,
+            |f| match f {
+                Frame::Parsed(h, body) => {
+                    out.append(build_command(py, command_type, &new, &h, body)?)
+                }
+                Frame::Decoded(cmd) => out.append(cmd),
+            },
+        )?;
+    Ok((out, used, error))
+}
+
+/// `split_frames` for a client's connection, with the answers some waiters take as a few fields: while the frames
+/// read are responses (up to the first request of the chunk), a response whose waiter in `pending` (by opaque) is a
+/// `light_type` instance is taken out of `pending` and comes back as the tuple `(waiter, code, remark,
+/// ext_fields.get(name) for name in names)` in place of its command; every other frame as `split_frames` gives it.
+/// A response is a frame whose flag has `response_flag` set.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn split_client_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    pending: &Bound<'py, PyDict>,
+    light_type: &Bound<'py, PyType>,
+    names: &Bound<'py, PyTuple>,
+    response_flag: i64,
+    command_type: &Bound<'py, PyType>,
+    decode_frame: &Bound<'py, PyAny>,
+    error_type: &Bound<'py, PyType>,
+    max_frame_length: i64,
+) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    let out = PyList::empty(py);
+    let names: Vec<Bound<'py, PyString>> = names
+        .iter()
+        .map(|n| n.cast_into::<PyString>().map_err(PyErr::from))
+        .collect::<PyResult<_>>()?;
+    let new = command_type.getattr(intern!(py, "__new__"))?;
+    let mut light = true;
+    // the waiter of a response `opaque` when it takes the fields (out of `pending` then), else None
+    let take_waiter = |opaque: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
+        match pending.get_item(opaque)? {
+            Some(w) if w.is_instance(light_type)? => {
+                pending.del_item(opaque)?;
+                Ok(Some(w))
+            }
+            _ => Ok(None),
+        }
+    };
+    let (used, error) =
+        for_each_frame(
+            py,
+            buf,
+            decode_frame,
+            error_type,
+            max_frame_length,
+            |f| match f {
+                Frame::Parsed(h, body) => {
+                    if light && h.flag & response_flag != 0 {
+                        let opaque = h.opaque.into_pyobject(py)?.into_any();
+                        if let Some(w) = take_waiter(&opaque)? {
+                            let mut item: Vec<Bound<'py, PyAny>> =
+                                Vec::with_capacity(3 + names.len());
+                            item.push(w);
+                            item.push(h.code.into_pyobject(py)?.into_any());
+                            item.push(match &h.remark {
+                                Some(r) => PyString::new(py, r).into_any(),
+                                None => py.None().into_bound(py),
+                            });
+                            for name in &names {
+                                let name = name.to_str()?;
+                                item.push(match h.ext_fields.iter().find(|(k, _)| k == name) {
+                                    Some((_, v)) => PyString::new(py, v).into_any(),
+                                    None => py.None().into_bound(py),
+                                });
+                            }
+                            return out.append(PyTuple::new(py, item)?);
+                        }
+                    } else {
+                        light &= h.flag & response_flag != 0;
+                    }
+                    out.append(build_command(py, command_type, &new, &h, body)?)
+                }
+                Frame::Decoded(cmd) => {
+                    let flag: i64 = cmd.getattr(intern!(py, "flag"))?.extract()?;
+                    if light && flag & response_flag != 0 {
+                        if let Some(w) = take_waiter(&cmd.getattr(intern!(py, "opaque"))?)? {
+                            let ext = cmd.getattr(intern!(py, "ext_fields"))?;
+                            let mut item: Vec<Bound<'py, PyAny>> =
+                                Vec::with_capacity(3 + names.len());
+                            item.push(w);
+                            item.push(cmd.getattr(intern!(py, "code"))?);
+                            item.push(cmd.getattr(intern!(py, "remark"))?);
+                            for name in &names {
+                                item.push(ext.call_method1(intern!(py, "get"), (name,))?);
+                            }
+                            return out.append(PyTuple::new(py, item)?);
+                        }
+                    } else {
+                        light &= flag & response_flag != 0;
+                    }
+                    out.append(cmd)
+                }
+            },
+        )?;
+    Ok((out, used, error))
 }
 
 /// An int that fits i64, not a bool (orjson writes an int subclass such as an IntEnum code as its value, a bool as

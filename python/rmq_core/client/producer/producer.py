@@ -72,8 +72,8 @@ from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
 from rmq_core.remoting.response_waiter import (
     BlockingResponseWaiter,
-    CallbackResponseWaiter,
     PendingInvoke,
+    SendAnswerWaiter,
     begin_invoke,
 )
 
@@ -158,10 +158,11 @@ class _FastAttempt(_SendState):
         self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
 
 
-class _AsyncSend(CallbackResponseWaiter):
+class _AsyncSend(SendAnswerWaiter):
     """An ASYNC send on the fast path: the loop job starting its first attempt and that attempt's waiter, judged on
-    the loop when the answer comes; its outcome goes to ``future`` (a retry continues as the sendDefaultImpl
-    coroutine, its outcome there too)."""
+    the loop when the answer comes (its fields, ``on_fields``, as the connection reads them; or the command, or an
+    error, ``on_response``); its outcome goes to ``future`` (a retry continues as the sendDefaultImpl coroutine, its
+    outcome there too)."""
 
     __slots__ = ("fa", "future", "instance", "msg", "producer", "timeout_ms")
 
@@ -188,10 +189,33 @@ class _AsyncSend(CallbackResponseWaiter):
             except Exception:
                 log.exception("a response callback raised")
 
+    def on_fields(self, item: tuple[Any, ...]) -> None:
+        fa = self.fa
+        mq = cast(MessageQueue, fa.mq)
+        try:
+            result = self.instance.mq_client_api.send_result(
+                mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
+            )
+        except MQBrokerException as e:
+            self._judge(None, e)
+            return
+        except BaseException as e:
+            self.future.settle(exception=e)
+            return
+        self._judge(result, None)
+
     def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        try:
+            result, err = self.producer._fast_outcome(self.instance, self.fa, response, error)
+        except BaseException as e:
+            self.future.settle(exception=e)
+            return
+        self._judge(result, err)
+
+    def _judge(self, result: SendResult | None, err: RemotingError | MQBrokerException | None) -> None:
+        """The first attempt's outcome: the future's result or error, or the retries' coroutine."""
         future, fa, producer = self.future, self.fa, self.producer
         try:
-            result, err = producer._fast_outcome(self.instance, fa, response, error)
             done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
         except BaseException as e:
             future.settle(exception=e)
