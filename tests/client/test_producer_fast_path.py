@@ -259,7 +259,7 @@ def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_b
     and gives the result the coroutine way gives for the same answer."""
     from rmq_core.client.producer.producer import _AsyncSend
 
-    broker, p = fake
+    _broker, p = fake
     p.send(Message("FastTopic", b"warm"))
     seen: list[str] = []
     on_fields, on_response = _AsyncSend.on_fields, _AsyncSend.on_response
