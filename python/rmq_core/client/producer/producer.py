@@ -151,9 +151,9 @@ class _FastAttempt(_SendState):
         begin: int,
         remaining_ms: int,
     ) -> None:
-        super().__init__(begin_first)
-        self.times, self.mq = 1, mq
-        self.brokers_sent.append(mq.broker_name)
+        # _SendState's fields after one attempt, set here (no super() call: one of these is made per send)
+        self.begin_first, self.times, self.mq, self.brokers_sent = begin_first, 1, mq, [mq.broker_name]
+        self.exception, self.send_result, self.call_timeout = None, None, False
         self.addr, self.conn, self.opaque, self.frame = addr, conn, opaque, frame
         self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
 
