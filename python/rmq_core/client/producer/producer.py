@@ -394,10 +394,10 @@ class Producer:
         if len(msg.body) > self.max_message_size:
             raise MQClientException(illegal, f"the message body size over max value, MAX: {self.max_message_size}")
         if properties:
-            self.check_properties(msg)
+            self._check_properties(msg)
 
     @staticmethod
-    def check_properties(msg: Message) -> None:
+    def _check_properties(msg: Message) -> None:
         """The message's properties encode (``properties_to_string``): MQClientException(MESSAGE_ILLEGAL) otherwise."""
         try:
             properties_to_string(msg.properties)
@@ -426,11 +426,11 @@ class Producer:
         else:
             try:
                 fa = self._fast_attempt(instance, msg, timeout)
-            except ValueError:  # the encoder refused the properties: check_properties names why
+            except ValueError:  # the encoder refused the properties: _check_properties names why
                 fa = None
             if fa is not None:
                 return self._send_sync_fast(instance, msg, fa, timeout)
-            self.check_properties(msg)
+            self._check_properties(msg)
             coro = self._send_default_impl(msg, SYNC, timeout)
         result = instance.run_sync(coro, self._sync_wait_s(timeout))
         assert result is not None
