@@ -191,7 +191,7 @@ class _AsyncSend(SendAnswerWaiter):
 
     def on_fields(self, item: tuple[Any, ...]) -> None:
         fa = self.fa
-        mq = cast(MessageQueue, fa.mq)
+        mq: MessageQueue = fa.mq  # type: ignore[assignment]  # set: an attempt was made (no cast() per answer)
         try:
             result = self.instance.mq_client_api.send_result(
                 mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
@@ -216,7 +216,7 @@ class _AsyncSend(SendAnswerWaiter):
         """The first attempt's outcome: the future's result or error, or the retries' coroutine."""
         future, fa, producer = self.future, self.fa, self.producer
         try:
-            done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
+            done = producer._attempt_done(fa, ASYNC, fa.mq, fa.begin, result, err)  # type: ignore[arg-type]
         except BaseException as e:
             future.settle(exception=e)
             return
@@ -600,7 +600,9 @@ class Producer:
         raises ``error`` when the send is over with it. Any thread (the fast path judges its attempt on the
         caller's)."""
         if error is None:
-            self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
+            strategy = self.mq_fault_strategy
+            if strategy.send_latency_fault_enable:  # (update_fault_item does nothing otherwise: no clock read)
+                strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
             st.send_result = send_result
             if mode != SYNC:
                 return True
