@@ -683,6 +683,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn property_encodable_is_what_properties_to_string_accepts() {
+        assert!(property_encodable(b"TAGS", b"a"));
+        assert!(property_encodable(b"K", b"v\x01w")); // \x01 in a value is kept
+        for (k, v) in [
+            (&b""[..], &b"v"[..]),
+            (b"K", b""),
+            (b"K\x01", b"v"),
+            (b"K\x02", b"v"),
+            (b"K", b"v\x02"),
+        ] {
+            assert!(!property_encodable(k, v), "{k:?}={v:?}");
+        }
+    }
+
+    #[test]
     fn java_hash_code() {
         assert_eq!(tags_hash("TagA"), 2598919);
         assert_eq!(tags_hash(""), 0);
