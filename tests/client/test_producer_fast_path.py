@@ -306,3 +306,51 @@ def test_bad_properties_fail_either_send_and_send_nothing(fake) -> None:  # type
         assert str(sync_e.value) == str(async_e.value)
         assert sync_e.value.response_code == ResponseCode.MESSAGE_ILLEGAL
     assert len(broker.requests) == n
+
+
+def test_sync_senders_and_async_sends_share_a_connection(tmp_path: Path) -> None:
+    """4 threads sending SYNC (their frames written from their own threads, answered as commands) while the main
+    thread keeps 64 ASYNC sends in flight (answered as fields, their waiters taken out of the same ``pending``):
+    every send answered once with its own message's result, every message stored once."""
+    import threading
+
+    with cluster(tmp_path) as (ns, [broker]):
+        p = Producer("MixedProducer", namesrv_addr=ns.address)
+        p.start()
+        try:
+            p.send(Message("Mixed", b"first"))
+            sync_results: dict[bytes, Any] = {}
+            errors: list[BaseException] = []
+
+            def sync_sender(t: int) -> None:
+                try:
+                    for i in range(150):
+                        body = f"s{t}-{i}".encode()
+                        sync_results[body] = p.send(Message("Mixed", body))
+                except BaseException as e:  # pragma: no cover - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=sync_sender, args=(t,)) for t in range(4)]
+            for th in threads:
+                th.start()
+            window = threading.Semaphore(64)
+            futures = {}
+            for i in range(600):
+                window.acquire()
+                body = f"a{i}".encode()
+                futures[body] = p.send_async(Message("Mixed", body))
+                futures[body].add_done_callback(lambda _f: window.release())
+            async_results = {b: f.result(30) for b, f in futures.items()}
+            for th in threads:
+                th.join(60)
+            assert not errors
+        finally:
+            p.shutdown()
+        stored_by_id = {m.msg_id: m for q in range(4) for m in stored(broker, "Mixed", q)}
+    results = {**sync_results, **async_results}
+    assert len(results) == 1200 and len(stored_by_id) == 1201
+    for body, r in results.items():
+        assert r.send_status == SendStatus.SEND_OK
+        m = stored_by_id[r.offset_msg_id]
+        assert m.body == body and m.properties["UNIQ_KEY"] == r.msg_id
+        assert (m.queue_id, m.queue_offset) == (r.message_queue.queue_id, r.queue_offset)
