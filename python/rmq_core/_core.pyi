@@ -27,9 +27,11 @@ __all__ = [
     "decode_properties",
     "encode_frames",
     "encode_properties",
+    "encode_send_request",
     "gather_runs",
     "mapped_file_size",
     "message_class",
+    "split_client_frames",
     "split_frames",
     "tags_hash",
     "uniq_counter",
@@ -57,7 +59,29 @@ def split_frames(
     error_type: type[BaseException],
     max_frame_length: int,
 ) -> tuple[list[Any], int, str | None]: ...
+def split_client_frames(
+    buf: bytes | bytearray,
+    pending: dict[int, Any],
+    light_type: type,
+    names: tuple[str, ...],
+    response_flag: int,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]: ...
 def encode_frames(cmds: Sequence[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes: ...
+def encode_send_request(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    names: tuple[str, ...],
+    values: Sequence[Any],
+    body: bytes,
+    encode_one: Callable[..., bytes],
+    max_frame_length: int,
+) -> bytes: ...
 
 @final
 class UniqCounter:

@@ -94,3 +94,49 @@ def test_wait_and_as_completed_over_both_kinds() -> None:
     order = list(concurrent.futures.as_completed(fs, timeout=5))
     assert order[0] is fs[2] and set(order) == set(fs)
     assert not fs[0]._waiters and fs[0]._condition._waiters is None  # type: ignore[attr-defined]
+
+
+def _settle_the_executor_way(f: concurrent.futures.Future[Any], result: Any, exception: BaseException | None) -> None:
+    if f.set_running_or_notify_cancel():
+        if exception is not None:
+            f.set_exception(exception)
+        else:
+            f.set_result(result)
+
+
+@pytest.mark.parametrize("outcome", ["result", "exception", "cancelled", "running"])
+def test_settle_is_what_an_executor_does_in_two_calls(outcome: str) -> None:
+    """``LightFuture.settle`` against a ``Future`` settled by ``set_running_or_notify_cancel`` + ``set_result`` /
+    ``set_exception``: the same state, outcome, callbacks and wake-ups of ``wait`` / ``as_completed``."""
+    error = ValueError("boom")
+    states = []
+    for kind in KINDS:
+        f = kind()
+        seen: list[Any] = []
+        f.add_done_callback(
+            lambda x, seen=seen: seen.append(("cancelled",) if x.cancelled() else (x.exception(), x._result))
+        )
+        woken: list[Any] = []
+        waiter = threading.Thread(target=lambda f=f, woken=woken: woken.append(concurrent.futures.wait([f], timeout=5)))
+        waiter.start()
+        time.sleep(0.05)
+        if outcome == "cancelled":
+            assert f.cancel()
+        if outcome == "running":
+            assert f.set_running_or_notify_cancel()
+        settle: Any = (
+            f.settle
+            if isinstance(f, LightFuture)
+            else lambda r=None, exception=None, f=f: _settle_the_executor_way(f, r, exception)
+        )
+        if outcome == "running":
+            with pytest.raises(RuntimeError):
+                settle(1)
+            f.set_result(2)
+        else:
+            settle(7, exception=error if outcome == "exception" else None)
+        waiter.join(5)
+        done, not_done = woken[0]
+        states.append((f._state, f.done(), f.cancelled(), seen, len(done), len(not_done)))
+    assert states[0] == states[1]
+    assert states[1][1] is True

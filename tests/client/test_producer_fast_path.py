@@ -252,3 +252,105 @@ def test_a_send_from_the_loop_thread_is_still_refused(fake) -> None:  # type: ig
 
     with pytest.raises(RuntimeError, match="event-loop thread"):
         asyncio.run_coroutine_threadsafe(on_loop(), inst.loop).result(10)
+
+
+def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
+    """A fast ASYNC send's answer reaches its waiter as the few fields it reads (``on_fields``: no command built),
+    and gives the result the coroutine way gives for the same answer."""
+    from rmq_core.client.producer.producer import _AsyncSend
+
+    _broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    seen: list[str] = []
+    on_fields, on_response = _AsyncSend.on_fields, _AsyncSend.on_response
+
+    def fields(self: Any, item: Any) -> None:
+        seen.append("fields")
+        on_fields(self, item)
+
+    def command(self: Any, response: Any, error: Any) -> None:
+        seen.append("command")
+        on_response(self, response, error)
+
+    _AsyncSend.on_fields, _AsyncSend.on_response = fields, command  # type: ignore[method-assign]
+    try:
+        fast = [p.send_async(Message("FastTopic", f"a{i}".encode())).result(10) for i in range(5)]
+    finally:
+        _AsyncSend.on_fields, _AsyncSend.on_response = on_fields, on_response  # type: ignore[method-assign]
+    assert seen == ["fields"] * 5
+    inst = p.instance
+    assert inst is not None
+    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, ASYNC)).result(10)
+    for r in fast:
+        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
+            coro.send_status,
+            coro.offset_msg_id,
+            coro.region_id,
+            coro.trace_on,
+            coro.transaction_id,
+        )
+        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0
+
+
+def test_bad_properties_fail_either_send_and_send_nothing(fake) -> None:  # type: ignore[no-untyped-def]
+    """The fast path checks the properties as it writes them: the same MQClientException as the check before any
+    send, for SYNC (raised) and ASYNC (the future's), and no request reaches the broker."""
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    n = len(broker.requests)
+    for props in ({"k": "a\x02b"}, {"": "v"}, {"k": ""}):
+        with pytest.raises(MQClientException, match="properties are illegal") as sync_e:
+            p.send(Message("FastTopic", b"x", properties=dict(props)))
+        with pytest.raises(MQClientException, match="properties are illegal") as async_e:
+            p.send_async(Message("FastTopic", b"x", properties=dict(props))).result(10)
+        assert str(sync_e.value) == str(async_e.value)
+        assert sync_e.value.response_code == ResponseCode.MESSAGE_ILLEGAL
+    assert len(broker.requests) == n
+
+
+def test_sync_senders_and_async_sends_share_a_connection(tmp_path: Path) -> None:
+    """4 threads sending SYNC (their frames written from their own threads, answered as commands) while the main
+    thread keeps 64 ASYNC sends in flight (answered as fields, their waiters taken out of the same ``pending``):
+    every send answered once with its own message's result, every message stored once."""
+    import threading
+
+    with cluster(tmp_path) as (ns, [broker]):
+        p = Producer("MixedProducer", namesrv_addr=ns.address)
+        p.start()
+        try:
+            p.send(Message("Mixed", b"first"))
+            sync_results: dict[bytes, Any] = {}
+            errors: list[BaseException] = []
+
+            def sync_sender(t: int) -> None:
+                try:
+                    for i in range(150):
+                        body = f"s{t}-{i}".encode()
+                        sync_results[body] = p.send(Message("Mixed", body))
+                except BaseException as e:  # pragma: no cover - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=sync_sender, args=(t,)) for t in range(4)]
+            for th in threads:
+                th.start()
+            window = threading.Semaphore(64)
+            futures = {}
+            for i in range(600):
+                window.acquire()
+                body = f"a{i}".encode()
+                futures[body] = p.send_async(Message("Mixed", body))
+                futures[body].add_done_callback(lambda _f: window.release())
+            async_results = {b: f.result(30) for b, f in futures.items()}
+            for th in threads:
+                th.join(60)
+            assert not errors
+        finally:
+            p.shutdown()
+        stored_by_id = {m.msg_id: m for q in range(4) for m in stored(broker, "Mixed", q)}
+    results = {**sync_results, **async_results}
+    assert len(results) == 1200 and len(stored_by_id) == 1201
+    for body, r in results.items():
+        assert r.send_status == SendStatus.SEND_OK
+        m = stored_by_id[r.offset_msg_id]
+        assert m.body == body and m.properties["UNIQ_KEY"] == r.msg_id
+        assert (m.queue_id, m.queue_offset) == (r.message_queue.queue_id, r.queue_offset)

@@ -17,7 +17,8 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
   message_store.py      StoreEngine
   store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
-  remoting_frames.py    the remoting frame codec's fast path (split_frames, encode_frames; rmq-py/src/remoting.rs)
+  remoting_frames.py    the remoting frame codec's fast path (split_frames, split_client_frames, encode_frames,
+                        encode_send_request; rmq-py/src/remoting.rs)
   send_requests.py      a chunk's plain sends as columns, stored in one put, answered as frames (rmq-py/src/send_request.rs)
   format/send_request.py  a plain send's header fields and stored properties
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         tags_hash,
     )
     from .message_store import StoreEngine
-    from .remoting_frames import encode_frames, split_frames
+    from .remoting_frames import encode_frames, encode_send_request, split_client_frames, split_frames
     from .send_requests import SendRequestColumns, SendRequestParser
     from .store_reader import StoreReader, mapped_file_size
 
@@ -62,6 +63,8 @@ _WHERE = {
     "tags_hash": ".format.message",
     "StoreEngine": ".message_store",
     "encode_frames": ".remoting_frames",
+    "encode_send_request": ".remoting_frames",
+    "split_client_frames": ".remoting_frames",
     "split_frames": ".remoting_frames",
     "SendRequestParser": ".send_requests",
     "SendRequestColumns": ".send_requests",
@@ -109,9 +112,11 @@ __all__ = [
     "decode_properties",
     "encode_frames",
     "encode_properties",
+    "encode_send_request",
     "gather_runs",
     "mapped_file_size",
     "message_class",
+    "split_client_frames",
     "split_frames",
     "tags_hash",
     "uniq_counter",

@@ -1,12 +1,16 @@
 """The pure-Python twin of the remoting frame codec's fast path (``rust/rmq-py/src/remoting.rs`` over
-``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers. The frame layout
+``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers, and one per
+producer send (``encode_send_request``). The frame layout
 and the per-frame codec are ``rmq_core.remoting.command``'s (passed in, so this package imports nothing above the
 store); this twin hands every frame to it, the Rust side only the frames outside the shape it decodes itself.
 
 Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the frame ``decode_frame`` takes.
 
 Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
-``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is).
+``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is); ``encode_send_request``
+is ``encode_one``'s frame (or error) for the same arguments; ``split_client_frames`` is ``split_frames`` with the
+answers of the ``light_type`` waiters in ``pending`` (up to the chunk's first request) as field tuples, those waiters
+taken out of ``pending``.
 
 Thread-safety: pure functions.
 """
@@ -14,7 +18,7 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _LENGTH = struct.Struct(">i")
@@ -52,7 +56,55 @@ def split_frames(
     return out, pos, error
 
 
+def split_client_frames(
+    buf: bytes | bytearray,
+    pending: dict[int, Any],
+    light_type: type,
+    names: tuple[str, ...],
+    response_flag: int,
+    command_type: type,
+    decode_frame: Callable[[bytes | memoryview], Any],
+    error_type: type[BaseException],
+    max_frame_length: int,
+) -> tuple[list[Any], int, str | None]:
+    """``split_frames`` for a client's connection: while the frames are responses (a flag with ``response_flag``),
+    up to the chunk's first request, a response whose waiter in ``pending`` (by opaque) is a ``light_type``
+    instance is taken out of ``pending`` and comes back as ``(waiter, code, remark, *(ext_fields.get(n) for n in
+    names))`` in place of its command."""
+    cmds, used, error = split_frames(buf, command_type, decode_frame, error_type, max_frame_length)
+    out: list[Any] = []
+    for i, cmd in enumerate(cmds):
+        if not cmd.flag & response_flag:
+            out.extend(cmds[i:])
+            break
+        waiter = pending.get(cmd.opaque)
+        if isinstance(waiter, light_type):
+            del pending[cmd.opaque]
+            ext = cmd.ext_fields
+            out.append((waiter, cmd.code, cmd.remark, *[ext.get(n) for n in names]))
+        else:
+            out.append(cmd)
+    return out, used, error
+
+
 def encode_frames(cmds: list[Any], encode_one: Callable[[Any], bytes], max_frame_length: int) -> bytes:
     """The frames of ``cmds`` in order as one buffer (``max_frame_length`` is ``encode_one``'s to enforce); a ``bytes``
     item is a frame already encoded, kept as it is."""
     return b"".join([c if type(c) is bytes else encode_one(c) for c in cmds])
+
+
+def encode_send_request(
+    code: int,
+    language: str,
+    version: int,
+    opaque: int,
+    names: tuple[str, ...],
+    values: Sequence[Any],
+    body: bytes,
+    encode_one: Callable[..., bytes],
+    max_frame_length: int,
+) -> bytes:
+    """A producer's send request as one frame: ``encode_one(code, language, version, opaque, names, values, body)``
+    (the Rust side writes the common shape itself: exact str / bool / int header values, a dict of properties, a
+    bytes body; ``max_frame_length`` is ``encode_one``'s to enforce)."""
+    return encode_one(code, language, version, opaque, names, values, body)

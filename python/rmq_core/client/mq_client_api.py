@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rmq_core import _backend
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import (
     ClientErrorCode,
@@ -48,14 +50,18 @@ from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
+from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, ResetOffsetBody, TopicStatsTable
 from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand, next_opaque
+from rmq_core.remoting.command import DEFAULT_VERSION, MAX_FRAME_LENGTH, RemotingCommand, next_opaque
 from rmq_core.remoting.header import (
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
+    SEND_ANSWER_FIELDS,
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -81,6 +87,7 @@ from rmq_core.remoting.header import (
     ViewMessageRequestHeader,
     decode_header,
     encode_header,
+    field_names,
 )
 from rmq_core.remoting.transport import RemotingClient
 
@@ -89,10 +96,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
 
 SEND_MODES = ("SYNC", "ASYNC", "ONEWAY")
+# the send answers that are a SendResult (any other code is an MQBrokerException)
+_SEND_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
 
 
 def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: bool = False) -> RemotingCommand:
@@ -102,6 +114,29 @@ def send_message_request(header: SendMessageRequestHeader, body: bytes, batch: b
     return RemotingCommand(
         code=code, opaque=next_opaque(), ext_fields=encode_header(header, short_names=True), body=body
     )
+
+
+# SEND_MESSAGE_V2's extFields names in SendMessageRequestHeader's order: the ``values`` of ``encode_send_values``
+SEND_HEADER_NAMES = tuple(field_names(SendMessageRequestHeader, short_names=True))
+
+
+def encode_send_values(
+    code: int, language: str, version: int, opaque: int, names: tuple[str, ...], values: Any, body: bytes
+) -> bytes:
+    """The frame of a send request whose header is ``values`` (``SendMessageRequestHeader``'s fields, in order, under
+    ``names``): the bytes ``send_message_request(SendMessageRequestHeader(*values), body).encode()`` writes, where a
+    dict value (the message's properties) is written as ``properties_to_string`` writes it (its ValueError too). The
+    Python codec of the backend's ``encode_send_request`` (which writes the common shape itself, in one call)."""
+    ext: dict[str, str] = {}
+    for name, v in zip(names, values, strict=True):
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            ext[name] = properties_to_string(v)
+        else:
+            ext[name] = v if v.__class__ is str else ("true" if v else "false") if v.__class__ is bool else str(v)
+    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
+    return cmd.encode()
 
 
 def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:
@@ -253,34 +288,89 @@ class MQClientAPIImpl:
         request.language = self.client_config.language
         return request
 
-    def process_send_response(self, broker_name: str, msg: Message, response: RemotingCommand, addr: str) -> SendResult:
-        code = response.code
-        if code == ResponseCode.SUCCESS:
-            status = SendStatus.SEND_OK
-        elif code == ResponseCode.FLUSH_DISK_TIMEOUT:
-            status = SendStatus.FLUSH_DISK_TIMEOUT
-        elif code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
-            status = SendStatus.FLUSH_SLAVE_TIMEOUT
-        elif code == ResponseCode.SLAVE_NOT_AVAILABLE:
-            status = SendStatus.SLAVE_NOT_AVAILABLE
-        else:
-            raise MQBrokerException(code, response.remark, addr)
-        h = decode_header(SendMessageResponseHeader, response.ext_fields)
+    def encode_send(self, values: list[Any], body: bytes, batch: bool) -> tuple[int, bytes]:
+        """(opaque, frame) of the request ``send_message`` sends for the header ``SendMessageRequestHeader(*values)``
+        (the ``properties`` value may be the message's dict: it is written as ``properties_to_string`` writes it,
+        and refused with its ValueError) and ``body``, built and encoded in one call of the backend's
+        ``encode_send_request``: the producer's send fast path. Any thread."""
+        opaque = next_opaque()
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        frame = _backend.impl.encode_send_request(
+            code,
+            self.client_config.language,
+            DEFAULT_VERSION,
+            opaque,
+            SEND_HEADER_NAMES,
+            values,
+            body,
+            encode_send_values,
+            MAX_FRAME_LENGTH,
+        )
+        return opaque, frame
+
+    def process_send_response(
+        self,
+        broker_name: str,
+        msg: Message,
+        response: RemotingCommand,
+        addr: str,
+        mq: MessageQueue | None = None,
+    ) -> SendResult:
+        """The send's result (invariant 2): ``send_result`` of the response's code, remark and fields."""
+        ext = response.ext_fields
+        fields = (
+            ext.get("msgId"),
+            ext.get("queueId"),
+            ext.get("queueOffset"),
+            ext.get("transactionId"),
+            ext.get(PROPERTY_MSG_REGION),
+            ext.get(PROPERTY_TRACE_SWITCH),
+        )
+        return self.send_result(broker_name, msg, response.code, response.remark, fields, addr, mq)
+
+    def send_result(
+        self,
+        broker_name: str,
+        msg: Message,
+        code: int,
+        remark: str | None,
+        fields: Sequence[str | None],
+        addr: str,
+        mq: MessageQueue | None = None,
+    ) -> SendResult:
+        """The send's result (invariant 2) from its answer's code, remark and extFields ``SEND_ANSWER_FIELDS``
+        (``fields``, None where absent: what a client connection hands a ``SendAnswerWaiter``). The header's fields
+        are read as ``decode_header`` reads them (it decodes what it would refuse, for its error), without a header
+        object per send. ``mq``: the queue the send went to, the result's queue when the broker stored the message
+        there (it always does: one object fewer per send)."""
+        status = _SEND_STATUS.get(code)
+        if status is None:
+            raise MQBrokerException(code, remark, addr)
+        msg_id, queue_id, queue_offset, transaction_id, region, trace = fields
+        try:
+            if msg_id is None or queue_id is None or queue_offset is None:
+                raise ValueError
+            qid, offset = int(queue_id), int(queue_offset)
+        except ValueError:
+            ext = {n: v for n, v in zip(SEND_ANSWER_FIELDS, fields, strict=True) if v is not None}
+            h = decode_header(SendMessageResponseHeader, ext)
+            msg_id, qid, offset = h.msgId, h.queueId, h.queueOffset
         if isinstance(msg, MessageBatch):
             uniq: str | None = ",".join(m.properties.get(UNIQ_KEY, "") for m in msg.messages)
         else:
             uniq = msg.properties.get(UNIQ_KEY)
-        region = response.ext_fields.get(PROPERTY_MSG_REGION) or DEFAULT_TRACE_REGION_ID
-        trace_on = response.ext_fields.get(PROPERTY_TRACE_SWITCH) != "false"
+        topic = msg.topic
+        if mq is None or mq.queue_id != qid or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, qid)
         return SendResult(
             status,
             uniq,
-            h.msgId,
-            MessageQueue(msg.topic, broker_name, h.queueId),
-            h.queueOffset,
-            region_id=region,
-            trace_on=trace_on,
-            transaction_id=h.transactionId,
+            msg_id,
+            mq,
+            offset,
+            region or DEFAULT_TRACE_REGION_ID,
+            trace != "false",
+            transaction_id,
         )
 
     # --- transactions ------------------------------------------------------------------------------------------

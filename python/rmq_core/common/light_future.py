@@ -11,6 +11,8 @@ Invariants: a ``LightFuture`` is a ``concurrent.futures.Future`` (isinstance, ev
 ``as_completed``); the list of waiting threads exists only while one waits. It sets the attributes
 ``Future.__init__`` sets (``_condition``, ``_state``, ``_result``, ``_exception``, ``_waiters``,
 ``_done_callbacks``: the same in CPython 3.11 to 3.13), so that no ``threading.Condition`` is built to be dropped.
+``settle`` is ``set_running_or_notify_cancel()`` followed, unless that returned False, by ``set_result`` /
+``set_exception``, in one pass under the lock (a producer's async send settles its future this way, once per send).
 Thread-safety: as ``concurrent.futures.Future``: any thread.
 """
 
@@ -18,6 +20,9 @@ from __future__ import annotations
 
 import _thread
 import concurrent.futures
+from concurrent.futures._base import CANCELLED as _CANCELLED
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED as _CANCELLED_AND_NOTIFIED
+from concurrent.futures._base import FINISHED as _FINISHED
 from concurrent.futures._base import PENDING as _PENDING
 from typing import Any, TypeVar
 
@@ -88,3 +93,30 @@ class LightFuture(concurrent.futures.Future[T]):
         self._exception = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Any] = []
+
+    def settle(self, result: T | None = None, exception: BaseException | None = None) -> None:
+        """What an executor does when the work is done: ``if set_running_or_notify_cancel(): set_exception(exception)
+        if exception is not None else set_result(result)``, with the lock taken once. A cancelled future is only
+        marked notified (its waiters told); a future already running or done raises RuntimeError, as
+        ``set_running_or_notify_cancel`` does."""
+        with self._condition:
+            state = self._state
+            if state == _CANCELLED:
+                self._state = _CANCELLED_AND_NOTIFIED
+                for waiter in self._waiters:
+                    waiter.add_cancelled(self)
+                return
+            if state != _PENDING:
+                raise RuntimeError("Future in unexpected state")
+            if exception is not None:
+                self._exception = exception
+                self._state = _FINISHED
+                for waiter in self._waiters:
+                    waiter.add_exception(self)
+            else:
+                self._result = result
+                self._state = _FINISHED
+                for waiter in self._waiters:
+                    waiter.add_result(self)
+            self._condition.notify_all()
+        self._invoke_callbacks()  # type: ignore[attr-defined]

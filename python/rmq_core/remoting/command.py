@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import struct
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,9 +60,17 @@ _opaque = itertools.count(1)
 _opaque_lock = threading.Lock()
 
 
-def next_opaque() -> int:
+def _next_opaque_locked() -> int:
     with _opaque_lock:
         return next(_opaque) & 0x7FFFFFFF
+
+
+def _next_opaque_gil() -> int:
+    return next(_opaque) & 0x7FFFFFFF  # one C call: atomic under the GIL (a lock here cost ~0.2 µs of every send)
+
+
+# A fresh request id (wraps past 2**31 - 1); any thread. The lock only where there is no GIL (free-threaded builds).
+next_opaque = _next_opaque_gil if getattr(sys, "_is_gil_enabled", lambda: True)() else _next_opaque_locked
 
 
 class RemotingCommandError(RmqError):

@@ -178,6 +178,12 @@ class SendMessageResponseHeader:
     batchUniqId: str | None = optional()
 
 
+PROPERTY_MSG_REGION = "MSG_REGION"  # a send answer's extFields beside its header: the broker's region
+PROPERTY_TRACE_SWITCH = "TRACE_ON"  # and whether it traces ("false": not)
+# the extFields of a send's answer a producer reads, in this order (``response_waiter.SendAnswerWaiter``)
+SEND_ANSWER_FIELDS = ("msgId", "queueId", "queueOffset", "transactionId", PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH)
+
+
 # --- transactions (END_TRANSACTION 37, CHECK_TRANSACTION_STATE 39) ----------------------------------------------
 @dataclass
 class EndTransactionRequestHeader:

@@ -9,7 +9,9 @@ response — or ``set_exception`` when the connection closes first. Two waiters:
 - ``BlockingResponseWaiter``: a caller thread blocks in ``wait(timeout_s)`` on a plain lock (no loop timer: the
   caller times out itself and removes the entry from ``pending``); one lock release wakes it.
 - ``CallbackResponseWaiter``: its ``on_response(response, error)`` runs on the loop once (the response, the
-  loop-side timeout's TimeoutError, or the connection's error), with no task or coroutine per request. Timeouts:
+  loop-side timeout's TimeoutError, or the connection's error), with no task or coroutine per request. A
+  ``SendAnswerWaiter`` (one a producer's async send is) is answered by a client connection with the few fields of the
+  response it reads instead of the command (``on_fields``, see ``ClientFrameProtocol``). Timeouts:
   a deadline per waiter and one timer per connection (``Connection.waiter_sweep``), armed for the nearest deadline
   (a uvloop timer per request cost ~1.2 µs of ~20 per send); a waiter fails at most ``SWEEP_SLACK_S`` late.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rmq_core.remoting.command import RemotingCommand
@@ -119,6 +121,27 @@ class CallbackResponseWaiter:
             self.on_response(response, error)
         except Exception:
             log.exception("a response callback raised")
+
+
+class SendAnswerWaiter(CallbackResponseWaiter):
+    """A callback waiter a client connection answers with ``on_fields(item)``, ``item`` being ``(self, code, remark,
+    *values)`` with the response's extFields ``header.SEND_ANSWER_FIELDS`` (None where absent): no command object
+    per answer (the backend's ``split_client_frames`` reads them out of the received chunk). An answer that comes
+    another way (a chunk queued behind a request of the server) is a command: ``on_response`` as any callback
+    waiter's; errors and timeouts too."""
+
+    __slots__ = ()
+
+    def on_fields(self, item: tuple[Any, ...]) -> None:
+        raise NotImplementedError
+
+    def set_fields(self, item: tuple[Any, ...]) -> None:
+        if not self._done:
+            self._done = True
+            try:
+                self.on_fields(item)
+            except Exception:
+                log.exception("a response callback raised")
 
 
 # --- timeouts: one sweep timer per connection, not one timer per request ----------------------------------------

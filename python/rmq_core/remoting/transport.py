@@ -39,7 +39,8 @@ from typing import Any, cast
 from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
-from rmq_core.remoting.response_waiter import ResponseWaiter
+from rmq_core.remoting.header import SEND_ANSWER_FIELDS
+from rmq_core.remoting.response_waiter import ResponseWaiter, SendAnswerWaiter
 
 _uvloop: ModuleType | None
 try:
@@ -129,7 +130,7 @@ class FrameProtocol(asyncio.Protocol):
             return
         buf = self._buf
         buf += data
-        cmds, used, error = split_frames(buf)
+        cmds, used, error = self._split(buf)
         if used:
             del buf[:used]
         if cmds:
@@ -151,7 +152,11 @@ class FrameProtocol(asyncio.Protocol):
         if self.inbox:
             self._wake()
 
-    def _take(self, cmds: list[RemotingCommand]) -> None:
+    def _split(self, buf: bytearray) -> tuple[list[Any], int, RemotingCommandError | None]:
+        """The chunk's whole frames (``split_frames``)."""
+        return split_frames(buf)
+
+    def _take(self, cmds: list[Any]) -> None:
         """A chunk's commands, in order, for ``serve_connection``."""
         self.inbox.extend(cmds)
 
@@ -728,7 +733,8 @@ def _expire(fut: asyncio.Future[RemotingCommand], timeout: float) -> None:
 
 class ClientFrameProtocol(FrameProtocol):
     """The client's receiving side: the responses at the head of a chunk, while nothing is queued before them, go
-    to their waiters at once (no wake-up of the read loop for them: on a client nearly every command is one); the
+    to their waiters at once (no wake-up of the read loop for them: on a client nearly every command is one; a
+    ``SendAnswerWaiter``'s as the few fields it reads, with no command built); the
     rest, from the first request of the server on, through ``inbox`` in order, as ``FrameProtocol``. Its connection
     takes writes from other threads (``Connection.send_frame_from_thread``)."""
 
@@ -737,12 +743,35 @@ class ClientFrameProtocol(FrameProtocol):
         assert self.conn is not None
         self.conn.enable_thread_writes()
 
-    def _take(self, cmds: list[RemotingCommand]) -> None:
+    def _split(self, buf: bytearray) -> tuple[list[Any], int, RemotingCommandError | None]:
+        """``split_frames``, with the answers of the ``SendAnswerWaiter``s at the head of the chunk read as their
+        fields (the backend's ``split_client_frames``: no command per answer), their waiters out of ``pending``;
+        while ``inbox`` holds commands, every frame is a command (they are served in order behind them)."""
+        conn = self.conn
+        if self.inbox or conn is None:
+            return split_frames(buf)
+        items, used, error = _backend.impl.split_client_frames(
+            buf,
+            conn.pending,
+            SendAnswerWaiter,
+            SEND_ANSWER_FIELDS,
+            RPC_TYPE_RESPONSE,
+            RemotingCommand,
+            RemotingCommand.decode_frame,
+            RemotingCommandError,
+            MAX_FRAME_LENGTH,
+        )
+        return items, used, None if error is None else RemotingCommandError(error)
+
+    def _take(self, cmds: list[Any]) -> None:
         if self.inbox or self.conn is None:
             self.inbox.extend(cmds)
             return
         pending = self.conn.pending
         for i, cmd in enumerate(cmds):
+            if cmd.__class__ is tuple:  # a SendAnswerWaiter's answer, its waiter already out of pending
+                cmd[0].set_fields(cmd)
+                continue
             if not cmd.flag & RPC_TYPE_RESPONSE:
                 self.inbox.extend(cmds[i:])
                 return

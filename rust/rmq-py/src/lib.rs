@@ -47,6 +47,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::split_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(remoting::split_client_frames, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::encode_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(remoting::encode_send_request, m)?)?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Bindings of the remoting frame codec's fast path (`rmq_store::format::remoting`): `split_frames` (a received
-//! buffer → its whole frames, decoded) and `encode_frames` (commands → one buffer of frames), one call per chunk.
+//! buffer → its whole frames, decoded) and `encode_frames` (commands → one buffer of frames), one call per chunk;
+//! `encode_send_request` (a producer's send: header fields, properties and body → its frame, one call per send).
 //! Twins: `python/rmq_core/_reference/remoting_frames.py`. A frame or command outside the shape the fast path knows
 //! goes to the Python codec the caller passes (`decode_frame`, `encode_one`), so both give the same commands, the same
 //! bytes and the same errors.
@@ -9,24 +10,30 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyType};
-use rmq_store::format::remoting::{parse_json_header, write_json_header};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
+use rmq_store::format::message::{encode_property_into, property_encodable};
+use rmq_store::format::remoting::{parse_json_header, write_json_header, JsonHeader};
 
 const SERIALIZE_JSON: u8 = 0;
 
-/// The whole frames at the start of `buf` (bytes or bytearray), decoded: `(commands, bytes consumed, error)`.
-/// JSON headers in the shape Java writes become `command_type` instances here; every other frame is
-/// `decode_frame(frame bytes)`. `error` is the text of the first bad frame (a length outside [4,
+/// One whole frame of a received buffer: its JSON header decoded here (and its body), or what the Python codec
+/// (`decode_frame`) made of it.
+enum Frame<'a, 'py> {
+    Parsed(JsonHeader<'a>, &'a [u8]),
+    Decoded(Bound<'py, PyAny>),
+}
+
+/// Walks the whole frames at the start of `buf` (bytes or bytearray), calling `each` with every one in order:
+/// `(bytes consumed, error)`, `error` being the text of the first bad frame (a length outside [4,
 /// `max_frame_length`], or `decode_frame` raising `error_type`); nothing after it is read.
-#[pyfunction]
-pub fn split_frames<'py>(
+fn for_each_frame<'py>(
     py: Python<'py>,
     buf: &Bound<'py, PyAny>,
-    command_type: &Bound<'py, PyType>,
     decode_frame: &Bound<'py, PyAny>,
     error_type: &Bound<'py, PyType>,
     max_frame_length: i64,
-) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    mut each: impl FnMut(Frame<'_, 'py>) -> PyResult<()>,
+) -> PyResult<(usize, Option<String>)> {
     // a copy of a bytearray: no Python code run below (an allocation's GC) can resize what is being read
     let owned: Vec<u8>;
     let data: &[u8] = if let Ok(ba) = buf.cast::<PyByteArray>() {
@@ -39,19 +46,6 @@ pub fn split_frames<'py>(
             "split_frames takes bytes or a bytearray",
         ));
     };
-    let out = PyList::empty(py);
-    let new = command_type.getattr(intern!(py, "__new__"))?;
-    let names = [
-        intern!(py, "code"),
-        intern!(py, "language"),
-        intern!(py, "version"),
-        intern!(py, "opaque"),
-        intern!(py, "flag"),
-        intern!(py, "remark"),
-        intern!(py, "ext_fields"),
-        intern!(py, "body"),
-        intern!(py, "serialize_type"),
-    ];
     let (mut pos, end) = (0usize, data.len());
     let mut error = None;
     while end - pos >= 4 {
@@ -75,38 +69,9 @@ pub fn split_frames<'py>(
             None
         };
         match parsed {
-            Some(h) => {
-                let cmd = new.call1((command_type,))?;
-                let ext = PyDict::new(py);
-                for (k, v) in &h.ext_fields {
-                    ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
-                }
-                let body = &frame[4 + header_length..];
-                let values: [Bound<'py, PyAny>; 9] = [
-                    h.code.into_pyobject(py)?.into_any(),
-                    PyString::new(py, &h.language).into_any(),
-                    h.version.into_pyobject(py)?.into_any(),
-                    h.opaque.into_pyobject(py)?.into_any(),
-                    h.flag.into_pyobject(py)?.into_any(),
-                    match &h.remark {
-                        Some(r) => PyString::new(py, r).into_any(),
-                        None => py.None().into_bound(py),
-                    },
-                    ext.into_any(),
-                    if body.is_empty() {
-                        py.None().into_bound(py)
-                    } else {
-                        PyBytes::new(py, body).into_any()
-                    },
-                    0i64.into_pyobject(py)?.into_any(),
-                ];
-                for (name, value) in names.iter().zip(values) {
-                    cmd.setattr(name, value)?;
-                }
-                out.append(cmd)?;
-            }
+            Some(h) => each(Frame::Parsed(h, &frame[4 + header_length..]))?,
             None => match decode_frame.call1((PyBytes::new(py, frame),)) {
-                Ok(cmd) => out.append(cmd)?,
+                Ok(cmd) => each(Frame::Decoded(cmd))?,
                 Err(e) if e.is_instance(py, error_type) => {
                     error = Some(e.value(py).str()?.to_string());
                     break;
@@ -116,7 +81,190 @@ pub fn split_frames<'py>(
         }
         pos += 4 + length;
     }
-    Ok((out, pos, error))
+    Ok((pos, error))
+}
+
+/// A `command_type` instance of the fields `split_frames`'s Python codec gives a decoded JSON header.
+/// `new` is `command_type.__new__`.
+fn build_command<'py>(
+    py: Python<'py>,
+    command_type: &Bound<'py, PyType>,
+    new: &Bound<'py, PyAny>,
+    h: &JsonHeader<'_>,
+    body: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let cmd = new.call1((command_type,))?;
+    let ext = PyDict::new(py);
+    for (k, v) in &h.ext_fields {
+        ext.set_item(PyString::new(py, k), PyString::new(py, v))?;
+    }
+    let values: [(&Bound<'py, PyString>, Bound<'py, PyAny>); 9] = [
+        (intern!(py, "code"), h.code.into_pyobject(py)?.into_any()),
+        (
+            intern!(py, "language"),
+            PyString::new(py, &h.language).into_any(),
+        ),
+        (
+            intern!(py, "version"),
+            h.version.into_pyobject(py)?.into_any(),
+        ),
+        (
+            intern!(py, "opaque"),
+            h.opaque.into_pyobject(py)?.into_any(),
+        ),
+        (intern!(py, "flag"), h.flag.into_pyobject(py)?.into_any()),
+        (
+            intern!(py, "remark"),
+            match &h.remark {
+                Some(r) => PyString::new(py, r).into_any(),
+                None => py.None().into_bound(py),
+            },
+        ),
+        (intern!(py, "ext_fields"), ext.into_any()),
+        (
+            intern!(py, "body"),
+            if body.is_empty() {
+                py.None().into_bound(py)
+            } else {
+                PyBytes::new(py, body).into_any()
+            },
+        ),
+        (
+            intern!(py, "serialize_type"),
+            0i64.into_pyobject(py)?.into_any(),
+        ),
+    ];
+    for (name, value) in values {
+        cmd.setattr(name, value)?;
+    }
+    Ok(cmd)
+}
+
+/// The whole frames at the start of `buf` (bytes or bytearray), decoded: `(commands, bytes consumed, error)`.
+/// JSON headers in the shape Java writes become `command_type` instances here; every other frame is
+/// `decode_frame(frame bytes)`. `error` is the text of the first bad frame (a length outside [4,
+/// `max_frame_length`], or `decode_frame` raising `error_type`); nothing after it is read.
+#[pyfunction]
+pub fn split_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    command_type: &Bound<'py, PyType>,
+    decode_frame: &Bound<'py, PyAny>,
+    error_type: &Bound<'py, PyType>,
+    max_frame_length: i64,
+) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    let out = PyList::empty(py);
+    let new = command_type.getattr(intern!(py, "__new__"))?;
+    let (used, error) =
+        for_each_frame(
+            py,
+            buf,
+            decode_frame,
+            error_type,
+            max_frame_length,
+            |f| match f {
+                Frame::Parsed(h, body) => {
+                    out.append(build_command(py, command_type, &new, &h, body)?)
+                }
+                Frame::Decoded(cmd) => out.append(cmd),
+            },
+        )?;
+    Ok((out, used, error))
+}
+
+/// `split_frames` for a client's connection, with the answers some waiters take as a few fields: while the frames
+/// read are responses (up to the first request of the chunk), a response whose waiter in `pending` (by opaque) is a
+/// `light_type` instance is taken out of `pending` and comes back as the tuple `(waiter, code, remark,
+/// ext_fields.get(name) for name in names)` in place of its command; every other frame as `split_frames` gives it.
+/// A response is a frame whose flag has `response_flag` set.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn split_client_frames<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyAny>,
+    pending: &Bound<'py, PyDict>,
+    light_type: &Bound<'py, PyType>,
+    names: &Bound<'py, PyTuple>,
+    response_flag: i64,
+    command_type: &Bound<'py, PyType>,
+    decode_frame: &Bound<'py, PyAny>,
+    error_type: &Bound<'py, PyType>,
+    max_frame_length: i64,
+) -> PyResult<(Bound<'py, PyList>, usize, Option<String>)> {
+    let out = PyList::empty(py);
+    let names: Vec<Bound<'py, PyString>> = names
+        .iter()
+        .map(|n| n.cast_into::<PyString>().map_err(PyErr::from))
+        .collect::<PyResult<_>>()?;
+    let new = command_type.getattr(intern!(py, "__new__"))?;
+    let mut light = true;
+    // the waiter of a response `opaque` when it takes the fields (out of `pending` then), else None
+    let take_waiter = |opaque: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
+        match pending.get_item(opaque)? {
+            Some(w) if w.is_instance(light_type)? => {
+                pending.del_item(opaque)?;
+                Ok(Some(w))
+            }
+            _ => Ok(None),
+        }
+    };
+    let (used, error) =
+        for_each_frame(
+            py,
+            buf,
+            decode_frame,
+            error_type,
+            max_frame_length,
+            |f| match f {
+                Frame::Parsed(h, body) => {
+                    if light && h.flag & response_flag != 0 {
+                        let opaque = h.opaque.into_pyobject(py)?.into_any();
+                        if let Some(w) = take_waiter(&opaque)? {
+                            let mut item: Vec<Bound<'py, PyAny>> =
+                                Vec::with_capacity(3 + names.len());
+                            item.push(w);
+                            item.push(h.code.into_pyobject(py)?.into_any());
+                            item.push(match &h.remark {
+                                Some(r) => PyString::new(py, r).into_any(),
+                                None => py.None().into_bound(py),
+                            });
+                            for name in &names {
+                                let name = name.to_str()?;
+                                item.push(match h.ext_fields.iter().find(|(k, _)| k == name) {
+                                    Some((_, v)) => PyString::new(py, v).into_any(),
+                                    None => py.None().into_bound(py),
+                                });
+                            }
+                            return out.append(PyTuple::new(py, item)?);
+                        }
+                    } else {
+                        light &= h.flag & response_flag != 0;
+                    }
+                    out.append(build_command(py, command_type, &new, &h, body)?)
+                }
+                Frame::Decoded(cmd) => {
+                    let flag: i64 = cmd.getattr(intern!(py, "flag"))?.extract()?;
+                    if light && flag & response_flag != 0 {
+                        if let Some(w) = take_waiter(&cmd.getattr(intern!(py, "opaque"))?)? {
+                            let ext = cmd.getattr(intern!(py, "ext_fields"))?;
+                            let mut item: Vec<Bound<'py, PyAny>> =
+                                Vec::with_capacity(3 + names.len());
+                            item.push(w);
+                            item.push(cmd.getattr(intern!(py, "code"))?);
+                            item.push(cmd.getattr(intern!(py, "remark"))?);
+                            for name in &names {
+                                item.push(ext.call_method1(intern!(py, "get"), (name,))?);
+                            }
+                            return out.append(PyTuple::new(py, item)?);
+                        }
+                    } else {
+                        light &= flag & response_flag != 0;
+                    }
+                    out.append(cmd)
+                }
+            },
+        )?;
+    Ok((out, used, error))
 }
 
 /// An int that fits i64, not a bool (orjson writes an int subclass such as an IntEnum code as its value, a bool as
@@ -235,4 +383,129 @@ pub fn encode_frames<'py>(
         }
     }
     Ok(PyBytes::new(py, &out))
+}
+
+/// One header field's value as `encode_header` writes it (an exact str as it is, a bool as "true"/"false", an exact
+/// int in decimal, an exact dict as its property string: `properties_to_string`'s, when it accepts every entry);
+/// `Ok(None)` for a None value (not written); `Err(())` for anything else (the Python codec encodes the request).
+fn field_text(v: &Bound<'_, PyAny>) -> Result<Option<String>, ()> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = v.cast_exact::<PyString>() {
+        return s.to_str().map(|s| Some(s.to_owned())).map_err(|_| ());
+    }
+    if let Ok(b) = v.cast_exact::<PyBool>() {
+        return Ok(Some(if b.is_true() { "true" } else { "false" }.to_owned()));
+    }
+    if v.is_exact_instance_of::<PyInt>() {
+        return v
+            .extract::<i64>()
+            .map(|i| Some(i.to_string()))
+            .map_err(|_| ());
+    }
+    let Ok(props) = v.cast_exact::<PyDict>() else {
+        return Err(());
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(64 * props.len());
+    for (k, val) in props.iter() {
+        if val.is_none() {
+            continue; // properties_to_string skips it
+        }
+        let (Ok(k), Ok(val)) = (k.cast_exact::<PyString>(), val.cast_exact::<PyString>()) else {
+            return Err(());
+        };
+        let (Ok(k), Ok(val)) = (k.to_str(), val.to_str()) else {
+            return Err(());
+        };
+        if !property_encodable(k.as_bytes(), val.as_bytes()) {
+            return Err(()); // the Python codec raises properties_to_string's ValueError
+        }
+        encode_property_into(&mut out, k.as_bytes(), val.as_bytes());
+    }
+    // UTF-8: str pieces joined by ASCII separators
+    String::from_utf8(out).map(Some).map_err(|_| ())
+}
+
+/// The frame of a producer's send request in one call: the JSON command `RemotingCommand(code, language, version,
+/// opaque, flag=0, remark=None, ext_fields, body).encode()` writes, where `ext_fields` holds `names[i]` →
+/// `values[i]` as `encode_header` writes it (None values left out; a dict value: the message's properties, written
+/// as `properties_to_string` writes them). Anything outside that shape (another type, a property
+/// `properties_to_string` refuses, a frame over `max_frame_length`) is `encode_one(code, language, version, opaque,
+/// names, values, body)`, whose bytes or error are the answer.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn encode_send_request<'py>(
+    py: Python<'py>,
+    code: &Bound<'py, PyAny>,
+    language: &Bound<'py, PyAny>,
+    version: &Bound<'py, PyAny>,
+    opaque: &Bound<'py, PyAny>,
+    names: &Bound<'py, PyTuple>,
+    values: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+    encode_one: &Bound<'py, PyAny>,
+    max_frame_length: i64,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(frame) = encode_send_fast(
+        code,
+        language,
+        version,
+        opaque,
+        names,
+        values,
+        body,
+        max_frame_length,
+    ) {
+        return Ok(PyBytes::new(py, &frame).into_any());
+    }
+    encode_one.call1((code, language, version, opaque, names, values, body))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_send_fast(
+    code: &Bound<'_, PyAny>,
+    language: &Bound<'_, PyAny>,
+    version: &Bound<'_, PyAny>,
+    opaque: &Bound<'_, PyAny>,
+    names: &Bound<'_, PyTuple>,
+    values: &Bound<'_, PyAny>,
+    body: &Bound<'_, PyAny>,
+    max_frame_length: i64,
+) -> Option<Vec<u8>> {
+    let (code, version, opaque) = (plain_i64(code)?, plain_i64(version)?, plain_i64(opaque)?);
+    let language = language.cast_exact::<PyString>().ok()?.to_str().ok()?;
+    let body = body.cast_exact::<PyBytes>().ok()?.as_bytes();
+    let values = if let Ok(t) = values.cast_exact::<PyTuple>() {
+        t.as_sequence().to_list().ok()?
+    } else {
+        values.cast_exact::<PyList>().ok()?.clone()
+    };
+    if values.len() != names.len() {
+        return None;
+    }
+    let mut texts: Vec<(Bound<'_, PyString>, String)> = Vec::with_capacity(names.len());
+    for (name, v) in names.iter().zip(values.iter()) {
+        let name = name.cast_into_exact::<PyString>().ok()?;
+        if let Some(text) = field_text(&v).ok()? {
+            texts.push((name, text));
+        }
+    }
+    let mut fields: Vec<(&str, &str)> = Vec::with_capacity(texts.len());
+    for (name, text) in &texts {
+        fields.push((name.to_str().ok()?, text.as_str()));
+    }
+    let props_len: usize = texts.iter().map(|(_, t)| t.len() * 2).sum();
+    let mut out: Vec<u8> = Vec::with_capacity(256 + props_len + body.len());
+    out.extend_from_slice(&[0u8; 8]);
+    write_json_header(&mut out, code, language, version, opaque, 0, None, &fields);
+    let header_length = out.len() - 8;
+    let length = 4 + header_length + body.len();
+    if length as i64 > max_frame_length || header_length > 0xFF_FFFF {
+        return None; // the Python codec names the error
+    }
+    out[..4].copy_from_slice(&(length as i32).to_be_bytes());
+    out[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    Some(out)
 }

@@ -27,6 +27,7 @@ request's encoding are safe on any thread.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import time
@@ -71,8 +72,8 @@ from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
 from rmq_core.remoting.response_waiter import (
     BlockingResponseWaiter,
-    CallbackResponseWaiter,
     PendingInvoke,
+    SendAnswerWaiter,
     begin_invoke,
 )
 
@@ -100,6 +101,7 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
 Selector = MessageQueueSelector | Callable[[list[MessageQueue], Message, Any], MessageQueue]
+_PROPERTIES = [f.name for f in dataclasses.fields(SendMessageRequestHeader)].index("properties")
 
 
 def _now_ms() -> int:
@@ -149,17 +151,18 @@ class _FastAttempt(_SendState):
         begin: int,
         remaining_ms: int,
     ) -> None:
-        super().__init__(begin_first)
-        self.times, self.mq = 1, mq
-        self.brokers_sent.append(mq.broker_name)
+        # _SendState's fields after one attempt, set here (no super() call: one of these is made per send)
+        self.begin_first, self.times, self.mq, self.brokers_sent = begin_first, 1, mq, [mq.broker_name]
+        self.exception, self.send_result, self.call_timeout = None, None, False
         self.addr, self.conn, self.opaque, self.frame = addr, conn, opaque, frame
         self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
 
 
-class _AsyncSend(CallbackResponseWaiter):
+class _AsyncSend(SendAnswerWaiter):
     """An ASYNC send on the fast path: the loop job starting its first attempt and that attempt's waiter, judged on
-    the loop when the answer comes; its outcome goes to ``future`` (a retry continues as the sendDefaultImpl
-    coroutine, its outcome there too)."""
+    the loop when the answer comes (its fields, ``on_fields``, as the connection reads them; or the command, or an
+    error, ``on_response``); its outcome goes to ``future`` (a retry continues as the sendDefaultImpl coroutine, its
+    outcome there too)."""
 
     __slots__ = ("fa", "future", "instance", "msg", "producer", "timeout_ms")
 
@@ -168,7 +171,7 @@ class _AsyncSend(CallbackResponseWaiter):
     ) -> None:
         super().__init__()
         self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
-        self.future: concurrent.futures.Future[SendResult] = LightFuture()
+        self.future: LightFuture[SendResult] = LightFuture()
 
     def run(self) -> None:  # LoopJob
         fa = self.fa
@@ -177,18 +180,48 @@ class _AsyncSend(CallbackResponseWaiter):
     def fail(self, error: BaseException) -> None:  # LoopJob
         self.fail_now(error)
 
+    def set_result(self, result: RemotingCommand, /) -> None:
+        """The answer, on the loop (``CallbackResponseWaiter.set_result`` with the delivery inlined: once per send)."""
+        if not self._done:
+            self._done = True
+            try:
+                self.on_response(result, None)
+            except Exception:
+                log.exception("a response callback raised")
+
+    def on_fields(self, item: tuple[Any, ...]) -> None:
+        fa = self.fa
+        mq: MessageQueue = fa.mq  # type: ignore[assignment]  # set: an attempt was made (no cast() per answer)
+        try:
+            result = self.instance.mq_client_api.send_result(
+                mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
+            )
+        except MQBrokerException as e:
+            self._judge(None, e)
+            return
+        except BaseException as e:
+            self.future.settle(exception=e)
+            return
+        self._judge(result, None)
+
     def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        try:
+            result, err = self.producer._fast_outcome(self.instance, self.fa, response, error)
+        except BaseException as e:
+            self.future.settle(exception=e)
+            return
+        self._judge(result, err)
+
+    def _judge(self, result: SendResult | None, err: RemotingError | MQBrokerException | None) -> None:
+        """The first attempt's outcome: the future's result or error, or the retries' coroutine."""
         future, fa, producer = self.future, self.fa, self.producer
         try:
-            result, err = producer._fast_outcome(self.instance, fa, response, error)
-            done = producer._attempt_done(fa, ASYNC, cast(MessageQueue, fa.mq), fa.begin, result, err)
+            done = producer._attempt_done(fa, ASYNC, fa.mq, fa.begin, result, err)  # type: ignore[arg-type]
         except BaseException as e:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(e)
+            future.settle(exception=e)
             return
         if done:
-            if future.set_running_or_notify_cancel():
-                future.set_result(cast(SendResult, fa.send_result))
+            future.settle(fa.send_result)
             return
         coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa)
         self.instance.start_task(cast("Coroutine[Any, Any, SendResult]", coro), future)
@@ -341,8 +374,9 @@ class Producer:
         return self.instance
 
     # --- validation --------------------------------------------------------------------------------------------
-    def check_message(self, msg: Message) -> None:
-        """Validators.checkMessage (+ the properties must encode): MQClientException(MESSAGE_ILLEGAL) otherwise."""
+    def check_message(self, msg: Message, *, properties: bool = True) -> None:
+        """Validators.checkMessage (+ the properties must encode): MQClientException(MESSAGE_ILLEGAL) otherwise.
+        ``properties=False`` leaves the properties to the send's encoder (the fast path: it writes them once)."""
         illegal = ResponseCode.MESSAGE_ILLEGAL
         if msg is None:
             raise MQClientException(illegal, "the message is null")
@@ -359,13 +393,20 @@ class Producer:
             raise MQClientException(illegal, "the message body length is zero")
         if len(msg.body) > self.max_message_size:
             raise MQClientException(illegal, f"the message body size over max value, MAX: {self.max_message_size}")
+        if properties:
+            self._check_properties(msg)
+
+    @staticmethod
+    def _check_properties(msg: Message) -> None:
+        """The message's properties encode (``properties_to_string``): MQClientException(MESSAGE_ILLEGAL) otherwise."""
         try:
             properties_to_string(msg.properties)
         except ValueError as e:
-            raise MQClientException(illegal, f"the message properties are illegal: {e}") from None
+            raise MQClientException(ResponseCode.MESSAGE_ILLEGAL, f"the message properties are illegal: {e}") from None
 
-    def _prepare(self, msg: Message) -> None:
-        self.check_message(msg)
+    def _prepare(self, msg: Message, *, properties: bool = True) -> None:
+        """check_message (the properties too unless ``properties=False``) and the UNIQ_KEY."""
+        self.check_message(msg, properties=properties)
         if not isinstance(msg, MessageBatch) and UNIQ_KEY not in msg.properties:
             msg.properties[UNIQ_KEY] = create_uniq_id()
 
@@ -379,13 +420,17 @@ class Producer:
         """Synchronous send; with ``selector`` the queue is ``selector.select(mqs, msg, arg)`` and there is no retry."""
         instance = self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
-        self._prepare(msg)
+        self._prepare(msg, properties=selector is not None)
         if selector is not None:
             coro = self._send_select_impl(msg, selector, arg, SYNC, timeout)
         else:
-            fa = self._fast_attempt(instance, msg, timeout)
+            try:
+                fa = self._fast_attempt(instance, msg, timeout)
+            except ValueError:  # the encoder refused the properties: _check_properties names why
+                fa = None
             if fa is not None:
                 return self._send_sync_fast(instance, msg, fa, timeout)
+            self._check_properties(msg)
             coro = self._send_default_impl(msg, SYNC, timeout)
         result = instance.run_sync(coro, self._sync_wait_s(timeout))
         assert result is not None
@@ -403,9 +448,9 @@ class Producer:
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
         if selector is None:
             try:
-                self._prepare(msg)
+                self._prepare(msg, properties=False)  # the properties: checked as _fast_attempt encodes them
                 fa = self._fast_attempt(instance, msg, timeout)
-            except Exception:  # the coroutine way checks again and fails the future with it
+            except Exception:  # the coroutine way checks again (the properties too) and fails the future with it
                 fa = None
             if fa is not None:
                 send = _AsyncSend(self, instance, msg, fa, timeout)
@@ -555,7 +600,9 @@ class Producer:
         raises ``error`` when the send is over with it. Any thread (the fast path judges its attempt on the
         caller's)."""
         if error is None:
-            self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
+            strategy = self.mq_fault_strategy
+            if strategy.send_latency_fault_enable:  # (update_fault_item does nothing otherwise: no clock read)
+                strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
             st.send_result = send_result
             if mode != SYNC:
                 return True
@@ -637,37 +684,52 @@ class Producer:
         )
 
     def _send_header(self, msg: Message, mq: MessageQueue) -> tuple[SendMessageRequestHeader, Message]:
-        """sendKernelImpl's request header and the message as sent (its body compressed past the threshold).
-        Takes a retry topic's RECONSUME_TIME / MAX_RECONSUME_TIMES out of ``msg.properties`` into the header."""
+        """sendKernelImpl's request header and the message as sent (``_send_fields``)."""
+        fields, wire = self._send_fields(msg, mq)
+        if isinstance(fields[_PROPERTIES], dict):
+            fields[_PROPERTIES] = properties_to_string(fields[_PROPERTIES])
+        return SendMessageRequestHeader(*fields), wire
+
+    def _send_fields(self, msg: Message, mq: MessageQueue) -> tuple[list[Any], Message]:
+        """sendKernelImpl's request header as ``SendMessageRequestHeader``'s field values in order (the properties
+        as the message's dict, which the encoder writes: ``MQClientAPIImpl.encode_send``), and the message as sent
+        (its body compressed past the threshold). Takes a retry topic's RECONSUME_TIME / MAX_RECONSUME_TIMES out
+        of ``msg.properties`` into the header (the properties sent are written before: they still hold them)."""
         body = msg.body
         sys_flag = 0
-        if not isinstance(msg, MessageBatch) and len(body) >= self.compress_msg_body_over_howmuch:
+        batch = isinstance(msg, MessageBatch)
+        if not batch and len(body) >= self.compress_msg_body_over_howmuch:
             body = zlib.compress(body, COMPRESS_LEVEL)
             sys_flag |= COMPRESSED_FLAG | SYSFLAG_COMPRESSION_ZLIB
+        properties: dict[str, str] | str = msg.properties
         if msg.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
-        header = SendMessageRequestHeader(
-            producerGroup=self.producer_group,
-            topic=msg.topic,
-            defaultTopic=self.create_topic_key,
-            defaultTopicQueueNums=self.default_topic_queue_nums,
-            queueId=mq.queue_id,
-            sysFlag=sys_flag,
-            bornTimestamp=int(time.time() * 1000),
-            flag=msg.flag,
-            properties=properties_to_string(msg.properties),
-            reconsumeTimes=0,
-            unitMode=self.client_config.unit_mode,
-            batch=isinstance(msg, MessageBatch),
-        )
+        reconsume_times, max_reconsume_times = 0, None
         if mix_all.is_retry_topic(msg.topic):
+            properties = properties_to_string(msg.properties)
             reconsume = msg.properties.pop(PROPERTY_RECONSUME_TIME, None)
             if reconsume is not None:
-                header.reconsumeTimes = int(reconsume)
+                reconsume_times = int(reconsume)
             max_times = msg.properties.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
             if max_times is not None:
-                header.maxReconsumeTimes = int(max_times)
-        return header, _wire_copy(msg, body)
+                max_reconsume_times = int(max_times)
+        fields = [
+            self.producer_group,  # producerGroup
+            msg.topic,  # topic
+            self.create_topic_key,  # defaultTopic
+            self.default_topic_queue_nums,  # defaultTopicQueueNums
+            mq.queue_id,  # queueId
+            sys_flag,  # sysFlag
+            int(time.time() * 1000),  # bornTimestamp
+            msg.flag,  # flag
+            properties,  # properties
+            reconsume_times,  # reconsumeTimes
+            self.client_config.unit_mode,  # unitMode
+            max_reconsume_times,  # maxReconsumeTimes
+            batch,  # batch
+            None,  # brokerName
+        ]
+        return fields, _wire_copy(msg, body)
 
     # --- the fast path: a default send's first attempt without a coroutine ------------------------------------
     def _fast_attempt(self, instance: MQClientInstance, msg: Message, timeout_ms: int) -> _FastAttempt | None:
@@ -688,10 +750,10 @@ class Producer:
         if conn is None:
             return None
         begin = _now_ms()
-        header, wire = self._send_header(msg, mq)
-        request = instance.mq_client_api.send_request(header, wire)
+        fields, wire = self._send_fields(msg, mq)
+        opaque, frame = instance.mq_client_api.encode_send(fields, wire.body, isinstance(msg, MessageBatch))
         remaining_ms = timeout_ms - (_now_ms() - begin_first)
-        return _FastAttempt(begin_first, mq, addr, conn, request.opaque, request.encode(), wire, begin, remaining_ms)
+        return _FastAttempt(begin_first, mq, addr, conn, opaque, frame, wire, begin, remaining_ms)
 
     def _fast_outcome(
         self,
@@ -708,7 +770,8 @@ class Producer:
             return None, api.transport_error(fa.addr, error, fa.remaining_ms)
         assert response is not None
         try:
-            return api.process_send_response(cast(MessageQueue, fa.mq).broker_name, fa.wire, response, fa.addr), None
+            mq = cast(MessageQueue, fa.mq)
+            return api.process_send_response(mq.broker_name, fa.wire, response, fa.addr, mq), None
         except MQBrokerException as e:
             return None, e
 

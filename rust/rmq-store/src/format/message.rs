@@ -497,6 +497,18 @@ pub fn encode_property_into(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(PROPERTY_SEPARATOR);
 }
 
+/// Whether `properties_to_string` (Python's `message_encoding`) writes `name \x01 value \x02` for this entry as it
+/// is, rather than refusing it: a non-empty name without either separator, a non-empty value without `\x02`.
+#[inline]
+pub fn property_encodable(name: &[u8], value: &[u8]) -> bool {
+    !name.is_empty()
+        && !value.is_empty()
+        && !name
+            .iter()
+            .any(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        && !value.contains(&PROPERTY_SEPARATOR)
+}
+
 /// Walks `string2messageProperties`: calls `f(name, value)` for each entry in order (duplicates included;
 /// the caller lets later ones overwrite). Works on bytes: the separators are ASCII, so this equals splitting
 /// the decoded string, and the "segment shorter than 3 chars" rule is implied by "separator at index > 0
@@ -669,6 +681,21 @@ pub fn record_head_matches(rec: &[u8], phy_offset: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn property_encodable_is_what_properties_to_string_accepts() {
+        assert!(property_encodable(b"TAGS", b"a"));
+        assert!(property_encodable(b"K", b"v\x01w")); // \x01 in a value is kept
+        for (k, v) in [
+            (&b""[..], &b"v"[..]),
+            (b"K", b""),
+            (b"K\x01", b"v"),
+            (b"K\x02", b"v"),
+            (b"K", b"v\x02"),
+        ] {
+            assert!(!property_encodable(k, v), "{k:?}={v:?}");
+        }
+    }
 
     #[test]
     fn java_hash_code() {
