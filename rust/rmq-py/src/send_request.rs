@@ -298,6 +298,8 @@ impl SendRequestParser {
 }
 
 type Raw = (i32, i64, i64, i64);
+/// Per key: `(key, sends, bytes written)`.
+type Totals = Vec<(usize, i64, i64)>;
 /// `(topic, queue_id, status, queue_offset, properties as stored)`.
 type Arrival<'py> = (String, i32, i32, i64, Bound<'py, PyBytes>);
 
@@ -448,8 +450,8 @@ impl SendRequestColumns {
 }
 
 /// Per key with a counted status (`counted[status]`): `(key, sends, bytes written)` (see `totals`).
-fn count_totals(rows: &[&Row], raw: &[Raw], counted: &[bool]) -> Vec<(usize, i64, i64)> {
-    let mut out: Vec<(usize, i64, i64)> = Vec::new();
+fn count_totals(rows: &[&Row], raw: &[Raw], counted: &[bool]) -> Totals {
+    let mut out: Totals = Vec::new();
     for (r, &(status, _, _, wrote)) in rows.iter().zip(raw) {
         let ok = usize::try_from(status)
             .ok()
@@ -602,7 +604,7 @@ impl SendRequestColumns {
         end: usize,
         raw: Vec<Raw>,
         spec: &SendAnswerSpec,
-    ) -> PyResult<(Bound<'py, PyList>, Vec<(usize, i64, i64)>)> {
+    ) -> PyResult<(Bound<'py, PyList>, Totals)> {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
         let answers = self.answer_frames(
@@ -671,7 +673,7 @@ impl SendRequestColumns {
         end: usize,
         raw: Vec<Raw>,
         counted: Vec<bool>,
-    ) -> PyResult<Vec<(usize, i64, i64)>> {
+    ) -> PyResult<Totals> {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
         Ok(count_totals(&rows, &raw, &counted))
