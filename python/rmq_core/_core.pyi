@@ -4,7 +4,7 @@ Users import ``rmq_core`` (the facade), never this module.
 """
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar, final
 
 from typing_extensions import Buffer
@@ -15,6 +15,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "ColumnBuffer",
+    "SendAnswerSpec",
     "SendRequestColumns",
     "SendRequestParser",
     "StoreEngine",
@@ -127,12 +128,22 @@ class StoreReader:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 @final
+class SendAnswerSpec:
+    """The broker's settings of a plain send's answer: status codes, counted statuses, region, trace, store host."""
+
+    def __new__(
+        cls, codes: list[int], counted: list[bool], region: str, trace_on: str, store_host: tuple[str, int]
+    ) -> SendAnswerSpec: ...
+
+@final
 class SendRequestColumns:
     """A chunk's send requests as columns: per request its key or -1 (the general path)."""
 
     def __len__(self) -> int: ...
     @property
     def needs_uniq_keys(self) -> bool: ...
+    @property
+    def all_plain(self) -> bool: ...
     @property
     def key_of(self) -> list[int]: ...
     @property
@@ -148,8 +159,15 @@ class SendRequestColumns:
         trace_on: str,
         store_host: tuple[str, int],
     ) -> list[bytes | None]: ...
+    def answer(
+        self, start: int, end: int, raw: list[tuple[int, int, int, int]], spec: SendAnswerSpec
+    ) -> tuple[list[bytes | None], list[tuple[int, int, int]]]: ...
     def arrivals(
-        self, start: int, end: int, raw: list[tuple[int, int, int, int]]
+        self,
+        start: int,
+        end: int,
+        raw: list[tuple[int, int, int, int]],
+        topics: Collection[str] | None = None,
     ) -> list[tuple[str, int, int, int, bytes]]: ...
     def totals(
         self, start: int, end: int, raw: list[tuple[int, int, int, int]], counted: list[bool]

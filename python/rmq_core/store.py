@@ -314,6 +314,8 @@ class MessageStore:
         self._scoped_listeners: tuple[
             tuple[ArrivalListener, frozenset[str] | None, Callable[[], bool] | None], ...
         ] = ()
+        #: every topic a topic-scoped listener takes (a send path put to none of them skips its arrivals)
+        self._listened_topics: frozenset[str] = frozenset()
         self._closed = False
         self._close_lock = threading.Lock()
         #: 4.9's RunningFlags: a put while not writeable (DISK_FULL, …) is answered SERVICE_NOT_AVAILABLE
@@ -498,9 +500,11 @@ class MessageStore:
         else:
             raw = self._engine.put_send_requests(sends, start, end, sys_flag_or, born_host, self._clock(), wait_flush)
         if self._listeners:
-            listeners = self._active_listeners()
+            listeners, topics = self._put_listeners()
             if listeners:
-                self._notify_arrivals(sends.arrivals(start, end, raw), listeners)
+                arrivals = sends.arrivals(start, end, raw, topics)
+                if arrivals:
+                    self._notify_arrivals(arrivals, listeners)
         return raw
 
     def _refuse_put(self, n: int) -> None:
@@ -523,6 +527,18 @@ class MessageStore:
     def _active_listeners(self) -> list[tuple[ArrivalListener, frozenset[str] | None]]:
         """The listeners that hear the current put (those whose ``active`` says True, or that have none)."""
         return [(fn, topics) for fn, topics, active in self._scoped_listeners if active is None or active()]
+
+    def _put_listeners(self) -> tuple[list[tuple[ArrivalListener, frozenset[str] | None]], frozenset[str] | None]:
+        """``_active_listeners()`` and the topics any of them takes: None when one takes every topic, else the
+        topics of every topic-scoped listener (a superset; ``_notify_arrivals`` narrows per listener)."""
+        listeners: list[tuple[ArrivalListener, frozenset[str] | None]] = []
+        topics: frozenset[str] | None = self._listened_topics
+        for fn, scope, active in self._scoped_listeners:
+            if active is None or active():
+                listeners.append((fn, scope))
+                if scope is None:
+                    topics = None
+        return listeners, topics
 
     def _notify_arrivals(
         self,
@@ -569,12 +585,14 @@ class MessageStore:
         self._listeners.append(fn)
         scope = None if topics is None else frozenset(topics)
         self._scoped_listeners = (*self._scoped_listeners, (fn, scope, active))
+        self._listened_topics = self._listened_topics | (scope or frozenset())
 
     def remove_arrival_listener(self, fn: ArrivalListener) -> None:
         self._listeners.remove(fn)
         scoped = list(self._scoped_listeners)
         del scoped[next(i for i, entry in enumerate(scoped) if entry[0] == fn)]
         self._scoped_listeners = tuple(scoped)
+        self._listened_topics = frozenset().union(*(scope for _, scope, _ in scoped if scope is not None))
 
     # --- read path -------------------------------------------------------------------------------------------
     def get_message(

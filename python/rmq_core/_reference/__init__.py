@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     )
     from .message_store import StoreEngine
     from .remoting_frames import encode_frames, encode_send_request, split_client_frames, split_frames
-    from .send_requests import SendRequestColumns, SendRequestParser
+    from .send_requests import SendAnswerSpec, SendRequestColumns, SendRequestParser
     from .store_reader import StoreReader, mapped_file_size
 
 _T = TypeVar("_T")
@@ -66,6 +66,7 @@ _WHERE = {
     "encode_send_request": ".remoting_frames",
     "split_client_frames": ".remoting_frames",
     "split_frames": ".remoting_frames",
+    "SendAnswerSpec": ".send_requests",
     "SendRequestParser": ".send_requests",
     "SendRequestColumns": ".send_requests",
     "StoreReader": ".store_reader",
@@ -101,6 +102,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SendAnswerSpec",
     "SendRequestColumns",
     "SendRequestParser",
     "StoreEngine",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,10 @@ class SendRequestColumns:
     @property
     def needs_uniq_keys(self) -> bool:
         return any(r is not None and r.needs_uniq for r in self._rows)
+
+    @property
+    def all_plain(self) -> bool:
+        return all(r is not None for r in self._rows)
 
     @property
     def key_of(self) -> list[int]:
@@ -126,6 +130,25 @@ class SendRequestColumns:
     ) -> list[bytes | None]:
         rows = self.plain_rows(start, end)
         self._check(rows, raw)
+        return self._answer_frames(rows, raw, codes, region, trace_on, store_host)
+
+    def answer(
+        self, start: int, end: int, raw: Sequence[Raw], spec: SendAnswerSpec
+    ) -> tuple[list[bytes | None], list[tuple[int, int, int]]]:
+        rows = self.plain_rows(start, end)
+        self._check(rows, raw)
+        answers = self._answer_frames(rows, raw, spec.codes, spec.region, spec.trace_on, spec.store_host)
+        return answers, self._count_totals(rows, raw, spec.counted)
+
+    def _answer_frames(
+        self,
+        rows: Sequence[_Row],
+        raw: Sequence[Raw],
+        codes: Sequence[int],
+        region: str,
+        trace_on: str,
+        store_host: tuple[str, int],
+    ) -> list[bytes | None]:
         language, flag, k = self._answer
         out: list[bytes | None] = []
         for r, (status, clo, qo, _) in zip(rows, raw):
@@ -152,7 +175,9 @@ class SendRequestColumns:
             out.append(_FRAME_HEAD.pack(4 + len(header), len(header)) + header)
         return out
 
-    def arrivals(self, start: int, end: int, raw: Sequence[Raw]) -> list[tuple[str, int, int, int, bytes]]:
+    def arrivals(
+        self, start: int, end: int, raw: Sequence[Raw], topics: Collection[str] | None = None
+    ) -> list[tuple[str, int, int, int, bytes]]:
         rows = self.plain_rows(start, end)
         self._check(rows, raw)
         return [
@@ -164,11 +189,16 @@ class SendRequestColumns:
                 self._assigned.get(i, r.properties).encode("utf-8"),
             )
             for i, (r, (status, _, qo, _)) in enumerate(zip(rows, raw), start)
+            if topics is None or self._keys[r.key][0] in topics
         ]
 
     def totals(self, start: int, end: int, raw: Sequence[Raw], counted: Sequence[bool]) -> list[tuple[int, int, int]]:
         rows = self.plain_rows(start, end)
         self._check(rows, raw)
+        return self._count_totals(rows, raw, counted)
+
+    @staticmethod
+    def _count_totals(rows: Sequence[_Row], raw: Sequence[Raw], counted: Sequence[bool]) -> list[tuple[int, int, int]]:
         out: dict[int, list[int]] = {}
         for r, (status, _, _, wrote) in zip(rows, raw):
             if not (0 <= status < len(counted) and counted[status]):
@@ -177,6 +207,22 @@ class SendRequestColumns:
             t[0] += 1
             t[1] += wrote
         return [(key, n, size) for key, (n, size) in out.items()]
+
+
+class SendAnswerSpec:
+    """The broker's settings of a plain send's answer (see the Rust side): the answer code of each put status (< 0:
+    the caller answers it), whether a status counts in the put stats, the region and trace extFields, the store host
+    the msgId is made of."""
+
+    def __init__(
+        self, codes: Sequence[int], counted: Sequence[bool], region: str, trace_on: str, store_host: tuple[str, int]
+    ) -> None:
+        create_offset_msg_id(store_host, 0)  # a bad host is refused here, as the Rust side does
+        self.codes = list(codes)
+        self.counted = list(counted)
+        self.region = region
+        self.trace_on = trace_on
+        self.store_host = store_host
 
 
 class SendRequestParser:

@@ -33,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_reader::StoreReader>()?;
     m.add_class::<send_request::SendRequestParser>()?;
     m.add_class::<send_request::SendRequestColumns>()?;
+    m.add_class::<send_request::SendAnswerSpec>()?;
     m.add_function(wrap_pyfunction!(store_reader::mapped_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;

@@ -298,6 +298,8 @@ impl SendRequestParser {
 }
 
 type Raw = (i32, i64, i64, i64);
+/// Per key: `(key, sends, bytes written)`.
+type Totals = Vec<(usize, i64, i64)>;
 /// `(topic, queue_id, status, queue_offset, properties as stored)`.
 type Arrival<'py> = (String, i32, i32, i64, Bound<'py, PyBytes>);
 
@@ -392,6 +394,113 @@ impl SendRequestColumns {
             })
             .collect()
     }
+
+    /// The answer frames of `rows` (see `answers`).
+    #[allow(clippy::too_many_arguments)]
+    fn answer_frames<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &[&Row],
+        raw: &[Raw],
+        codes: &[i64],
+        region: &str,
+        trace_on: &str,
+        host: &Host,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let mut buf: Vec<u8> = Vec::with_capacity(320);
+        let k = &self.answer_keys;
+        for (r, &(status, clo, qo, _)) in rows.iter().zip(raw) {
+            let code = usize::try_from(status)
+                .ok()
+                .and_then(|s| codes.get(s).copied())
+                .unwrap_or(-1);
+            if r.oneway || code < 0 {
+                out.append(py.None())?;
+                continue;
+            }
+            let msg_id = create_offset_msg_id(host, clo);
+            let queue_id = self.keys[r.key].queue_id.to_string();
+            let queue_offset = qo.to_string();
+            buf.clear();
+            buf.extend_from_slice(&[0u8; 8]);
+            write_json_header(
+                &mut buf,
+                code,
+                &self.answer_language,
+                r.version,
+                r.opaque,
+                self.answer_flag,
+                None,
+                &[
+                    (&k[0], region),
+                    (&k[1], trace_on),
+                    (&k[2], &msg_id),
+                    (&k[3], &queue_id),
+                    (&k[4], &queue_offset),
+                ],
+            );
+            let header_length = buf.len() - 8;
+            buf[..4].copy_from_slice(&((4 + header_length) as i32).to_be_bytes());
+            buf[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
+            out.append(PyBytes::new(py, &buf))?;
+        }
+        Ok(out)
+    }
+}
+
+/// Per key with a counted status (`counted[status]`): `(key, sends, bytes written)` (see `totals`).
+fn count_totals(rows: &[&Row], raw: &[Raw], counted: &[bool]) -> Totals {
+    let mut out: Totals = Vec::new();
+    for (r, &(status, _, _, wrote)) in rows.iter().zip(raw) {
+        let ok = usize::try_from(status)
+            .ok()
+            .and_then(|s| counted.get(s).copied())
+            .unwrap_or(false);
+        if !ok {
+            continue;
+        }
+        match out.iter_mut().find(|t| t.0 == r.key) {
+            Some(t) => {
+                t.1 += 1;
+                t.2 += wrote;
+            }
+            None => out.push((r.key, 1, wrote)),
+        }
+    }
+    out
+}
+
+/// The broker's settings of a plain send's answer, built once (and again when the broker's region or trace switch
+/// changes): the answer code of each put status (< 0: the caller answers it), whether a status counts in the put
+/// stats, the region and trace extFields, and the store host the msgId is made of.
+#[pyclass(frozen, module = "rmq_core._core")]
+pub struct SendAnswerSpec {
+    codes: Vec<i64>,
+    counted: Vec<bool>,
+    region: String,
+    trace_on: String,
+    store_host: Host,
+}
+
+#[pymethods]
+impl SendAnswerSpec {
+    #[new]
+    fn new(
+        codes: Vec<i64>,
+        counted: Vec<bool>,
+        region: String,
+        trace_on: String,
+        store_host: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        Ok(SendAnswerSpec {
+            codes,
+            counted,
+            region,
+            trace_on,
+            store_host: codec::host_from_py(store_host)?,
+        })
+    }
 }
 
 fn check_raw(rows: usize, raw: &[Raw]) -> PyResult<()> {
@@ -414,6 +523,12 @@ impl SendRequestColumns {
     #[getter]
     fn needs_uniq_keys(&self) -> bool {
         self.rows.iter().flatten().any(|r| r.needs_uniq)
+    }
+
+    /// Whether every request is a plain send (no request for the general path).
+    #[getter]
+    fn all_plain(&self) -> bool {
+        self.rows.iter().all(Option::is_some)
     }
 
     /// Per request: the index of its key in `keys`, or -1 (the general path).
@@ -477,78 +592,78 @@ impl SendRequestColumns {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
         let host: Host = codec::host_from_py(store_host)?;
-        let out = PyList::empty(py);
-        let mut buf: Vec<u8> = Vec::with_capacity(320);
-        let k = &self.answer_keys;
-        for (r, &(status, clo, qo, _)) in rows.iter().zip(&raw) {
-            let code = usize::try_from(status)
-                .ok()
-                .and_then(|s| codes.get(s).copied())
-                .unwrap_or(-1);
-            if r.oneway || code < 0 {
-                out.append(py.None())?;
-                continue;
-            }
-            let msg_id = create_offset_msg_id(&host, clo);
-            let queue_id = self.keys[r.key].queue_id.to_string();
-            let queue_offset = qo.to_string();
-            buf.clear();
-            buf.extend_from_slice(&[0u8; 8]);
-            write_json_header(
-                &mut buf,
-                code,
-                &self.answer_language,
-                r.version,
-                r.opaque,
-                self.answer_flag,
-                None,
-                &[
-                    (&k[0], region),
-                    (&k[1], trace_on),
-                    (&k[2], &msg_id),
-                    (&k[3], &queue_id),
-                    (&k[4], &queue_offset),
-                ],
-            );
-            let header_length = buf.len() - 8;
-            buf[..4].copy_from_slice(&((4 + header_length) as i32).to_be_bytes());
-            buf[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
-            out.append(PyBytes::new(py, &buf))?;
-        }
-        Ok(out)
+        self.answer_frames(py, &rows, &raw, &codes, region, trace_on, &host)
+    }
+
+    /// `answers` and `totals` of `[start, end)` in one call, with the broker's answer settings in `spec`:
+    /// `(answers, totals)`.
+    fn answer<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        end: usize,
+        raw: Vec<Raw>,
+        spec: &SendAnswerSpec,
+    ) -> PyResult<(Bound<'py, PyList>, Totals)> {
+        let rows = self.plain_rows(start, end)?;
+        check_raw(rows.len(), &raw)?;
+        let answers = self.answer_frames(
+            py,
+            &rows,
+            &raw,
+            &spec.codes,
+            &spec.region,
+            &spec.trace_on,
+            &spec.store_host,
+        )?;
+        Ok((answers, count_totals(&rows, &raw, &spec.counted)))
     }
 
     /// What the store's arrival listeners hear of `[start, end)`: `(topic, queue_id, status, queue_offset,
-    /// properties as stored)` per request.
+    /// properties as stored)` per request; with `topics` (a collection of topic names), only the requests to those.
+    #[pyo3(signature = (start, end, raw, topics=None))]
     fn arrivals<'py>(
         &self,
         py: Python<'py>,
         start: usize,
         end: usize,
         raw: Vec<Raw>,
+        topics: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Arrival<'py>>> {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
+        // per key: whether `topics` takes it (asked once per key)
+        let mut wanted: Vec<Option<bool>> = vec![None; self.keys.len()];
         let assigned = self.assigned.lock().unwrap();
-        Ok(rows
-            .iter()
-            .zip(&raw)
-            .enumerate()
-            .map(|(i, (r, &(status, _, qo, _)))| {
-                let key = &self.keys[r.key];
-                let props = match assigned.iter().find(|(row, _)| *row == start + i) {
-                    Some((_, p)) => &p[..],
-                    None => &self.arena[r.properties.0..r.properties.1],
+        let mut out = Vec::new();
+        for (i, (r, &(status, _, qo, _))) in rows.iter().zip(&raw).enumerate() {
+            let key = &self.keys[r.key];
+            if let Some(topics) = topics {
+                let takes = match wanted[r.key] {
+                    Some(t) => t,
+                    None => {
+                        let t = topics.contains(&key.topic)?;
+                        wanted[r.key] = Some(t);
+                        t
+                    }
                 };
-                (
-                    key.topic.clone(),
-                    key.queue_id,
-                    status,
-                    qo,
-                    PyBytes::new(py, props),
-                )
-            })
-            .collect())
+                if !takes {
+                    continue;
+                }
+            }
+            let props = match assigned.iter().find(|(row, _)| *row == start + i) {
+                Some((_, p)) => &p[..],
+                None => &self.arena[r.properties.0..r.properties.1],
+            };
+            out.push((
+                key.topic.clone(),
+                key.queue_id,
+                status,
+                qo,
+                PyBytes::new(py, props),
+            ));
+        }
+        Ok(out)
     }
 
     /// Per key with a counted status in `[start, end)` (`counted[status]`): `(key, sends, bytes written)`.
@@ -558,26 +673,9 @@ impl SendRequestColumns {
         end: usize,
         raw: Vec<Raw>,
         counted: Vec<bool>,
-    ) -> PyResult<Vec<(usize, i64, i64)>> {
+    ) -> PyResult<Totals> {
         let rows = self.plain_rows(start, end)?;
         check_raw(rows.len(), &raw)?;
-        let mut out: Vec<(usize, i64, i64)> = Vec::new();
-        for (r, &(status, _, _, wrote)) in rows.iter().zip(&raw) {
-            let ok = usize::try_from(status)
-                .ok()
-                .and_then(|s| counted.get(s).copied())
-                .unwrap_or(false);
-            if !ok {
-                continue;
-            }
-            match out.iter_mut().find(|t| t.0 == r.key) {
-                Some(t) => {
-                    t.1 += 1;
-                    t.2 += wrote;
-                }
-                None => out.push((r.key, 1, wrote)),
-            }
-        }
-        Ok(out)
+        Ok(count_totals(&rows, &raw, &counted))
     }
 }

@@ -89,6 +89,7 @@ impl WarmTarget for IndexMapping {
                 to,
                 self.mmap.len(),
                 &self.warmed_to,
+                false,
             )
         };
         warmed && to < upto

@@ -6,8 +6,10 @@
 //! Owns: the thread, the pending requests (a target and the position to warm it to) and the stop flag.
 //!
 //! Format: none. Warming is `MADV_POPULATE_WRITE` (Linux 5.14+; `mapped_file::populate_write`): pages become present
-//! and writable, their bytes are not changed (no byte on disk differs from an unwarmed store). Where it is unsupported
-//! a target stops asking (the writer faults its own pages, as without the thread).
+//! and writable, their bytes are not changed (no byte on disk differs from an unwarmed store). The CommitLog's and
+//! ConsumeQueues' pages are faulted as single pages (no readahead: `MADV_RANDOM` for the call), since a flush's msync
+//! write-protects a large folio as a whole; an index file's keep the default. Where it is unsupported a target stops
+//! asking (the writer faults its own pages, as without the thread).
 //!
 //! Invariants:
 //!   1. At most one request per target is pending; a newer one for the same target replaces its position; a request
@@ -45,7 +47,8 @@ pub(crate) fn warm_end(upto: usize, len: usize) -> usize {
 }
 
 /// Pre-faults `[from, to)` of the `len`-byte mapping at `base` and records `to` in `warmed_to`; where populating is
-/// unsupported records `len` instead (the target stops asking) and returns false.
+/// unsupported records `len` instead (the target stops asking) and returns false. `single_pages`: see
+/// `mapped_file::populate_write`.
 ///
 /// # Safety
 /// `[from, to)` must lie inside a live mapping starting at `base`, kept mapped for the call.
@@ -55,8 +58,9 @@ pub(crate) unsafe fn populate_recorded(
     to: usize,
     len: usize,
     warmed_to: &AtomicUsize,
+    single_pages: bool,
 ) -> bool {
-    if crate::mapped_file::populate_write(base.add(from), to - from) {
+    if crate::mapped_file::populate_write(base.add(from), to - from, single_pages) {
         warmed_to.store(to, Ordering::Release);
         true
     } else {

@@ -260,6 +260,9 @@ class SendMessageProcessor:
             RPC_TYPE_RESPONSE,
             list(_ANSWER_KEYS),
         )
+        self._backend = _backend.load(message_store.backend)
+        # the answer settings of the plain sends, rebuilt when the broker's region or trace switch changes
+        self._answer_spec: tuple[tuple[str, bool], _core.SendAnswerSpec] | None = None
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -552,17 +555,28 @@ class SendMessageProcessor:
         responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
         sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
         keys = sends.keys
-        verdicts = [self._plain_verdict(conn, key) for key in keys]
-        if not verdicts:
+        if not keys:
             return self._process_general_batch(conn, requests, responses)
+        sys_flag_or: list[int] = []
+        verdicts: list[int | _Refused | None] = []
+        every_key_passed = True
+        for key in keys:
+            verdict = self._plain_verdict(conn, key)
+            verdicts.append(verdict)
+            if isinstance(verdict, int):
+                sys_flag_or.append(verdict)
+            else:
+                sys_flag_or.append(0)
+                every_key_passed = False
         topics = [key[0] for key in keys]
-        sys_flag_or = [v if isinstance(v, int) else 0 for v in verdicts]
+        at_once = self._waits_for_nothing()
+        if at_once and every_key_passed and sends.all_plain:  # the common chunk: one run of plain sends
+            self._put_plain_at_once(conn, requests, sends, topics, 0, len(requests), sys_flag_or, responses)
+            return responses
         segments = sends.segments([isinstance(v, int) for v in verdicts])
-        if self._waits_for_nothing() and all(plain for _, _, plain in segments):
+        if at_once and all(plain for _, _, plain in segments):
             for start, end, _ in segments:
-                raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
-                if raw is not None:
-                    self._answer_plain(requests, sends, topics, start, end, raw, responses)
+                self._put_plain_at_once(conn, requests, sends, topics, start, end, sys_flag_or, responses)
             return responses
         return self._process_segments(conn, requests, sends, verdicts, topics, sys_flag_or, segments, responses)
 
@@ -648,6 +662,22 @@ class SendMessageProcessor:
             raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
         self._answer_plain(requests, sends, topics, start, end, raw, responses)
 
+    def _put_plain_at_once(
+        self,
+        conn: Connection,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        topics: list[str],
+        start: int,
+        end: int,
+        sys_flag_or: list[int],
+        responses: list[RemotingCommand | bytes | None],
+    ) -> None:
+        """``_put_plain`` when nothing has to be awaited (``_waits_for_nothing``)."""
+        raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
+        if raw is not None:
+            self._answer_plain(requests, sends, topics, start, end, raw, responses)
+
     def _store_plain(
         self,
         conn: Connection,
@@ -693,16 +723,7 @@ class SendMessageProcessor:
     ) -> None:
         """The answers of the stored plain sends ``[start, end)`` (``raw``: each one's final status and store
         result) into ``responses``, and their put stats."""
-        cfg = self.broker_config
-        answers = sends.answers(
-            start,
-            end,
-            raw,
-            _ANSWER_CODES,
-            cfg.region_id,
-            "true" if cfg.trace_on else "false",
-            self.message_store.config.store_host,
-        )
+        answers, totals = sends.answer(start, end, raw, self._plain_answer_spec())
         responses[start:end] = answers
         if None in answers:  # oneway sends (no answer) and sends the store refused (their error's answer)
             for j, answer in enumerate(answers):
@@ -711,8 +732,26 @@ class SendMessageProcessor:
                     code, remark = self._status_to_code(PutMessageStatus(raw[j][0]))
                     responses[start + j] = self._send_response(request, code, remark)
         stats = self.broker_stats_manager
-        for key, n, size in sends.totals(start, end, raw, _COUNTED):
+        for key, n, size in totals:
             stats.inc_put(topics[key], n, size, times=n)
+
+    def _plain_answer_spec(self) -> _core.SendAnswerSpec:
+        """The engine's settings of a plain send's answer (codes, counted statuses, region, trace switch, store
+        host), built once and again when the broker's region or trace switch changes."""
+        cfg = self.broker_config
+        current = (cfg.region_id, cfg.trace_on)
+        cached = self._answer_spec
+        if cached is not None and cached[0] == current:
+            return cached[1]
+        spec = self._backend.SendAnswerSpec(
+            _ANSWER_CODES,
+            _COUNTED,
+            cfg.region_id,
+            "true" if cfg.trace_on else "false",
+            self.message_store.config.store_host,
+        )
+        self._answer_spec = (current, spec)
+        return spec
 
     async def _process_general(
         self,
