@@ -109,6 +109,8 @@ from rmq_core.message_encoding import (
 from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from rmq_core.remoting.command import RPC_ONEWAY, RPC_TYPE_RESPONSE, RemotingCommand
 from rmq_core.remoting.header import (
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
     ConsumerSendMsgBackRequestHeader,
     HeaderError,
     SendMessageRequestHeader,
@@ -132,8 +134,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
 DLQ_NUMS_PER_GROUP = 1
 TRANSACTION_TYPE_MASK = 0xC
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
