@@ -6,10 +6,8 @@
 //! Owns: the thread, the pending requests (a target and the position to warm it to) and the stop flag.
 //!
 //! Format: none. Warming is `MADV_POPULATE_WRITE` (Linux 5.14+; `mapped_file::populate_write`): pages become present
-//! and writable, their bytes are not changed (no byte on disk differs from an unwarmed store). The CommitLog's and
-//! ConsumeQueues' pages are faulted as single pages (no readahead: `MADV_RANDOM` for the call), since a flush's msync
-//! write-protects a large folio as a whole; an index file's keep the default. Where it is unsupported a target stops
-//! asking (the writer faults its own pages, as without the thread).
+//! and writable, their bytes are not changed (no byte on disk differs from an unwarmed store). Where it is unsupported
+//! a target stops asking (the writer faults its own pages, as without the thread).
 //!
 //! Invariants:
 //!   1. At most one request per target is pending; a newer one for the same target replaces its position; a request
