@@ -89,7 +89,6 @@ impl WarmTarget for IndexMapping {
                 to,
                 self.mmap.len(),
                 &self.warmed_to,
-                false,
             )
         };
         warmed && to < upto

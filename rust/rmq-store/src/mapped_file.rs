@@ -307,7 +307,6 @@ impl WarmTarget for MappedFile {
                 to,
                 self.file_size,
                 &self.warmed_to,
-                true,
             )
         };
         warmed && to < upto
@@ -336,22 +335,17 @@ pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
 /// Pre-faults `[ptr, ptr + len)` writable (`MADV_POPULATE_WRITE`, Linux 5.14+); false when unsupported (older
 /// kernels, other systems), and the caller then stops asking.
 ///
-/// `single_pages` (the CommitLog's and ConsumeQueues' files, msynced while they are written): the range is faulted
-/// under `MADV_RANDOM` (restored to `MADV_NORMAL` after), so without readahead the page cache gets one page per
-/// fault instead of large folios. A large folio is cleaned and write-protected as a whole by each msync of any of
-/// its pages, so the writer would take a write fault (`ext4_page_mkwrite` over the whole folio, or the split of its
-/// huge mapping) on almost every page it reaches after a flush; with single pages it takes at most the one the
-/// flush ended in. An index file (written at random, msynced once full) keeps large folios: fewer TLB misses on
-/// its slot table. Contents and bytes on disk are the same either way.
-///
 /// # Safety
 /// The range must lie inside a live writable mapping.
+///
+/// The range is faulted under `MADV_RANDOM` (restored to `MADV_NORMAL` after): without readahead the page cache gets
+/// one page per fault instead of large folios. A large folio is cleaned and write-protected as a whole by each
+/// flush's msync, so the writer would take a write fault (`ext4_page_mkwrite` over the whole folio, or the split of
+/// its huge mapping) on almost every page it reaches after a flush; with single pages it takes one per flush, on the
+/// page the flush ended in. Contents and bytes on disk are the same either way.
 #[cfg(target_os = "linux")]
-pub(crate) unsafe fn populate_write(ptr: *mut u8, len: usize, single_pages: bool) -> bool {
+pub(crate) unsafe fn populate_write(ptr: *mut u8, len: usize) -> bool {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
-    if !single_pages {
-        return libc::madvise(ptr as *mut libc::c_void, len, MADV_POPULATE_WRITE) == 0;
-    }
     let page = crate::format::OS_PAGE_SIZE;
     let start = (ptr as usize) & !(page - 1);
     let len = (ptr as usize + len).div_ceil(page) * page - start;
@@ -363,7 +357,7 @@ pub(crate) unsafe fn populate_write(ptr: *mut u8, len: usize, single_pages: bool
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) unsafe fn populate_write(_ptr: *mut u8, _len: usize, _single_pages: bool) -> bool {
+pub(crate) unsafe fn populate_write(_ptr: *mut u8, _len: usize) -> bool {
     false
 }
 

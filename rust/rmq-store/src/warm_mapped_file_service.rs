@@ -45,8 +45,7 @@ pub(crate) fn warm_end(upto: usize, len: usize) -> usize {
 }
 
 /// Pre-faults `[from, to)` of the `len`-byte mapping at `base` and records `to` in `warmed_to`; where populating is
-/// unsupported records `len` instead (the target stops asking) and returns false. `single_pages`: see
-/// `mapped_file::populate_write`.
+/// unsupported records `len` instead (the target stops asking) and returns false.
 ///
 /// # Safety
 /// `[from, to)` must lie inside a live mapping starting at `base`, kept mapped for the call.
@@ -56,9 +55,8 @@ pub(crate) unsafe fn populate_recorded(
     to: usize,
     len: usize,
     warmed_to: &AtomicUsize,
-    single_pages: bool,
 ) -> bool {
-    if crate::mapped_file::populate_write(base.add(from), to - from, single_pages) {
+    if crate::mapped_file::populate_write(base.add(from), to - from) {
         warmed_to.store(to, Ordering::Release);
         true
     } else {
