@@ -337,23 +337,10 @@ pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
 ///
 /// # Safety
 /// The range must lie inside a live writable mapping.
-///
-/// The range is faulted under `MADV_RANDOM` (restored to `MADV_NORMAL` after): without readahead the page cache gets
-/// one page per fault instead of large folios. A large folio is cleaned and write-protected as a whole by each
-/// flush's msync, so the writer would take a write fault (`ext4_page_mkwrite` over the whole folio, or the split of
-/// its huge mapping) on almost every page it reaches after a flush; with single pages it takes one per flush, on the
-/// page the flush ended in. Contents and bytes on disk are the same either way.
 #[cfg(target_os = "linux")]
 pub(crate) unsafe fn populate_write(ptr: *mut u8, len: usize) -> bool {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
-    let page = crate::format::OS_PAGE_SIZE;
-    let start = (ptr as usize) & !(page - 1);
-    let len = (ptr as usize + len).div_ceil(page) * page - start;
-    let addr = start as *mut libc::c_void;
-    libc::madvise(addr, len, libc::MADV_RANDOM);
-    let ok = libc::madvise(addr, len, MADV_POPULATE_WRITE) == 0;
-    libc::madvise(addr, len, libc::MADV_NORMAL);
-    ok
+    libc::madvise(ptr as *mut libc::c_void, len, MADV_POPULATE_WRITE) == 0
 }
 
 #[cfg(not(target_os = "linux"))]
