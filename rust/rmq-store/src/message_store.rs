@@ -271,11 +271,10 @@ impl Inner {
         table.values().flat_map(|m| m.values().cloned()).collect()
     }
 
-    /// CommitLog, then every ConsumeQueue, then the index (every file with `live_index`, else the full ones:
-    /// `IndexService::flush`), then the checkpoint; returns the flushed CommitLog offset.
-    /// `explicit`: `flush()` or close — every file is msynced. Otherwise the flush thread's tick: the CommitLog, the
+    /// The CommitLog, then the ConsumeQueues, then the index (`IndexService::flush`), then the checkpoint; returns the
+    /// flushed CommitLog offset. `explicit` (`flush()`, close): every file. Otherwise the flush thread's tick: the
     /// ConsumeQueues with at least `FLUSH_CONSUME_QUEUE_LEAST_PAGES` dirty (all of them once per
-    /// `FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS`), the full index files.
+    /// `FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS`) and the full index files only.
     pub(crate) fn flush_all_inner(&self, explicit: bool) -> Result<i64> {
         let _g = self
             .flush_all_lock
