@@ -731,7 +731,9 @@ class StoreEngine:
         with self._lock:
             self._check_open()
             out = _replica.append_commit_log(self, offset, bytes(data))
-        if not self._config.flush_commit_log_timed:
+        # a SYNC_FLUSH slave flushes what it copies at once (4.9's GroupCommitService flushes it every 10 ms);
+        # under ASYNC_FLUSH the timed flush leaves it to the tick, as the master's puts
+        if self._config.sync_flush or not self._config.flush_commit_log_timed:
             self._flush_service.wake()
         return out
 

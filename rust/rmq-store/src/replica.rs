@@ -273,7 +273,12 @@ impl MessageStore {
             self.inner.last_logics_ts.store(ts, Ordering::Release);
         }
         drop(ws);
-        if !self.inner.config.flush_commit_log_timed {
+        // a SYNC_FLUSH slave flushes what it copies at once (4.9's GroupCommitService flushes it every 10 ms);
+        // under ASYNC_FLUSH the timed flush leaves it to the tick, as the master's puts
+        let cfg = &self.inner.config;
+        if cfg.flush_disk_type == crate::config::FlushDiskType::SyncFlush
+            || !cfg.flush_commit_log_timed
+        {
             self.flush.wake();
         }
         Ok(out)
