@@ -220,22 +220,19 @@ pub fn split_client_frames<'py>(
                     if light && h.flag & response_flag != 0 {
                         let opaque = h.opaque.into_pyobject(py)?.into_any();
                         if let Some(w) = take_waiter(&opaque)? {
-                            let mut item: Vec<Bound<'py, PyAny>> =
-                                Vec::with_capacity(3 + names.len());
-                            item.push(w);
-                            item.push(h.code.into_pyobject(py)?.into_any());
-                            item.push(match &h.remark {
-                                Some(r) => PyString::new(py, r).into_any(),
+                            let text = |t: Option<&str>| match t {
+                                Some(t) => PyString::new(py, t).into_any(),
                                 None => py.None().into_bound(py),
-                            });
+                            };
+                            let code = h.code.into_pyobject(py)?.into_any();
+                            let mut values = Vec::with_capacity(names.len());
                             for name in &names {
                                 let name = name.to_str()?;
-                                item.push(match h.ext_fields.iter().find(|(k, _)| k == name) {
-                                    Some((_, v)) => PyString::new(py, v).into_any(),
-                                    None => py.None().into_bound(py),
-                                });
+                                let v = h.ext_fields.iter().find(|(k, _)| k == name);
+                                values.push(text(v.map(|(_, v)| &v[..])));
                             }
-                            return out.append(PyTuple::new(py, item)?);
+                            let item = answer_item(py, w, code, text(h.remark.as_deref()), values)?;
+                            return out.append(item);
                         }
                     } else {
                         light &= h.flag & response_flag != 0;
@@ -247,15 +244,13 @@ pub fn split_client_frames<'py>(
                     if light && flag & response_flag != 0 {
                         if let Some(w) = take_waiter(&cmd.getattr(intern!(py, "opaque"))?)? {
                             let ext = cmd.getattr(intern!(py, "ext_fields"))?;
-                            let mut item: Vec<Bound<'py, PyAny>> =
-                                Vec::with_capacity(3 + names.len());
-                            item.push(w);
-                            item.push(cmd.getattr(intern!(py, "code"))?);
-                            item.push(cmd.getattr(intern!(py, "remark"))?);
-                            for name in &names {
-                                item.push(ext.call_method1(intern!(py, "get"), (name,))?);
-                            }
-                            return out.append(PyTuple::new(py, item)?);
+                            let values = names
+                                .iter()
+                                .map(|name| ext.call_method1(intern!(py, "get"), (name,)))
+                                .collect::<PyResult<Vec<_>>>()?;
+                            let code = cmd.getattr(intern!(py, "code"))?;
+                            let remark = cmd.getattr(intern!(py, "remark"))?;
+                            return out.append(answer_item(py, w, code, remark, values)?);
                         }
                     } else {
                         light &= flag & response_flag != 0;
@@ -265,6 +260,20 @@ pub fn split_client_frames<'py>(
             },
         )?;
     Ok((out, used, error))
+}
+
+/// A field answer of `split_client_frames`: `(waiter, code, remark, *values)`.
+fn answer_item<'py>(
+    py: Python<'py>,
+    waiter: Bound<'py, PyAny>,
+    code: Bound<'py, PyAny>,
+    remark: Bound<'py, PyAny>,
+    values: Vec<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let mut item = Vec::with_capacity(3 + values.len());
+    item.extend([waiter, code, remark]);
+    item.extend(values);
+    PyTuple::new(py, item)
 }
 
 /// An int that fits i64, not a bool (orjson writes an int subclass such as an IntEnum code as its value, a bool as
