@@ -59,8 +59,6 @@ from rmq_core.remoting.body.route import ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import DEFAULT_VERSION, MAX_FRAME_LENGTH, RemotingCommand, next_opaque
 from rmq_core.remoting.header import (
-    PROPERTY_MSG_REGION,
-    PROPERTY_TRACE_SWITCH,
     SEND_ANSWER_FIELDS,
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
@@ -318,14 +316,7 @@ class MQClientAPIImpl:
     ) -> SendResult:
         """The send's result (invariant 2): ``send_result`` of the response's code, remark and fields."""
         ext = response.ext_fields
-        fields = (
-            ext.get("msgId"),
-            ext.get("queueId"),
-            ext.get("queueOffset"),
-            ext.get("transactionId"),
-            ext.get(PROPERTY_MSG_REGION),
-            ext.get(PROPERTY_TRACE_SWITCH),
-        )
+        fields = [ext.get(name) for name in SEND_ANSWER_FIELDS]
         return self.send_result(broker_name, msg, response.code, response.remark, fields, addr, mq)
 
     def send_result(
