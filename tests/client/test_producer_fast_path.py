@@ -16,7 +16,7 @@ import pytest
 
 from rmq_core.client import MQClientException, Producer, SendStatus
 from rmq_core.client.exceptions import ClientErrorCode, MQBrokerException, RemotingTooMuchRequestError
-from rmq_core.client.producer.producer import ASYNC
+from rmq_core.client.producer.producer import ASYNC, SYNC
 from rmq_core.message import Message
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -290,6 +290,50 @@ def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_b
             coro.transaction_id,
         )
         assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0
+
+
+def test_a_sync_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
+    """A fast SYNC send's answer reaches its caller as the few fields it reads (``BlockingSendAnswerWaiter``: no
+    command built on the loop), with the result the coroutine way gives for the same answer; a refusal read that
+    way raises the broker's code and remark as the command would."""
+    from rmq_core.remoting.response_waiter import BlockingSendAnswerWaiter
+
+    broker, p = fake
+    p.send(Message("FastTopic", b"warm"))
+    seen: list[str] = []
+    set_fields, set_result = BlockingSendAnswerWaiter.set_fields, BlockingSendAnswerWaiter.set_result
+
+    def fields(self: Any, item: Any) -> None:
+        seen.append("fields")
+        set_fields(self, item)
+
+    def command(self: Any, response: Any) -> None:
+        seen.append("command")
+        set_result(self, response)
+
+    BlockingSendAnswerWaiter.set_fields, BlockingSendAnswerWaiter.set_result = fields, command  # type: ignore[method-assign]
+    try:
+        fast = [p.send(Message("FastTopic", f"s{i}".encode())) for i in range(5)]
+        broker.code = ResponseCode.SYSTEM_BUSY
+        with pytest.raises(MQBrokerException) as refused:
+            p.send(Message("FastTopic", b"refused"))
+    finally:
+        BlockingSendAnswerWaiter.set_fields, BlockingSendAnswerWaiter.set_result = set_fields, set_result  # type: ignore[method-assign]
+        broker.code = ResponseCode.SUCCESS
+    assert seen[:5] == ["fields"] * 5 and set(seen) == {"fields"}
+    assert refused.value.response_code == ResponseCode.SYSTEM_BUSY and "refused (test)" in str(refused.value)
+    inst = p.instance
+    assert inst is not None
+    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, SYNC)).result(10)
+    for r in fast:
+        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
+            coro.send_status,
+            coro.offset_msg_id,
+            coro.region_id,
+            coro.trace_on,
+            coro.transaction_id,
+        )
+        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0 and r.msg_id
 
 
 def test_bad_properties_fail_either_send_and_send_nothing(fake) -> None:  # type: ignore[no-untyped-def]

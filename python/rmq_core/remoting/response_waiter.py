@@ -11,7 +11,8 @@ response — or ``set_exception`` when the connection closes first. Two waiters:
 - ``CallbackResponseWaiter``: its ``on_response(response, error)`` runs on the loop once (the response, the
   loop-side timeout's TimeoutError, or the connection's error), with no task or coroutine per request. A
   ``SendAnswerWaiter`` (one a producer's async send is) is answered by a client connection with the few fields of the
-  response it reads instead of the command (``on_fields``, see ``ClientFrameProtocol``). Timeouts:
+  response it reads instead of the command (``on_fields``, see ``ClientFrameProtocol``); a
+  ``BlockingSendAnswerWaiter`` (a producer's sync send) is one whose caller thread blocks in ``wait`` for them. Timeouts:
   a deadline per waiter and one timer per connection (``Connection.waiter_sweep``), armed for the nearest deadline
   (a uvloop timer per request cost ~1.2 µs of ~20 per send); a waiter fails at most ``SWEEP_SLACK_S`` late.
 
@@ -20,7 +21,8 @@ Invariants: a waiter completes at most once (later calls are ignored); ``on_resp
 ``call_soon`` (never re-entering ``Connection.close``'s walk of ``pending``). Frames are the bytes
 ``RemotingCommand.encode`` writes: nothing here changes what goes on the wire.
 
-Thread-safety: ``BlockingResponseWaiter.wait`` runs on its caller's thread, everything else on the connection's loop.
+Thread-safety: ``BlockingResponseWaiter.wait`` and ``BlockingSendAnswerWaiter.wait`` run on their caller's thread,
+everything else on the connection's loop (the blocking waiters' completions may come from any thread).
 """
 
 from __future__ import annotations
@@ -142,6 +144,54 @@ class SendAnswerWaiter(CallbackResponseWaiter):
                 self.on_fields(item)
             except Exception:
                 log.exception("a response callback raised")
+
+
+class BlockingSendAnswerWaiter(SendAnswerWaiter):
+    """A producer's sync send awaited by its caller's thread (``wait``): answered as a ``SendAnswerWaiter`` is — the
+    answer's fields, no command built on the loop — or with the command or the connection's error; one lock release
+    wakes the caller. No deadline: the caller times out itself and removes the entry from ``pending``, as a
+    ``BlockingResponseWaiter``'s does."""
+
+    __slots__ = ("_answer", "_error", "_lock")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()  # released once, by the completion
+        self._answer: tuple[Any, ...] | RemotingCommand | None = None
+        self._error: BaseException | None = None
+
+    def set_fields(self, item: tuple[Any, ...]) -> None:
+        if not self._done:
+            self._answer = item
+            self._done = True
+            self._lock.release()
+
+    def set_result(self, result: RemotingCommand, /) -> None:
+        if not self._done:
+            self._answer = result
+            self._done = True
+            self._lock.release()
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        if not self._done:  # from any thread: a lock release calls nothing back
+            self._error = exception
+            self._done = True
+            self._lock.release()
+
+    def fail_now(self, error: BaseException) -> None:
+        self.set_exception(error)
+
+    def wait(self, timeout_s: float) -> tuple[Any, ...] | RemotingCommand:
+        """The answer: its fields ``(self, code, remark, *SEND_ANSWER_FIELDS values)`` or the command; the
+        connection's error; TimeoutError after ``timeout_s`` (the entry then stays in ``pending`` until the caller
+        removes it)."""
+        if not self._lock.acquire(timeout=timeout_s):
+            raise TimeoutError(f"no response within {timeout_s} s")
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
 
 
 # --- timeouts: one sweep timer per connection, not one timer per request ----------------------------------------

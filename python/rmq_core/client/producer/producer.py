@@ -71,7 +71,7 @@ from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
 from rmq_core.remoting.response_waiter import (
-    BlockingResponseWaiter,
+    BlockingSendAnswerWaiter,
     PendingInvoke,
     SendAnswerWaiter,
     begin_invoke,
@@ -190,19 +190,12 @@ class _AsyncSend(SendAnswerWaiter):
                 log.exception("a response callback raised")
 
     def on_fields(self, item: tuple[Any, ...]) -> None:
-        fa = self.fa
-        mq: MessageQueue = fa.mq  # type: ignore[assignment]  # set: an attempt was made (no cast() per answer)
         try:
-            result = self.instance.mq_client_api.send_result(
-                mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
-            )
-        except MQBrokerException as e:
-            self._judge(None, e)
-            return
+            result, err = self.producer._fields_outcome(self.instance, self.fa, item)
         except BaseException as e:
             self.future.settle(exception=e)
             return
-        self._judge(result, None)
+        self._judge(result, err)
 
     def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         try:
@@ -775,30 +768,49 @@ class Producer:
         except MQBrokerException as e:
             return None, e
 
+    @staticmethod
+    def _fields_outcome(
+        instance: MQClientInstance, fa: _FastAttempt, item: tuple[Any, ...]
+    ) -> tuple[SendResult | None, MQBrokerException | None]:
+        """The fast attempt's answer read as its fields (``SendAnswerWaiter``: ``(waiter, code, remark, *values)``),
+        as ``_fast_outcome`` judges the command."""
+        mq: MessageQueue = fa.mq  # type: ignore[assignment]  # set: an attempt was made (no cast() per answer)
+        try:
+            return instance.mq_client_api.send_result(
+                mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
+            ), None
+        except MQBrokerException as e:
+            return None, e
+
     def _send_sync_fast(
         self, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
     ) -> SendResult:
         """A SYNC send whose first attempt is ``fa``: the caller's thread encodes, waits on a lock and judges the
-        answer; the loop only writes the frame and hands the response over. Retries go the coroutine way."""
-        waiter = BlockingResponseWaiter()
+        answer; the loop only writes the frame and hands the answer over (its fields, read without a command, as an
+        async send's are; a command only when it comes another way). Retries go the coroutine way."""
+        waiter = BlockingSendAnswerWaiter()
+        error: BaseException | None = None
+        answer: tuple[Any, ...] | RemotingCommand | None = None
         if fa.remaining_ms >= 0:
             if not fa.conn.send_frame_from_thread(fa.opaque, fa.frame, waiter):  # else the loop writes it
                 instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
             try:
-                response: RemotingCommand | None = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
-                error: BaseException | None = None
+                answer = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
             except TimeoutError as e:
                 instance.call_soon(functools.partial(fa.conn.pending.pop, fa.opaque, None))
-                response, error = None, e
+                error = e
             except OSError as e:
-                response, error = None, e
+                error = e
         else:  # over its time before it was sent (sendKernelImpl's check)
-            response, error = None, RemotingTooMuchRequestError("sendKernelImpl call timeout")
+            error = RemotingTooMuchRequestError("sendKernelImpl call timeout")
+        result: SendResult | None
         err: RemotingError | MQBrokerException | None
-        if isinstance(error, RemotingError):
+        if answer.__class__ is tuple:  # the answer's fields (a SendAnswerWaiter's)
+            result, err = self._fields_outcome(instance, fa, cast("tuple[Any, ...]", answer))
+        elif isinstance(error, RemotingError):
             result, err = None, error
         else:
-            result, err = self._fast_outcome(instance, fa, response, error)
+            result, err = self._fast_outcome(instance, fa, cast("RemotingCommand | None", answer), error)
         if self._attempt_done(fa, SYNC, cast(MessageQueue, fa.mq), fa.begin, result, err):
             assert fa.send_result is not None
             return fa.send_result
