@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rmq_core.client.consumer import push_consumer as push_consumer_module
+from rmq_core.client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rmq_core.client.consumer.process_queue import ProcessQueue
 from rmq_core.client.consumer.pull_request import PullRequest
 from rmq_core.client.consumer.push_consumer import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PushConsumer, ServiceState
@@ -31,11 +31,11 @@ def started(tmp_path: Path) -> Iterator[tuple[PushCluster, PushConsumer]]:
         pc = PushConsumer(
             "GDefer",
             c.namesrv_addr,
-            consume_from_where=push_consumer_module.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             **FAST,
         )
         pc.subscribe("DeferT", "*")
-        pc.register_message_listener(lambda msgs, ctx: push_consumer_module.ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        pc.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
         pc.start()
         try:
             wait_until(lambda: pc.impl.rebalance_impl.process_queue_table, "the consumer's process queue")
@@ -79,9 +79,9 @@ class Probe:
                 return
             await pull_and_process(pull_request, *args)
 
-        impl.execute_pull_request_later = execute_pull_request_later  # type: ignore[method-assign]
+        impl.execute_pull_request_later = execute_pull_request_later  # type: ignore[method-assign, assignment]
         impl.pull_message = spied_pull_message  # type: ignore[method-assign]
-        impl._pull_and_process = spied_pull_and_process  # type: ignore[method-assign]
+        impl._pull_and_process = spied_pull_and_process  # type: ignore[method-assign, assignment]
 
     def run(self, state: str) -> None:
         """``pull_message(probe)`` on the instance's loop with the consumer's state ``state`` for that call only
