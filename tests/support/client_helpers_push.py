@@ -80,6 +80,8 @@ def push_cluster(tmp_path: Any, **broker_settings: Any) -> Iterator[PushCluster]
     finally:
         if c is not None:
             c.client.close()
+            if c.broker is not broker:  # a test that restarted the broker put its new one here
+                c.broker.shutdown()
         if broker is not None:
             broker.shutdown()
         ns.shutdown()
