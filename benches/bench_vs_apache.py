@@ -23,6 +23,8 @@ first...); in each round each broker gets a fresh ASYNC_FLUSH session and a fres
     java async   the same producer, --window async sends in flight
     java batch   the same producer, --java-threads threads, each sending send(Collection) of --java-batch messages
                  (SEND_BATCH_MESSAGE; --java-batch-messages messages after as many untimed)
+    java consume the backlog consumed by Apache's Java 4.9.7 push consumer (compat/java BenchConsume: a new group
+                 from the first offset, consume batches of 32, pulls of 32, 20 threads; clock from the first delivery)
   SYNC_FLUSH session: --sync-warmup lean sends, then --sync-messages timed (flushDiskType=SYNC_FLUSH).
 
 --ceiling adds a third broker to every round, rmq_core without its store (benches/no_store_broker.py: the plain
@@ -311,6 +313,7 @@ WORKLOADS = [
     Workload("java_async", "Java 4.9.7 producer, async", "msg/s", True),
     Workload("java_batch", "Java 4.9.7 producer, sync batches", "msg/s", True),
     Workload("pull", "pull, 32/request, 4 queues", "msg/s", True),
+    Workload("java_consume", "Java 4.9.7 push consumer, batch 32", "msg/s", True),
     Workload("wakeup_p50", "long-poll wake-up p50", "ms", False),
     Workload("wakeup_p99", "long-poll wake-up p99", "ms", False),
     Workload("idle_rss", "idle RSS", "MiB", False),
@@ -423,6 +426,21 @@ class Bench:
         sends = int(res["count"]) + int(res["failed"]) + 1 + int(res.get("warmup", 0))
         return Run(float(res["msgsPerSec"]), messages=sends, failed=int(res["failed"]))
 
+    def java_consume(self, s: Session) -> Run:
+        """The backlog consumed by Apache's Java push consumer (compat/java BenchConsume: a new group from the first
+        offset, batches of 32, a listener that counts; its clock from the first delivery to the last)."""
+        a = self.args
+        n = len(self.backlog_frames)
+        res = java_result(
+            "BenchConsume",
+            ["--namesrv", s.namesrv, "--group", "BenchJavaConsume", "--topic", "BenchBacklog", "--expect", n]
+            + ["--batch", 32, "--pull-batch", 32, "--timeout-ms", int(a.phase_timeout * 1000)],
+            a.phase_timeout + 60,
+        )
+        if res.get("timedOut"):
+            raise RuntimeError(f"the Java consumer got {res.get('count')} of {n} messages in time")
+        return Run(float(res["msgsPerSec"]), messages=int(res["count"]))
+
     def pull(self, s: Session) -> Run:
         n = len(self.backlog_frames)
         targets = [n // QUEUES + (q < n % QUEUES) for q in range(QUEUES)]  # send_frames goes round robin
@@ -475,6 +493,8 @@ class Bench:
             self.phase(s, "wakeup_p50", lambda: wake_p("p50"))
             self.phase(s, "wakeup_p99", lambda: wake_p("p99"))
             self.java_rows(s)
+            if not a.no_java:
+                self.phase(s, "java_consume", lambda: self.java_consume(s))
         finally:
             s.stop()
             _live.discard(s)
@@ -559,9 +579,9 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
         )
     print("ratio: rmq_core / Apache (medians); for ms, MiB and s rows lower is better. CPU: the broker process's")
     print("utime+stime per 10,000 messages over the timed part (Java rows: over the whole program, per send it made,")
-    print("warm-up included); cores: that CPU per wall-clock second (lean runs); HWM: the broker's peak RSS (VmHWM),")
-    print("highest run. On a loaded machine a one-thread broker gets a smaller share of the cores than a many-thread")
-    print("one: read msg/s beside the cores and CPU columns.")
+    print("warm-up included, or per message consumed); cores: that CPU per wall-clock second (lean runs); HWM: the")
+    print("broker's peak RSS (VmHWM), highest run. On a loaded machine a one-thread broker gets a smaller share of")
+    print("the cores than a many-thread one: read msg/s beside the cores and CPU columns.")
     print()
     if NO_STORE in brokers:
         print()
@@ -637,7 +657,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--wakeups", type=int, default=1000, help="long-poll wake-up rounds")
     p.add_argument("--idle-seconds", type=float, default=1.0, help="idle time before the idle RSS is read")
     p.add_argument("--brokers", default=",".join(BROKERS), help="which brokers (rmq_core,apache)")
-    p.add_argument("--no-java", action="store_true", help="skip the Java producer runs")
+    p.add_argument("--no-java", action="store_true", help="skip the Java client runs (producer and consumer)")
     p.add_argument("--ceiling", action="store_true", help=f"add {NO_STORE} (its store's put a counter) to every round")
     p.add_argument("--quick", action="store_true", help="a smoke run of about a minute (1 round, small counts)")
     p.add_argument("--phase-timeout", type=float, default=300.0, help="seconds any one timed part may take")
