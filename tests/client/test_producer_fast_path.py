@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rmq_core.client import MQClientException, Producer, SendStatus
+from rmq_core.client import MQClientException, Producer, SendResult, SendStatus
 from rmq_core.client.exceptions import ClientErrorCode, MQBrokerException, RemotingTooMuchRequestError
 from rmq_core.client.producer.producer import ASYNC, SYNC
 from rmq_core.message import Message
@@ -254,6 +254,22 @@ def test_a_send_from_the_loop_thread_is_still_refused(fake) -> None:  # type: ig
         asyncio.run_coroutine_threadsafe(on_loop(), inst.loop).result(10)
 
 
+def assert_judged_as_the_coroutine_way(p: Producer, fast: list[SendResult], mode: str) -> None:
+    """The fast path's results carry what the coroutine way's result of the same answer carries."""
+    inst = p.instance
+    assert inst is not None
+    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, mode)).result(10)
+    for r in fast:
+        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
+            coro.send_status,
+            coro.offset_msg_id,
+            coro.region_id,
+            coro.trace_on,
+            coro.transaction_id,
+        )
+        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0 and r.msg_id
+
+
 def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
     """A fast ASYNC send's answer reaches its waiter as the few fields it reads (``on_fields``: no command built),
     and gives the result the coroutine way gives for the same answer."""
@@ -278,18 +294,7 @@ def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_b
     finally:
         _AsyncSend.on_fields, _AsyncSend.on_response = on_fields, on_response  # type: ignore[method-assign]
     assert seen == ["fields"] * 5
-    inst = p.instance
-    assert inst is not None
-    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, ASYNC)).result(10)
-    for r in fast:
-        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
-            coro.send_status,
-            coro.offset_msg_id,
-            coro.region_id,
-            coro.trace_on,
-            coro.transaction_id,
-        )
-        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0
+    assert_judged_as_the_coroutine_way(p, fast, ASYNC)
 
 
 def test_a_sync_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
@@ -322,18 +327,7 @@ def test_a_sync_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(
         broker.code = ResponseCode.SUCCESS
     assert seen[:5] == ["fields"] * 5 and set(seen) == {"fields"}
     assert refused.value.response_code == ResponseCode.SYSTEM_BUSY and "refused (test)" in str(refused.value)
-    inst = p.instance
-    assert inst is not None
-    coro = inst.run_async(p.send_on_loop(Message("FastTopic", b"c"), None, None, SYNC)).result(10)
-    for r in fast:
-        assert (r.send_status, r.offset_msg_id, r.region_id, r.trace_on, r.transaction_id) == (
-            coro.send_status,
-            coro.offset_msg_id,
-            coro.region_id,
-            coro.trace_on,
-            coro.transaction_id,
-        )
-        assert r.message_queue.topic == "FastTopic" and r.queue_offset >= 0 and r.msg_id
+    assert_judged_as_the_coroutine_way(p, fast, SYNC)
 
 
 def test_bad_properties_fail_either_send_and_send_nothing(fake) -> None:  # type: ignore[no-untyped-def]
