@@ -304,6 +304,31 @@ def test_push_consumer_orderly_async_listener(cluster: PushCluster, request: pyt
     run(main())
 
 
+def test_push_consumer_start_is_refused_for_sql92_the_broker_cannot_filter(
+    cluster: PushCluster, request: pytest.FixtureRequest
+) -> None:
+    """checkClientInBroker at start, as the sync consumer's: the fixture's broker has no enablePropertyFilter, so a
+    SQL92 subscription fails the start with the broker's code and remark."""
+    from rmq_core.client import MQClientException
+    from rmq_core.filter.message_selector import MessageSelector
+
+    topic = topic_name(request)
+    cluster.create_topic(topic, 1)
+
+    async def listener(msgs: list[MessageExt], ctx: Any) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def main() -> None:
+        c = AsyncPushConsumer("aio_cg_sqlcheck", cluster.namesrv_addr, consume_from_where=FIRST, **FAST)
+        c.subscribe(topic, MessageSelector.by_sql("a > 1"))
+        c.register_message_listener(listener)
+        with pytest.raises(MQClientException, match="does not support consumer to filter message by SQL92") as e:
+            await c.start()
+        assert e.value.response_code == 1  # SYSTEM_ERROR
+
+    run(main())
+
+
 def test_push_consumer_refuses_a_sync_listener(cluster: PushCluster) -> None:
     c = AsyncPushConsumer("aio_cg_refuse", cluster.namesrv_addr)
     with pytest.raises(TypeError):

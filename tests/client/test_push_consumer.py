@@ -391,6 +391,37 @@ def test_sql92_subscription(tmp_path) -> None:
         assert sorted(int(m.properties["n"]) for m in rec.msgs) == [15, 16, 17, 18, 19]
 
 
+def test_start_asks_the_broker_to_check_a_sql92_subscription(tmp_path) -> None:
+    """4.9's checkClientInBroker (CHECK_CLIENT_CONFIG at start, for each subscription that is not TAG): a broker
+    without enablePropertyFilter refuses SQL92 and start() raises the broker's code and remark (the consumer left
+    START_FAILED); a TAG subscription is not checked. (An expression that does not compile is refused by
+    subscribe() already; the broker's own SUBSCRIPTION_PARSE_FAILED answer is test_client_manage_processor's.)"""
+    from rmq_core.client import MQClientException
+
+    seen: list[int] = []
+    with push_cluster(tmp_path / "off") as c:
+        c.create_topic("ChkT", 1)
+        processor = c.broker.controller.client_manage_processor
+        check = processor.check_client_config
+
+        def spied(request: RemotingCommand) -> RemotingCommand:
+            seen.append(request.code)
+            return check(request)
+
+        processor.check_client_config = spied
+        pc = consumer(c, "GChk", Recorder(), "ChkT", MessageSelector.by_sql("n >= 15"))
+        with pytest.raises(MQClientException) as e:
+            pc.start()
+        assert e.value.response_code == ResponseCode.SYSTEM_ERROR
+        assert e.value.remark == "The broker does not support consumer to filter message by SQL92"
+        assert pc.impl.service_state == "START_FAILED"
+        assert seen == [RequestCode.CHECK_CLIENT_CONFIG]
+        tagged = consumer(c, "GChkTag", Recorder(), "ChkT", "TagA")
+        tagged.start()
+        tagged.shutdown()
+        assert seen == [RequestCode.CHECK_CLIENT_CONFIG]  # a TAG subscription is not checked
+
+
 def test_bad_settings_are_refused(tmp_path) -> None:
     with pytest.raises(TypeError, match="unknown PushConsumer settings"):
         PushConsumer("G", "127.0.0.1:1", pull_treshold=1)

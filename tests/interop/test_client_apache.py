@@ -192,3 +192,40 @@ def test_pull_consumer_on_apache(apache_rocketmq, producer):  # noqa: F811
         assert c2.fetch_consume_offset(mq0, from_store=True) == r.next_begin_offset
     finally:
         c2.shutdown()
+
+
+def test_push_consumer_sql92_is_checked_by_and_filtered_on_apache(apache_rocketmq, producer):  # noqa: F811
+    """A SQL92 subscription: the consumer's start asks Apache's broker (CHECK_CLIENT_CONFIG, 4.9's
+    checkClientInBroker; the fixture's broker has enablePropertyFilter) and is accepted; the broker filters by the
+    message's property."""
+    from rmq_core.filter.message_selector import MessageSelector
+
+    namesrv = apache_rocketmq[0]
+    topic, group = "PyApacheSql", "py_apache_sql_group"
+    for i in range(20):
+        r = producer.send(Message(topic, f"s{i}".encode(), properties={"n": str(i)}))
+        assert r.send_status.name == "SEND_OK"
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
+        with lock:
+            got.extend(int(m.properties["n"]) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(
+        group,
+        namesrv_addr=namesrv,
+        instance_name="py-apache-sql",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **FAST,
+    )
+    c.subscribe(topic, MessageSelector.by_sql("n >= 15"))
+    c.register_message_listener(listener)
+    c.start()
+    try:
+        wait_until(lambda: len(got) >= 5, "the five matching messages", timeout=30)
+        time.sleep(0.5)  # no more arrives
+    finally:
+        c.shutdown()
+    assert sorted(got) == [15, 16, 17, 18, 19]

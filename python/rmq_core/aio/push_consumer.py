@@ -45,6 +45,7 @@ class AsyncPushConsumerImpl(DefaultMQPushConsumerImpl):
             self.service_state = ServiceState.RUNNING
             for topic in list(self.rebalance_impl.subscription_inner):
                 await instance.update_topic_route_info_from_name_server(topic)
+            await instance.check_client_in_broker()
             await instance.send_heartbeat_to_all_broker_with_lock()
         except BaseException:
             self.service_state = ServiceState.START_FAILED

@@ -53,10 +53,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _is_tag_type(expression_type: str | None) -> bool:
-    return expression_type is None or expression_type == "" or expression_type == ExpressionType.TAG
-
-
 @dataclass(eq=False)
 class ConsumerFilterData:
     consumer_group: str
@@ -136,7 +132,7 @@ class ConsumerFilterManager(ConfigManager):
         now_ms: int | None = None,
     ) -> ConsumerFilterData | None:
         """New filter data (compiled); None for a TAG type; raises ``FilterParseError`` for a bad expression."""
-        if _is_tag_type(expression_type):
+        if ExpressionType.is_tag_type(expression_type):
             return None
         data = ConsumerFilterData(
             consumer_group=consumer_group,
@@ -159,7 +155,7 @@ class ConsumerFilterManager(ConfigManager):
         client_version: int,
         now_ms: int | None = None,
     ) -> bool:
-        if _is_tag_type(expression_type) or not expression:
+        if ExpressionType.is_tag_type(expression_type) or not expression:
             return False
         groups = self.filter_data_by_topic.setdefault(topic, {})
         old = groups.get(consumer_group)

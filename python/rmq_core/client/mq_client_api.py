@@ -51,7 +51,7 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.message_encoding import properties_to_string
-from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody, HeartbeatData
+from rmq_core.remoting.body.heartbeat import CheckClientRequestBody, GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, ResetOffsetBody, TopicStatsTable
@@ -91,6 +91,7 @@ from rmq_core.remoting.transport import RemotingClient
 
 if TYPE_CHECKING:
     from rmq_core.client.pull_result import PullResultExt
+    from rmq_core.filter.subscription_data import SubscriptionData
 
 log = logging.getLogger(__name__)
 
@@ -421,6 +422,19 @@ class MQClientAPIImpl:
         if response.code == ResponseCode.SUCCESS:
             return response.version
         raise MQBrokerException(response.code, response.remark, addr)
+
+    async def check_client_in_broker(
+        self, addr: str, consumer_group: str, client_id: str, subscription_data: SubscriptionData, timeout_ms: float
+    ) -> None:
+        """CHECK_CLIENT_CONFIG (46): whether the broker takes the subscription's filter (a consumer's start asks for
+        each one that is not TAG); anything but SUCCESS raises MQClientException with the broker's code and remark,
+        as 4.9's ``checkClientInBroker``."""
+        body = CheckClientRequestBody(client_id, consumer_group, subscription_data).encode()
+        response = await self.invoke(
+            addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout_ms
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientException(response.code, response.remark, addr=addr)
 
     async def unregister_client(
         self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None, timeout_ms: float

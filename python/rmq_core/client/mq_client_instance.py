@@ -39,6 +39,7 @@ import copy
 import functools
 import inspect
 import logging
+import random
 import sys
 import threading
 import time
@@ -56,6 +57,7 @@ from rmq_core.common.light_future import LightFuture
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
+from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.message import PROPERTY_PRODUCER_GROUP, MessageExt, MessageQueue, decode_messages
 from rmq_core.remoting.body.consumer_running_info import (
@@ -768,6 +770,43 @@ class MQClientInstance:
         for group in list(self.producer_table):
             data.producer_data_set.append(ProducerData(group))
         return data
+
+    def find_broker_addr_by_topic(self, topic: str) -> str | None:
+        """A broker of the topic's route, picked at random (its master where it has one): 4.9's
+        ``findBrokerAddrByTopic``."""
+        route = self.topic_route_table.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        return random.choice(route.broker_datas).select_broker_addr()
+
+    async def check_client_in_broker(self) -> None:
+        """Each consumer's subscriptions that are not TAG (SQL92) checked by a broker of their topic
+        (CHECK_CLIENT_CONFIG), as 4.9's ``checkClientInBroker`` at a consumer's start: a broker that refuses the
+        filter raises MQClientException with its code and remark; a failure to ask it, an MQClientException saying
+        the broker may not support the filter."""
+        timeout = self.client_config.mq_client_api_timeout
+        for group, consumer in list(self.consumer_table.items()):
+            subscriptions = consumer.subscriptions()
+            if not subscriptions:
+                return  # as 4.9's loop does
+            for sd in subscriptions:
+                if ExpressionType.is_tag_type(sd.expression_type):
+                    continue
+                addr = self.find_broker_addr_by_topic(sd.topic)
+                if addr is None:
+                    continue
+                try:
+                    await self.mq_client_api.check_client_in_broker(addr, group, self.client_id, sd, timeout)
+                except MQClientException:
+                    raise
+                except Exception as e:
+                    raise MQClientException.of(
+                        f"Check client in broker error, maybe because you use {sd.expression_type} to filter message, "
+                        "but server has not been upgraded to support!This error would not affect the launch of "
+                        "consumer, but may has impact on message receiving if you have use the new features which "
+                        "are not supported by server, please check the log!",
+                        e,
+                    ) from e
 
     async def send_heartbeat_to_all_broker_with_lock(self) -> None:
         async with self._lock_heartbeat:

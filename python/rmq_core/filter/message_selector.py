@@ -9,6 +9,11 @@ class ExpressionType:
     TAG = "TAG"
     SQL92 = "SQL92"
 
+    @staticmethod
+    def is_tag_type(expression_type: str | None) -> bool:
+        """``ExpressionType.isTagType``: None, empty and ``TAG`` are tag expressions."""
+        return expression_type is None or expression_type == "" or expression_type == ExpressionType.TAG
+
 
 SUB_ALL = "*"
 

@@ -34,11 +34,6 @@ log = logging.getLogger(__name__)
 PropertyFilter = Callable[[Mapping[str, str]], bool]
 
 
-def is_tag_type(expression_type: str | None) -> bool:
-    """ExpressionType.isTagType: null, empty and ``TAG`` are tag expressions."""
-    return expression_type is None or expression_type == "" or expression_type == ExpressionType.TAG
-
-
 def _evaluate(filter_data: Any, properties: Mapping[str, str] | None) -> bool:
     compiled = getattr(filter_data, "filter", None)
     if compiled is None:
@@ -65,7 +60,7 @@ class ExpressionMessageFilter:
         sub = self.subscription_data
         if sub is None or sub.class_filter_mode:
             return True
-        if is_tag_type(sub.expression_type):
+        if ExpressionType.is_tag_type(sub.expression_type):
             if tags_code is None or sub.sub_string == SUB_ALL:
                 return True
             return to_int32(tags_code) in sub.code_set
@@ -73,7 +68,7 @@ class ExpressionMessageFilter:
 
     def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool:
         sub = self.subscription_data
-        if sub is None or sub.class_filter_mode or is_tag_type(sub.expression_type):
+        if sub is None or sub.class_filter_mode or ExpressionType.is_tag_type(sub.expression_type):
             return True
         data = self.consumer_filter_data
         if data is None or getattr(data, "expression", None) is None or getattr(data, "filter", None) is None:
@@ -85,7 +80,7 @@ class ExpressionMessageFilter:
     def store_message_filter(self) -> MessageSelector | None:
         """The tag selector for the ConsumeQueue scan (None: every unit passes the ConsumeQueue test)."""
         sub = self.subscription_data
-        if sub is None or sub.class_filter_mode or not is_tag_type(sub.expression_type):
+        if sub is None or sub.class_filter_mode or not ExpressionType.is_tag_type(sub.expression_type):
             return None
         if sub.sub_string == SUB_ALL or not sub.tags_set:
             return None
@@ -100,7 +95,7 @@ class ExpressionMessageFilter:
 
     def _needs_commit_log(self) -> bool:
         sub = self.subscription_data
-        if sub is None or sub.class_filter_mode or is_tag_type(sub.expression_type):
+        if sub is None or sub.class_filter_mode or ExpressionType.is_tag_type(sub.expression_type):
             return False
         data = self.consumer_filter_data
         return data is not None and getattr(data, "filter", None) is not None
@@ -122,7 +117,7 @@ class ExpressionForRetryMessageFilter(ExpressionMessageFilter):
         if sub is None or sub.class_filter_mode:
             return True
         is_retry = self._is_retry_topic()
-        if not is_retry and is_tag_type(sub.expression_type):
+        if not is_retry and ExpressionType.is_tag_type(sub.expression_type):
             return True
         data = self.consumer_filter_data
         if is_retry:

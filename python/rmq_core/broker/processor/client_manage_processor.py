@@ -42,8 +42,7 @@ from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.common.sys_flag import build_topic_sys_flag
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
-from rmq_core.remoting import fastjson
-from rmq_core.remoting.body.heartbeat import HeartbeatData
+from rmq_core.remoting.body.heartbeat import CheckClientRequestBody, HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import UnregisterClientRequestHeader, decode_header
@@ -96,15 +95,13 @@ class ClientManageProcessor:
 
     def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         try:
-            doc = fastjson.loads(request.body or b"", int_keys=False)
-            sub = doc["subscriptionData"]
-            expression_type = sub.get("expressionType") or ExpressionType.TAG
-            expression = sub.get("subString") or ""
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            sub = CheckClientRequestBody.decode(request.body or b"").subscription_data
+        except ValueError as e:
             return RemotingCommand.response_to(
                 request, ResponseCode.SYSTEM_ERROR, remark=f"the body is not a CheckClientRequestBody: {e}"
             )
-        if expression_type == ExpressionType.TAG:
+        expression_type, expression = sub.expression_type, sub.sub_string or ""
+        if ExpressionType.is_tag_type(expression_type):
             return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
         if not self.broker_config.enable_property_filter:
             return RemotingCommand.response_to(

@@ -50,7 +50,6 @@ from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.filter.expression_message_filter import (
     ExpressionForRetryMessageFilter,
     ExpressionMessageFilter,
-    is_tag_type,
 )
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequest
 from rmq_core.broker.stats.broker_stats_manager import (
@@ -113,7 +112,7 @@ def _enum_name(v: Any) -> str:
 
 def filter_api_build(topic: str, sub_string: str | None, expression_type: str | None) -> SubscriptionData:
     """FilterAPI.build: TAG (or no type) → FilterAPI.buildSubscriptionData; another type needs an expression."""
-    if expression_type is None or expression_type == ExpressionType.TAG or expression_type == "":
+    if expression_type is None or ExpressionType.is_tag_type(expression_type):
         return build_subscription_data(topic, sub_string)
     if sub_string is None or len(sub_string) < 1:
         raise ValueError(f"Expression can't be null! {expression_type}")
@@ -279,7 +278,7 @@ class PullMessageProcessor:
         if has_subscription_flag:
             try:
                 subscription_data = filter_api_build(topic, request_header.subscription, request_header.expressionType)
-                if not is_tag_type(subscription_data.expression_type):
+                if not ExpressionType.is_tag_type(subscription_data.expression_type):
                     consumer_filter_data = ConsumerFilterManager.build(
                         topic,
                         group,
@@ -324,7 +323,7 @@ class PullMessageProcessor:
                     "The broker's subscription is not latest, group: %s %s", group, subscription_data.sub_string
                 )
                 return answer(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-            if not is_tag_type(subscription_data.expression_type):
+            if not ExpressionType.is_tag_type(subscription_data.expression_type):
                 consumer_filter_data = self.consumer_filter_manager.get(topic, group)
                 if consumer_filter_data is None:
                     return answer(
@@ -343,7 +342,7 @@ class PullMessageProcessor:
                     return answer(ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
 
         assert subscription_data is not None
-        if not is_tag_type(subscription_data.expression_type) and not cfg.enable_property_filter:
+        if not ExpressionType.is_tag_type(subscription_data.expression_type) and not cfg.enable_property_filter:
             return answer(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {subscription_data.expression_type}",

@@ -458,6 +458,7 @@ class DefaultMQPushConsumerImpl:
             self.instance.start()
             self.service_state = ServiceState.RUNNING
             self.update_topic_subscribe_info_when_subscription_changed()
+            self.instance.run_sync(self.instance.check_client_in_broker(), self._api_timeout_s())
             self.instance.run_sync(self.instance.send_heartbeat_to_all_broker_with_lock(), self._api_timeout_s())
         except BaseException:
             self.service_state = ServiceState.START_FAILED

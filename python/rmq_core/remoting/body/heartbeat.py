@@ -1,4 +1,5 @@
-"""HEART_BEAT and GET_CONSUMER_LIST_BY_GROUP bodies (rp/heartbeat/*.java, rp/body/GetConsumerListByGroupResponseBody).
+"""HEART_BEAT, CHECK_CLIENT_CONFIG and GET_CONSUMER_LIST_BY_GROUP bodies (rp/heartbeat/*.java,
+rp/body/CheckClientRequestBody, rp/body/GetConsumerListByGroupResponseBody).
 
 HeartbeatData as a Java client sends it (fastjson, fields sorted)::
 
@@ -9,6 +10,10 @@ HeartbeatData as a Java client sends it (fastjson, fields sorted)::
         "tagsSet":["TagA"],"topic":"T"}],"unitMode":false}],
      "producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}],
      "heartbeatFingerprint":0, "withoutSub":false}          <- 5.x only
+
+CheckClientRequestBody (a consumer's start, for each subscription that is not TAG)::
+
+    {"clientId":"10.0.0.1@1234#5678","group":"g","subscriptionData":{...SubscriptionData as above...}}
 
 Enums travel as names; ``decode`` also accepts their ordinals (fastjson parses both). ``ConsumeType``,
 ``MessageModel``, ``ConsumeFromWhere`` are ``str`` enums, so they compare equal to their names.
@@ -186,6 +191,38 @@ class HeartbeatData:
             return cls.from_json_dict(_loads_object(data, "HeartbeatData"))
         except (TypeError, AttributeError) as e:
             raise BodyDecodeError(f"HeartbeatData: malformed body: {e}") from None
+
+
+@dataclass
+class CheckClientRequestBody:
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "clientId": self.client_id,
+            "group": self.group,
+            "subscriptionData": self.subscription_data.to_json_dict(),
+        }
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> CheckClientRequestBody:
+        sub = d.get("subscriptionData")
+        if not isinstance(sub, dict):
+            raise BodyDecodeError("CheckClientRequestBody: subscriptionData is missing")
+        try:
+            subscription = SubscriptionData.from_json_dict(sub)
+        except (TypeError, ValueError) as e:
+            raise BodyDecodeError(f"CheckClientRequestBody: {e}") from None
+        return cls(str(d.get("clientId") or ""), str(d.get("group") or ""), subscription)
+
+    def encode(self, standard_json: bool = True) -> bytes:
+        return _dumps(self.to_json_dict(), standard_json)
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> CheckClientRequestBody:
+        return cls.from_json_dict(_loads_object(data, "CheckClientRequestBody"))
 
 
 @dataclass
