@@ -304,11 +304,12 @@ def test_push_consumer_orderly_async_listener(cluster: PushCluster, request: pyt
     run(main())
 
 
-def test_push_consumer_start_is_refused_for_sql92_the_broker_cannot_filter(
+def test_sql92_the_broker_cannot_filter_is_refused_at_start_or_iteration(
     cluster: PushCluster, request: pytest.FixtureRequest
 ) -> None:
-    """checkClientInBroker at start, as the sync consumer's: the fixture's broker has no enablePropertyFilter, so a
-    SQL92 subscription fails the start with the broker's code and remark."""
+    """checkClientInBroker, as the sync consumer's: the fixture's broker has no enablePropertyFilter, so a SQL92
+    subscription fails the push consumer's start, and a pull consumer's iteration before any pull, with the
+    broker's code and remark."""
     from rmq_core.client import MQClientException
     from rmq_core.filter.message_selector import MessageSelector
 
@@ -327,6 +328,15 @@ def test_push_consumer_start_is_refused_for_sql92_the_broker_cannot_filter(
         assert e.value.response_code == 1  # SYSTEM_ERROR
 
     run(main())
+
+    async def pull() -> None:
+        async with AsyncPullConsumer("aio_cg_sqlcheck_pull", cluster.namesrv_addr, consume_from_where=FIRST) as pc:
+            with pytest.raises(MQClientException, match="does not support consumer to filter message by SQL92"):
+                async for _m in pc.messages(topic, MessageSelector.by_sql("a > 1")):
+                    pass
+            assert pc.assignment(topic) == set()
+
+    run(pull())
 
 
 def test_push_consumer_refuses_a_sync_listener(cluster: PushCluster) -> None:

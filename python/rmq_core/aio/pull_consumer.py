@@ -134,6 +134,9 @@ class AsyncPullConsumer(AsyncClient):
             pc.register_message_queue_listener(topic, None)  # the topic joins the heartbeat and the rebalance
             instance = pc.instance
             await instance.update_topic_route_info_from_name_server(topic)
+            # a SQL92 expression the broker cannot filter by fails here, not in every pull (as a lite pull
+            # consumer's start does, 4.9 checkClientInBroker)
+            await instance.check_subscription_in_broker(pc.consumer_group, stream.subscription)
             await instance.send_heartbeat_to_all_broker_with_lock()
             await pc.do_rebalance()  # now; later rounds come from the instance's rebalance service
             self._reconcile(stream)

@@ -781,32 +781,36 @@ class MQClientInstance:
 
     async def check_client_in_broker(self) -> None:
         """Each consumer's subscriptions that are not TAG (SQL92) checked by a broker of their topic
-        (CHECK_CLIENT_CONFIG), as 4.9's ``checkClientInBroker`` at a consumer's start: a broker that refuses the
-        filter raises MQClientException with its code and remark; a failure to ask it, an MQClientException saying
-        the broker may not support the filter."""
-        timeout = self.client_config.mq_client_api_timeout
+        (``check_subscription_in_broker``), as 4.9's ``checkClientInBroker`` at a consumer's start."""
         for group, consumer in list(self.consumer_table.items()):
             subscriptions = consumer.subscriptions()
             if not subscriptions:
                 return  # as 4.9's loop does
             for sd in subscriptions:
-                if ExpressionType.is_tag_type(sd.expression_type):
-                    continue
-                addr = self.find_broker_addr_by_topic(sd.topic)
-                if addr is None:
-                    continue
-                try:
-                    await self.mq_client_api.check_client_in_broker(addr, group, self.client_id, sd, timeout)
-                except MQClientException:
-                    raise
-                except Exception as e:
-                    raise MQClientException.of(
-                        f"Check client in broker error, maybe because you use {sd.expression_type} to filter message, "
-                        "but server has not been upgraded to support!This error would not affect the launch of "
-                        "consumer, but may has impact on message receiving if you have use the new features which "
-                        "are not supported by server, please check the log!",
-                        e,
-                    ) from e
+                await self.check_subscription_in_broker(group, sd)
+
+    async def check_subscription_in_broker(self, group: str, sd: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG of one subscription that is not TAG, asked of a broker of its topic (none known:
+        nothing asked): a broker that refuses the filter raises MQClientException with its code and remark; a
+        failure to ask it, an MQClientException saying the broker may not support the filter (4.9's text)."""
+        if ExpressionType.is_tag_type(sd.expression_type):
+            return
+        addr = self.find_broker_addr_by_topic(sd.topic)
+        if addr is None:
+            return
+        timeout = self.client_config.mq_client_api_timeout
+        try:
+            await self.mq_client_api.check_client_in_broker(addr, group, self.client_id, sd, timeout)
+        except MQClientException:
+            raise
+        except Exception as e:
+            raise MQClientException.of(
+                f"Check client in broker error, maybe because you use {sd.expression_type} to filter message, "
+                "but server has not been upgraded to support!This error would not affect the launch of "
+                "consumer, but may has impact on message receiving if you have use the new features which "
+                "are not supported by server, please check the log!",
+                e,
+            ) from e
 
     async def send_heartbeat_to_all_broker_with_lock(self) -> None:
         async with self._lock_heartbeat:
