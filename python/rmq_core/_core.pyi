@@ -149,16 +149,6 @@ class SendRequestColumns:
     @property
     def keys(self) -> list[tuple[str, int, bool, str, int]]: ...
     def segments(self, plain_keys: list[bool]) -> list[tuple[int, int, bool]]: ...
-    def answers(
-        self,
-        start: int,
-        end: int,
-        raw: list[tuple[int, int, int, int]],
-        codes: list[int],
-        region: str,
-        trace_on: str,
-        store_host: tuple[str, int],
-    ) -> list[bytes | None]: ...
     def answer(
         self, start: int, end: int, raw: list[tuple[int, int, int, int]], spec: SendAnswerSpec
     ) -> tuple[list[bytes | None], list[tuple[int, int, int]]]: ...
@@ -169,9 +159,6 @@ class SendRequestColumns:
         raw: list[tuple[int, int, int, int]],
         topics: Collection[str] | None = None,
     ) -> list[tuple[str, int, int, int, bytes]]: ...
-    def totals(
-        self, start: int, end: int, raw: list[tuple[int, int, int, int]], counted: list[bool]
-    ) -> list[tuple[int, int, int]]: ...
 
 @final
 class SendRequestParser:

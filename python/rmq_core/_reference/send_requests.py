@@ -118,20 +118,6 @@ class SendRequestColumns:
         if len(rows) != len(raw):
             raise ValueError(f"{len(rows)} rows but {len(raw)} results")
 
-    def answers(
-        self,
-        start: int,
-        end: int,
-        raw: Sequence[Raw],
-        codes: Sequence[int],
-        region: str,
-        trace_on: str,
-        store_host: tuple[str, int],
-    ) -> list[bytes | None]:
-        rows = self.plain_rows(start, end)
-        self._check(rows, raw)
-        return self._answer_frames(rows, raw, codes, region, trace_on, store_host)
-
     def answer(
         self, start: int, end: int, raw: Sequence[Raw], spec: SendAnswerSpec
     ) -> tuple[list[bytes | None], list[tuple[int, int, int]]]:
@@ -191,11 +177,6 @@ class SendRequestColumns:
             for i, (r, (status, _, qo, _)) in enumerate(zip(rows, raw), start)
             if topics is None or self._keys[r.key][0] in topics
         ]
-
-    def totals(self, start: int, end: int, raw: Sequence[Raw], counted: Sequence[bool]) -> list[tuple[int, int, int]]:
-        rows = self.plain_rows(start, end)
-        self._check(rows, raw)
-        return self._count_totals(rows, raw, counted)
 
     @staticmethod
     def _count_totals(rows: Sequence[_Row], raw: Sequence[Raw], counted: Sequence[bool]) -> list[tuple[int, int, int]]:

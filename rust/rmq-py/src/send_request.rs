@@ -2,7 +2,7 @@
 //! one received chunk (decoded `RemotingCommand`s) into `SendRequestColumns`: per request its key (topic, queue id,
 //! unit mode, default topic, default topic queue nums) or -1 when it must take the processor's general path, and for
 //! the others the columns of the record to store. The processor checks each distinct key once, `StoreEngine.
-//! put_send_requests` stores a run of them in one call, and `answers` writes their response frames. Twin:
+//! put_send_requests` stores a run of them in one call, and `answer` writes their response frames. Twin:
 //! `python/rmq_core/_reference/send_requests.py`.
 //!
 //! Invariants: a request is plain only when every field the general path reads decodes the same here (the format
@@ -395,7 +395,7 @@ impl SendRequestColumns {
             .collect()
     }
 
-    /// The answer frames of `rows` (see `answers`).
+    /// The answer frames of `rows` (see `answer`).
     #[allow(clippy::too_many_arguments)]
     fn answer_frames<'py>(
         &self,
@@ -449,7 +449,7 @@ impl SendRequestColumns {
     }
 }
 
-/// Per key with a counted status (`counted[status]`): `(key, sends, bytes written)` (see `totals`).
+/// Per key with a counted status (`counted[status]`): `(key, sends, bytes written)` (see `answer`).
 fn count_totals(rows: &[&Row], raw: &[Raw], counted: &[bool]) -> Totals {
     let mut out: Totals = Vec::new();
     for (r, &(status, _, _, wrote)) in rows.iter().zip(raw) {
@@ -574,29 +574,11 @@ impl SendRequestColumns {
         Ok(out)
     }
 
-    /// The response frames of `[start, end)` once stored (`raw`: the put's results): per request the bytes of its
-    /// answer when `codes[status] >= 0` (code, then extFields region, trace, msgId, queueId, queueOffset), None
-    /// for a oneway request or a status the caller answers itself (`codes[status] < 0`).
-    #[allow(clippy::too_many_arguments)]
-    fn answers<'py>(
-        &self,
-        py: Python<'py>,
-        start: usize,
-        end: usize,
-        raw: Vec<Raw>,
-        codes: Vec<i64>,
-        region: &str,
-        trace_on: &str,
-        store_host: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let rows = self.plain_rows(start, end)?;
-        check_raw(rows.len(), &raw)?;
-        let host: Host = codec::host_from_py(store_host)?;
-        self.answer_frames(py, &rows, &raw, &codes, region, trace_on, &host)
-    }
-
-    /// `answers` and `totals` of `[start, end)` in one call, with the broker's answer settings in `spec`:
-    /// `(answers, totals)`.
+    /// What the broker answers for `[start, end)` once stored (`raw`: the put's results), with its answer settings
+    /// in `spec`: `(answers, totals)`. `answers`: per request the bytes of its answer frame when
+    /// `spec.codes[status] >= 0` (code, then extFields region, trace, msgId, queueId, queueOffset), None for a oneway
+    /// request or a status the caller answers itself (`codes[status] < 0`); `totals`: per key with a counted status
+    /// (`spec.counted[status]`), `(key, sends, bytes written)`.
     fn answer<'py>(
         &self,
         py: Python<'py>,
@@ -664,18 +646,5 @@ impl SendRequestColumns {
             ));
         }
         Ok(out)
-    }
-
-    /// Per key with a counted status in `[start, end)` (`counted[status]`): `(key, sends, bytes written)`.
-    fn totals(
-        &self,
-        start: usize,
-        end: usize,
-        raw: Vec<Raw>,
-        counted: Vec<bool>,
-    ) -> PyResult<Totals> {
-        let rows = self.plain_rows(start, end)?;
-        check_raw(rows.len(), &raw)?;
-        Ok(count_totals(&rows, &raw, &counted))
     }
 }
