@@ -183,18 +183,40 @@ class BrokerProcess:
         self.addr = ("127.0.0.1", self.port)
 
     def start(self, deadline_s: float = 30.0) -> None:
-        self.namesrv.start()
-        self.broker.start()
+        """The name server, once it accepts connections the broker (whose first registration would otherwise find
+        no name server and wait 30 s for the next), then until the broker serves and the name server lists it."""
         end = time.monotonic() + deadline_s
+        self.namesrv.start()
+        while not self._accepts(("127.0.0.1", self.ns_port)):
+            if time.monotonic() > end or (self.namesrv.proc is not None and self.namesrv.proc.poll() is not None):
+                log = (self.work / "namesrv.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the name server did not listen within {deadline_s} s:\n{log}")
+            time.sleep(0.05)
+        self.broker.start()
         while time.monotonic() < end:
             with contextlib.suppress(OSError, ConnectionError, RuntimeError):
                 probe(self.addr, timeout=2.0)
-                return
+                if self._registered():
+                    return
             if self.broker.proc is not None and self.broker.proc.poll() is not None:
                 break
             time.sleep(0.05)
         log = (self.work / "broker.log").read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"the broker did not serve within {deadline_s} s:\n{log}")
+        raise RuntimeError(f"the broker did not serve and register within {deadline_s} s:\n{log}")
+
+    @staticmethod
+    def _accepts(addr: tuple[str, int]) -> bool:
+        try:
+            socket.create_connection(addr, timeout=1.0).close()
+            return True
+        except OSError:
+            return False
+
+    def _registered(self) -> bool:
+        from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+
+        with BlockingMQClientAPI(f"127.0.0.1:{self.ns_port}", 2000) as api:
+            return "broker-exhaust" in api.master_addrs()
 
     @property
     def pid(self) -> int:
