@@ -24,8 +24,12 @@ Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON`
 
 Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
 sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that does not decode → MESSAGE_ILLEGAL and
-nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's followed
-by the batch-level ones (header properties + CLUSTER), as 4.9–5.3 store them; msgId is the comma-joined offset ids.
+nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's property
+string followed byte for byte by the batch-level one (header properties + CLUSTER, in the order 4.9.7's HashMap
+iterates them, no ``\x02`` after the last, as its ``messageProperties2String`` writes them), as 4.9.7's batch encoder
+stores them (a name in both is there twice); the store's engine reads the
+body and stores the records in one call (``MessageStore.put_batch``); msgId is the comma-joined offset ids. A batch
+send is answered at once when nothing has to be awaited (``process_batch``: a chunk of batch sends only).
 
 CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
 retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
@@ -104,6 +108,7 @@ from rmq_core.message import (
 from rmq_core.message_encoding import (
     BatchDecodeError,
     decode_batch,
+    java_hash_map_order,
     properties_to_string,
     string_to_properties,
 )
@@ -1003,7 +1008,8 @@ class SendMessageProcessor:
             topic,
             queue_id,
             body,
-            properties_to_string(batch_props),
+            # as 4.9.7's messageProperties2String writes its HashMap: in its order, no separator after the last
+            properties_to_string(java_hash_map_order(batch_props), trailing_separator=False),
             parse_address(conn.remote_address),
             born_timestamp=header.bornTimestamp,
             sys_flag=sys_flag,
