@@ -40,7 +40,6 @@ from rmq_core._reference.format.message import (
 )
 
 
-
 class BatchDecodeError(ValueError):
     """A SEND_BATCH_MESSAGE body that is not a sequence of well-formed message blocks."""
 
@@ -133,7 +132,9 @@ def encode_message(message: _MessageLike, *, trailing_separator: bool = True) ->
         raise ValueError(f"properties of {len(props)} bytes exceed the {MAX_PROPERTIES_SIZE}-byte limit")
     body = bytes(message.body)
     total = BATCH_BLOCK_OVERHEAD + len(body) + len(props)
-    return b"".join((BATCH_BLOCK_HEAD.pack(total, 0, 0, message.flag, len(body)), body, BATCH_PROP_LEN.pack(len(props)), props))
+    return b"".join(
+        (BATCH_BLOCK_HEAD.pack(total, 0, 0, message.flag, len(body)), body, BATCH_PROP_LEN.pack(len(props)), props)
+    )
 
 
 def encode_batch(messages: Iterable[_MessageLike], *, trailing_separator: bool = True) -> bytes:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from rmq_core import _backend
-from rmq_core._reference.format.batch import NO_BLOCK_IN_BATCH
+from rmq_core._reference.format.batch import NO_BLOCK_IN_BATCH as NO_BLOCK_IN_BATCH  # the reason put_batch gives
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
 from rmq_core._reference.format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH
 from rmq_core.errors import StoreError
@@ -581,7 +581,8 @@ class MessageStore:
         result = BatchPutResult(_PUT_STATUS[status], stored, queue_offset, msg_ids, wrote, end, malformed)
         if props:
             self._notify_arrivals(
-                ((topic, queue_id, _PUT_OK, queue_offset + i, p) for i, p in enumerate(props)), listeners  # appended
+                ((topic, queue_id, _PUT_OK, queue_offset + i, p) for i, p in enumerate(props)),
+                listeners,  # appended
             )
         return result
 

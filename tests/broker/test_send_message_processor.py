@@ -306,7 +306,9 @@ def test_batch_records_store_the_block_properties_then_the_batch_s_as_4_9_7(brok
     then the batch-level string (header properties + CLUSTER) in the order 4.9.7's HashMap iterates it, without a
     trailing separator (4.9.7's messageProperties2String); WAIT, in
     both, is stored twice as Apache stores it (tests/interop/test_batch_records_apache.py compares with Apache)."""
-    msgs = [Message("TopicBP", b"m%d" % i, tags="T", properties={"UNIQ_KEY": f"U{i}", "WAIT": "true"}) for i in range(2)]
+    msgs = [
+        Message("TopicBP", b"m%d" % i, tags="T", properties={"UNIQ_KEY": f"U{i}", "WAIT": "true"}) for i in range(2)
+    ]
     body = encode_batch(msgs, trailing_separator=False)
     req = send_request("TopicBP", body, code=BATCH, queue_id=0, properties="WAIT\x01true", batch=True)
     resp = invoke(client, broker, req)

@@ -32,7 +32,9 @@ _OWN_FIELDS = ((28, 36), (48, 56), (56, 64), (64, 72))
 
 def _batch_request():
     msgs = [
-        Message(TOPIC, b"first", tags="TagA", keys=["k1", "k2"], properties={"UNIQ_KEY": "0A0B0C0D00001", "WAIT": "true"}),
+        Message(
+            TOPIC, b"first", tags="TagA", keys=["k1", "k2"], properties={"UNIQ_KEY": "0A0B0C0D00001", "WAIT": "true"}
+        ),
         Message(TOPIC, b"", flag=7, properties={"UNIQ_KEY": "0A0B0C0D00002", "WAIT": "true"}),
         Message(TOPIC, b"x" * 1000, properties={"UNIQ_KEY": "0A0B0C0D00003", "WAIT": "true", "a": "b"}),
     ]

@@ -158,7 +158,8 @@ def _commit_log_bytes(root: str) -> bytes:
 
 def _body(blocks, mangle) -> bytes:
     body = b"".join(
-        encode_message(Message("P", b, flag=f, properties=p), trailing_separator=trailing) for f, b, p, trailing in blocks
+        encode_message(Message("P", b, flag=f, properties=p), trailing_separator=trailing)
+        for f, b, p, trailing in blocks
     )
     if mangle is not None:
         at, junk = mangle
@@ -168,9 +169,7 @@ def _body(blocks, mangle) -> bytes:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(st.tuples(st.lists(_BLOCK, max_size=5), _MANGLE, _PROPS, st.integers(0, 2)), min_size=1, max_size=4)
-)
+@given(st.lists(st.tuples(st.lists(_BLOCK, max_size=5), _MANGLE, _PROPS, st.integers(0, 2)), min_size=1, max_size=4))
 def test_both_engines_answer_and_write_the_same(batches):
     """Random batches (any properties, duplicates across block and batch, with and without the trailing separator,
     some bodies mangled) through both engines with the same clock and ids: the same answers and the same files."""

@@ -479,7 +479,8 @@ impl StoreEngine {
             Ok(r) => r,
             Err(reason) => {
                 let illegal = PutMessageStatus::MessageIllegal as i32;
-                return (illegal, 0usize, -1i64, "", 0i64, -1i64, reason, py.None()).into_pyobject(py);
+                return (illegal, 0usize, -1i64, "", 0i64, -1i64, reason, py.None())
+                    .into_pyobject(py);
             }
         };
         let store = &self.store;

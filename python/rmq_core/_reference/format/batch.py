@@ -56,7 +56,9 @@ def split_batch(body: bytes | bytearray | memoryview) -> list[BatchBlock]:
         body_pos = pos + BATCH_BLOCK_HEAD.size
         prop_len_pos = body_pos + body_len
         if prop_len_pos + BATCH_PROP_LEN.size > n:
-            raise ValueError(f"batch block {index} at byte {pos}: body of {body_len} bytes runs past the {n}-byte batch")
+            raise ValueError(
+                f"batch block {index} at byte {pos}: body of {body_len} bytes runs past the {n}-byte batch"
+            )
         (prop_len,) = BATCH_PROP_LEN.unpack_from(buf, prop_len_pos)
         if prop_len < 0:
             raise ValueError(f"batch block {index} at byte {pos} has a negative properties length {prop_len}")

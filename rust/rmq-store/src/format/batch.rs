@@ -18,8 +18,7 @@
 
 use crate::format::index::PROPERTY_UNIQ_KEY;
 use crate::format::message::{
-    be_i32, create_offset_msg_id, encode_property_into, for_each_property, Host,
-    PROPERTY_SEPARATOR,
+    be_i32, create_offset_msg_id, encode_property_into, for_each_property, Host, PROPERTY_SEPARATOR,
 };
 
 /// TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN.
@@ -239,7 +238,10 @@ mod tests {
             b"UNIQ_KEY\x01u3\x02WAIT\x01true\x02CLUSTER\x01c\x02"
         );
         assert_eq!(ids, 1);
-        assert_eq!((recs.blocks[0].flag, recs.blocks[0].body), (7, &b"hello"[..]));
+        assert_eq!(
+            (recs.blocks[0].flag, recs.blocks[0].body),
+            (7, &b"hello"[..])
+        );
     }
 
     #[test]
@@ -248,16 +250,20 @@ mod tests {
         let mut two = one.clone();
         two.extend_from_slice(&one[..one.len() - 2]);
         let err = split_batch(&two).unwrap_err();
-        assert!(err.contains(&format!("block 1 at byte {}", one.len())), "{err}");
+        assert!(
+            err.contains(&format!("block 1 at byte {}", one.len())),
+            "{err}"
+        );
         let mut bad = one.clone();
         bad[0..4].copy_from_slice(&99i32.to_be_bytes());
         assert!(split_batch(&bad).unwrap_err().contains("TOTALSIZE"));
         let mut bad = one.clone();
         *bad.last_mut().unwrap() = 0xFF;
-        assert!(split_batch(&bad).unwrap_err().contains("not UTF-8 (invalid byte at 2)"));
-        let none = BatchRecords::build(b"", b"", |_: &mut String| -> Result<bool, ()> {
-            Ok(false)
-        });
+        assert!(split_batch(&bad)
+            .unwrap_err()
+            .contains("not UTF-8 (invalid byte at 2)"));
+        let none =
+            BatchRecords::build(b"", b"", |_: &mut String| -> Result<bool, ()> { Ok(false) });
         assert_eq!(
             none.unwrap().unwrap_err(),
             "the batch body holds no message"
