@@ -19,7 +19,7 @@ from rmq_core.message_encoding import append_properties, encode_batch, encode_me
 from rmq_core.store import MessageStore
 from rmq_core.store_status import PutMessageStatus
 
-from support.helpers import STORE_HOST, Clock, UniqIds, small_config
+from support.helpers import STORE_HOST, Clock, UniqIds, commit_log_bytes, small_config
 
 pytestmark = pytest.mark.both_backends
 
@@ -147,15 +147,6 @@ _BLOCK = st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=200), _P
 _MANGLE = st.one_of(st.none(), st.tuples(st.integers(0, 400), st.binary(min_size=1, max_size=4)))
 
 
-def _commit_log_bytes(root: str) -> bytes:
-    d = os.path.join(root, "commitlog")
-    out = b""
-    for name in sorted(os.listdir(d)):
-        with open(os.path.join(d, name), "rb") as f:
-            out += f.read()
-    return out
-
-
 def _body(blocks, mangle) -> bytes:
     body = b"".join(
         encode_message(Message("P", b, flag=f, properties=p), trailing_separator=trailing)
@@ -184,7 +175,7 @@ def test_both_engines_answer_and_write_the_same(batches):
                     for blocks, mangle, props, q in batches
                 ]
                 s.flush()
-                images.append((answers, _commit_log_bytes(root)))
+                images.append((answers, commit_log_bytes(root)))
             finally:
                 s.close()
         assert images[0] == images[1]
