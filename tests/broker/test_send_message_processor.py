@@ -333,6 +333,22 @@ def test_malformed_batch_body_stores_nothing(broker, client, mangle):
     assert max_offset(broker, "TopicMB") == 0
 
 
+def test_batch_on_a_slave_is_refused_after_its_body_is_checked(tmp_path, client):
+    """A slave refuses a batch (SERVICE_NOT_AVAILABLE), but a malformed body is MESSAGE_ILLEGAL first, as on a
+    master; nothing is stored either way."""
+    with _broker(tmp_path, broker_role="SLAVE", broker_id=1) as b:
+        add_topic_config(b, TopicConfig("TopicSlave", 4, 4))
+        good = encode_batch([Message("TopicSlave", b"a"), Message("TopicSlave", b"b")])
+        for body, code, remark in (
+            (good, ResponseCode.SERVICE_NOT_AVAILABLE, "messages are put to the slave"),
+            (good[:-3], ResponseCode.MESSAGE_ILLEGAL, "the batch body is malformed: batch block 1 at byte"),
+            (b"", ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message"),
+        ):
+            resp = invoke(client, b, send_request("TopicSlave", body, code=BATCH, queue_id=0, batch=True))
+            assert resp.code == code and remark in (resp.remark or ""), (resp.code, resp.remark)
+        assert max_offset(b, "TopicSlave") == 0
+
+
 def test_batch_refuses_retry_topics_long_topics_and_delay(broker, client):
     body = encode_batch([Message("x", b"a")])
     resp = invoke(client, broker, send_request("%RETRY%G2", body, code=BATCH, batch=True))
