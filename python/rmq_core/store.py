@@ -11,7 +11,8 @@ Invariants:
 3. After ``close()`` every method raises StoreError.
 4. While ``running_flags`` say the store is not writeable (DISK_FULL: ``store_clean_service.py``), every put
    (``put_message``, ``put_messages``, ``put_send_requests``, ``put_batch`` of a well-formed body) answers
-   SERVICE_NOT_AVAILABLE for each message and stores nothing (4.9 ``checkStoreStatus``); the HA slave's ``append_commit_log`` is not refused (as in 4.9).
+   SERVICE_NOT_AVAILABLE for each message and stores nothing (4.9 ``checkStoreStatus``); the HA slave's
+   ``append_commit_log`` is not refused (as in 4.9).
 5. While ``running_flags`` say the store is not readable, ``get_message`` raises StoreError (4.9's getMessage returns
    null: "message store is not readable, so getMessage is forbidden").
 
@@ -579,10 +580,9 @@ class MessageStore:
             bool(listeners),
         )
         result = BatchPutResult(_PUT_STATUS[status], stored, queue_offset, msg_ids, wrote, end, malformed)
-        if props:
+        if props:  # the records appended (PUT_OK: dispatched, whatever the put's status says of later ones)
             self._notify_arrivals(
-                ((topic, queue_id, _PUT_OK, queue_offset + i, p) for i, p in enumerate(props)),
-                listeners,  # appended
+                ((topic, queue_id, _PUT_OK, queue_offset + i, p) for i, p in enumerate(props)), listeners
             )
         return result
 

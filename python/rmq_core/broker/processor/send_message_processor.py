@@ -27,9 +27,9 @@ sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that do
 nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's property
 string followed byte for byte by the batch-level one (header properties + CLUSTER, in the order 4.9.7's HashMap
 iterates them, no ``\x02`` after the last, as its ``messageProperties2String`` writes them), as 4.9.7's batch encoder
-stores them (a name in both is there twice); the store's engine reads the
-body and stores the records in one call (``MessageStore.put_batch``); msgId is the comma-joined offset ids. A batch
-send is answered at once when nothing has to be awaited (``process_batch``: a chunk of batch sends only).
+stores them (a name in both is there twice); the store's engine reads the body and stores the records in one call
+(``MessageStore.put_batch``); msgId is the comma-joined offset ids. A batch send is answered at once when nothing has
+to be awaited (``process_batch``: a chunk of batch sends only).
 
 CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
 retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
