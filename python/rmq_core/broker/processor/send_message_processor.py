@@ -944,7 +944,8 @@ class SendMessageProcessor:
         queue_id, result = self._store_batch(conn, request, header)
         status = result.status
         if status == PutMessageStatus.PUT_OK:
-            stored = ((status, result.end_offset, 0),)  # (status, end, 0): what the flush and replica waits read
+            # (status, offset, wrote) whose sum is where the last record ends: what the flush and replica waits read
+            stored = ((status, result.end_offset - result.wrote_bytes, result.wrote_bytes),)
             if self._must_wait_flush() and not await self._flushed(stored):
                 status = PutMessageStatus.FLUSH_DISK_TIMEOUT
             replica = await self._replica_status(stored)
