@@ -181,7 +181,7 @@ pub struct BatchPutResult {
 }
 
 impl BatchPutResult {
-    fn of(results: &[PutResult]) -> Self {
+    pub(crate) fn of(results: &[PutResult]) -> Self {
         let ok: Vec<&PutResult> = results
             .iter()
             .take_while(|r| r.commitlog_offset >= 0)
