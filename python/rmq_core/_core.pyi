@@ -32,6 +32,7 @@ __all__ = [
     "gather_runs",
     "mapped_file_size",
     "message_class",
+    "split_batch",
     "split_client_frames",
     "split_frames",
     "tags_hash",
@@ -48,6 +49,7 @@ def uniq_counter(start: int) -> UniqCounter: ...
 def untrack_message(msg: object) -> None: ...
 def message_class(cls: _T, python_init: Callable[..., None]) -> _T: ...
 def create_offset_msg_id(store_host: tuple[str, int], commitlog_offset: int) -> str: ...
+def split_batch(body: bytes) -> list[tuple[int, bytes, bytes]]: ...
 def decode_columns(
     buf: Buffer, tag_filter: list[str] | None = None, min_queue_offset: int | None = None
 ) -> dict[str, Any]: ...
@@ -211,6 +213,21 @@ class StoreEngine:
         uniq_prefix: str = "",
         uniq_counter: Iterator[int] | None = None,
     ) -> list[tuple[int, int, int, int]]: ...
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        batch_properties: bytes,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        reconsume_times: int,
+        store_timestamp: int,
+        wait_flush: bool = True,
+        uniq_id: Callable[[], str] | None = None,
+        keep_properties: bool = False,
+    ) -> tuple[int, int, int, str, int, int, str | None, list[bytes] | None]: ...
     def wait_flushed(self, upto: int) -> bool: ...
     def get_message(
         self,

@@ -22,22 +22,22 @@ Thread-safety: pure functions, no shared state.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from rmq_core import _backend
+from rmq_core._reference.format.batch import (
+    BATCH_BLOCK_HEAD,
+    BATCH_BLOCK_OVERHEAD,
+    BATCH_PROP_LEN,
+    append_batch_properties,
+)
 from rmq_core._reference.format.message import (
     MAX_PROPERTIES_SIZE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     properties_from_text,
 )
-
-# TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
-_BLOCK_HEAD = struct.Struct(">iiiii")
-_PROP_LEN = struct.Struct(">h")
-BATCH_BLOCK_OVERHEAD = _BLOCK_HEAD.size + _PROP_LEN.size  # 22 bytes besides body and properties
 
 
 class BatchDecodeError(ValueError):
@@ -87,6 +87,23 @@ def properties_to_string(properties: Mapping[str, str | None] | None, *, trailin
     return "".join(parts)
 
 
+def java_hash_map_order(properties: Mapping[str, str]) -> dict[str, str]:
+    """``properties`` in the order a ``java.util.HashMap`` filled in that order iterates them: by bucket
+    (``String.hashCode`` spread as ``h ^ (h >>> 16)``, masked by the table size: 16, doubled while the entries exceed
+    0.75 of it), entries of one bucket in insertion order. What 4.9 writes for a map it built itself, e.g. a batch's
+    properties (``string2messageProperties`` of the header's, then CLUSTER). A bucket of more than 8 colliding names
+    (which Java would treeify) is not modelled."""
+    n = 16
+    while len(properties) > n * 3 // 4:
+        n *= 2
+
+    def bucket(name: str) -> int:
+        h = _backend.impl.tags_hash(name) & 0xFFFFFFFF  # String.hashCode, as an unsigned int32
+        return (h ^ (h >> 16)) & (n - 1)
+
+    return dict(sorted(properties.items(), key=lambda kv: bucket(kv[0])))  # sorted() is stable: insertion order kept
+
+
 def string_to_properties(text: str | None) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``: never fails; malformed segments are skipped as Java skips them.
     Parsed by the backend's ``decode_properties`` (the separators are ASCII, so splitting the UTF-8 bytes splits the
@@ -101,13 +118,10 @@ def string_to_properties(text: str | None) -> dict[str, str]:
 
 
 def append_properties(block_properties: str, batch_properties: str) -> str:
-    """What 4.9–5.3 store for a batch block: the block's property string, then the batch-level one, with a ``\\x02``
-    inserted when the block's string is non-empty and does not already end with one (``CommitLog`` batch encoder)."""
-    if not batch_properties:
-        return block_properties
-    if block_properties and not block_properties.endswith(PROPERTY_SEPARATOR):
-        return block_properties + PROPERTY_SEPARATOR + batch_properties
-    return block_properties + batch_properties
+    """What 4.9.7 stores for a batch block: the block's property string, then the batch-level one, with a ``\\x02``
+    inserted when the block's string is non-empty and does not already end with one (``CommitLog`` batch encoder;
+    ``format/batch``'s ``append_batch_properties``)."""
+    return append_batch_properties(block_properties.encode(), batch_properties.encode()).decode()
 
 
 # --- batch body ----------------------------------------------------------------------------------------------
@@ -118,7 +132,9 @@ def encode_message(message: _MessageLike, *, trailing_separator: bool = True) ->
         raise ValueError(f"properties of {len(props)} bytes exceed the {MAX_PROPERTIES_SIZE}-byte limit")
     body = bytes(message.body)
     total = BATCH_BLOCK_OVERHEAD + len(body) + len(props)
-    return b"".join((_BLOCK_HEAD.pack(total, 0, 0, message.flag, len(body)), body, _PROP_LEN.pack(len(props)), props))
+    return b"".join(
+        (BATCH_BLOCK_HEAD.pack(total, 0, 0, message.flag, len(body)), body, BATCH_PROP_LEN.pack(len(props)), props)
+    )
 
 
 def encode_batch(messages: Iterable[_MessageLike], *, trailing_separator: bool = True) -> bytes:
@@ -127,49 +143,13 @@ def encode_batch(messages: Iterable[_MessageLike], *, trailing_separator: bool =
 
 
 def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchMessage]:
-    """Split a SEND_BATCH_MESSAGE body into its blocks. Stricter than Java's ``decodeMessages`` (which trusts the
-    lengths): TOTALSIZE must equal the block's real size, no length may be negative or run past the body, and the
-    properties must be UTF-8. Any violation raises BatchDecodeError and nothing is returned."""
-    buf = memoryview(body)
-    if buf.format != "B" or buf.ndim != 1:
-        buf = buf.cast("B")
-    n = len(buf)
-    out: list[BatchMessage] = []
-    pos = 0
-    while pos < n:
-        index = len(out)
-        if n - pos < BATCH_BLOCK_OVERHEAD:
-            raise BatchDecodeError(
-                f"batch block {index} at byte {pos} is truncated: {n - pos} bytes left, "
-                f"a block needs at least {BATCH_BLOCK_OVERHEAD}"
-            )
-        total, _magic, _crc, flag, body_len = _BLOCK_HEAD.unpack_from(buf, pos)
-        if body_len < 0:
-            raise BatchDecodeError(f"batch block {index} at byte {pos} has a negative body length {body_len}")
-        body_pos = pos + _BLOCK_HEAD.size
-        prop_len_pos = body_pos + body_len
-        if prop_len_pos + _PROP_LEN.size > n:
-            raise BatchDecodeError(
-                f"batch block {index} at byte {pos}: body of {body_len} bytes runs past the {n}-byte batch"
-            )
-        (prop_len,) = _PROP_LEN.unpack_from(buf, prop_len_pos)
-        if prop_len < 0:
-            raise BatchDecodeError(f"batch block {index} at byte {pos} has a negative properties length {prop_len}")
-        props_pos = prop_len_pos + _PROP_LEN.size
-        end = props_pos + prop_len
-        if end > n:
-            raise BatchDecodeError(
-                f"batch block {index} at byte {pos}: properties of {prop_len} bytes run past the {n}-byte batch"
-            )
-        if total != end - pos:
-            raise BatchDecodeError(
-                f"batch block {index} at byte {pos}: TOTALSIZE {total} does not match its "
-                f"{end - pos} bytes (body {body_len}, properties {prop_len})"
-            )
-        try:
-            props_text = bytes(buf[props_pos:end]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise BatchDecodeError(f"batch block {index} at byte {pos}: properties are not UTF-8 ({e})") from None
-        out.append(BatchMessage(flag, bytes(buf[body_pos:prop_len_pos]), string_to_properties(props_text)))
-        pos = end
-    return out
+    """Split a SEND_BATCH_MESSAGE body into its blocks (the backend's ``split_batch``: the layout's owner is
+    ``format/batch``). Stricter than Java's ``decodeMessages`` (which trusts the lengths): TOTALSIZE must equal the
+    block's real size, no length may be negative or run past the body, and the properties must be UTF-8. Any
+    violation raises BatchDecodeError naming the block and nothing is returned."""
+    try:
+        blocks = _backend.impl.split_batch(body if type(body) is bytes else bytes(body))
+    except ValueError as e:
+        raise BatchDecodeError(str(e)) from None
+    decode = _backend.impl.decode_properties
+    return [BatchMessage(flag, block_body, decode(props)) for flag, block_body, props in blocks]

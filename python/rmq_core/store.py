@@ -10,8 +10,9 @@ Invariants:
 2. ``get_message`` never returns a record the engine did not validate; its body is the records byte for byte.
 3. After ``close()`` every method raises StoreError.
 4. While ``running_flags`` say the store is not writeable (DISK_FULL: ``store_clean_service.py``), every put
-   (``put_message``, ``put_messages``, ``put_send_requests``) answers SERVICE_NOT_AVAILABLE for each message and
-   stores nothing (4.9 ``checkStoreStatus``); the HA slave's ``append_commit_log`` is not refused (as in 4.9).
+   (``put_message``, ``put_messages``, ``put_send_requests``, ``put_batch`` of a well-formed body) answers
+   SERVICE_NOT_AVAILABLE for each message and stores nothing (4.9 ``checkStoreStatus``); the HA slave's
+   ``append_commit_log`` is not refused (as in 4.9).
 5. While ``running_flags`` say the store is not readable, ``get_message`` raises StoreError (4.9's getMessage returns
    null: "message store is not readable, so getMessage is forbidden").
 
@@ -28,9 +29,10 @@ import time
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from rmq_core import _backend
+from rmq_core._reference.format.batch import NO_BLOCK_IN_BATCH as NO_BLOCK_IN_BATCH  # the reason put_batch gives
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
 from rmq_core._reference.format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH
 from rmq_core.errors import StoreError
@@ -199,6 +201,7 @@ class PutMessageResult:
 
 _PUT_STATUS = tuple(PutMessageStatus)  # index by ordinal: cheaper than calling the enum on the hot path
 _NOT_AVAILABLE = int(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+_PUT_OK = int(PutMessageStatus.PUT_OK)
 
 
 # put_messages' answer from the engine: statuses (a byte each), CommitLog offsets, queue offsets (int64), wrote bytes
@@ -251,6 +254,22 @@ class PutMessageResults(Sequence[PutMessageResult]):
     @property
     def statuses(self) -> list[PutMessageStatus]:
         return [_PUT_STATUS[s] for s in self._statuses]
+
+
+class BatchPutResult(NamedTuple):
+    """What ``put_batch`` did: ``status`` (the first record's that is not PUT_OK, else PUT_OK), how many records
+    were appended (``stored``, from the first; fewer than the blocks only when an I/O failure cut the put short), the
+    first one's ``queue_offset`` (-1: none), the 4.9 answer's ``msg_ids`` (their offset msg ids joined with ','),
+    ``wrote_bytes`` (all of them), ``end_offset`` (where the last one ends: what a flush or a slave must reach; -1:
+    none) and ``malformed`` (why the body was refused, else None)."""
+
+    status: PutMessageStatus
+    stored: int
+    queue_offset: int
+    msg_ids: str
+    wrote_bytes: int
+    end_offset: int
+    malformed: str | None = None
 
 
 @dataclass
@@ -506,6 +525,66 @@ class MessageStore:
                 if arrivals:
                     self._notify_arrivals(arrivals, listeners)
         return raw
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        batch_properties: str,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        born_timestamp: int | None = None,
+        sys_flag: int = 0,
+        reconsume_times: int = 0,
+        wait_flush: bool = True,
+    ) -> BatchPutResult:
+        """SEND_BATCH_MESSAGE's put (4.9 ``asyncPutMessages`` of a ``MessageExtBatch``): every block of ``body`` (the
+        batch body, ``message_encoding``) becomes a record of ``topic``/``queue_id`` whose properties are the block's
+        property string followed by ``batch_properties`` byte for byte (4.9.7's ``MessageExtBatchEncoder``: a
+        ``\\x02`` between them when the block's does not end with one), a block without UNIQ_KEY given one; appended
+        under one lock, all-or-nothing on validation, read and stored by the engine without a Python object per
+        record. A malformed body (or one without a block) stores nothing: MESSAGE_ILLEGAL with ``malformed`` saying
+        why (also while the store is not writeable). ``wait_flush`` as in ``put_message``."""
+        if self._closed:
+            raise StoreError(f"message store {self.root_dir} is closed")
+        if type(body) is not bytes:
+            body = bytes(body)
+        if not self.running_flags.is_writeable():
+            try:
+                n = len(self._impl.split_batch(body))
+            except ValueError as e:
+                return BatchPutResult(PutMessageStatus.MESSAGE_ILLEGAL, 0, -1, "", 0, -1, str(e))
+            if n == 0:
+                return BatchPutResult(PutMessageStatus.MESSAGE_ILLEGAL, 0, -1, "", 0, -1, NO_BLOCK_IN_BATCH)
+            self._refuse_put(n)
+            return BatchPutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, 0, -1, "", 0, -1)
+        listeners: list[tuple[ArrivalListener, frozenset[str] | None]] = []
+        if self._listeners:
+            listeners, topics = self._put_listeners()
+            if topics is not None and topic not in topics:
+                listeners = []
+        now = self._clock()
+        status, stored, queue_offset, msg_ids, wrote, end, malformed, props = self._engine.put_batch(
+            topic,
+            queue_id,
+            body,
+            batch_properties.encode("utf-8"),
+            sys_flag,
+            now if born_timestamp is None else born_timestamp,
+            born_host,
+            reconsume_times,
+            now,
+            wait_flush,
+            self._uniq_id,
+            bool(listeners),
+        )
+        result = BatchPutResult(_PUT_STATUS[status], stored, queue_offset, msg_ids, wrote, end, malformed)
+        if props:  # the records appended (PUT_OK: dispatched, whatever the put's status says of later ones)
+            self._notify_arrivals(
+                ((topic, queue_id, _PUT_OK, queue_offset + i, p) for i, p in enumerate(props)), listeners
+            )
+        return result
 
     def _refuse_put(self, n: int) -> None:
         """4.9 ``checkStoreStatus``: the store is not writeable; logged once per 50 000 refused puts."""

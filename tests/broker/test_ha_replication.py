@@ -14,6 +14,8 @@ import time
 import pytest
 
 from rmq_core.broker.ha.ha_protocol import FRAME_HEADER, encode_report
+from rmq_core.message import Message
+from rmq_core.message_encoding import encode_batch
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -112,17 +114,26 @@ def test_empty_slave_starts_at_the_masters_last_file(tmp_path, client) -> None:
             )
 
 
+def _batch() -> RemotingCommand:
+    body = encode_batch([Message(HA_TOPIC, b"b%d" % i) for i in range(3)])
+    return send_request(HA_TOPIC, body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0, batch=True)
+
+
 def test_sync_master(tmp_path, client) -> None:
     master = start_broker(str(tmp_path / "m"), broker_role="SYNC_MASTER", sync_flush_timeout=1500)
     with brokers(master):
-        # no slave: SLAVE_NOT_AVAILABLE at once (the message is stored on the master)
+        # no slave: SLAVE_NOT_AVAILABLE at once (the message is stored on the master), a batch too
         r = send_n(client, master, 1)[0]
         assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        assert client.invoke_sync(master.address, _batch(), timeout=5.0).code == ResponseCode.SLAVE_NOT_AVAILABLE
         slave = start_slave(str(tmp_path / "s"), master)
         with brokers(slave):
             wait_until(lambda: caught_up(master, slave), "the slave holds the first message")
             rs = send_n(client, master, 50)
             assert all(ok(r) for r in rs), {r.code for r in rs}
+            r = client.invoke_sync(master.address, _batch(), timeout=5.0)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert slave.message_store.max_physical_offset == master.message_store.max_physical_offset
             # every SEND_OK is on the slave when answered: the last one's end is acknowledged
             assert master.controller.replication.ha_service.push2_slave_max_offset == (
                 master.message_store.max_physical_offset

@@ -291,6 +291,37 @@ def test_batch_consecutive_offsets_and_offset_msg_ids(broker, client):
     assert max_offset(broker, "TopicB", 1) == 5
 
 
+def _raw_records(broker: Broker, topic: str, queue_id: int) -> list[bytes]:
+    body = broker.message_store.get_message("test", topic, queue_id, 0, 32).body
+    out, pos = [], 0
+    while pos < len(body):
+        (total,) = struct.unpack_from(">i", body, pos)
+        out.append(body[pos : pos + total])
+        pos += total
+    return out
+
+
+def test_batch_records_store_the_block_properties_then_the_batch_s_as_4_9_7(broker, client):
+    """Each record's properties: the block's bytes as sent (no trailing separator from a 4.9.3+ client), a separator,
+    then the batch-level string (header properties + CLUSTER) in the order 4.9.7's HashMap iterates it, without a
+    trailing separator (4.9.7's messageProperties2String); WAIT, in
+    both, is stored twice as Apache stores it (tests/interop/test_batch_records_apache.py compares with Apache)."""
+    msgs = [
+        Message("TopicBP", b"m%d" % i, tags="T", properties={"UNIQ_KEY": f"U{i}", "WAIT": "true"}) for i in range(2)
+    ]
+    body = encode_batch(msgs, trailing_separator=False)
+    req = send_request("TopicBP", body, code=BATCH, queue_id=0, properties="WAIT\x01true", batch=True)
+    resp = invoke(client, broker, req)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    records = _raw_records(broker, "TopicBP", 0)
+    assert len(records) == 2
+    for i, raw in enumerate(records):
+        stored_props = properties_to_string(msgs[i].properties, trailing_separator=False).encode()
+        stored_props += b"\x02CLUSTER\x01DefaultCluster\x02WAIT\x01true"
+        assert raw.endswith(stored_props)
+        assert struct.unpack_from(">h", raw, len(raw) - len(stored_props) - 2) == (len(stored_props),)
+
+
 @pytest.mark.parametrize("mangle", ["truncated", "garbled", "empty"])
 def test_malformed_batch_body_stores_nothing(broker, client, mangle):
     good = encode_message(Message("TopicMB", b"first", tags="A"))
@@ -300,6 +331,22 @@ def test_malformed_batch_body_stores_nothing(broker, client, mangle):
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL
     _assert_ext(resp)
     assert max_offset(broker, "TopicMB") == 0
+
+
+def test_batch_on_a_slave_is_refused_after_its_body_is_checked(tmp_path, client):
+    """A slave refuses a batch (SERVICE_NOT_AVAILABLE), but a malformed body is MESSAGE_ILLEGAL first, as on a
+    master; nothing is stored either way."""
+    with _broker(tmp_path, broker_role="SLAVE", broker_id=1) as b:
+        add_topic_config(b, TopicConfig("TopicSlave", 4, 4))
+        good = encode_batch([Message("TopicSlave", b"a"), Message("TopicSlave", b"b")])
+        for body, code, remark in (
+            (good, ResponseCode.SERVICE_NOT_AVAILABLE, "messages are put to the slave"),
+            (good[:-3], ResponseCode.MESSAGE_ILLEGAL, "the batch body is malformed: batch block 1 at byte"),
+            (b"", ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message"),
+        ):
+            resp = invoke(client, b, send_request("TopicSlave", body, code=BATCH, queue_id=0, batch=True))
+            assert resp.code == code and remark in (resp.remark or ""), (resp.code, resp.remark)
+        assert max_offset(b, "TopicSlave") == 0
 
 
 def test_batch_refuses_retry_topics_long_topics_and_delay(broker, client):

@@ -17,6 +17,7 @@ from rmq_core.message_encoding import (
     decode_batch,
     encode_batch,
     encode_message,
+    java_hash_map_order,
     properties_to_string,
     string_to_properties,
 )
@@ -85,6 +86,22 @@ def test_property_string_round_trip(props, trailing):
     s = properties_to_string(props, trailing_separator=trailing)
     assert string_to_properties(s) == props
     assert list(string_to_properties(s)) == list(props)  # order kept too
+
+
+@pytest.mark.parametrize(
+    "names, java_order",
+    [  # the orders java.util.HashMap (Java 17) iterates these names in, inserted in the order given
+        ("WAIT,CLUSTER", "CLUSTER,WAIT"),
+        ("CLUSTER,WAIT", "CLUSTER,WAIT"),
+        ("TAGS,KEYS,UNIQ_KEY,WAIT,CLUSTER", "KEYS,UNIQ_KEY,CLUSTER,WAIT,TAGS"),
+        (",".join([f"k{i}" for i in range(13)] + ["CLUSTER"]), "k0,k1,k2,k3,k4,k5,k11,k6,k10,k7,k8,k12,k9,CLUSTER"),
+        ("日本,😀,a,CLUSTER", "a,😀,日本,CLUSTER"),
+    ],
+)
+def test_java_hash_map_order(names, java_order):
+    props = {name: f"v{i}" for i, name in enumerate(names.split(","))}
+    ordered = java_hash_map_order(props)
+    assert ",".join(ordered) == java_order and ordered == props
 
 
 def test_append_properties_as_the_4_9_batch_encoder():

@@ -22,7 +22,7 @@ from rmq_core.store import MessageStore
 from rmq_core.store_status import PutMessageStatus
 
 from support import spec_parser as sp
-from support.helpers import Clock, UniqIds, small_config
+from support.helpers import Clock, UniqIds, commit_log_bytes, small_config
 
 pytestmark = pytest.mark.both_backends
 
@@ -398,15 +398,6 @@ def test_put_reads_subclasses_and_unset_slots_like_getattr(tmp_path):
             assert s.get_max_offset_in_queue("Plain", 0) == 1
 
 
-def _commit_log_bytes(root: str) -> bytes:
-    d = os.path.join(root, "commitlog")
-    out = b""
-    for f in sorted(os.listdir(d)):
-        with open(os.path.join(d, f), "rb") as fh:
-            out += fh.read()
-    return out
-
-
 def test_own_fields_batch_writes_what_one_by_one_puts_write(tmp_path):
     """``put_messages(own_fields=...)`` (the broker's batch of separate sends) writes, in both engines, the bytes
     that one ``put_message`` per send with its own born timestamp, sys flag and reconsume times writes; a
@@ -444,7 +435,7 @@ def test_own_fields_batch_writes_what_one_by_one_puts_write(tmp_path):
                         )
                         raw.append((r.status, r.commitlog_offset, r.queue_offset, r.wrote_bytes))
                 s.flush()
-                images.append((raw, [s.get_max_offset_in_queue("PA", q) for q in range(3)], _commit_log_bytes(root)))
+                images.append((raw, [s.get_max_offset_in_queue("PA", q) for q in range(3)], commit_log_bytes(root)))
             finally:
                 s.close()
     for img in images[1:]:

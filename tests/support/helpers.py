@@ -128,6 +128,15 @@ def cl_dir(root: str) -> str:
     return os.path.join(root, "commitlog")
 
 
+def commit_log_bytes(root: str) -> bytes:
+    """Every CommitLog file of the store at ``root``, concatenated in name order."""
+    out = b""
+    for name in sorted(os.listdir(cl_dir(root))):
+        with open(os.path.join(cl_dir(root), name), "rb") as f:
+            out += f.read()
+    return out
+
+
 def cq_dir(root: str, topic: str, queue_id: int) -> str:
     return os.path.join(root, "consumequeue", topic, str(queue_id))
 

@@ -21,6 +21,7 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
                         encode_send_request; rmq-py/src/remoting.rs)
   send_requests.py      a chunk's plain sends as columns, stored in one put, answered as frames (rmq-py/src/send_request.rs)
   format/send_request.py  a plain send's header fields and stored properties
+  format/batch.py       a SEND_BATCH_MESSAGE body's blocks and the properties their records store
 
 This package never imports ``rmq_core._core``.
 """
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from .format.batch import split_batch
     from .format.columns import decode_columns
     from .format.gather import gather_runs
     from .format.message import (
@@ -54,6 +56,7 @@ _T = TypeVar("_T")
 # load the whole twin engine.
 _WHERE = {
     "decode_columns": ".format.columns",
+    "split_batch": ".format.batch",
     "gather_runs": ".format.gather",
     "assign_uniq_keys": ".format.message",
     "create_offset_msg_id": ".format.message",
@@ -118,6 +121,7 @@ __all__ = [
     "gather_runs",
     "mapped_file_size",
     "message_class",
+    "split_batch",
     "split_client_frames",
     "split_frames",
     "tags_hash",

@@ -76,6 +76,7 @@ from .format import (
     LOCK_FILE,
     decode_abort_boot_id,
 )
+from .format.batch import batch_records, join_offset_msg_ids
 from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
 from .format.message import (
     BODYCRC_POSITION,
@@ -481,6 +482,55 @@ class StoreEngine:
         cast = [memoryview(offsets).cast("q"), memoryview(queue_offsets).cast("q"), memoryview(wrote).cast("i")]
         return list(zip(statuses, *cast))
 
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        batch_properties: bytes,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        reconsume_times: int,
+        store_timestamp: int,
+        wait_flush: bool = True,
+        uniq_id: Callable[[], str] | None = None,
+        keep_properties: bool = False,
+    ) -> tuple[int, int, int, str, int, int, str | None, list[bytes] | None]:
+        """SEND_BATCH_MESSAGE's put (``rust/rmq-py/src/store.rs``): the blocks of ``body`` (``format/batch.py``),
+        each a record of ``topic``/``queue_id`` whose properties are the block's followed by ``batch_properties``, a
+        block without UNIQ_KEY given ``uniq_id()``, in one ``put_messages``. ``(status, stored, queue_offset,
+        msg_ids, wrote_bytes, end_offset, malformed, properties)``."""
+        self._check_open()
+        records, malformed = batch_records(body, batch_properties, uniq_id)
+        if malformed is not None:
+            return int(PutMessageStatus.MESSAGE_ILLEGAL), 0, -1, "", 0, -1, malformed, None
+        msgs = [SimpleNamespace(topic=topic, body=b, flag=f, properties=p) for f, b, p in records]
+        statuses, offsets, queue_offsets, wrote = self.put_messages(
+            msgs,
+            [queue_id] * len(msgs),
+            sys_flag,
+            born_timestamp,
+            born_host,
+            reconsume_times,
+            store_timestamp,
+            wait_flush,
+        )
+        offs = memoryview(offsets).cast("q")
+        stored = next((i for i, o in enumerate(offs) if o < 0), len(offs))
+        status = next((s for s in statuses if s != _PUT_OK), _PUT_OK)
+        sizes = memoryview(wrote).cast("i")[:stored]
+        return (
+            status,
+            stored,
+            memoryview(queue_offsets).cast("q")[0] if stored else -1,
+            join_offset_msg_ids(self._config.store_host, list(offs[:stored])),
+            sum(sizes),
+            offs[stored - 1] + sizes[stored - 1] if stored else -1,
+            None,
+            [p for _, _, p in records[:stored]] if keep_properties else None,
+        )
+
     def put_messages(
         self,
         msgs: list,
@@ -533,7 +583,8 @@ class StoreEngine:
             if first_fail is not None:
                 continue
             body = bytes(m.body)
-            props = encode_properties(m.properties)
+            raw_props = type(m.properties) is bytes  # put_batch: the properties as stored, not a map
+            props = m.properties if raw_props else encode_properties(m.properties)
             if len(body) > cfg.max_message_size:
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue
@@ -560,7 +611,16 @@ class StoreEngine:
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue
             prepared.append(
-                (topic, queue_id, record, _tags_code(m.properties, props) if dispatch else 0, dispatch, flags)
+                (
+                    topic,
+                    queue_id,
+                    record,
+                    (tags_code_of(decode_properties(props)) if raw_props else _tags_code(m.properties, props))
+                    if dispatch
+                    else 0,
+                    dispatch,
+                    flags,
+                )
             )
         if first_fail is not None:
             return _result_columns([(int(first_fail), -1, -1, 0)] * len(msgs))

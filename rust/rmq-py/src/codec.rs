@@ -307,6 +307,26 @@ pub fn host_to_py<'py>(py: Python<'py>, host: &Host) -> PyResult<Bound<'py, PyTu
     (host.ip.to_string(), host.port).into_pyobject(py)
 }
 
+/// One block of a batch body: `(flag, body, properties)`.
+type PyBatchBlock<'py> = (i32, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+
+/// The blocks of a SEND_BATCH_MESSAGE body as `(flag, body, properties)` (`rmq_store::format::batch::split_batch`);
+/// ValueError naming the block when the body is malformed.
+#[pyfunction]
+pub fn split_batch<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Vec<PyBatchBlock<'py>>> {
+    let blocks = rmq_store::format::batch::split_batch(body).map_err(PyValueError::new_err)?;
+    Ok(blocks
+        .iter()
+        .map(|b| {
+            (
+                b.flag,
+                PyBytes::new(py, b.body),
+                PyBytes::new(py, b.properties),
+            )
+        })
+        .collect())
+}
+
 #[pyfunction]
 pub fn create_offset_msg_id(
     store_host: &Bound<'_, PyAny>,

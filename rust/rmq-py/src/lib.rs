@@ -45,6 +45,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;
     m.add_function(wrap_pyfunction!(message_class::message_class, m)?)?;
     m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::split_batch, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::split_frames, m)?)?;

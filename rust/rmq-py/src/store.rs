@@ -14,9 +14,10 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rmq_store::format::batch::{join_offset_msg_ids, BatchRecords};
 use rmq_store::{
     FlushDiskType, GetMessageResult, MessageFilter, MessageStore, OwnFields, PutContext,
-    PutMessage, PutResult, StoreConfig,
+    PutMessage, PutMessageStatus, PutResult, StoreConfig,
 };
 
 use crate::codec;
@@ -429,6 +430,85 @@ impl StoreEngine {
         drop(put);
         cols.keep_assigned(assigned);
         results_list(py, &results)
+    }
+
+    /// SEND_BATCH_MESSAGE's put: the blocks of `body` (`rmq_store::format::batch`) read and stored here, each as a
+    /// record of `topic`/`queue_id` whose properties are the block's followed by `batch_properties` (4.9.7's batch
+    /// encoder), a block with no UNIQ_KEY given `uniq_id()` when a generator is passed, all under one write mutex
+    /// (GIL released). Answers `(status, stored, queue_offset, msg_ids, wrote_bytes, end_offset, malformed,
+    /// properties)`: the first status that is not PUT_OK (else PUT_OK); how many records were appended; the
+    /// first one's queue offset (-1: none); their offset msg ids joined with ','; the bytes written; where the last
+    /// one ends (-1: none); why the body is malformed (then MESSAGE_ILLEGAL and nothing stored), else None; with
+    /// `keep_properties`, each appended record's properties as stored (the arrival listeners'), else None.
+    #[pyo3(signature = (topic, queue_id, body, batch_properties, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, uniq_id=None, keep_properties=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_batch<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        body: &Bound<'py, PyBytes>,
+        batch_properties: &[u8],
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &Bound<'py, PyAny>,
+        reconsume_times: i32,
+        store_timestamp: i64,
+        wait_flush: bool,
+        uniq_id: Option<&Bound<'py, PyAny>>,
+        keep_properties: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        self.check_open(py)?;
+        let ctx = PutContext {
+            sys_flag,
+            born_timestamp,
+            born_host: codec::host_from_py(born_host)?,
+            reconsume_times,
+            store_timestamp,
+            prepared_transaction_offset: 0,
+        };
+        let built = BatchRecords::build(body.as_bytes(), batch_properties, |id: &mut String| {
+            let Some(f) = uniq_id else {
+                return Ok(false);
+            };
+            id.clear();
+            id.push_str(f.call0()?.cast::<PyString>()?.to_str()?);
+            Ok::<bool, PyErr>(true)
+        })?;
+        let records = match built {
+            Ok(r) => r,
+            Err(reason) => {
+                let illegal = PutMessageStatus::MessageIllegal as i32;
+                return (illegal, 0usize, -1i64, "", 0i64, -1i64, reason, py.None())
+                    .into_pyobject(py);
+            }
+        };
+        let store = &self.store;
+        let r = py
+            .detach(|| store.put_batch(topic, queue_id, &records, &ctx, wait_flush))
+            .py_err(py)?;
+        let host = &store.config().store_host;
+        let msg_ids = join_offset_msg_ids(host, r.commitlog_offsets.iter().copied());
+        let properties = if keep_properties {
+            let list = PyList::empty(py);
+            for i in 0..r.stored {
+                list.append(PyBytes::new(py, records.properties(i)))?;
+            }
+            list.into_any()
+        } else {
+            py.None().into_bound(py)
+        };
+        (
+            r.status as i32,
+            r.stored,
+            r.queue_offset,
+            msg_ids,
+            r.wrote_bytes,
+            r.end_offset,
+            py.None(),
+            properties,
+        )
+            .into_pyobject(py)
     }
 
     /// Waits, GIL released, until a CommitLog flush covers `upto` (a `wait_flush=False` put's end offset).

@@ -31,7 +31,7 @@ pub use error::{Error, Result};
 pub use format::message::Host;
 pub use get_message::{GetMessageResult, GetMessageStatus, MessageFilter, TagCodeFilter};
 pub use message_store::{
-    MessageStore, OwnFields, PutContext, PutMessage, PutMessageStatus, PutResult,
+    BatchPutResult, MessageStore, OwnFields, PutContext, PutMessage, PutMessageStatus, PutResult,
     QueryMessageResult,
 };
 pub use recovery::RecoveryReport;

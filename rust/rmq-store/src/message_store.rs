@@ -66,6 +66,7 @@ use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{Error, Result};
 use crate::flush::{FlushService, FlushTarget};
+use crate::format::batch::BatchRecords;
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
 use crate::format::index::{
     for_each_index_key, is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS,
@@ -162,6 +163,42 @@ impl PutResult {
             commitlog_offset: -1,
             queue_offset: -1,
             wrote_bytes: 0,
+        }
+    }
+}
+
+/// What a batch put did (`put_batch`): its status (the first record's that is not PUT_OK, else PUT_OK), how many
+/// records were appended (`stored`, in order from the first; all of them unless an I/O failure cut the put short),
+/// the first one's queue offset, their CommitLog offsets, the bytes written and where the last one ends (-1: none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchPutResult {
+    pub status: PutMessageStatus,
+    pub stored: usize,
+    pub queue_offset: i64,
+    pub commitlog_offsets: Vec<i64>,
+    pub wrote_bytes: i64,
+    pub end_offset: i64,
+}
+
+impl BatchPutResult {
+    pub(crate) fn of(results: &[PutResult]) -> Self {
+        let ok: Vec<&PutResult> = results
+            .iter()
+            .take_while(|r| r.commitlog_offset >= 0)
+            .collect();
+        let status = results
+            .iter()
+            .map(|r| r.status)
+            .find(|s| *s != PutMessageStatus::PutOk)
+            .unwrap_or(PutMessageStatus::PutOk);
+        let last = ok.last();
+        BatchPutResult {
+            status,
+            stored: ok.len(),
+            queue_offset: ok.first().map_or(-1, |r| r.queue_offset),
+            commitlog_offsets: ok.iter().map(|r| r.commitlog_offset).collect(),
+            wrote_bytes: ok.iter().map(|r| r.wrote_bytes as i64).sum(),
+            end_offset: last.map_or(-1, |r| r.commitlog_offset + r.wrote_bytes as i64),
         }
     }
 }
@@ -1017,6 +1054,35 @@ impl MessageStore {
             }
         }
         Ok(results)
+    }
+
+    /// SEND_BATCH_MESSAGE's put (4.9 `asyncPutMessages` of a `MessageExtBatch`): the records of `batch` (its blocks,
+    /// `format::batch`), all to `topic`/`queue_id` with the shared fields of `ctx`, appended under one write mutex
+    /// as `put_messages_with` appends them (same validation, same statuses). Summarised, not per record: see
+    /// `BatchPutResult`.
+    pub fn put_batch(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        batch: &BatchRecords<'_>,
+        ctx: &PutContext,
+        wait_flush: bool,
+    ) -> Result<BatchPutResult> {
+        let msgs: Vec<PutMessage<'_>> = batch
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| PutMessage {
+                topic,
+                body: b.body,
+                flag: b.flag,
+                properties: batch.properties(i),
+                queue_id,
+                own: None,
+            })
+            .collect();
+        let results = self.put_messages_with(&msgs, ctx, wait_flush)?;
+        Ok(BatchPutResult::of(&results))
     }
 
     /// Waits (up to `sync_flush_timeout`) until a CommitLog flush covers `upto`, the end offset of a put made

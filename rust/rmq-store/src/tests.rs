@@ -1171,3 +1171,110 @@ fn the_tick_msyncs_consume_queues_with_two_dirty_pages_and_all_of_them_each_minu
     assert_eq!(flushed(0), (40, 40), "an explicit flush msyncs every queue");
     store.close().unwrap();
 }
+
+fn batch_block(flag: i32, body: &[u8], props: &[u8]) -> Vec<u8> {
+    let total = (crate::format::batch::BATCH_BLOCK_OVERHEAD + body.len() + props.len()) as i32;
+    let mut v = Vec::new();
+    for x in [total, 0, 0, flag, body.len() as i32] {
+        v.extend_from_slice(&x.to_be_bytes());
+    }
+    v.extend_from_slice(body);
+    v.extend_from_slice(&(props.len() as i16).to_be_bytes());
+    v.extend_from_slice(props);
+    v
+}
+
+#[test]
+fn put_batch_across_a_file_boundary() {
+    // 4096-byte CommitLog files: 12 records of ~600 bytes roll over to a next file (a BLANK); the result names each
+    let dir = TempDir::new();
+    let store = MessageStore::open(dir.path(), small_config()).unwrap();
+    let mut body = Vec::new();
+    for i in 0..12u8 {
+        body.extend(batch_block(i as i32, &[i; 500], b"UNIQ_KEY\x01u\x02"));
+    }
+    let recs = crate::format::batch::BatchRecords::build(
+        &body,
+        b"CLUSTER\x01c",
+        |_: &mut String| -> std::result::Result<bool, ()> { Ok(false) },
+    )
+    .unwrap()
+    .unwrap();
+    let r = store.put_batch("TopicB", 1, &recs, &ctx(7), true).unwrap();
+    assert_eq!(
+        (r.status, r.stored, r.queue_offset),
+        (PutMessageStatus::PutOk, 12, 0)
+    );
+    let got = all(&store, "TopicB", 1, 0, 32);
+    let stored = records(&got.body);
+    assert_eq!(stored.len(), 12);
+    for (i, (rec, off)) in stored.iter().zip(&r.commitlog_offsets).enumerate() {
+        assert_eq!(
+            (rec.physical_offset, rec.flag, rec.queue_offset),
+            (*off, i as i32, i as i64)
+        );
+        assert_eq!(rec.properties, b"UNIQ_KEY\x01u\x02CLUSTER\x01c");
+    }
+    let last = stored.last().unwrap();
+    assert_eq!(r.end_offset, last.physical_offset + last.total_size as i64);
+    assert_eq!(
+        r.wrote_bytes,
+        stored.iter().map(|x| x.total_size as i64).sum::<i64>()
+    );
+    assert!(r.end_offset > r.wrote_bytes); // the BLANKs between files are not the records' bytes
+    assert_eq!(r.end_offset, store.max_physical_offset().unwrap());
+}
+
+#[test]
+fn batch_put_result_summarises_the_records() {
+    let ok = |clo: i64, qo: i64| PutResult {
+        status: PutMessageStatus::PutOk,
+        commitlog_offset: clo,
+        queue_offset: qo,
+        wrote_bytes: 100,
+    };
+    let failed = |status| PutResult {
+        status,
+        commitlog_offset: -1,
+        queue_offset: -1,
+        wrote_bytes: 0,
+    };
+    let r = BatchPutResult::of(&[ok(0, 5), ok(100, 6)]);
+    assert_eq!(
+        (
+            r.status,
+            r.stored,
+            r.queue_offset,
+            r.wrote_bytes,
+            r.end_offset
+        ),
+        (PutMessageStatus::PutOk, 2, 5, 200, 200)
+    );
+    // an I/O failure cut the put short: the records before it are stored
+    let r = BatchPutResult::of(&[ok(0, 5), failed(PutMessageStatus::CreateMappedFileFailed)]);
+    assert_eq!(
+        (
+            r.status,
+            r.stored,
+            r.commitlog_offsets.clone(),
+            r.end_offset
+        ),
+        (PutMessageStatus::CreateMappedFileFailed, 1, vec![0], 100)
+    );
+    // validation refused every record
+    let r = BatchPutResult::of(&[failed(PutMessageStatus::MessageIllegal); 3]);
+    assert_eq!(
+        (r.status, r.stored, r.queue_offset, r.end_offset),
+        (PutMessageStatus::MessageIllegal, 0, -1, -1)
+    );
+    // a flush timeout keeps the records
+    let timed_out = PutResult {
+        status: PutMessageStatus::FlushDiskTimeout,
+        ..ok(0, 0)
+    };
+    let r = BatchPutResult::of(&[timed_out, timed_out]);
+    assert_eq!(
+        (r.status, r.stored),
+        (PutMessageStatus::FlushDiskTimeout, 2)
+    );
+}

@@ -24,8 +24,12 @@ Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON`
 
 Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
 sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that does not decode → MESSAGE_ILLEGAL and
-nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's followed
-by the batch-level ones (header properties + CLUSTER), as 4.9–5.3 store them; msgId is the comma-joined offset ids.
+nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's property
+string followed byte for byte by the batch-level one (header properties + CLUSTER, in the order 4.9.7's HashMap
+iterates them, no ``\x02`` after the last, as its ``messageProperties2String`` writes them), as 4.9.7's batch encoder
+stores them (a name in both is there twice); the store's engine reads the body and stores the records in one call
+(``MessageStore.put_batch``); msgId is the comma-joined offset ids. A batch send is answered at once when nothing has
+to be awaited (``process_batch``: a chunk of batch sends only).
 
 CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
 retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
@@ -104,6 +108,8 @@ from rmq_core.message import (
 from rmq_core.message_encoding import (
     BatchDecodeError,
     decode_batch,
+    java_hash_map_order,
+    properties_to_string,
     string_to_properties,
 )
 from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
@@ -119,6 +125,7 @@ from rmq_core.remoting.header import (
     encode_header,
     field_names,
 )
+from rmq_core.store import NO_BLOCK_IN_BATCH, BatchPutResult
 from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -158,6 +165,11 @@ _HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but b
 def _stored(results: Iterable[PutMessageResult]) -> list[tuple[int, int, int]]:
     """``(status, commitlog_offset, wrote_bytes)`` of each result: what the flush and replica waits read."""
     return [(r.status, r.commitlog_offset, r.wrote_bytes) for r in results]
+
+
+def _malformed_remark(reason: str) -> str:
+    """The remark of a batch send whose body was refused (``format/batch``'s reason)."""
+    return reason if reason == NO_BLOCK_IN_BATCH else f"the batch body is malformed: {reason}"
 
 
 def suggest_todo(url: str) -> str:
@@ -556,6 +568,8 @@ class SendMessageProcessor:
         sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
         keys = sends.keys
         if not keys:
+            if self._waits_for_nothing() and all(r.code == RequestCode.SEND_BATCH_MESSAGE for r in requests):
+                return [self._send_batch_now(conn, r) for r in requests]  # batch sends only: answered at once
             return self._process_general_batch(conn, requests, responses)
         sys_flag_or: list[int] = []
         verdicts: list[int | _Refused | None] = []
@@ -927,6 +941,35 @@ class SendMessageProcessor:
     async def _send_batch_message(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
+        queue_id, result = self._store_batch(conn, request, header)
+        status = result.status
+        if status == PutMessageStatus.PUT_OK:
+            # (status, offset, wrote) whose sum is where the last record ends: what the flush and replica waits read
+            stored = ((status, result.end_offset - result.wrote_bytes, result.wrote_bytes),)
+            if self._must_wait_flush() and not await self._flushed(stored):
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            replica = await self._replica_status(stored)
+            if replica is not None:
+                status = replica
+        return self._batch_answer(request, header.topic, queue_id, result, status)
+
+    def _send_batch_now(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """``process_request`` of a SEND_BATCH_MESSAGE when nothing has to be awaited (``_waits_for_nothing``)."""
+        try:
+            header = self.parse_request_header(request)
+            queue_id, result = self._store_batch(conn, request, header)
+        except _Refused as e:
+            return self._send_response(request, e.code, e.remark)
+        except HeaderError as e:
+            return self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+        return self._batch_answer(request, header.topic, queue_id, result, result.status)
+
+    def _store_batch(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[int, BatchPutResult]:
+        """The checks of a batch send, then its put (the flush and the slave not awaited): the queue id stored to
+        and the store's result, or ``_Refused`` (nothing stored). The store's engine reads the body's blocks
+        (``MessageStore.put_batch``): each record's properties are the block's followed by the batch-level ones."""
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         if len(topic) > mix_all.TOPIC_MAX_LENGTH:
@@ -952,54 +995,46 @@ class SendMessageProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"message body size exceeded, msg body size: {len(body)}, maxMessageSize: {limit}",
             )
-        try:
-            blocks = decode_batch(body)
-        except BatchDecodeError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {e}") from None
-        if not blocks:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
-        batch: list[tuple[Message, int]] = []
-        for flag, block_body, block_props in blocks:
-            m = Message(topic, block_body, flag=flag)
-            block_props.update(batch_props)  # appended after the block's own, as 4.9's batch encoder does
-            m.properties = block_props
-            batch.append((m, queue_id))
         if self.broker_config.is_slave:
-            return self._send_response(
-                request, ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
-            )
-        born_host = parse_address(conn.remote_address)
-        results = self.message_store.put_messages(
-            batch,
-            born_host,
+            try:  # a malformed body is refused as such first, as on a master
+                blocks = decode_batch(body)
+            except BatchDecodeError as e:
+                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(str(e))) from None
+            if blocks:
+                raise _Refused(
+                    ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
+                )
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, NO_BLOCK_IN_BATCH)
+        result = self.message_store.put_batch(
+            topic,
+            queue_id,
+            body,
+            # as 4.9.7's messageProperties2String writes its HashMap: in its order, no separator after the last
+            properties_to_string(java_hash_map_order(batch_props), trailing_separator=False),
+            parse_address(conn.remote_address),
             born_timestamp=header.bornTimestamp,
             sys_flag=sys_flag,
             reconsume_times=header.reconsumeTimes or 0,
             wait_flush=False,
         )
-        statuses = results.statuses
-        if self._must_wait_flush() and not await self._flushed(_stored(results)):
-            statuses = [PutMessageStatus.FLUSH_DISK_TIMEOUT if s == PutMessageStatus.PUT_OK else s for s in statuses]
-        replica = await self._replica_status(_stored(results))
-        if replica is not None:
-            statuses = [replica if s in _SEND_OK else s for s in statuses]
-        failed = [s for s in statuses if s not in _SEND_OK]
-        status = (
-            failed[0]
-            if failed
-            else next((s for s in statuses if s != PutMessageStatus.PUT_OK), PutMessageStatus.PUT_OK)
-        )
+        if result.malformed is not None:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(result.malformed))
+        return queue_id, result
+
+    def _batch_answer(
+        self, request: RemotingCommand, topic: str, queue_id: int, result: BatchPutResult, status: PutMessageStatus
+    ) -> RemotingCommand:
+        """The answer of a stored batch send whose final status (the flush's and the slave's applied) is ``status``:
+        its error, or msgId (the records' offset ids joined with ','), queueId and the first queueOffset, the put
+        stats counted."""
         code, remark = self._status_to_code(status)
-        if failed:
+        if status not in _SEND_OK:
             return self._send_response(request, code, remark)
-        wrote = sum(r.wrote_bytes for r in results)
-        self.broker_stats_manager.inc_topic_put_nums(topic, len(batch), 1)
-        self.broker_stats_manager.inc_topic_put_size(topic, wrote)
-        self.broker_stats_manager.inc_broker_put_nums(len(batch))
-        first = results[0]
-        resp_header = SendMessageResponseHeader(
-            msgId=",".join(r.msg_id or "" for r in results), queueId=queue_id, queueOffset=first.queue_offset
-        )
+        stats = self.broker_stats_manager
+        stats.inc_topic_put_nums(topic, result.stored, 1)
+        stats.inc_topic_put_size(topic, result.wrote_bytes)
+        stats.inc_broker_put_nums(result.stored)
+        resp_header = SendMessageResponseHeader(msgId=result.msg_ids, queueId=queue_id, queueOffset=result.queue_offset)
         return self._send_response(request, code, None, resp_header)
 
     # --- CONSUMER_SEND_MSG_BACK ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Byte layouts and file names: every magic number of the store lives below this module.
 //!
-//! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `columns` (records → Arrow-layout
+//! Owns: `message` (CommitLog record layout, properties, tags hash, offset msg id), `batch` (a SEND_BATCH_MESSAGE
+//! body and the properties its records store), `columns` (records → Arrow-layout
 //! column buffers), `cq_unit` (the 20-byte ConsumeQueue unit), `gather`
 //! (byte runs of a mapped file → one buffer), `file_name` (20-digit mapped file names), `index` (index files), `remoting`
 //! (JSON-header frames), `send_request` (a plain send's fields and properties), and the checkpoint layout constants here.
@@ -11,6 +12,7 @@
 //!
 //! Thread-safety: pure functions and constants.
 
+pub mod batch;
 pub mod columns;
 pub mod cq_unit;
 pub mod file_name;
