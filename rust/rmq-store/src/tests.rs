@@ -1172,18 +1172,6 @@ fn the_tick_msyncs_consume_queues_with_two_dirty_pages_and_all_of_them_each_minu
     store.close().unwrap();
 }
 
-fn batch_block(flag: i32, body: &[u8], props: &[u8]) -> Vec<u8> {
-    let total = (crate::format::batch::BATCH_BLOCK_OVERHEAD + body.len() + props.len()) as i32;
-    let mut v = Vec::new();
-    for x in [total, 0, 0, flag, body.len() as i32] {
-        v.extend_from_slice(&x.to_be_bytes());
-    }
-    v.extend_from_slice(body);
-    v.extend_from_slice(&(props.len() as i16).to_be_bytes());
-    v.extend_from_slice(props);
-    v
-}
-
 #[test]
 fn put_batch_across_a_file_boundary() {
     // 4096-byte CommitLog files: 12 records of ~600 bytes roll over to a next file (a BLANK); the result names each
@@ -1191,7 +1179,11 @@ fn put_batch_across_a_file_boundary() {
     let store = MessageStore::open(dir.path(), small_config()).unwrap();
     let mut body = Vec::new();
     for i in 0..12u8 {
-        body.extend(batch_block(i as i32, &[i; 500], b"UNIQ_KEY\x01u\x02"));
+        body.extend(crate::format::batch::block(
+            i as i32,
+            &[i; 500],
+            b"UNIQ_KEY\x01u\x02",
+        ));
     }
     let recs = crate::format::batch::BatchRecords::build(
         &body,

@@ -190,21 +190,24 @@ pub fn join_offset_msg_ids(host: &Host, offsets: impl IntoIterator<Item = i64>) 
     out
 }
 
+/// One block of a batch body as a client encodes it (MAGIC and BODYCRC 0, which the store does not read): the
+/// tests' batches.
+#[cfg(test)]
+pub(crate) fn block(flag: i32, body: &[u8], props: &[u8]) -> Vec<u8> {
+    let total = (BATCH_BLOCK_OVERHEAD + body.len() + props.len()) as i32;
+    let mut v = Vec::new();
+    for x in [total, 0, 0, flag, body.len() as i32] {
+        v.extend_from_slice(&x.to_be_bytes());
+    }
+    v.extend_from_slice(body);
+    v.extend_from_slice(&(props.len() as i16).to_be_bytes());
+    v.extend_from_slice(props);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn block(flag: i32, body: &[u8], props: &[u8]) -> Vec<u8> {
-        let total = (BATCH_BLOCK_OVERHEAD + body.len() + props.len()) as i32;
-        let mut v = Vec::new();
-        for x in [total, 0, 0, flag, body.len() as i32] {
-            v.extend_from_slice(&x.to_be_bytes());
-        }
-        v.extend_from_slice(body);
-        v.extend_from_slice(&(props.len() as i16).to_be_bytes());
-        v.extend_from_slice(props);
-        v
-    }
 
     #[test]
     fn blocks_and_their_properties_as_4_9_7_stores_them() {
