@@ -39,7 +39,6 @@ import copy
 import functools
 import inspect
 import logging
-import random
 import sys
 import threading
 import time
@@ -771,14 +770,6 @@ class MQClientInstance:
             data.producer_data_set.append(ProducerData(group))
         return data
 
-    def find_broker_addr_by_topic(self, topic: str) -> str | None:
-        """A broker of the topic's route, picked at random (its master where it has one): 4.9's
-        ``findBrokerAddrByTopic``."""
-        route = self.topic_route_table.get(topic)
-        if route is None or not route.broker_datas:
-            return None
-        return random.choice(route.broker_datas).select_broker_addr()
-
     async def check_client_in_broker(self) -> None:
         """Each consumer's subscriptions that are not TAG (SQL92) checked by a broker of their topic
         (``check_subscription_in_broker``), as 4.9's ``checkClientInBroker`` at a consumer's start."""
@@ -795,7 +786,7 @@ class MQClientInstance:
         failure to ask it, an MQClientException saying the broker may not support the filter (4.9's text)."""
         if ExpressionType.is_tag_type(sd.expression_type):
             return
-        addr = self.find_broker_addr_by_topic(sd.topic)
+        addr = self.get_any_broker_addr_for_topic(sd.topic)
         if addr is None:
             return
         timeout = self.client_config.mq_client_api_timeout

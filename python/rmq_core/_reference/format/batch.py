@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from .message import PROPERTY_SEPARATOR, UNIQ_KEY, create_offset_msg_id, iter_properties
+from .message import PROPERTY_SEPARATOR, UNIQ_KEY, create_offset_msg_id, encode_properties, iter_properties
 
 # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
 BATCH_BLOCK_HEAD = struct.Struct(">iiiii")
@@ -29,7 +29,6 @@ BATCH_PROP_LEN = struct.Struct(">h")
 BATCH_BLOCK_OVERHEAD = BATCH_BLOCK_HEAD.size + BATCH_PROP_LEN.size  # 22 bytes besides body and properties
 _SEPARATOR = PROPERTY_SEPARATOR.encode()
 NO_BLOCK_IN_BATCH = "the batch body holds no message"  # why a body without a block is refused
-_UNIQ_KEY = UNIQ_KEY.encode()
 
 # (flag, body, properties as sent)
 BatchBlock = tuple[int, bytes, bytes]
@@ -115,7 +114,7 @@ def batch_records(
     for flag, block_body, block_props in blocks:
         props = append_batch_properties(block_props, batch_properties)
         if next_uniq_id is not None and not has_property(props, UNIQ_KEY):
-            props += _UNIQ_KEY + b"\x01" + next_uniq_id().encode() + _SEPARATOR
+            props += encode_properties({UNIQ_KEY: next_uniq_id()})
         out.append((flag, block_body, props))
     return out, None
 
