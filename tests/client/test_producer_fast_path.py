@@ -108,7 +108,8 @@ def test_sends_after_the_first_take_the_fast_path_and_are_stored(tmp_path: Path)
 
 def test_a_fast_sync_send_writes_on_the_callers_thread(fake) -> None:  # type: ignore[no-untyped-def]
     """Once connected, a SYNC send hands the loop nothing (its frame is written on the caller's thread; only the
-    response crosses threads); an ASYNC send still goes to the loop (one write per loop iteration)."""
+    response crosses threads); an ASYNC send hands it no job either: its frame is queued for the loop's next write
+    of the connection (one wake-up and one write for a burst), its deadline watched from there."""
     broker, p = fake
     p.send(Message("FastTopic", b"first"))
     instance = p.instance
@@ -125,8 +126,20 @@ def test_a_fast_sync_send_writes_on_the_callers_thread(fake) -> None:  # type: i
     results = [p.send(Message("FastTopic", f"s{i}".encode())) for i in range(20)]
     assert all(r.send_status == SendStatus.SEND_OK for r in results) and not jobs
     assert [c.body for c in broker.requests[n:]] == [f"s{i}".encode() for i in range(20)]
-    assert p.send_async(Message("FastTopic", b"a")).result(10).send_status == SendStatus.SEND_OK
-    assert len(jobs) == 1
+    conn = instance.remoting_client.open_connection(broker.address)
+    assert conn is not None
+    flushes = [0]
+    flush = conn._flush_queued
+
+    def counting_flush() -> None:
+        flushes[0] += 1
+        flush()
+
+    conn._flush_queued = counting_flush  # type: ignore[method-assign]
+    futures = [p.send_async(Message("FastTopic", f"a{i}".encode())) for i in range(5)]
+    assert all(f.result(10).send_status == SendStatus.SEND_OK for f in futures)
+    assert not jobs and 1 <= flushes[0] <= 5
+    assert sorted(c.body for c in broker.requests[n + 20 :]) == sorted(f"a{i}".encode() for i in range(5))
 
 
 def test_the_fast_path_sends_what_the_coroutine_way_sends(fake) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,12 @@ from collections.abc import Iterator
 import pytest
 
 from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting.response_waiter import BlockingResponseWaiter, CallbackResponseWaiter, PendingInvoke
+from rmq_core.remoting.response_waiter import (
+    BlockingResponseWaiter,
+    CallbackResponseWaiter,
+    PendingInvoke,
+    begin_invoke_from_thread,
+)
 from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
@@ -247,3 +252,24 @@ def test_a_chunk_of_responses_and_a_server_request_reaches_everyone() -> None:
     assert (a.ext_fields["n"], b.ext_fields["n"]) == ("1", "2")
     assert [c.ext_fields for c in handled] == [{"from": "server"}]
     assert got_back and got_back[0]
+
+
+def test_a_callback_waiter_started_from_a_thread_times_out(link) -> None:  # type: ignore[no-untyped-def]
+    """``begin_invoke_from_thread``: the waiter's deadline is watched from the loop's write of its frame on (no other
+    waiter arms the sweep here); an answered one started the same way is not failed."""
+    _client, conn, _addr = link
+    assert conn.waiter_sweep is None
+    never = RemotingCommand.request(NEVER, {})
+    late = RecordingWaiter()
+    assert begin_invoke_from_thread(conn, never.opaque, never.encode(), late, 0.2)
+    echoed = RemotingCommand.request(ECHO, {"n": "3"})
+    answered = RecordingWaiter()
+    assert begin_invoke_from_thread(conn, echoed.opaque, echoed.encode(), answered, 0.2)
+    assert late.event.wait(5.0) and answered.event.wait(5.0)
+    [(resp, error)] = late.calls
+    assert resp is None and isinstance(error, TimeoutError)
+    [(resp, error)] = answered.calls
+    assert error is None and resp is not None and resp.ext_fields == {"n": "3"}
+    wait_until(lambda: not conn.pending)
+    threading.Event().wait(0.4)
+    assert len(late.calls) == 1 and len(answered.calls) == 1

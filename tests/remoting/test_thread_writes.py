@@ -1,18 +1,26 @@
-"""A client connection's writes from other threads (``Connection.send_frame_from_thread``) over real TCP on
-127.0.0.1: frames written by several threads while the loop writes others arrive whole (none cut into another);
-a frame the socket takes only in part is finished by the loop before anything else, and the thread then leaves its
-next requests to the loop until the backlog is gone; a closed connection takes no write and keeps nothing pending."""
+"""A client connection's requests from other threads over real TCP on 127.0.0.1. Written by the thread
+(``Connection.send_frame_from_thread``): frames written by several threads while the loop writes others arrive whole
+(none cut into another); a frame the socket takes only in part is finished by the loop before anything else, and the
+thread then leaves its next requests to the loop until the backlog is gone. Queued by the thread for the loop's next
+write (``queue_frame_from_thread``, through ``begin_invoke_from_thread``): a burst costs one flush, frames of several
+threads and the loop's arrive whole. A closed connection takes neither and keeps nothing pending."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting.response_waiter import BlockingResponseWaiter, PendingInvoke
+from rmq_core.remoting.response_waiter import (
+    BlockingResponseWaiter,
+    CallbackResponseWaiter,
+    PendingInvoke,
+    begin_invoke_from_thread,
+)
 from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
@@ -123,3 +131,92 @@ def test_a_closed_connection_takes_no_write_from_a_thread(echo_link) -> None:  #
     assert not conn.send_frame_from_thread(req.opaque, req.encode(), BlockingResponseWaiter())
     assert req.opaque not in conn.pending
     assert conn._direct_fd is None  # the descriptor's duplicate was closed with the connection
+
+
+class _Recorder(CallbackResponseWaiter):
+    __slots__ = ("answers", "done_event")
+
+    def __init__(self, answers: list[tuple[RemotingCommand | None, BaseException | None]]) -> None:
+        super().__init__()
+        self.answers = answers
+        self.done_event = threading.Event()
+
+    def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        self.answers.append((response, error))
+        self.done_event.set()
+
+
+def test_frames_queued_from_a_thread_wake_the_loop_once_per_burst(echo_link) -> None:  # type: ignore[no-untyped-def]
+    """``queue_frame_from_thread`` (through ``begin_invoke_from_thread``) while the loop is busy: 100 requests of a
+    thread are written by one flush (one wake-up of the loop), and each is answered with its own body."""
+    client, conn, _addr = echo_link
+    flushes = [0]
+    flush = conn._flush_queued
+
+    def counting_flush() -> None:
+        flushes[0] += 1
+        flush()
+
+    conn._flush_queued = counting_flush  # type: ignore[method-assign]
+    busy = threading.Event()
+    client.loop.call_soon_threadsafe(lambda: (busy.set(), time.sleep(0.3)))  # the loop held up: the burst queues
+    assert busy.wait(5.0)
+    answers: list[tuple[RemotingCommand | None, BaseException | None]] = []
+    waiters = []
+    for i in range(100):
+        req = RemotingCommand.request(ECHO, {"i": str(i)}, b"q" * (i + 1))
+        waiter = _Recorder(answers)
+        assert begin_invoke_from_thread(conn, req.opaque, req.encode(), waiter, 5.0)
+        waiters.append((req, waiter))
+    for _req, waiter in waiters:
+        assert waiter.done_event.wait(10.0)
+    assert flushes[0] == 1
+    assert all(error is None for _, error in answers)
+    got = {resp.ext_fields["i"]: resp.body for resp, _ in answers if resp is not None}
+    assert got == {str(i): b"q" * (i + 1) for i in range(100)}
+    wait_until(lambda: not conn.pending)
+
+
+def test_frames_queued_from_threads_and_the_loop_arrive_whole(echo_link) -> None:  # type: ignore[no-untyped-def]
+    """4 threads queue requests (bodies up to 300 KiB) while the loop sends its own: every one answered whole."""
+    client, conn, addr = echo_link
+    errors: list[str] = []
+
+    def sender(t: int) -> None:
+        answers: list[tuple[RemotingCommand | None, BaseException | None]] = []
+        sent = []
+        for i in range(40):
+            body = bytes([t * 40 + i & 0xFF]) * (1 + (t * 7919 + i * 104729) % (300 * 1024))
+            req = RemotingCommand.request(ECHO, {"t": str(t), "i": str(i)}, body)
+            waiter = _Recorder(answers)
+            if not begin_invoke_from_thread(conn, req.opaque, req.encode(), waiter, 10.0):
+                errors.append(f"{t}/{i}: refused")
+            sent.append((waiter, body, {"t": str(t), "i": str(i)}))
+        for waiter, _body, fields in sent:
+            if not waiter.done_event.wait(20.0):
+                errors.append(f"{fields}: no answer")
+        by_fields = {tuple(sorted(r.ext_fields.items())): r.body for r, _ in answers if r is not None}
+        for _, body, fields in sent:
+            if by_fields.get(tuple(sorted(fields.items()))) != body:
+                errors.append(f"{fields}: wrong answer")
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    loop_answers = [
+        client.invoke_async(addr, RemotingCommand.request(ECHO, {"loop": str(i)}, b"L" * (i + 1))) for i in range(200)
+    ]
+    for th in threads:
+        th.join(60)
+    assert [f.result(10).body for f in loop_answers] == [b"L" * (i + 1) for i in range(200)]
+    assert not errors
+    wait_until(lambda: not conn.pending)
+
+
+def test_a_closed_connection_queues_nothing_from_a_thread(echo_link) -> None:  # type: ignore[no-untyped-def]
+    client, conn, _addr = echo_link
+    client.loop.call_soon_threadsafe(conn.close)
+    wait_until(lambda: conn.closed)
+    req = RemotingCommand.request(ECHO, {})
+    assert not begin_invoke_from_thread(conn, req.opaque, req.encode(), _Recorder([]), 1.0)
+    assert req.opaque not in conn.pending and not conn._out

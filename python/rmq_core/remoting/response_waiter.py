@@ -3,8 +3,11 @@ futures, and the loop-side start of such a request (``PendingInvoke``).
 
 A request started this way is encoded by its caller (any thread), handed to the connection's loop (a
 ``PendingInvoke``, or a waiter that is its own loop job) and started there by ``begin_invoke`` (the waiter goes into
-``pending`` under the request's opaque, the frame is queued for the iteration's write), and answered by ``serve_connection`` calling the waiter's ``set_result`` with the
-response — or ``set_exception`` when the connection closes first. Two waiters:
+``pending`` under the request's opaque, the frame is queued for the iteration's write) — or, from a thread other
+than the loop's, started there by ``begin_invoke_from_thread`` (the same, through the connection's
+``queue_frame_from_thread``: no job per request, one wake-up of the loop per burst) — and answered by
+``serve_connection`` calling the waiter's ``set_result`` with the response, or ``set_exception`` when the connection
+closes first. Two waiters:
 
 - ``BlockingResponseWaiter``: a caller thread blocks in ``wait(timeout_s)`` on a plain lock (no loop timer: the
   caller times out itself and removes the entry from ``pending``); one lock release wakes it.
@@ -14,15 +17,17 @@ response — or ``set_exception`` when the connection closes first. Two waiters:
   response it reads instead of the command (``on_fields``, see ``ClientFrameProtocol``); a
   ``BlockingSendAnswerWaiter`` (a producer's sync send) is one whose caller thread blocks in ``wait`` for them. Timeouts:
   a deadline per waiter and one timer per connection (``Connection.waiter_sweep``), armed for the nearest deadline
-  (a uvloop timer per request cost ~1.2 µs of ~20 per send); a waiter fails at most ``SWEEP_SLACK_S`` late.
+  (a uvloop timer per request cost ~1.2 µs of ~20 per send); a waiter fails at most ``SWEEP_SLACK_S`` late (one
+  started from a thread: its deadline is watched from the loop's write of its frame on).
 
 Invariants: a waiter completes at most once (later calls are ignored); ``on_response`` never raises into
 ``serve_connection`` (an exception it raises is logged); a connection error reaches ``on_response`` through
 ``call_soon`` (never re-entering ``Connection.close``'s walk of ``pending``). Frames are the bytes
 ``RemotingCommand.encode`` writes: nothing here changes what goes on the wire.
 
-Thread-safety: ``BlockingResponseWaiter.wait`` and ``BlockingSendAnswerWaiter.wait`` run on their caller's thread,
-everything else on the connection's loop (the blocking waiters' completions may come from any thread).
+Thread-safety: ``BlockingResponseWaiter.wait``, ``BlockingSendAnswerWaiter.wait`` and ``begin_invoke_from_thread``
+run on their caller's thread, everything else on the connection's loop (the blocking waiters' completions may come
+from any thread).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -249,6 +255,23 @@ def begin_invoke(
         if armed is None or deadline < armed[0]:
             _arm_sweep(conn, loop, deadline)
     conn.send_frame(frame)
+
+
+def watch_deadline(conn: Connection, deadline: float) -> None:
+    """On the loop: the connection's sweep armed no later than ``deadline`` (a callback waiter's, in ``pending``)."""
+    armed = conn.waiter_sweep
+    if armed is None or deadline < armed[0]:
+        _arm_sweep(conn, asyncio.get_running_loop(), deadline)
+
+
+def begin_invoke_from_thread(
+    conn: Connection, opaque: int, frame: bytes, waiter: CallbackResponseWaiter, timeout_s: float
+) -> bool:
+    """From a thread other than the loop's: ``begin_invoke`` without a job on the loop (``waiter`` registered and
+    ``frame`` queued by ``Connection.queue_frame_from_thread``, its deadline ``timeout_s`` from now watched from the
+    loop's write of it); False (nothing done) when the connection takes no frames from threads."""
+    deadline = waiter.deadline = time.monotonic() + timeout_s  # the loop's clock (asyncio's and uvloop's)
+    return conn.queue_frame_from_thread(opaque, frame, waiter, deadline)
 
 
 class PendingInvoke:

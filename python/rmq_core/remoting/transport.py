@@ -18,11 +18,13 @@ Invariants:
    is handed to the serving task, which finishes it before it serves the next command.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
-The one exception: a client connection's ``send_frame_from_thread`` (any thread) registers its waiter in ``pending``
-and writes to a duplicate of the socket's descriptor under the connection's write lock, which every write to that
-socket takes (the loop's ``_flush`` too), and only while nothing is queued before it (the frames of the loop's
-iteration, the transport's write buffer): frames are never interleaved. ``pending`` may thus grow from another
-thread while the loop walks it: the loop walks a copy.
+The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
+in ``pending`` and writes to a duplicate of the socket's descriptor, only while nothing is queued before it (the
+frames of the loop's iteration, the transport's write buffer); ``queue_frame_from_thread`` registers its waiter and
+queues the frame for the loop's next write (the first such frame since that write wakes the loop, once for all of
+them). Both work under the connection's write lock, which every write to that socket and every change to the queued
+frames takes (the loop's too): frames are never interleaved. ``pending`` may thus grow from another thread while the
+loop walks it: the loop walks a copy.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
 from rmq_core.remoting.header import SEND_ANSWER_FIELDS
-from rmq_core.remoting.response_waiter import ResponseWaiter, SendAnswerWaiter
+from rmq_core.remoting.response_waiter import ResponseWaiter, SendAnswerWaiter, watch_deadline
 
 _uvloop: ModuleType | None
 try:
@@ -318,6 +320,10 @@ class Connection:
         # transport's socket descriptor, and the lock every write to the socket, the loop's too, is made under
         self._direct_fd: int | None = None
         self._write_lock: threading.Lock | None = None
+        # frames queued from other threads (``queue_frame_from_thread``): a flush of them is due on the loop, and
+        # the nearest deadline of their waiters, for the loop to watch (``response_waiter.watch_deadline``)
+        self._thread_flush_due = False
+        self._queued_deadline: float | None = None
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed:
@@ -328,9 +334,7 @@ class Connection:
         """``send`` of a command its caller encoded (``RemotingCommand.encode``'s bytes)."""
         if self.closed:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
-        self._out.append(frame)
-        self._out_size += len(frame)
-        if len(self._out) == 1:
+        if self._queue_out(frame) == 1:
             self._loop.call_soon(self._flush)
         elif self._out_size >= OUT_FLUSH_BYTES:  # a burst of large answers: hand them to the transport now, so
             self._flush()  # its high-water mark (pause_writing) sees them (invariant 5)
@@ -341,14 +345,23 @@ class Connection:
             raise ConnectionError(f"connection to {self.remote_address} is closed")
         if not cmds:
             return
-        first = not self._out
-        data = encode_frames(cmds)
-        self._out.append(data)
-        self._out_size += len(data)
-        if first:
+        if self._queue_out(encode_frames(cmds)) == 1:
             self._loop.call_soon(self._flush)
         elif self._out_size >= OUT_FLUSH_BYTES:  # as in send (invariant 5)
             self._flush()
+
+    def _queue_out(self, data: bytes) -> int:
+        """On the loop: ``data`` queued for the iteration's write; the number of writes queued now (1: the caller
+        schedules the flush). Under the write lock where other threads queue frames too (``queue_frame_from_thread``)."""
+        lock = self._write_lock
+        if lock is None:
+            self._out.append(data)
+            self._out_size += len(data)
+            return len(self._out)
+        with lock:
+            self._out.append(data)
+            self._out_size += len(data)
+            return len(self._out)
 
     def _flush(self) -> None:
         if not self._out:
@@ -406,6 +419,50 @@ class Connection:
                 self._out_size += len(rest)
                 self.call_soon_threadsafe(self._flush)
         return True
+
+    def queue_frame_from_thread(
+        self, opaque: int, frame: bytes, waiter: ResponseWaiter, deadline: float | None = None
+    ) -> bool:
+        """From any thread: ``waiter`` registered in ``pending`` under ``opaque`` and ``frame`` queued for the loop's
+        next write of this connection; the first frame queued this way since that write wakes the loop once for all
+        of them (a burst of sends from a thread costs one wake-up and one write, not one job each). ``deadline``
+        (loop time): the waiter's, watched by the connection's timeout sweep from that write on. False (nothing
+        done) when the connection is closed or takes no writes from threads."""
+        lock = self._write_lock
+        if lock is None:
+            return False
+        with lock:
+            if self.closed or self._direct_fd is None:
+                return False
+            self.pending[opaque] = waiter
+            self._out.append(frame)
+            self._out_size += len(frame)
+            if deadline is not None:
+                nearest = self._queued_deadline
+                if nearest is None or deadline < nearest:
+                    self._queued_deadline = deadline
+            if self._thread_flush_due:
+                return True
+            self._thread_flush_due = True
+        try:
+            self._loop.call_soon_threadsafe(self._flush_queued)
+        except RuntimeError:  # the loop is closed (the connection with it): nothing will write or answer it
+            with lock:
+                self._thread_flush_due = False
+                self.pending.pop(opaque, None)
+            return False
+        return True
+
+    def _flush_queued(self) -> None:
+        """On the loop: the frames queued from threads written (with whatever else is queued), their waiters'
+        nearest deadline watched."""
+        with cast(threading.Lock, self._write_lock):
+            self._thread_flush_due = False
+            deadline, self._queued_deadline = self._queued_deadline, None
+            if self._out:
+                self._write_out()
+        if deadline is not None and not self.closed:
+            watch_deadline(self, deadline)
 
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> None:
         """``callback(*args)`` on this connection's loop, asked from any thread (dropped once the loop is closed)."""

@@ -13,7 +13,9 @@ Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
 
 Fast path: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
 builds and encodes its first attempt on the caller's thread, as sendKernelImpl does, and hands the loop only the
-write (``PendingInvoke`` / ``_AsyncSend`` through ``MQClientInstance.submit_job``); the answer comes back through a
+write (a SYNC send writes it itself when nothing is queued before it; else the frame is queued for the loop's next
+write of the connection, ``begin_invoke_from_thread``; a loop job only where the connection takes no frames from
+threads: ``PendingInvoke`` / ``_AsyncSend`` through ``MQClientInstance.submit_job``); the answer comes back through a
 waiter (``rmq_core.remoting.response_waiter``): the SYNC caller judges it on its own thread, an ASYNC send on the
 loop. A failed first attempt goes on as the ``_send_default_impl`` coroutine with its ``_SendState``; one judge
 (``_attempt_done``) for both ways; the frames are the same.
@@ -75,6 +77,7 @@ from rmq_core.remoting.response_waiter import (
     PendingInvoke,
     SendAnswerWaiter,
     begin_invoke,
+    begin_invoke_from_thread,
 )
 
 if TYPE_CHECKING:
@@ -447,7 +450,8 @@ class Producer:
                 fa = None
             if fa is not None:
                 send = _AsyncSend(self, instance, msg, fa, timeout)
-                instance.submit_job(send)
+                if not begin_invoke_from_thread(fa.conn, fa.opaque, fa.frame, send, max(fa.remaining_ms, 1) / 1000.0):
+                    instance.submit_job(send)
                 return send.future
         # an ASYNC send_on_loop always returns a SendResult (None is ONEWAY's)
         return cast(
@@ -792,8 +796,12 @@ class Producer:
         error: BaseException | None = None
         answer: tuple[Any, ...] | RemotingCommand | None = None
         if fa.remaining_ms >= 0:
-            if not fa.conn.send_frame_from_thread(fa.opaque, fa.frame, waiter):  # else the loop writes it
-                instance.submit_job(PendingInvoke(fa.conn, fa.opaque, fa.frame, waiter))
+            conn = fa.conn
+            # written on this thread when nothing is queued before it, else queued for the loop's next write
+            if not conn.send_frame_from_thread(fa.opaque, fa.frame, waiter) and not conn.queue_frame_from_thread(
+                fa.opaque, fa.frame, waiter
+            ):
+                instance.submit_job(PendingInvoke(conn, fa.opaque, fa.frame, waiter))
             try:
                 answer = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
             except TimeoutError as e:
