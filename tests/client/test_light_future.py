@@ -140,3 +140,39 @@ def test_settle_is_what_an_executor_does_in_two_calls(outcome: str) -> None:
         states.append((f._state, f.done(), f.cancelled(), seen, len(done), len(not_done)))
     assert states[0] == states[1]
     assert states[1][1] is True
+
+
+def test_a_finished_future_is_read_without_its_lock() -> None:
+    """``result()`` / ``exception()`` of a settled LightFuture do not take its condition's lock (held here by another
+    thread): its state never changes again. A pending one still waits for it; a failed one's ``result()`` raises."""
+    ok, failed, pending = LightFuture[int](), LightFuture[int](), LightFuture[int]()
+    ok.settle(7)
+    failed.settle(exception=KeyError("k"))
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with ok._condition, failed._condition, pending._condition:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(5)
+    read: list[Any] = []
+
+    def reader() -> None:
+        read.extend([ok.result(), ok.exception(), failed.exception()])
+
+    r = threading.Thread(target=reader)
+    r.start()
+    r.join(2)
+    blocked = r.is_alive()
+    release.set()
+    t.join(5)
+    r.join(5)
+    assert not blocked
+    assert read[:2] == [7, None] and isinstance(read[2], KeyError)
+    with pytest.raises(KeyError):
+        failed.result()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        pending.result(0.05)

@@ -1,11 +1,13 @@
-"""``LightFuture``: a ``concurrent.futures.Future`` whose condition costs two objects instead of about eight.
+"""``LightFuture``: a ``concurrent.futures.Future`` whose condition costs one object instead of about eight.
 
 ``concurrent.futures.Future()`` builds a ``threading.Condition`` (an RLock, a deque of waiters and six bound
 methods it keeps as attributes): eleven objects the cyclic GC tracks, for every send a producer hands back as a
-future. ``LightFuture`` keeps every method of ``Future`` (it only replaces ``_condition``) over ``_FutureCondition``:
-the parts of ``threading.Condition`` a Future and the module's ``wait`` / ``as_completed`` use (``with``,
-``acquire``, ``release``, ``wait(timeout)``, ``notify_all``), with threading.Condition's semantics: waiting releases
-the RLock whatever its depth and takes it back at that depth; ``notify_all`` wakes every thread waiting then.
+future. ``LightFuture`` keeps every method of ``Future`` (it only replaces ``_condition``, and reads a finished
+future's ``result()`` / ``exception()`` without taking it) over ``_FutureCondition``: an RLock (its ``with``,
+``acquire`` and ``release`` are the lock's own, no Python frame) with the parts of ``threading.Condition`` a Future
+and the module's ``wait`` / ``as_completed`` use (``wait(timeout)``, ``notify_all``), with threading.Condition's
+semantics: waiting releases the RLock whatever its depth and takes it back at that depth; ``notify_all`` wakes every
+thread waiting then.
 
 Invariants: a ``LightFuture`` is a ``concurrent.futures.Future`` (isinstance, every public method, ``wait`` and
 ``as_completed``); the list of waiting threads exists only while one waits. It sets the attributes
@@ -13,6 +15,9 @@ Invariants: a ``LightFuture`` is a ``concurrent.futures.Future`` (isinstance, ev
 ``_done_callbacks``: the same in CPython 3.11 to 3.13), so that no ``threading.Condition`` is built to be dropped.
 ``settle`` is ``set_running_or_notify_cancel()`` followed, unless that returned False, by ``set_result`` /
 ``set_exception``, in one pass under the lock (a producer's async send settles its future this way, once per send).
+A finished future's state never changes again, and its result or exception is set before its state says FINISHED
+(``settle`` and ``Future.set_result`` / ``set_exception`` both), so ``result()`` and ``exception()`` read a
+FINISHED one without the lock (the GIL orders the writes); anything else goes through ``Future``'s own methods.
 Thread-safety: as ``concurrent.futures.Future``: any thread.
 """
 
@@ -29,27 +34,12 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class _FutureCondition:
-    """threading.Condition over a fresh RLock, reduced to what a Future needs (the caller holds the lock around
-    ``wait`` and ``notify_all``, as Future's methods always do)."""
+class _FutureCondition(_thread.RLock):  # type: ignore[misc]  # (typeshed marks RLock final; CPython allows it)
+    """threading.Condition over its own RLock — it *is* the RLock, so that ``with``, ``acquire`` and ``release`` are
+    the lock's own C methods, not Python frames around them — reduced to what a Future needs (the caller holds the
+    lock around ``wait`` and ``notify_all``, as Future's methods always do)."""
 
-    __slots__ = ("_lock", "_waiters")
-
-    def __init__(self) -> None:
-        self._lock = _thread.RLock()
-        self._waiters: list[Any] | None = None  # the locks of the threads in wait(), while there are any
-
-    def __enter__(self) -> bool:
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
+    _waiters: list[Any] | None = None  # the locks of the threads in wait(), while there are any (set on the instance)
 
     def wait(self, timeout: float | None = None) -> bool:
         waiter = _thread.allocate_lock()
@@ -57,7 +47,7 @@ class _FutureCondition:
         if self._waiters is None:
             self._waiters = []
         self._waiters.append(waiter)
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        saved = self._release_save()  # type: ignore[attr-defined]
         got = False
         try:
             if timeout is None:
@@ -69,7 +59,7 @@ class _FutureCondition:
                 got = waiter.acquire(False)
             return got
         finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            self._acquire_restore(saved)  # type: ignore[attr-defined]
             if not got and self._waiters is not None:
                 try:
                     self._waiters.remove(waiter)
@@ -77,8 +67,9 @@ class _FutureCondition:
                     pass
 
     def notify_all(self) -> None:
-        waiters, self._waiters = self._waiters, None
-        if waiters:
+        waiters = self._waiters
+        if waiters:  # (no attribute written when nobody waits: most futures are never waited on)
+            self._waiters = None
             for waiter in waiters:
                 waiter.release()
 
@@ -99,7 +90,8 @@ class LightFuture(concurrent.futures.Future[T]):
         if exception is not None else set_result(result)``, with the lock taken once. A cancelled future is only
         marked notified (its waiters told); a future already running or done raises RuntimeError, as
         ``set_running_or_notify_cancel`` does."""
-        with self._condition:
+        condition: _FutureCondition = self._condition  # type: ignore[assignment]  # (no cast() call per settle)
+        with condition:
             state = self._state
             if state == _CANCELLED:
                 self._state = _CANCELLED_AND_NOTIFIED
@@ -118,5 +110,16 @@ class LightFuture(concurrent.futures.Future[T]):
                 self._state = _FINISHED
                 for waiter in self._waiters:
                     waiter.add_result(self)
-            self._condition.notify_all()
+            if condition._waiters:
+                condition.notify_all()
         self._invoke_callbacks()  # type: ignore[attr-defined]
+
+    def result(self, timeout: float | None = None) -> T:
+        if self._state == _FINISHED and self._exception is None:  # settled for good (module docstring)
+            return self._result  # type: ignore[return-value]
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state == _FINISHED:  # settled for good (module docstring)
+            return self._exception
+        return super().exception(timeout)
