@@ -11,8 +11,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
-use rmq_store::format::message::{encode_property_into, property_encodable};
-use rmq_store::format::remoting::{parse_json_header, write_json_header, JsonHeader};
+use rmq_store::format::message::{property_encodable, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use rmq_store::format::remoting::{
+    parse_json_header, write_json_header, JsonHeader, JsonHeaderWriter,
+};
 
 const SERIALIZE_JSON: u8 = 0;
 
@@ -394,48 +396,6 @@ pub fn encode_frames<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
-/// One header field's value as `encode_header` writes it (an exact str as it is, a bool as "true"/"false", an exact
-/// int in decimal, an exact dict as its property string: `properties_to_string`'s, when it accepts every entry);
-/// `Ok(None)` for a None value (not written); `Err(())` for anything else (the Python codec encodes the request).
-fn field_text(v: &Bound<'_, PyAny>) -> Result<Option<String>, ()> {
-    if v.is_none() {
-        return Ok(None);
-    }
-    if let Ok(s) = v.cast_exact::<PyString>() {
-        return s.to_str().map(|s| Some(s.to_owned())).map_err(|_| ());
-    }
-    if let Ok(b) = v.cast_exact::<PyBool>() {
-        return Ok(Some(if b.is_true() { "true" } else { "false" }.to_owned()));
-    }
-    if v.is_exact_instance_of::<PyInt>() {
-        return v
-            .extract::<i64>()
-            .map(|i| Some(i.to_string()))
-            .map_err(|_| ());
-    }
-    let Ok(props) = v.cast_exact::<PyDict>() else {
-        return Err(());
-    };
-    let mut out: Vec<u8> = Vec::with_capacity(64 * props.len());
-    for (k, val) in props.iter() {
-        if val.is_none() {
-            continue; // properties_to_string skips it
-        }
-        let (Ok(k), Ok(val)) = (k.cast_exact::<PyString>(), val.cast_exact::<PyString>()) else {
-            return Err(());
-        };
-        let (Ok(k), Ok(val)) = (k.to_str(), val.to_str()) else {
-            return Err(());
-        };
-        if !property_encodable(k.as_bytes(), val.as_bytes()) {
-            return Err(()); // the Python codec raises properties_to_string's ValueError
-        }
-        encode_property_into(&mut out, k.as_bytes(), val.as_bytes());
-    }
-    // UTF-8: str pieces joined by ASCII separators
-    String::from_utf8(out).map(Some).map_err(|_| ())
-}
-
 /// The frame of a producer's send request in one call: the JSON command `RemotingCommand(code, language, version,
 /// opaque, flag=0, remark=None, ext_fields, body).encode()` writes, where `ext_fields` holds `names[i]` →
 /// `values[i]` as `encode_header` writes it (None values left out; a dict value: the message's properties, written
@@ -457,6 +417,7 @@ pub fn encode_send_request<'py>(
     max_frame_length: i64,
 ) -> PyResult<Bound<'py, PyAny>> {
     if let Some(frame) = encode_send_fast(
+        py,
         code,
         language,
         version,
@@ -466,22 +427,23 @@ pub fn encode_send_request<'py>(
         body,
         max_frame_length,
     ) {
-        return Ok(PyBytes::new(py, &frame).into_any());
+        return Ok(frame.into_any());
     }
     encode_one.call1((code, language, version, opaque, names, values, body))
 }
 
 #[allow(clippy::too_many_arguments)]
-fn encode_send_fast(
-    code: &Bound<'_, PyAny>,
-    language: &Bound<'_, PyAny>,
-    version: &Bound<'_, PyAny>,
-    opaque: &Bound<'_, PyAny>,
-    names: &Bound<'_, PyTuple>,
-    values: &Bound<'_, PyAny>,
-    body: &Bound<'_, PyAny>,
+fn encode_send_fast<'py>(
+    py: Python<'py>,
+    code: &Bound<'py, PyAny>,
+    language: &Bound<'py, PyAny>,
+    version: &Bound<'py, PyAny>,
+    opaque: &Bound<'py, PyAny>,
+    names: &Bound<'py, PyTuple>,
+    values: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
     max_frame_length: i64,
-) -> Option<Vec<u8>> {
+) -> Option<Bound<'py, PyBytes>> {
     let (code, version, opaque) = (plain_i64(code)?, plain_i64(version)?, plain_i64(opaque)?);
     let language = language.cast_exact::<PyString>().ok()?.to_str().ok()?;
     let body = body.cast_exact::<PyBytes>().ok()?.as_bytes();
@@ -493,28 +455,59 @@ fn encode_send_fast(
     if values.len() != names.len() {
         return None;
     }
-    let mut texts: Vec<(Bound<'_, PyString>, String)> = Vec::with_capacity(names.len());
+    // the header, each value written as `encode_header` writes it (an exact str as it is, a bool as "true" /
+    // "false", an exact int in decimal, an exact dict of str as `properties_to_string` writes it), straight into
+    // the header (no string per field); anything else: None
+    let mut header: Vec<u8> = Vec::with_capacity(512);
+    let mut w = JsonHeaderWriter::begin(&mut header, code, language, version, opaque, 0, None);
     for (name, v) in names.iter().zip(values.iter()) {
         let name = name.cast_into_exact::<PyString>().ok()?;
-        if let Some(text) = field_text(&v).ok()? {
-            texts.push((name, text));
+        let name = name.to_str().ok()?;
+        if v.is_none() {
+            continue;
+        }
+        if let Ok(s) = v.cast_exact::<PyString>() {
+            w.field_str(name, s.to_str().ok()?);
+        } else if let Ok(b) = v.cast_exact::<PyBool>() {
+            w.field_str(name, if b.is_true() { "true" } else { "false" });
+        } else if v.is_exact_instance_of::<PyInt>() {
+            w.field_int(name, v.extract::<i64>().ok()?);
+        } else {
+            let props = v.cast_exact::<PyDict>().ok()?;
+            let mut entries: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)> =
+                Vec::with_capacity(props.len());
+            for (k, val) in props.iter() {
+                if val.is_none() {
+                    continue; // properties_to_string skips it
+                }
+                entries.push((
+                    k.cast_into_exact::<PyString>().ok()?,
+                    val.cast_into_exact::<PyString>().ok()?,
+                ));
+            }
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(4 * entries.len());
+            for (k, val) in &entries {
+                let (k, val) = (k.to_str().ok()?.as_bytes(), val.to_str().ok()?.as_bytes());
+                if !property_encodable(k, val) {
+                    return None; // the Python codec raises properties_to_string's ValueError
+                }
+                parts.extend_from_slice(&[k, &[NAME_VALUE_SEPARATOR], val, &[PROPERTY_SEPARATOR]]);
+            }
+            w.field_concat(name, parts);
         }
     }
-    let mut fields: Vec<(&str, &str)> = Vec::with_capacity(texts.len());
-    for (name, text) in &texts {
-        fields.push((name.to_str().ok()?, text.as_str()));
-    }
-    let props_len: usize = texts.iter().map(|(_, t)| t.len() * 2).sum();
-    let mut out: Vec<u8> = Vec::with_capacity(256 + props_len + body.len());
-    out.extend_from_slice(&[0u8; 8]);
-    write_json_header(&mut out, code, language, version, opaque, 0, None, &fields);
-    let header_length = out.len() - 8;
+    w.finish();
+    let header_length = header.len();
     let length = 4 + header_length + body.len();
     if length as i64 > max_frame_length || header_length > 0xFF_FFFF {
         return None; // the Python codec names the error
     }
-    out[..4].copy_from_slice(&(length as i32).to_be_bytes());
-    out[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
-    out.extend_from_slice(body);
-    Some(out)
+    PyBytes::new_with(py, 4 + length, |frame| {
+        frame[..4].copy_from_slice(&(length as i32).to_be_bytes());
+        frame[4..8].copy_from_slice(&(header_length as i32).to_be_bytes());
+        frame[8..8 + header_length].copy_from_slice(&header);
+        frame[8 + header_length..].copy_from_slice(body);
+        Ok(())
+    })
+    .ok()
 }

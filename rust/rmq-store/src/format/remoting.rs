@@ -324,7 +324,13 @@ pub fn parse_json_header(raw: &[u8]) -> Option<JsonHeader<'_>> {
 
 fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
-    let b = s.as_bytes();
+    write_str_content(out, s.as_bytes());
+    out.push(b'"');
+}
+
+/// The inside of a JSON string holding `b` (UTF-8): escaped as orjson escapes it, without the quotes. Escaping is
+/// per byte, so the pieces of a string written one after another equal the whole string written at once.
+fn write_str_content(out: &mut Vec<u8>, b: &[u8]) {
     let mut run = 0;
     for (i, &c) in b.iter().enumerate() {
         let esc: &[u8] = match c {
@@ -350,7 +356,100 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
         run = i + 1;
     }
     out.extend_from_slice(&b[run..]);
-    out.push(b'"');
+}
+
+/// An int in decimal, without an allocation.
+fn write_int(out: &mut Vec<u8>, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[pos..]);
+}
+
+/// A JSON header written field by field (invariant 2, as `write_json_header` writes it): `begin` writes everything
+/// before the extFields, each `field_*` one of them in call order, `finish` closes it. For a caller whose field
+/// values are not strings yet (ints, a message's properties): written straight into the frame, no string per field.
+pub struct JsonHeaderWriter<'a> {
+    out: &'a mut Vec<u8>,
+    fields: usize,
+}
+
+impl<'a> JsonHeaderWriter<'a> {
+    pub fn begin(
+        out: &'a mut Vec<u8>,
+        code: i64,
+        language: &str,
+        version: i64,
+        opaque: i64,
+        flag: i64,
+        remark: Option<&str>,
+    ) -> Self {
+        out.extend_from_slice(b"{\"code\":");
+        write_int(out, code);
+        out.extend_from_slice(b",\"language\":");
+        write_str(out, language);
+        out.extend_from_slice(b",\"version\":");
+        write_int(out, version);
+        out.extend_from_slice(b",\"opaque\":");
+        write_int(out, opaque);
+        out.extend_from_slice(b",\"flag\":");
+        write_int(out, flag);
+        out.extend_from_slice(b",\"serializeTypeCurrentRPC\":\"JSON\"");
+        if let Some(r) = remark {
+            out.extend_from_slice(b",\"remark\":");
+            write_str(out, r);
+        }
+        out.extend_from_slice(b",\"extFields\":{");
+        JsonHeaderWriter { out, fields: 0 }
+    }
+
+    fn name(&mut self, name: &str) {
+        if self.fields > 0 {
+            self.out.push(b',');
+        }
+        self.fields += 1;
+        write_str(self.out, name);
+        self.out.push(b':');
+    }
+
+    /// `name` → `value`.
+    pub fn field_str(&mut self, name: &str, value: &str) {
+        self.name(name);
+        write_str(self.out, value);
+    }
+
+    /// `name` → the decimal string of `value` (an extFields value is a string: Java's `toString`).
+    pub fn field_int(&mut self, name: &str, value: i64) {
+        self.name(name);
+        self.out.push(b'"');
+        write_int(self.out, value);
+        self.out.push(b'"');
+    }
+
+    /// `name` → the concatenation of `parts` (UTF-8 pieces, each escaped as the whole string would be).
+    pub fn field_concat<'p>(&mut self, name: &str, parts: impl IntoIterator<Item = &'p [u8]>) {
+        self.name(name);
+        self.out.push(b'"');
+        for part in parts {
+            write_str_content(self.out, part);
+        }
+        self.out.push(b'"');
+    }
+
+    pub fn finish(self) {
+        self.out.extend_from_slice(b"}}");
+    }
 }
 
 /// Appends the JSON header of a command (invariant 2): the keys in `encode_header_json`'s order, compact.
@@ -365,31 +464,11 @@ pub fn write_json_header(
     remark: Option<&str>,
     ext_fields: &[(&str, &str)],
 ) {
-    out.extend_from_slice(b"{\"code\":");
-    out.extend_from_slice(code.to_string().as_bytes());
-    out.extend_from_slice(b",\"language\":");
-    write_str(out, language);
-    out.extend_from_slice(b",\"version\":");
-    out.extend_from_slice(version.to_string().as_bytes());
-    out.extend_from_slice(b",\"opaque\":");
-    out.extend_from_slice(opaque.to_string().as_bytes());
-    out.extend_from_slice(b",\"flag\":");
-    out.extend_from_slice(flag.to_string().as_bytes());
-    out.extend_from_slice(b",\"serializeTypeCurrentRPC\":\"JSON\"");
-    if let Some(r) = remark {
-        out.extend_from_slice(b",\"remark\":");
-        write_str(out, r);
+    let mut w = JsonHeaderWriter::begin(out, code, language, version, opaque, flag, remark);
+    for (k, v) in ext_fields {
+        w.field_str(k, v);
     }
-    out.extend_from_slice(b",\"extFields\":{");
-    for (i, (k, v)) in ext_fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(out, k);
-        out.push(b':');
-        write_str(out, v);
-    }
-    out.extend_from_slice(b"}}");
+    w.finish();
 }
 
 #[cfg(test)]
