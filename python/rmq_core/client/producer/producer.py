@@ -172,7 +172,7 @@ class _AsyncSend(SendAnswerWaiter):
     def __init__(
         self, producer: Producer, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
     ) -> None:
-        super().__init__()
+        self._done, self.deadline = False, None  # CallbackResponseWaiter's, set here (no super() call per send)
         self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
         self.future: LightFuture[SendResult] = LightFuture()
 
@@ -749,8 +749,8 @@ class Producer:
         begin = _now_ms()
         fields, wire = self._send_fields(msg, mq)
         opaque, frame = instance.mq_client_api.encode_send(fields, wire.body, isinstance(msg, MessageBatch))
-        remaining_ms = timeout_ms - (_now_ms() - begin_first)
-        return _FastAttempt(begin_first, mq, addr, conn, opaque, frame, wire, begin, remaining_ms)
+        # sendDefaultImpl's timeout - costTime (the encode takes microseconds: no clock read after it)
+        return _FastAttempt(begin_first, mq, addr, conn, opaque, frame, wire, begin, timeout_ms - (begin - begin_first))
 
     def _fast_outcome(
         self,
