@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .format.batch import split_batch
+    from .format.batch import encode_batch_messages, split_batch
     from .format.columns import decode_columns
     from .format.gather import gather_runs
     from .format.message import (
@@ -57,6 +57,7 @@ _T = TypeVar("_T")
 _WHERE = {
     "decode_columns": ".format.columns",
     "split_batch": ".format.batch",
+    "encode_batch_messages": ".format.batch",
     "gather_runs": ".format.gather",
     "assign_uniq_keys": ".format.message",
     "create_offset_msg_id": ".format.message",
@@ -115,6 +116,7 @@ __all__ = [
     "decode_columns",
     "decode_messages",
     "decode_properties",
+    "encode_batch_messages",
     "encode_frames",
     "encode_properties",
     "encode_send_request",

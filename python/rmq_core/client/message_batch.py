@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from rmq_core.common import mix_all
-from rmq_core.message import PROPERTY_WAIT_STORE_MSG_OK, Message
+from rmq_core.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, Message
 from rmq_core.message_encoding import encode_batch
 
 
@@ -45,7 +45,7 @@ class MessageBatch(Message):
         for m in msgs:
             if not isinstance(m, Message):
                 raise ValueError(f"MessageBatch: not a Message: {m!r}")
-            if m.delay_time_level > 0:
+            if PROPERTY_DELAY_TIME_LEVEL in m.properties and m.delay_time_level > 0:  # (no int() per message)
                 raise ValueError("TimeDelayLevel is not supported for batching")
             if m.topic.startswith(mix_all.RETRY_GROUP_TOPIC_PREFIX):
                 raise ValueError("Retry Group is not supported for batching")

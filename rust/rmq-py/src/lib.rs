@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
     m.add_function(wrap_pyfunction!(codec::assign_uniq_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::encode_batch_messages, m)?)?;
     m.add_class::<uniq_counter::UniqCounter>()?;
     m.add_function(wrap_pyfunction!(uniq_counter::uniq_counter, m)?)?;
     m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;

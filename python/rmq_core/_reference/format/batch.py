@@ -6,6 +6,9 @@ non-empty and does not end with one, then the batch's property string: header pr
 Format (per block, big-endian): TOTALSIZE i32 · MAGIC i32 · BODYCRC i32 · FLAG i32 · BODYLEN i32 + BODY ·
 PROPLEN i16 + PROPERTIES (MAGIC and BODYCRC not read: the CRC is recomputed, as 4.9's encoder does).
 
+``encode_batch_messages`` writes a producer's batch body (4.9's ``MessageDecoder.encodeMessage`` per message), the
+messages' missing UNIQ_KEYs set on the way.
+
 Invariants (the Rust module's):
 1. ``split_batch`` returns every block or raises ValueError with the reason the body is malformed (naming the block
    and its byte position), never part of it: TOTALSIZE must equal the block's real size, no length may be negative
@@ -19,9 +22,18 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from .message import PROPERTY_SEPARATOR, UNIQ_KEY, create_offset_msg_id, encode_properties, iter_properties
+from .message import (
+    MAX_PROPERTIES_SIZE,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    UNIQ_KEY,
+    create_offset_msg_id,
+    encode_properties,
+    iter_properties,
+)
 
 # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
 BATCH_BLOCK_HEAD = struct.Struct(">iiiii")
@@ -122,3 +134,58 @@ def batch_records(
 def join_offset_msg_ids(store_host: tuple[str, int], offsets: list[int]) -> str:
     """4.9's batch answer msgId: the offset msg ids of ``offsets`` joined with ','."""
     return ",".join(create_offset_msg_id(store_host, o) for o in offsets)
+
+
+def _encodable(name: str, value: str) -> bool:
+    """``property_encodable``: what ``properties_to_string`` writes as it is rather than refusing."""
+    return (
+        bool(name)
+        and bool(value)
+        and NAME_VALUE_SEPARATOR not in name
+        and PROPERTY_SEPARATOR not in name
+        and PROPERTY_SEPARATOR not in value
+    )
+
+
+def encode_batch_messages(
+    msgs: list[Any], uniq_key: str, prefix: str, counter: Iterator[int], max_body_size: int
+) -> bytes | None:
+    """A producer's batch body: each message's block (``append_block``'s layout) after its ``uniq_key`` is set to
+    ``prefix + "%04X" % (next(counter) & 0xFFFF)`` when absent; None at the first message outside the shape
+    (``body`` not exact bytes of 1 to ``max_body_size`` bytes, ``flag`` not an exact 32-bit int, ``properties`` not
+    an exact dict of exact str entries ``properties_to_string`` writes as they are — checked before its id is set —
+    or, with the id, over ``MAX_PROPERTIES_SIZE`` bytes); the messages before it keep their ids."""
+    out: list[bytes] = []
+    for m in msgs:
+        try:
+            body, flag, props = m.body, m.flag, m.properties
+        except AttributeError:
+            return None
+        if type(body) is not bytes or not 0 < len(body) <= max_body_size:
+            return None
+        if type(flag) is not int or not -(2**31) <= flag < 2**31:
+            return None
+        if type(props) is not dict:
+            return None
+        parts: list[str] = []
+        for name, value in props.items():
+            if type(name) is not str:
+                return None
+            if value is None:
+                continue
+            if type(value) is not str or not _encodable(name, value):
+                return None
+            parts += (name, NAME_VALUE_SEPARATOR, value, PROPERTY_SEPARATOR)
+        try:
+            encoded = "".join(parts).encode("utf-8")
+        except UnicodeEncodeError:  # (a lone surrogate: the Rust side cannot read the str)
+            return None
+        if uniq_key not in props:
+            uniq = f"{prefix}{next(counter) & 0xFFFF:04X}"
+            props[uniq_key] = uniq
+            encoded += f"{uniq_key}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}".encode()
+        if len(encoded) > MAX_PROPERTIES_SIZE:
+            return None
+        total = BATCH_BLOCK_OVERHEAD + len(body) + len(encoded)
+        out += (BATCH_BLOCK_HEAD.pack(total, 0, 0, flag, len(body)), body, BATCH_PROP_LEN.pack(len(encoded)), encoded)
+    return b"".join(out)

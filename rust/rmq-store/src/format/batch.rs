@@ -6,6 +6,8 @@
 //! Format (per block, big-endian): TOTALSIZE i32 · MAGIC i32 · BODYCRC i32 · FLAG i32 · BODYLEN i32 + BODY ·
 //! PROPLEN i16 + PROPERTIES. MAGIC and BODYCRC are not read (4.9's encoder recomputes the CRC; so does ours).
 //!
+//! `append_block` writes a block as 4.9's `MessageDecoder.encodeMessage` does (a producer's batch body, block by block).
+//!
 //! Invariants:
 //! 1. `split_batch` returns every block or the reason the body is malformed (naming the block and its byte
 //!    position), never part of it. Stricter than Java's `decodeMessages`, which trusts the lengths: TOTALSIZE must
@@ -18,7 +20,8 @@
 
 use crate::format::index::PROPERTY_UNIQ_KEY;
 use crate::format::message::{
-    be_i32, create_offset_msg_id, encode_property_into, for_each_property, Host, PROPERTY_SEPARATOR,
+    be_i32, create_offset_msg_id, encode_property_into, for_each_property, Host,
+    MAX_PROPERTIES_SIZE, PROPERTY_SEPARATOR,
 };
 
 /// TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN.
@@ -190,18 +193,26 @@ pub fn join_offset_msg_ids(host: &Host, offsets: impl IntoIterator<Item = i64>) 
     out
 }
 
-/// One block of a batch body as a client encodes it (MAGIC and BODYCRC 0, which the store does not read): the
-/// tests' batches.
+/// Appends one block of a batch body as a client encodes it (4.9's `MessageDecoder.encodeMessage`; MAGIC and BODYCRC
+/// written as 0, which the store does not read). The caller keeps `properties` within `MAX_PROPERTIES_SIZE` and
+/// `body` within an i32 (a block over either is not a block).
+pub fn append_block(out: &mut Vec<u8>, flag: i32, body: &[u8], properties: &[u8]) {
+    debug_assert!(properties.len() <= MAX_PROPERTIES_SIZE);
+    let total = (BATCH_BLOCK_OVERHEAD + body.len() + properties.len()) as i32;
+    out.reserve(BATCH_BLOCK_OVERHEAD + body.len() + properties.len());
+    for x in [total, 0, 0, flag, body.len() as i32] {
+        out.extend_from_slice(&x.to_be_bytes());
+    }
+    out.extend_from_slice(body);
+    out.extend_from_slice(&(properties.len() as i16).to_be_bytes());
+    out.extend_from_slice(properties);
+}
+
+/// One block alone (`append_block`): the tests' batches.
 #[cfg(test)]
 pub(crate) fn block(flag: i32, body: &[u8], props: &[u8]) -> Vec<u8> {
-    let total = (BATCH_BLOCK_OVERHEAD + body.len() + props.len()) as i32;
     let mut v = Vec::new();
-    for x in [total, 0, 0, flag, body.len() as i32] {
-        v.extend_from_slice(&x.to_be_bytes());
-    }
-    v.extend_from_slice(body);
-    v.extend_from_slice(&(props.len() as i16).to_be_bytes());
-    v.extend_from_slice(props);
+    append_block(&mut v, flag, body, props);
     v
 }
 
