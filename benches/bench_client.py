@@ -3,16 +3,19 @@ process (``rmq-core serve``), and the same measurements with Apache RocketMQ's J
 the same broker in the same run.
 
     .venv/bin/python benches/bench_client.py [--messages 100000] [--size 1024] [--rate 1000] [--seconds 5]
-                                             [--no-java] [--json out.json]
+                                             [--phases consume,send,latency,memory] [--no-java] [--json out.json]
 
 What it measures (targets in brackets):
   consume   a backlog of --messages 1 KiB messages consumed by a PushConsumer with a trivial listener (a fresh group,
             CONSUME_FROM_FIRST_OFFSET), consume_message_batch_max_size 1 and 32; the clock runs from the first
             delivery to the last; --repeat runs each, alternating with the Java client's, and the median of each
             is reported with every run beside it                                  [≥ 50,000 / ≥ 150,000 msg/s]
-  send      sync sends of 1 KiB from --threads threads; async sends with --window in flight; each producer (ours,
-            Java's) first makes --send-warmup untimed sends the same way: a cold JVM's first ~50,000 sends measure its
-            JIT compiler more than the client (20,000 cold Java sends ran at ~0.7× the warm rate here)
+  send      sync sends of 1 KiB from --threads threads; async sends with --window in flight; batches of --batch
+            (send_batch / send(Collection)) from --threads threads; each producer (ours, Java's) first makes
+            --send-warmup untimed sends the same way: a cold JVM's first ~50,000 sends measure its JIT compiler more
+            than the client (20,000 cold Java sends ran at ~0.7× the warm rate here). --send-repeat runs of each,
+            rmq_core's and Java's alternating (which goes first alternates too), a fresh producer each; the median of
+            each is reported with every run beside it
   latency   a steady --rate msg/s for --seconds through a consumer already parked on the queues: p50/p99 of
             consume time - send time (a perf counter in the body; producer and consumer share the process)  [p99 ≤ 5 ms]
   memory    a slow listener (10 ms per call) over the whole backlog for --memory-seconds: the peak RSS increase of
@@ -27,6 +30,7 @@ One run; the machine is shared and noisy.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -243,6 +247,49 @@ def send_async(namesrv: str, topic: str, n: int, size: int, window: int, warmup:
     return {"msgs_per_s": (n - failed) / dt, "failed": failed, "seconds": dt}
 
 
+def send_batches(
+    namesrv: str, topic: str, n: int, size: int, threads: int, batch: int, warmup: int = 0
+) -> dict[str, float]:
+    """``threads`` threads each sending their share of ``n`` messages as ``send_batch`` calls of ``batch`` (the
+    messages built in the loop, as BenchProduce builds them)."""
+    from rmq_core.client import Producer
+
+    p = Producer("bench_batch_producer", namesrv_addr=namesrv, instance_name="bench-batch")
+    p.start()
+    body = os.urandom(size)
+    try:
+        p.send(Message(topic, body, tags="TagA"))  # route and connection
+
+        def worker(k: int, failures: list[int]) -> None:
+            for i in range(0, k, batch):
+                msgs = [Message(topic, body, tags="TagA") for _ in range(min(batch, k - i))]
+                try:
+                    if p.send_batch(msgs).send_status.name != "SEND_OK":
+                        failures[0] += len(msgs)
+                except Exception:
+                    failures[0] += len(msgs)
+
+        def phase(count: int, failures: list[int]) -> float:
+            ts = [
+                threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
+                for i in range(threads)
+            ]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return time.perf_counter() - t0
+
+        failed = [0]
+        if warmup:
+            phase(warmup, [0])  # untimed, as BenchProduce's --warmup
+        dt = phase(n, failed)
+    finally:
+        p.shutdown()
+    return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
+
+
 def latency(namesrv: str, topic: str, rate: int, seconds: int, size: int) -> dict[str, float]:
     from rmq_core.client import (
         ConsumeConcurrentlyStatus,
@@ -403,8 +450,9 @@ def table(r: Results) -> None:
             py("java_consume_b32", "msgsPerSec"),
             "≥ 150,000",
         ),
-        ("send sync (msg/s)", py("py_send_sync", "msgs_per_s"), py("java_send_sync", "msgsPerSec"), ""),
-        ("send async (msg/s)", py("py_send_async", "msgs_per_s"), py("java_send_async", "msgsPerSec"), ""),
+        ("send sync (msg/s)", py("py_send_sync", "msgs_per_s"), py("java_send_sync", "msgsPerSec"), "≥ 1.0×"),
+        ("send async (msg/s)", py("py_send_async", "msgs_per_s"), py("java_send_async", "msgsPerSec"), "≥ 1.0×"),
+        ("send batch (msg/s)", py("py_send_batch", "msgs_per_s"), py("java_send_batch", "msgsPerSec"), ""),
         ("latency p50 (ms)", py("py_latency", "p50_ms"), py("java_latency", "p50Ms"), ""),
         ("latency p99 (ms)", py("py_latency", "p99_ms"), py("java_latency", "p99Ms"), "≤ 5"),
     ]
@@ -423,6 +471,14 @@ def table(r: Results) -> None:
         ]
         if spread:
             print(f"  consume batch {batch}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
+    for mode in ("sync", "async", "batch"):
+        spread = [
+            f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
+            for who, k in (("rmq_core", f"py_send_{mode}"), ("Java", f"java_send_{mode}"))
+            if k in r.data and "runs" in r.data[k]
+        ]
+        if spread:
+            print(f"  send {mode}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
     m = r.data.get("py_memory")
     if m:
         print(
@@ -438,7 +494,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=100_000, help="backlog size")
     p.add_argument("--size", type=int, default=1024)
-    p.add_argument("--send-messages", type=int, default=20_000)
+    p.add_argument("--send-messages", type=int, default=40_000)
     p.add_argument(
         "--send-warmup",
         type=int,
@@ -447,6 +503,11 @@ def main() -> int:
     )
     p.add_argument("--threads", type=int, default=4, help="sync sender threads")
     p.add_argument("--window", type=int, default=128, help="async sends in flight")
+    p.add_argument("--batch", type=int, default=32, help="messages per send_batch")
+    p.add_argument("--send-repeat", type=int, default=3, help="runs of each send measurement (the median is shown)")
+    p.add_argument(
+        "--phases", default="consume,send,latency,memory", help="comma-separated: consume, send, latency, memory"
+    )
     p.add_argument("--consume-threads", type=int, default=20)
     p.add_argument("--repeat", type=int, default=3, help="runs of each consume measurement (the median is shown)")
     p.add_argument("--rate", type=int, default=1000)
@@ -463,116 +524,98 @@ def main() -> int:
         print(f"server pid {proc.pid}: name server {namesrv}, broker {broker}, store {store_dir}")
         for t in (BACKLOG, "BenchSend", "BenchLatency", "BenchJavaSend", "BenchJavaLatency"):
             create_topic(namesrv, broker, t)
-        filled = r.run(
-            "py_fill_backlog_send_batch", lambda: {"msgs_per_s": fill_backlog(namesrv, BACKLOG, n, args.size)}
-        )
+        phases = set(args.phases.split(","))
         java = not args.no_java
-        cons_b1 = f"--namesrv {namesrv} --topic {BACKLOG} --expect {n}".split()
-        for batch in (1, 32):
-            for rep in range(args.repeat):  # rmq_core and Java alternate, each run with a fresh group
-                r.run(
-                    f"py_consume_b{batch}#{rep}",
-                    lambda b=batch, k=rep: consume_throughput(
-                        namesrv, BACKLOG, f"bench_py_b{b}_{k}", n, b, args.consume_threads
-                    ),
-                )
-                if java and filled:
+        filled = None
+        if phases & {"consume", "memory"}:
+            filled = r.run(
+                "py_fill_backlog_send_batch", lambda: {"msgs_per_s": fill_backlog(namesrv, BACKLOG, n, args.size)}
+            )
+        if "consume" in phases:
+            cons_b1 = f"--namesrv {namesrv} --topic {BACKLOG} --expect {n}".split()
+            for batch in (1, 32):
+                for rep in range(args.repeat):  # rmq_core and Java alternate, each run with a fresh group
                     r.run(
-                        f"java_consume_b{batch}#{rep}",
-                        lambda b=batch, k=rep: java_result(
-                            "BenchConsume",
-                            [
-                                *cons_b1,
-                                "--group",
-                                f"bench_java_b{b}_{k}",
-                                "--batch",
-                                b,
-                                "--threads",
-                                args.consume_threads,
-                                "--timeout-ms",
-                                300_000,
-                            ],
-                            600,
+                        f"py_consume_b{batch}#{rep}",
+                        lambda b=batch, k=rep: consume_throughput(
+                            namesrv, BACKLOG, f"bench_py_b{b}_{k}", n, b, args.consume_threads
                         ),
                     )
-            r.median(f"py_consume_b{batch}", "msgs_per_s")
-            r.median(f"java_consume_b{batch}", "msgsPerSec")
-        m = args.send_messages
-        w = args.send_warmup
-        r.run("py_send_sync", lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads, w))
-        if java:
-            r.run(
-                "java_send_sync",
-                lambda: java_result(
-                    "BenchProduce",
-                    [
-                        "--namesrv",
-                        namesrv,
-                        "--topic",
-                        "BenchJavaSend",
-                        "--count",
-                        m,
-                        "--size",
-                        args.size,
-                        "--threads",
-                        args.threads,
-                        "--mode",
-                        "sync",
-                        "--warmup",
-                        w,
-                    ],
-                    600,
-                ),
-            )
-        r.run("py_send_async", lambda: send_async(namesrv, "BenchSend", m, args.size, args.window, w))
-        if java:
-            r.run(
-                "java_send_async",
-                lambda: java_result(
-                    "BenchProduce",
-                    [
-                        "--namesrv",
-                        namesrv,
-                        "--topic",
-                        "BenchJavaSend",
-                        "--count",
-                        m,
-                        "--size",
-                        args.size,
-                        "--window",
-                        args.window,
-                        "--mode",
-                        "async",
-                        "--warmup",
-                        w,
-                    ],
-                    600,
-                ),
-            )
-        r.run("py_latency", lambda: latency(namesrv, "BenchLatency", args.rate, args.seconds, args.size))
-        if java:
-            r.run(
-                "java_latency",
-                lambda: java_result(
-                    "BenchLatency",
-                    [
-                        "--namesrv",
-                        namesrv,
-                        "--topic",
-                        "BenchJavaLatency",
-                        "--group",
-                        "bench_java_latency",
-                        "--rate",
-                        args.rate,
-                        "--seconds",
-                        args.seconds,
-                        "--size",
-                        args.size,
-                    ],
-                    600,
-                ),
-            )
-        r.run("py_memory", lambda: memory(namesrv, BACKLOG, args.memory_seconds))
+                    if java and filled:
+                        r.run(
+                            f"java_consume_b{batch}#{rep}",
+                            lambda b=batch, k=rep: java_result(
+                                "BenchConsume",
+                                [
+                                    *cons_b1,
+                                    "--group",
+                                    f"bench_java_b{b}_{k}",
+                                    "--batch",
+                                    b,
+                                    "--threads",
+                                    args.consume_threads,
+                                    "--timeout-ms",
+                                    300_000,
+                                ],
+                                600,
+                            ),
+                        )
+                r.median(f"py_consume_b{batch}", "msgs_per_s")
+                r.median(f"java_consume_b{batch}", "msgsPerSec")
+        if "send" in phases:
+            m, w = args.send_messages, args.send_warmup
+            py_send = {
+                "sync": lambda: send_sync(namesrv, "BenchSend", m, args.size, args.threads, w),
+                "async": lambda: send_async(namesrv, "BenchSend", m, args.size, args.window, w),
+                "batch": lambda: send_batches(namesrv, "BenchSend", m, args.size, args.threads, args.batch, w),
+            }
+            java_send = {
+                "sync": ["--threads", args.threads],
+                "async": ["--window", args.window],
+                "batch": ["--threads", args.threads, "--batch", args.batch],
+            }
+            for rep in range(args.send_repeat):
+                for mode in ("sync", "async", "batch"):
+                    runs = [(f"py_send_{mode}#{rep}", py_send[mode])]
+                    if java:
+                        jargs = ["--namesrv", namesrv, "--topic", "BenchJavaSend", "--count", m, "--size", args.size]
+                        jargs += [*java_send[mode], "--mode", mode, "--warmup", w]
+                        runs.append(
+                            (f"java_send_{mode}#{rep}", functools.partial(java_result, "BenchProduce", jargs, 600))
+                        )
+                    if rep % 2:  # which client goes first alternates
+                        runs.reverse()
+                    for name, fn in runs:
+                        r.run(name, fn)
+            for mode in ("sync", "async", "batch"):
+                r.median(f"py_send_{mode}", "msgs_per_s")
+                r.median(f"java_send_{mode}", "msgsPerSec")
+        if "latency" in phases:
+            r.run("py_latency", lambda: latency(namesrv, "BenchLatency", args.rate, args.seconds, args.size))
+            if java:
+                r.run(
+                    "java_latency",
+                    lambda: java_result(
+                        "BenchLatency",
+                        [
+                            "--namesrv",
+                            namesrv,
+                            "--topic",
+                            "BenchJavaLatency",
+                            "--group",
+                            "bench_java_latency",
+                            "--rate",
+                            args.rate,
+                            "--seconds",
+                            args.seconds,
+                            "--size",
+                            args.size,
+                        ],
+                        600,
+                    ),
+                )
+        if "memory" in phases and filled:
+            r.run("py_memory", lambda: memory(namesrv, BACKLOG, args.memory_seconds))
     finally:
         proc.terminate()
         try:
