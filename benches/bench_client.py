@@ -167,6 +167,20 @@ def consume_throughput(namesrv: str, topic: str, group: str, n: int, batch: int,
     }
 
 
+def threaded_phase(worker: Callable[[int, list[int]], None], count: int, threads: int, failures: list[int]) -> float:
+    """Seconds for ``threads`` threads to run ``worker(share, failures)``, their shares of ``count`` as even as can be."""
+    ts = [
+        threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
+        for i in range(threads)
+    ]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup: int = 0) -> dict[str, float]:
     from rmq_core.client import Producer
 
@@ -186,16 +200,7 @@ def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup:
                     failures[0] += 1
 
         def phase(count: int, failures: list[int]) -> float:
-            ts = [
-                threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
-                for i in range(threads)
-            ]
-            t0 = time.perf_counter()
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            return time.perf_counter() - t0
+            return threaded_phase(worker, count, threads, failures)
 
         if warmup:
             phase(warmup, [0])  # untimed, as BenchProduce's --warmup
@@ -270,16 +275,7 @@ def send_batches(
                     failures[0] += len(msgs)
 
         def phase(count: int, failures: list[int]) -> float:
-            ts = [
-                threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
-                for i in range(threads)
-            ]
-            t0 = time.perf_counter()
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            return time.perf_counter() - t0
+            return threaded_phase(worker, count, threads, failures)
 
         failed = [0]
         if warmup:

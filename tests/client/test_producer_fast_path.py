@@ -24,6 +24,7 @@ from rmq_core.remoting.header import SendMessageResponseHeader, encode_header
 from rmq_core.remoting.transport import Connection, RemotingServer
 
 from support.client_helpers_core import SilentServer, cluster, fake_broker_registration, wait_until
+from support.remoting_link import count_queued_flushes
 from support.send_helpers import stored
 
 
@@ -128,14 +129,7 @@ def test_a_fast_sync_send_writes_on_the_callers_thread(fake) -> None:  # type: i
     assert [c.body for c in broker.requests[n:]] == [f"s{i}".encode() for i in range(20)]
     conn = instance.remoting_client.open_connection(broker.address)
     assert conn is not None
-    flushes = [0]
-    flush = conn._flush_queued
-
-    def counting_flush() -> None:
-        flushes[0] += 1
-        flush()
-
-    conn._flush_queued = counting_flush  # type: ignore[method-assign]
+    flushes = count_queued_flushes(conn)
     futures = [p.send_async(Message("FastTopic", f"a{i}".encode())) for i in range(5)]
     assert all(f.result(10).send_status == SendStatus.SEND_OK for f in futures)
     assert not jobs and 1 <= flushes[0] <= 5

@@ -24,7 +24,7 @@ from rmq_core.remoting.response_waiter import (
 from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
-from support.remoting_link import echo, remoting_link
+from support.remoting_link import count_queued_flushes, echo, remoting_link
 
 ECHO = 9111
 
@@ -150,14 +150,7 @@ def test_frames_queued_from_a_thread_wake_the_loop_once_per_burst(echo_link) -> 
     """``queue_frame_from_thread`` (through ``begin_invoke_from_thread``) while the loop is busy: 100 requests of a
     thread are written by one flush (one wake-up of the loop), and each is answered with its own body."""
     client, conn, _addr = echo_link
-    flushes = [0]
-    flush = conn._flush_queued
-
-    def counting_flush() -> None:
-        flushes[0] += 1
-        flush()
-
-    conn._flush_queued = counting_flush  # type: ignore[method-assign]
+    flushes = count_queued_flushes(conn)
     busy = threading.Event()
     client.loop.call_soon_threadsafe(lambda: (busy.set(), time.sleep(0.3)))  # the loop held up: the burst queues
     assert busy.wait(5.0)

@@ -37,3 +37,17 @@ def remoting_link(
     finally:
         client.close()
         server.stop_thread()
+
+
+def count_queued_flushes(conn: Connection) -> list[int]:
+    """``conn``'s flushes of the frames other threads queued (``queue_frame_from_thread``) counted from now on: one
+    element, the count so far."""
+    flushes = [0]
+    flush = conn._flush_queued
+
+    def counting_flush() -> None:
+        flushes[0] += 1
+        flush()
+
+    conn._flush_queued = counting_flush  # type: ignore[method-assign]
+    return flushes
