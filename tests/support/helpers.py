@@ -137,6 +137,15 @@ def commit_log_bytes(root: str) -> bytes:
     return out
 
 
+def stored_properties(record: bytes) -> bytes:
+    """The PROPERTIES field of one IPv4 CommitLog record (the last field): its length is the 2 bytes before it."""
+    body_len = int.from_bytes(record[84:88], "big")
+    topic_at = 88 + body_len
+    props_at = topic_at + 1 + record[topic_at] + 2
+    assert int.from_bytes(record[props_at - 2 : props_at], "big") == len(record) - props_at
+    return record[props_at:]
+
+
 def cq_dir(root: str, topic: str, queue_id: int) -> str:
     return os.path.join(root, "consumequeue", topic, str(queue_id))
 

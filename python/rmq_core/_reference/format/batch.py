@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from .message import PROPERTY_SEPARATOR, UNIQ_KEY, create_offset_msg_id, encode_properties, iter_properties
+from .message import PROPERTY_SEPARATOR, UNIQ_KEY, append_property, create_offset_msg_id, iter_properties
 
 # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
 BATCH_BLOCK_HEAD = struct.Struct(">iiiii")
@@ -114,7 +114,7 @@ def batch_records(
     for flag, block_body, block_props in blocks:
         props = append_batch_properties(block_props, batch_properties)
         if next_uniq_id is not None and not has_property(props, UNIQ_KEY):
-            props += encode_properties({UNIQ_KEY: next_uniq_id()})
+            props = append_property(props, UNIQ_KEY, next_uniq_id())
         out.append((flag, block_body, props))
     return out, None
 
