@@ -426,32 +426,23 @@ class MessageStore:
         ``wait_flush`` as in ``put_message``. ``own_fields``: each message's own ``(born_timestamp, sys_flag,
         reconsume_times)`` instead of the shared ones (separate sends stored in one call). ``trailing_separator`` as
         in ``put_message``."""
+        msgs: list[Any]
+        queue_ids: list[int] | None
         if type(batch) is list:  # the engine unpacks the pairs itself (no two lists built here per message)
-            raw = self._put(
-                batch,
-                None,
-                born_host,
-                born_timestamp,
-                sys_flag,
-                reconsume_times,
-                wait_flush,
-                own_fields,
-                trailing_separator=trailing_separator,
-            )
+            msgs, queue_ids = batch, None
         else:
-            msgs = [m for m, _ in batch]
-            queue_ids = [q for _, q in batch]
-            raw = self._put(
-                msgs,
-                queue_ids,
-                born_host,
-                born_timestamp,
-                sys_flag,
-                reconsume_times,
-                wait_flush,
-                own_fields,
-                trailing_separator=trailing_separator,
-            )
+            msgs, queue_ids = [m for m, _ in batch], [q for _, q in batch]
+        raw = self._put(
+            msgs,
+            queue_ids,
+            born_host,
+            born_timestamp,
+            sys_flag,
+            reconsume_times,
+            wait_flush,
+            own_fields,
+            trailing_separator=trailing_separator,
+        )
         return PutMessageResults(raw, self.config.store_host)
 
     def wait_flushed(self, upto: int) -> bool:

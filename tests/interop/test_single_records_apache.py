@@ -12,28 +12,17 @@ Marked ``apache_broker``: needs Java and the jars compat/apache/build.sh fetches
 
 from __future__ import annotations
 
-import os
-import struct
-
 import pytest
 
-from rmq_core.broker import Broker, BrokerConfig
-from rmq_core.message import decode_offset_msg_id
 from rmq_core.message_encoding import properties_to_string
-from rmq_core.remoting.codes import ResponseCode
 
-from support.apache_rocketmq import ApacheRocketMQ
-from support.helpers import stored_properties
-from support.send_helpers import SMALL_FILES, send_request
-
-from rmq_core.remoting.transport import BlockingRemotingClient
+from support.apache_records import store_on_both
+from support.helpers import masked_record, record_at, stored_properties
+from support.send_helpers import send_request
 
 pytestmark = pytest.mark.apache_broker
 
 TOPIC = "SingleBytesTopic"
-# IPv4 record fields a broker fills in from where it runs: PHYSICALOFFSET, BORNHOST (the client's port differs),
-# STORETIMESTAMP, STOREHOST
-_OWN_FIELDS = ((28, 36), (48, 56), (56, 64), (64, 72))
 PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
 
 
@@ -60,11 +49,16 @@ SENDS = [
     ("WAIT=false", TOPIC, {"TAGS": "T", **_uniq(9), "WAIT": "false", **_user(3)}, False, 0),
     ("delay level", TOPIC, {"TAGS": "T", **_uniq(10), "WAIT": "true", "DELAY": "2", **_user(4)}, False, 0),
     ("delay, many", TOPIC, {"TAGS": "T", **_uniq(11), "WAIT": "true", "DELAY": "3", **_user(11)}, False, 0),
-    ("half message", TOPIC, {"TAGS": "T", **_uniq(12), "WAIT": "true", "TRAN_MSG": "true", "PGROUP": "PG"}, False,
-     PREPARED),
+    (
+        "half message",
+        TOPIC,
+        {"TAGS": "T", **_uniq(12), "WAIT": "true", "TRAN_MSG": "true", "PGROUP": "PG"},
+        False,
+        PREPARED,
+    ),
     ("retry topic", "%RETRY%RetryGroup", {**_uniq(13), "WAIT": "true", "RETRY_TOPIC": TOPIC, **_user(3)}, False, 0),
 ]
-# the fields 4.9.7 leaves out of the records it writes itself: WAIT, unless the properties are written again
+# the sends whose properties 4.9.7 writes again after putting WAIT back (a delay, a half message): WAIT stored
 _REWRITTEN = {"delay level", "delay, many", "half message"}
 
 
@@ -81,41 +75,12 @@ def _request(topic: str, props: dict[str, str], trailing: bool, sys_flag: int):
     )
 
 
-def _masked(record: bytes) -> bytes:
-    out = bytearray(record)
-    for start, end in _OWN_FIELDS:
-        out[start:end] = bytes(end - start)
-    return bytes(out)
-
-
-def _record_at(commit_log: bytes, msg_id: str) -> bytes:
-    offset = decode_offset_msg_id(msg_id)[1]
-    (total,) = struct.unpack_from(">i", commit_log, offset)
-    return commit_log[offset : offset + total]
-
-
 def test_single_send_records_are_apache_s_bytes(tmp_path):
-    apache = ApacheRocketMQ(str(tmp_path / "apache"))
-    config = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "rmq"), **SMALL_FILES)
-    answers: dict[str, list[dict[str, str]]] = {"rmq_core": [], "apache": []}
-    with Broker(config) as broker, BlockingRemotingClient() as client:
-        apache.start()
-        try:
-            for name, topic, props, trailing, sys_flag in SENDS:
-                for who, addr in (("rmq_core", broker.address), ("apache", apache.broker_addr)):
-                    resp = client.invoke_sync(addr, _request(topic, props, trailing, sys_flag), timeout=10.0)
-                    assert resp.code == ResponseCode.SUCCESS, (name, who, resp.remark)
-                    answers[who].append(resp.ext_fields)
-            ours = broker.message_store.read_commit_log(0, broker.message_store.max_physical_offset)
-            assert ours is not None
-        finally:
-            apache.stop()
-    commit_log_dir = apache.commit_log_dir
-    with open(os.path.join(commit_log_dir, sorted(os.listdir(commit_log_dir))[0]), "rb") as f:
-        theirs = f.read()
-    for (name, *_), mine, apache_answer in zip(SENDS, answers["rmq_core"], answers["apache"]):
+    both = store_on_both(str(tmp_path), [_request(topic, p, trailing, flag) for _, topic, p, trailing, flag in SENDS])
+    for (name, *_), mine, apache_answer in zip(SENDS, both.ours, both.theirs):
         assert mine["queueOffset"] == apache_answer["queueOffset"], name
-        ours_record, theirs_record = _record_at(ours, mine["msgId"]), _record_at(theirs, apache_answer["msgId"])
+        ours_record = record_at(both.our_commit_log, mine["msgId"])
+        theirs_record = record_at(both.their_commit_log, apache_answer["msgId"])
         assert stored_properties(ours_record) == stored_properties(theirs_record), name
         assert (b"WAIT\x01" in stored_properties(theirs_record)) == (name in _REWRITTEN), name
-        assert _masked(ours_record) == _masked(theirs_record), name
+        assert masked_record(ours_record) == masked_record(theirs_record), name

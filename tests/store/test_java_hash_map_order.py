@@ -77,9 +77,7 @@ _NAME = st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), min
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.one_of(_NAME, st.sampled_from(_SAME_HASH), st.sampled_from(["TAGS", "KEYS", "WAIT"])), max_size=70)
-)
+@given(st.lists(st.one_of(_NAME, st.sampled_from(_SAME_HASH), st.sampled_from(["TAGS", "KEYS", "WAIT"])), max_size=70))
 def test_rust_and_twin_agree(names):
     names = list(dict.fromkeys(names))
     assert _backend.load("rust").java_hash_map_order(names) == _backend.load("python").java_hash_map_order(names)

@@ -761,6 +761,18 @@ mod tests {
         (order.iter().map(|&i| names[i].to_string()).collect(), exact)
     }
 
+    /// `n` distinct names of one `String.hashCode` ("Aa" and "BB" hash alike).
+    fn same_hash(n: u32) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                (0..4)
+                    .rev()
+                    .map(|b| if i >> b & 1 == 0 { "Aa" } else { "BB" })
+                    .collect()
+            })
+            .collect()
+    }
+
     #[test]
     fn java_hash_map_order_is_java_17s_hash_map() {
         // expected orders: `new HashMap<>()`, the names put in this order, `keySet()` (Java 17)
@@ -780,14 +792,7 @@ mod tests {
         );
         // 9 names of one hash ("Aa" and "BB" hash alike): the 9th put doubles the table of 16 (treeifyBin below 64),
         // which moves "x" (bucket 8 of 16, 24 of 32) after them
-        let same: Vec<String> = (0..9)
-            .map(|i: u32| {
-                (0..4)
-                    .rev()
-                    .map(|b| if i >> b & 1 == 0 { "Aa" } else { "BB" })
-                    .collect()
-            })
-            .collect();
+        let same = same_hash(9);
         let names: Vec<&str> = ["x"]
             .into_iter()
             .chain(same.iter().map(String::as_str))
@@ -800,14 +805,7 @@ mod tests {
             "AaAaAaAa,AaAaAaBB,AaAaBBAa,AaAaBBBB,AaBBAaAa,AaBBAaBB,AaBBBBAa,AaBBBBBB,BBAaAaAa,x,y"
         );
         // 11 of one hash: the 11th put treeifies the bin (the table is 64 by then): not modelled
-        let same: Vec<String> = (0..11)
-            .map(|i: u32| {
-                (0..4)
-                    .rev()
-                    .map(|b| if i >> b & 1 == 0 { "Aa" } else { "BB" })
-                    .collect()
-            })
-            .collect();
+        let same = same_hash(11);
         let names: Vec<&str> = same.iter().map(String::as_str).collect();
         assert!(!java_order(&names).1);
         assert!(java_order(&names[..10]).1);
