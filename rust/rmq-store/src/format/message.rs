@@ -625,10 +625,24 @@ pub fn java_hash_map_order(hashes: &[i32], order: &mut [usize]) -> bool {
             table *= 2;
         }
     }
-    for (i, o) in order.iter_mut().enumerate() {
-        *o = i;
+    let mask = table - 1;
+    if hashes.len() <= 32 {
+        // a send's few names: (bucket, index) keys sorted on the stack, no per-comparison hashing
+        let mut keys = [0u32; 32];
+        for (k, (i, &h)) in keys.iter_mut().zip(hashes.iter().enumerate()) {
+            *k = ((spread(h) as usize & mask) as u32) << 5 | i as u32;
+        }
+        let keys = &mut keys[..hashes.len()];
+        keys.sort_unstable(); // the keys are distinct: a bucket's names stay in put order
+        for (o, k) in order.iter_mut().zip(keys.iter()) {
+            *o = (k & 31) as usize;
+        }
+    } else {
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = i;
+        }
+        order.sort_by_key(|&i| spread(hashes[i]) as usize & mask); // stable: a bucket's names in put order
     }
-    order.sort_by_key(|&i| spread(hashes[i]) as usize & (table - 1)); // stable: a bucket's names in put order
     exact
 }
 

@@ -95,19 +95,28 @@ pub fn rewrite_plain_properties(
         rules.cluster.as_bytes(),
         rules.uniq_key.as_bytes(),
     );
-    let mut has_uniq = false;
-    for (k, v) in &entries[..n] {
-        if rules.general.iter().any(|g| g.as_bytes() == *k) || (*k == wait && *v == b"false") {
+    let (mut has_uniq, mut wait_at, mut cluster_at) = (false, None, None);
+    for (i, (k, v)) in entries[..n].iter().enumerate() {
+        if rules.general.iter().any(|g| g.as_bytes() == *k) {
             return None;
         }
-        has_uniq |= *k == uniq;
+        if *k == wait {
+            if *v == b"false" {
+                return None;
+            }
+            wait_at = Some(i);
+        } else if *k == cluster {
+            cluster_at = Some(i);
+        } else {
+            has_uniq |= *k == uniq;
+        }
     }
     if !has_uniq && !assign_uniq {
         return None;
     }
     // the map 4.9.7 fills: the header's names in order, then `cluster` (in place when present)
-    match entries[..n].iter_mut().find(|(k, _)| *k == cluster) {
-        Some(e) => e.1 = cluster_name.as_bytes(),
+    match cluster_at {
+        Some(i) => entries[i].1 = cluster_name.as_bytes(),
         None => {
             entries[n] = (cluster, cluster_name.as_bytes()); // n <= MAX_PLAIN_PROPERTIES: room for it
             n += 1;
@@ -123,10 +132,10 @@ pub fn rewrite_plain_properties(
     }
     let start = out.len();
     for &i in &order[..n] {
-        let (k, v) = entries[i];
-        if k == wait {
+        if Some(i) == wait_at {
             continue; // removed before the string is written (its place in the table stays counted)
         }
+        let (k, v) = entries[i];
         if out.len() > start {
             out.push(PROPERTY_SEPARATOR);
         }
