@@ -31,6 +31,7 @@ __all__ = [
     "encode_properties",
     "encode_send_request",
     "gather_runs",
+    "java_hash_map_order",
     "mapped_file_size",
     "message_class",
     "split_batch",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 def tags_hash(tags: str) -> int: ...
+def java_hash_map_order(names: list[str]) -> tuple[list[int], bool]: ...
 def encode_properties(props: dict[str, str | None]) -> bytes: ...
 def decode_properties(raw: bytes) -> dict[str, str]: ...
 def decode_messages(buf: bytes, decompress: bool = True) -> list[MessageExt]: ...
@@ -204,6 +206,7 @@ class StoreEngine:
         prepared_transaction_offset: int = 0,
         uniq_prefix: str = "",
         uniq_counter: Iterator[int] | None = None,
+        trailing_separator: bool = True,
     ) -> tuple[bytes, bytes, bytes, bytes]: ...
     def put_send_requests(
         self,

@@ -88,20 +88,13 @@ def properties_to_string(properties: Mapping[str, str | None] | None, *, trailin
 
 
 def java_hash_map_order(properties: Mapping[str, str]) -> dict[str, str]:
-    """``properties`` in the order a ``java.util.HashMap`` filled in that order iterates them: by bucket
-    (``String.hashCode`` spread as ``h ^ (h >>> 16)``, masked by the table size: 16, doubled while the entries exceed
-    0.75 of it), entries of one bucket in insertion order. What 4.9 writes for a map it built itself, e.g. a batch's
-    properties (``string2messageProperties`` of the header's, then CLUSTER). A bucket of more than 8 colliding names
-    (which Java would treeify) is not modelled."""
-    n = 16
-    while len(properties) > n * 3 // 4:
-        n *= 2
-
-    def bucket(name: str) -> int:
-        h = _backend.impl.tags_hash(name) & 0xFFFFFFFF  # String.hashCode, as an unsigned int32
-        return (h ^ (h >> 16)) & (n - 1)
-
-    return dict(sorted(properties.items(), key=lambda kv: bucket(kv[0])))  # sorted() is stable: insertion order kept
+    """``properties`` (put in this order) in the order a ``java.util.HashMap`` filled in that order iterates them:
+    what 4.9.7's ``messageProperties2String`` writes for a map the broker filled itself (a send's or a batch's
+    properties: ``string2messageProperties`` of the header's, then CLUSTER, ...). The engine's
+    ``java_hash_map_order`` owns the rule (its doc: buckets, resizes, a treeified bin not modelled)."""
+    names = list(properties)
+    order, _exact = _backend.impl.java_hash_map_order(names)
+    return {names[i]: properties[names[i]] for i in order}
 
 
 def string_to_properties(text: str | None) -> dict[str, str]:

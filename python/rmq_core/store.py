@@ -389,11 +389,14 @@ class MessageStore:
         reconsume_times: int = 0,
         wait_flush: bool = True,
         prepared_transaction_offset: int = 0,
+        trailing_separator: bool = True,
     ) -> PutMessageResult:
         """Append one message. ``wait_flush=False`` (SYNC_FLUSH): return once appended and dispatched, without
         waiting for the flush; the caller then waits with ``wait_flushed(commitlog_offset + wrote_bytes)``.
         ``prepared_transaction_offset``: the record's field of that name (a committed transactional message's half
-        message offset, as 4.9's EndTransactionProcessor sets it)."""
+        message offset, as 4.9's EndTransactionProcessor sets it). ``trailing_separator`` False: the property string
+        without the ``\x02`` after its last entry, as 4.9.7's ``messageProperties2String`` writes it (a broker's
+        send, whose ``properties`` are then in Java ``HashMap`` order: ``message_encoding.java_hash_map_order``)."""
         columns = self._put(
             [msg],
             [queue_id],
@@ -403,6 +406,7 @@ class MessageStore:
             reconsume_times,
             wait_flush,
             prepared_transaction_offset=prepared_transaction_offset,
+            trailing_separator=trailing_separator,
         )
         return PutMessageResults(columns, self.config.store_host)[0]
 
@@ -416,18 +420,29 @@ class MessageStore:
         reconsume_times: int = 0,
         wait_flush: bool = True,
         own_fields: Sequence[tuple[int, int, int]] | None = None,
+        trailing_separator: bool = True,
     ) -> PutMessageResults:
         """Append many messages under one lock; each is its own CommitLog record. All-or-nothing on validation.
         ``wait_flush`` as in ``put_message``. ``own_fields``: each message's own ``(born_timestamp, sys_flag,
-        reconsume_times)`` instead of the shared ones (separate sends stored in one call)."""
+        reconsume_times)`` instead of the shared ones (separate sends stored in one call). ``trailing_separator`` as
+        in ``put_message``."""
+        msgs: list[Any]
+        queue_ids: list[int] | None
         if type(batch) is list:  # the engine unpacks the pairs itself (no two lists built here per message)
-            raw = self._put(batch, None, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields)
+            msgs, queue_ids = batch, None
         else:
-            msgs = [m for m, _ in batch]
-            queue_ids = [q for _, q in batch]
-            raw = self._put(
-                msgs, queue_ids, born_host, born_timestamp, sys_flag, reconsume_times, wait_flush, own_fields
-            )
+            msgs, queue_ids = [m for m, _ in batch], [q for _, q in batch]
+        raw = self._put(
+            msgs,
+            queue_ids,
+            born_host,
+            born_timestamp,
+            sys_flag,
+            reconsume_times,
+            wait_flush,
+            own_fields,
+            trailing_separator=trailing_separator,
+        )
         return PutMessageResults(raw, self.config.store_host)
 
     def wait_flushed(self, upto: int) -> bool:
@@ -449,6 +464,7 @@ class MessageStore:
         wait_flush: bool = True,
         own_fields: Sequence[tuple[int, int, int]] | None = None,
         prepared_transaction_offset: int = 0,
+        trailing_separator: bool = True,
     ) -> PutResultColumns:
         if self._closed:
             raise StoreError(f"message store {self.root_dir} is closed")
@@ -481,6 +497,7 @@ class MessageStore:
             prepared_transaction_offset,
             uniq_prefix,
             uniq_counter,
+            trailing_separator,
         )
         if self._listeners:
             pairs = msgs if queue_ids is None else zip(msgs, queue_ids)

@@ -8,26 +8,19 @@ Marked ``apache_broker``: needs Java and the jars compat/apache/build.sh fetches
 
 from __future__ import annotations
 
-import os
-import struct
-
 import pytest
 
-from rmq_core.broker import Broker, BrokerConfig
-from rmq_core.message import Message, decode_offset_msg_id
+from rmq_core.message import Message
 from rmq_core.message_encoding import encode_batch
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.codes import RequestCode
 
-from support.apache_rocketmq import ApacheRocketMQ
-from support.send_helpers import SMALL_FILES, send_request
+from support.apache_records import store_on_both
+from support.helpers import masked_record, record_at
+from support.send_helpers import send_request
 
 pytestmark = pytest.mark.apache_broker
 
 TOPIC = "BatchBytesTopic"
-# IPv4 record fields a broker fills in from where it runs: PHYSICALOFFSET, BORNHOST (the client's port differs),
-# STORETIMESTAMP, STOREHOST
-_OWN_FIELDS = ((28, 36), (48, 56), (56, 64), (64, 72))
 
 
 def _batch_request():
@@ -49,43 +42,12 @@ def _batch_request():
     )
 
 
-def _masked(record: bytes) -> bytes:
-    out = bytearray(record)
-    for start, end in _OWN_FIELDS:
-        out[start:end] = bytes(end - start)
-    return bytes(out)
-
-
-def _records_in(commit_log: bytes, msg_ids: str) -> list[bytes]:
-    out = []
-    for msg_id in msg_ids.split(","):
-        offset = decode_offset_msg_id(msg_id)[1]
-        (total,) = struct.unpack_from(">i", commit_log, offset)
-        out.append(commit_log[offset : offset + total])
-    return out
-
-
 def test_batch_records_are_apache_s_bytes(tmp_path):
-    apache = ApacheRocketMQ(str(tmp_path / "apache"))
-    config = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "rmq"), **SMALL_FILES)
-    with Broker(config) as broker, BlockingRemotingClient() as client:
-        apache.start()
-        try:
-            answers = {}
-            for name, addr in (("rmq_core", broker.address), ("apache", apache.broker_addr)):
-                resp = client.invoke_sync(addr, _batch_request(), timeout=10.0)
-                assert resp.code == ResponseCode.SUCCESS, (name, resp.remark)
-                answers[name] = resp.ext_fields
-            ours = broker.message_store.read_commit_log(0, broker.message_store.max_physical_offset)
-            assert ours is not None
-        finally:
-            apache.stop()
-    commit_log_dir = apache.commit_log_dir
-    with open(os.path.join(commit_log_dir, sorted(os.listdir(commit_log_dir))[0]), "rb") as f:
-        theirs = f.read()
-    assert answers["rmq_core"]["queueOffset"] == answers["apache"]["queueOffset"] == "0"
-    ours_records = _records_in(ours, answers["rmq_core"]["msgId"])
-    theirs_records = _records_in(theirs, answers["apache"]["msgId"])
+    both = store_on_both(str(tmp_path), [_batch_request()])
+    (ours,), (theirs,) = both.ours, both.theirs
+    assert ours["queueOffset"] == theirs["queueOffset"] == "0"
+    ours_records = [record_at(both.our_commit_log, i) for i in ours["msgId"].split(",")]
+    theirs_records = [record_at(both.their_commit_log, i) for i in theirs["msgId"].split(",")]
     assert len(ours_records) == len(theirs_records) == 3
     for mine, apache_record in zip(ours_records, theirs_records):
-        assert _masked(mine) == _masked(apache_record)
+        assert masked_record(mine) == masked_record(apache_record)

@@ -20,7 +20,7 @@ from rmq_core.store import MessageStore, StoreConfig
 from support.send_corpus import send_corpus
 from support.send_helpers import send_request
 
-_ASSIGNED = re.compile(rb"UNIQ_KEY\x01[0-9A-F]{28}[0-9A-F]{4}\x02")
+_ASSIGNED = re.compile(rb"UNIQ_KEY\x01[0-9A-F]{28}[0-9A-F]{4}")
 CODES = [0, 10, 12, 11, -1, -1, -1, -1, -1, -1]
 
 
@@ -48,7 +48,7 @@ def _wire(seed: int):
 
 
 def _blank(raw: bytes) -> bytes:
-    return _ASSIGNED.sub(b"UNIQ_KEY\x01" + b"X" * 32 + b"\x02", raw)
+    return _ASSIGNED.sub(b"UNIQ_KEY\x01" + b"X" * 32, raw)
 
 
 def _run(tmp_path, backend: str, seed: int, assign_uniq: bool = True):

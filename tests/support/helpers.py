@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 
 import rmq_core
 from rmq_core import _backend
+from rmq_core.message import decode_offset_msg_id
 from rmq_core.store import MessageStore, StoreConfig
 
 BACKENDS = ("rust", "python")
@@ -135,6 +137,36 @@ def commit_log_bytes(root: str) -> bytes:
         with open(os.path.join(cl_dir(root), name), "rb") as f:
             out += f.read()
     return out
+
+
+def stored_properties(record: bytes) -> bytes:
+    """The PROPERTIES field of one IPv4 CommitLog record (the last field): its length is the 2 bytes before it."""
+    body_len = int.from_bytes(record[84:88], "big")
+    topic_at = 88 + body_len
+    props_at = topic_at + 1 + record[topic_at] + 2
+    assert int.from_bytes(record[props_at - 2 : props_at], "big") == len(record) - props_at
+    return record[props_at:]
+
+
+# IPv4 record fields a broker fills in from where it runs: PHYSICALOFFSET, BORNHOST (the client's port differs),
+# STORETIMESTAMP, STOREHOST
+_RUN_OWN_FIELDS = ((28, 36), (48, 56), (56, 64), (64, 72))
+
+
+def masked_record(record: bytes) -> bytes:
+    """An IPv4 record with the fields a broker fills in from where it runs zeroed: what two brokers storing the same
+    send must agree on byte for byte."""
+    out = bytearray(record)
+    for start, end in _RUN_OWN_FIELDS:
+        out[start:end] = bytes(end - start)
+    return bytes(out)
+
+
+def record_at(commit_log: bytes, msg_id: str) -> bytes:
+    """The record an offset msg id names in ``commit_log`` (the CommitLog's bytes from offset 0)."""
+    offset = decode_offset_msg_id(msg_id)[1]
+    (total,) = struct.unpack_from(">i", commit_log, offset)
+    return commit_log[offset : offset + total]
 
 
 def cq_dir(root: str, topic: str, queue_id: int) -> str:

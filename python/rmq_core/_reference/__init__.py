@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         decode_messages,
         decode_properties,
         encode_properties,
+        java_hash_map_order,
         tags_hash,
     )
     from .message_store import StoreEngine
@@ -64,6 +65,7 @@ _WHERE = {
     "decode_messages": ".format.message",
     "decode_properties": ".format.message",
     "encode_properties": ".format.message",
+    "java_hash_map_order": ".format.message",
     "tags_hash": ".format.message",
     "StoreEngine": ".message_store",
     "encode_frames": ".remoting_frames",
@@ -121,6 +123,7 @@ __all__ = [
     "encode_properties",
     "encode_send_request",
     "gather_runs",
+    "java_hash_map_order",
     "mapped_file_size",
     "message_class",
     "split_batch",

@@ -95,7 +95,6 @@ from .format.message import (
     is_tx_prepared_or_rollback,
     is_v6_host,
     patch_offsets,
-    properties_from_text,
     record_layout,
     record_store_timestamp,
     tags_code_of,
@@ -472,7 +471,8 @@ class StoreEngine:
             if r.key >= len(sys_flag_or):
                 raise ValueError("sys_flag_or has no entry for a key")
             topic, queue_id = sends.key(r.key)[:2]
-            msg = SimpleNamespace(topic=topic, body=r.body or b"", flag=r.flag, properties=properties_from_text(props))
+            # the properties as the send path wrote them (put_messages stores bytes as they are)
+            msg = SimpleNamespace(topic=topic, body=r.body or b"", flag=r.flag, properties=props.encode())
             msgs.append(msg)
             queue_ids.append(queue_id)
             own.append((r.born_timestamp, r.sys_flag | sys_flag_or[r.key], r.reconsume_times))
@@ -545,10 +545,12 @@ class StoreEngine:
         prepared_transaction_offset: int = 0,
         uniq_prefix: str = "",
         uniq_counter: Iterator[int] | None = None,
+        trailing_separator: bool = True,
     ) -> tuple[bytes, bytes, bytes, bytes]:
         """``queue_ids`` None: ``msgs`` is the batch of ``(message, queue_id)`` pairs. ``uniq_counter``: first
         ``assign_uniq_keys(msgs, uniq_prefix, uniq_counter)`` (the Rust engine assigns them in its reading pass, with
-        the same results and side effects: every message gets its id before a rejected message's error is raised)."""
+        the same results and side effects: every message gets its id before a rejected message's error is raised).
+        ``trailing_separator`` False: a message's property string without the ``\x02`` after its last entry."""
         if queue_ids is None:
             pairs = msgs
             msgs = [m for m, _ in pairs]
@@ -585,6 +587,8 @@ class StoreEngine:
             body = bytes(m.body)
             raw_props = type(m.properties) is bytes  # put_batch: the properties as stored, not a map
             props = m.properties if raw_props else encode_properties(m.properties)
+            if not trailing_separator and not raw_props:
+                props = props[:-1]  # the last entry's \x02: 4.9.7's messageProperties2String writes none
             if len(body) > cfg.max_message_size:
                 first_fail = PutMessageStatus.MESSAGE_ILLEGAL
                 continue

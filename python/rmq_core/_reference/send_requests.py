@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .format.message import create_offset_msg_id
+from .format.message import append_property, create_offset_msg_id
 from .format.send_request import PlainPropertyRules, parse_decimal, parse_java_bool, rewrite_plain_properties
 
 FIELDS = 13
@@ -109,7 +109,7 @@ class SendRequestColumns:
             if r.needs_uniq:
                 if new_id is None:
                     raise ValueError("a send without UNIQ_KEY and no id generator")
-                props = self._assigned[i] = f"{props}{self._uniq_key}\x01{new_id()}\x02"
+                props = self._assigned[i] = append_property(props.encode(), self._uniq_key, new_id()).decode()
             out.append(props)
         return out
 

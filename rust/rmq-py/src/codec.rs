@@ -52,6 +52,16 @@ pub fn tags_hash(tags: &str) -> i32 {
     message::tags_hash(tags)
 }
 
+/// `rmq_store`'s `java_hash_map_order` of the names' `String.hashCode`: their indexes in the order a Java `HashMap`
+/// filled in that order iterates them, and whether that order is exact (false: a bin Java would treeify).
+#[pyfunction]
+pub fn java_hash_map_order(names: Vec<String>) -> (Vec<usize>, bool) {
+    let hashes: Vec<i32> = names.iter().map(|n| message::tags_hash(n)).collect();
+    let mut order = vec![0usize; hashes.len()];
+    let exact = message::java_hash_map_order(&hashes, &mut order);
+    (order, exact)
+}
+
 /// Appends `name\x01value\x02` for every entry of `props` whose value is not None.
 pub fn encode_properties_into(props: &Bound<'_, PyDict>, out: &mut Vec<u8>) -> PyResult<()> {
     for (k, v) in props.iter() {

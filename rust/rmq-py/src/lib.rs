@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<send_request::SendAnswerSpec>()?;
     m.add_function(wrap_pyfunction!(store_reader::mapped_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::java_hash_map_order, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;

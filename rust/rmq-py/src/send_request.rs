@@ -16,7 +16,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString};
-use rmq_store::format::message::{create_offset_msg_id, encode_property_into, Host};
+use rmq_store::format::message::{append_property, create_offset_msg_id, Host};
 use rmq_store::format::remoting::write_json_header;
 use rmq_store::format::send_request::{
     parse_decimal, parse_java_bool, rewrite_plain_properties, PlainPropertyRules,
@@ -341,7 +341,7 @@ impl SendRequestColumns {
             })?;
             ids.next_into(py, &mut id)?;
             let mut props = self.arena[r.properties.0..r.properties.1].to_vec();
-            encode_property_into(&mut props, self.uniq_key.as_bytes(), id.as_bytes());
+            append_property(&mut props, 0, self.uniq_key.as_bytes(), id.as_bytes());
             out.push((start + i, props));
         }
         Ok(out)

@@ -183,7 +183,7 @@ impl StoreEngine {
         Ok(StoreEngine { store })
     }
 
-    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None, prepared_transaction_offset=0, uniq_prefix="", uniq_counter=None))]
+    #[pyo3(signature = (msgs, queue_ids, sys_flag, born_timestamp, born_host, reconsume_times, store_timestamp, wait_flush=true, own_fields=None, prepared_transaction_offset=0, uniq_prefix="", uniq_counter=None, trailing_separator=true))]
     #[allow(clippy::too_many_arguments)]
     fn put_messages<'py>(
         &self,
@@ -200,6 +200,7 @@ impl StoreEngine {
         prepared_transaction_offset: i64,
         uniq_prefix: &str,
         uniq_counter: Option<&Bound<'py, PyAny>>,
+        trailing_separator: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         // `queue_ids` None: `msgs` is the caller's batch of (message, queue id) pairs, unpacked here as Python's
         // `for m, q in batch` would unpack them (the facade's split, without its two lists)
@@ -321,7 +322,11 @@ impl StoreEngine {
                     let d = props
                         .cast::<PyDict>()
                         .map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
+                    let start = arena.len();
                     codec::encode_properties_into(d, &mut arena)?;
+                    if !trailing_separator && arena.len() > start {
+                        arena.pop(); // the last entry's `\x02`: 4.9.7's `messageProperties2String` writes none
+                    }
                 }
                 topics.push(topic);
                 bodies.push(body);

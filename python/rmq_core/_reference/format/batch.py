@@ -30,8 +30,8 @@ from .message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     UNIQ_KEY,
+    append_property,
     create_offset_msg_id,
-    encode_properties,
     iter_properties,
 )
 
@@ -126,7 +126,7 @@ def batch_records(
     for flag, block_body, block_props in blocks:
         props = append_batch_properties(block_props, batch_properties)
         if next_uniq_id is not None and not has_property(props, UNIQ_KEY):
-            props += encode_properties({UNIQ_KEY: next_uniq_id()})
+            props = append_property(props, UNIQ_KEY, next_uniq_id())
         out.append((flag, block_body, props))
     return out, None
 

@@ -32,7 +32,7 @@ import re
 import socket
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rmq_core.errors import CorruptRecordError
@@ -144,6 +144,13 @@ def encode_properties(props: dict[str, str]) -> bytes:
 UNIQ_KEY = "UNIQ_KEY"
 
 
+def append_property(props: bytes, name: str, value: str) -> bytes:
+    """``props`` with ``name \x01 value`` appended as 4.9.7's strings end (no ``\x02`` after the last entry): a
+    ``\x02`` first unless ``props`` is empty or already ends with one (Rust ``append_property``)."""
+    sep = b"" if not props or props.endswith(PROPERTY_SEPARATOR.encode()) else PROPERTY_SEPARATOR.encode()
+    return b"".join((props, sep, f"{name}{NAME_VALUE_SEPARATOR}{value}".encode()))
+
+
 def assign_uniq_keys(msgs: list[Any], prefix: str, counter: Iterator[int]) -> int:
     """For every message whose ``properties`` lack UNIQ_KEY: ``prefix`` + the next counter value's low 16 bits as 4
     uppercase hex digits (the broker's SendMessageProcessor assigns it when the producer did not); the count."""
@@ -185,6 +192,45 @@ def tags_hash(tags: str) -> int:
     for i in range(0, len(units), 2):
         h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+_JAVA_MAP_FIRST_TABLE = 16
+_JAVA_MAP_TREEIFY_LENGTH = 9
+_JAVA_MAP_MIN_TREEIFY_TABLE = 64
+
+
+def java_hash_map_order(names: Sequence[str]) -> tuple[list[int], bool]:
+    """The indexes of ``names`` (distinct, in put order) in the order a ``java.util.HashMap`` iterates them, and
+    False when Java would have treeified a bin (whose order is not modelled): the Rust ``java_hash_map_order``
+    (its doc says how), given ``tags_hash`` of each name."""
+    hashes = [tags_hash(n) & 0xFFFFFFFF for n in names]
+    spread = [h ^ (h >> 16) for h in hashes]
+    table, exact = _JAVA_MAP_FIRST_TABLE, True
+    if len(names) >= _JAVA_MAP_TREEIFY_LENGTH:
+        chains = [0] * table
+        for i, s in enumerate(spread):
+            b = s & (table - 1)
+            chains[b] += 1
+            if chains[b] >= _JAVA_MAP_TREEIFY_LENGTH:
+                if table < _JAVA_MAP_MIN_TREEIFY_TABLE:
+                    table *= 2
+                    chains = _chains(spread[: i + 1], table)
+                else:
+                    exact = False
+            if i + 1 > table // 4 * 3:
+                table *= 2
+                chains = _chains(spread[: i + 1], table)
+    else:
+        while len(names) > table // 4 * 3:
+            table *= 2
+    return sorted(range(len(names)), key=lambda i: spread[i] & (table - 1)), exact
+
+
+def _chains(spread: Sequence[int], table: int) -> list[int]:
+    chains = [0] * table
+    for s in spread:
+        chains[s & (table - 1)] += 1
+    return chains
 
 
 def tags_code_of(properties: dict[str, str]) -> int:

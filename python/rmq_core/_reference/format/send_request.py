@@ -2,8 +2,10 @@
 properties it stores. The names it works with are the caller's (see the Rust module's header).
 
 Invariants (the Rust module's): ``parse_decimal`` accepts only ``-?[0-9]+`` in range; ``rewrite_plain_properties``
-returns what the general send path stores for the same text, or None where that path decides otherwise (a duplicate
-name, a name of the ``general`` set, ``wait`` = "false", more than 16 entries, no ``uniq_key`` unless the store may assign it).
+returns what the general send path stores for the same text (4.9.7's: the map's names in Java ``HashMap`` order,
+WAIT removed, no ``\x02`` after the last), or None where that path decides otherwise (a duplicate name, a name of
+the ``general`` set, ``wait`` = "false", more than 16 entries, a bin Java would treeify, no ``uniq_key`` unless the
+store may assign it).
 
 Thread-safety: pure functions.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, iter_properties
+from .message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, iter_properties, java_hash_map_order
 
 _DECIMAL = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 _LIMITS = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
@@ -56,6 +58,11 @@ def rewrite_plain_properties(
     has_uniq = any(k == rules.uniq_key for k, _ in entries)
     if not has_uniq and not assign_uniq:
         return None
-    out: dict[str, str] = {k: v for k, v in entries if k != rules.wait}
-    out[rules.cluster] = cluster_name
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in out.items()), not has_uniq
+    m = dict(entries)  # the map 4.9.7 fills: the header's names in order, then CLUSTER (in place when present)
+    m[rules.cluster] = cluster_name
+    names = list(m)
+    order, exact = java_hash_map_order(names)
+    if not exact:
+        return None  # a treeified bin: its order is not modelled
+    stored = [names[i] for i in order if names[i] != rules.wait]  # WAIT removed; its place in the table counted
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{m[k]}" for k in stored), not has_uniq

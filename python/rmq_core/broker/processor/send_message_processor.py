@@ -8,9 +8,11 @@ Send, in order (``msgCheck`` then the put):
 2. unknown topic → created from the default topic (TBW102) when auto-creation allows, a ``%RETRY%`` topic through the
    send-back path, else TOPIC_NOT_EXIST; queueId ≥ max(read, write queue nums) → SYSTEM_ERROR; queueId < 0 → a random
    writable queue; topic not writable → NO_PERMISSION;
-3. the message: header properties (string codec), ``CLUSTER`` = the broker's cluster, ``WAIT`` not stored (4.9.8),
-   born host = the TCP peer, born timestamp / flag / sysFlag (| MULTI_TAGS for MULTI_TAG topics) / reconsumeTimes
-   from the header; ``UNIQ_KEY`` kept (the store assigns one when missing);
+3. the message: header properties (string codec), ``CLUSTER`` = the broker's cluster, ``WAIT`` not stored (unless
+   a delay or a half message rewrites the properties: 4.9.7 puts it back first), born host = the TCP peer, born
+   timestamp / flag / sysFlag (| MULTI_TAGS for MULTI_TAG topics) / reconsumeTimes from the header; ``UNIQ_KEY``
+   kept (the store assigns one when missing, appended last); the properties stored byte for byte as 4.9.7's
+   ``messageProperties2String`` writes its ``HashMap`` (``java_hash_map_order``, no ``\x02`` after the last entry);
 4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
 5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
    a prepared message (``TRAN_MSG=true``) is refused with NO_PERMISSION under ``rejectTransactionMessage``, else
@@ -451,6 +453,7 @@ class SendMessageProcessor:
             sys_flag=send.sys_flag,
             reconsume_times=send.reconsume_times,
             wait_flush=False,
+            trailing_separator=False,
         )
         if self._must_wait_flush(send.wait_store_msg_ok) and not await self._flushed(_stored((result,))):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -477,7 +480,12 @@ class SendMessageProcessor:
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         properties[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
-        wait_store_msg_ok = properties.pop(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"  # 4.9.8: WAIT not stored
+        # 4.9.7 removes WAIT before writing the send's string and puts it back (last) after: a rewrite below (a delay,
+        # a half message) writes the map again, WAIT included
+        wait = properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+        wait_store_msg_ok = wait != "false"
+        if wait is not None:
+            properties[PROPERTY_WAIT_STORE_MSG_OK] = wait
 
         msg = Message(topic, request.body or b"", flag=header.flag)
         msg.properties = properties
@@ -486,6 +494,10 @@ class SendMessageProcessor:
             queue_id, sys_flag = parse_half_message_inner(msg, queue_id, sys_flag)
         else:
             queue_id = self._redirect_delay(msg, queue_id, sys_flag)
+        # stored as 4.9.7's messageProperties2String writes the map (HashMap order; the table sized with WAIT in it)
+        msg.properties = java_hash_map_order(msg.properties)
+        if msg.topic == topic:  # not rewritten: the send's own string, without WAIT
+            msg.properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
             raise _Refused(
@@ -824,6 +836,7 @@ class SendMessageProcessor:
                     sends[0].born_host,
                     wait_flush=False,
                     own_fields=[(send.born_timestamp, send.sys_flag, send.reconsume_times) for send in sends],
+                    trailing_separator=False,
                 )
             )
 

@@ -20,8 +20,8 @@
 
 use crate::format::index::PROPERTY_UNIQ_KEY;
 use crate::format::message::{
-    be_i32, create_offset_msg_id, encode_property_into, for_each_property, Host,
-    MAX_PROPERTIES_SIZE, PROPERTY_SEPARATOR,
+    append_property, be_i32, create_offset_msg_id, for_each_property, Host, MAX_PROPERTIES_SIZE,
+    PROPERTY_SEPARATOR,
 };
 
 /// TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN.
@@ -155,7 +155,7 @@ impl<'a> BatchRecords<'a> {
             let start = arena.len();
             append_batch_properties(&mut arena, b.properties, batch_properties);
             if !has_property(&arena[start..], PROPERTY_UNIQ_KEY) && next_uniq_id(&mut id)? {
-                encode_property_into(&mut arena, PROPERTY_UNIQ_KEY, id.as_bytes());
+                append_property(&mut arena, start, PROPERTY_UNIQ_KEY, id.as_bytes());
             }
             ends.push(arena.len());
         }
@@ -228,7 +228,7 @@ mod tests {
         let mut ids = 0;
         let recs = BatchRecords::build(
             &body,
-            b"WAIT\x01true\x02CLUSTER\x01c\x02",
+            b"WAIT\x01true\x02CLUSTER\x01c", // as the processor writes it: no \x02 after the last entry
             |id: &mut String| -> Result<bool, ()> {
                 ids += 1;
                 id.clear();
@@ -241,15 +241,15 @@ mod tests {
         assert_eq!(recs.len(), 3);
         assert_eq!(
             recs.properties(0),
-            b"UNIQ_KEY\x01u1\x02WAIT\x01true\x02WAIT\x01true\x02CLUSTER\x01c\x02"
+            b"UNIQ_KEY\x01u1\x02WAIT\x01true\x02WAIT\x01true\x02CLUSTER\x01c"
         );
         assert_eq!(
             recs.properties(1),
-            b"WAIT\x01true\x02CLUSTER\x01c\x02UNIQ_KEY\x01NEW\x02"
+            b"WAIT\x01true\x02CLUSTER\x01c\x02UNIQ_KEY\x01NEW" // a \x02 before the id, none after
         );
         assert_eq!(
             recs.properties(2),
-            b"UNIQ_KEY\x01u3\x02WAIT\x01true\x02CLUSTER\x01c\x02"
+            b"UNIQ_KEY\x01u3\x02WAIT\x01true\x02CLUSTER\x01c"
         );
         assert_eq!(ids, 1);
         assert_eq!(

@@ -497,6 +497,17 @@ pub fn encode_property_into(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(PROPERTY_SEPARATOR);
 }
 
+/// Appends `name \x01 value` to the property string `out[start..]` as 4.9.7's `messageProperties2String` strings end
+/// (no `\x02` after the last entry): a `\x02` first unless that string is empty or already ends with one.
+pub fn append_property(out: &mut Vec<u8>, start: usize, name: &[u8], value: &[u8]) {
+    if out.len() > start && out.last() != Some(&PROPERTY_SEPARATOR) {
+        out.push(PROPERTY_SEPARATOR);
+    }
+    out.extend_from_slice(name);
+    out.push(NAME_VALUE_SEPARATOR);
+    out.extend_from_slice(value);
+}
+
 /// Whether `properties_to_string` (Python's `message_encoding`) writes `name \x01 value \x02` for this entry as it
 /// is, rather than refusing it: a non-empty name without either separator, a non-empty value without `\x02`.
 #[inline]
@@ -558,6 +569,81 @@ pub fn tags_hash(tags: &str) -> i32 {
         h = h.wrapping_mul(31).wrapping_add(u as i32);
     }
     h
+}
+
+/// `java.util.HashMap`'s first table size, the chain length at which it treeifies a bin, and the table size below
+/// which it doubles the table instead (Java 8+; 4.9.7 runs on Java 8 and later).
+const JAVA_MAP_FIRST_TABLE: usize = 16;
+const JAVA_MAP_TREEIFY_LENGTH: u32 = 9;
+const JAVA_MAP_MIN_TREEIFY_TABLE: usize = 64;
+
+/// The order in which a `java.util.HashMap<String, String>` made by `new HashMap<>()` iterates distinct names put
+/// in the order of `hashes` (their `String.hashCode`, `tags_hash`): `order` (as long as `hashes`) is filled with
+/// their indexes in that order. This is the order 4.9.7's `messageProperties2String` writes a map the broker filled
+/// itself (a send's or a batch's properties: `string2messageProperties` of the header's, then CLUSTER, ...).
+///
+/// The table is 16 buckets, doubled when the entries exceed 3/4 of it, and doubled when a put makes a bucket's
+/// chain 9 long while the table has fewer than 64 buckets (`treeifyBin`); a name's bucket is
+/// `(h ^ (h >>> 16)) & (size - 1)`; iteration goes bucket by bucket, a bucket's names in the order they were put (a
+/// resize splits chains keeping their order). Removing a name does not move the others, so the order of a map
+/// that lost names is this order without them (the table keeps its size). Returns false when a put makes a
+/// chain 9 long in a table of 64 or more: Java then turns that bin into a red-black tree, whose iteration order
+/// (its root first, a later name after its tree parent) is not modelled; `order` is then the bucket order above.
+pub fn java_hash_map_order(hashes: &[i32], order: &mut [usize]) -> bool {
+    debug_assert_eq!(hashes.len(), order.len());
+    let spread = |h: i32| (h as u32) ^ ((h as u32) >> 16);
+    let mut table = JAVA_MAP_FIRST_TABLE;
+    let mut exact = true;
+    if hashes.len() >= JAVA_MAP_TREEIFY_LENGTH as usize {
+        // chains can reach the treeify length: put the names one by one, counting each bucket's chain
+        let mut chains = vec![0u32; table];
+        let recount = |chains: &mut Vec<u32>, table: usize, upto: usize| {
+            chains.clear();
+            chains.resize(table, 0);
+            for &h in &hashes[..upto] {
+                chains[spread(h) as usize & (table - 1)] += 1;
+            }
+        };
+        for (i, &h) in hashes.iter().enumerate() {
+            let b = spread(h) as usize & (table - 1);
+            chains[b] += 1;
+            if chains[b] >= JAVA_MAP_TREEIFY_LENGTH {
+                if table < JAVA_MAP_MIN_TREEIFY_TABLE {
+                    table *= 2;
+                    recount(&mut chains, table, i + 1);
+                } else {
+                    exact = false;
+                }
+            }
+            if i + 1 > table / 4 * 3 {
+                table *= 2;
+                recount(&mut chains, table, i + 1);
+            }
+        }
+    } else {
+        while hashes.len() > table / 4 * 3 {
+            table *= 2;
+        }
+    }
+    let mask = table - 1;
+    if hashes.len() <= 32 {
+        // a send's few names: (bucket, index) keys sorted on the stack, no per-comparison hashing
+        let mut keys = [0u32; 32];
+        for (k, (i, &h)) in keys.iter_mut().zip(hashes.iter().enumerate()) {
+            *k = ((spread(h) as usize & mask) as u32) << 5 | i as u32;
+        }
+        let keys = &mut keys[..hashes.len()];
+        keys.sort_unstable(); // the keys are distinct: a bucket's names stay in put order
+        for (o, k) in order.iter_mut().zip(keys.iter()) {
+            *o = (k & 31) as usize;
+        }
+    } else {
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = i;
+        }
+        order.sort_by_key(|&i| spread(hashes[i]) as usize & mask); // stable: a bucket's names in put order
+    }
+    exact
 }
 
 /// `tags_hash` of UTF-8 bytes (lossy for invalid UTF-8), with an ASCII fast path.
@@ -681,6 +767,63 @@ pub fn record_head_matches(rec: &[u8], phy_offset: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn java_order(names: &[&str]) -> (Vec<String>, bool) {
+        let hashes: Vec<i32> = names.iter().map(|n| tags_hash(n)).collect();
+        let mut order = vec![0; names.len()];
+        let exact = java_hash_map_order(&hashes, &mut order);
+        (order.iter().map(|&i| names[i].to_string()).collect(), exact)
+    }
+
+    /// `n` distinct names of one `String.hashCode` ("Aa" and "BB" hash alike).
+    fn same_hash(n: u32) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                (0..4)
+                    .rev()
+                    .map(|b| if i >> b & 1 == 0 { "Aa" } else { "BB" })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn java_hash_map_order_is_java_17s_hash_map() {
+        // expected orders: `new HashMap<>()`, the names put in this order, `keySet()` (Java 17)
+        let (o, exact) = java_order(&["TAGS", "WAIT", "CLUSTER"]);
+        assert_eq!(
+            (o.join(","), exact),
+            ("CLUSTER,WAIT,TAGS".to_string(), true)
+        );
+        let many: Vec<String> = (0..14)
+            .map(|i| format!("k{i}"))
+            .chain(["UNIQ_KEY", "WAIT", "CLUSTER"].map(String::from))
+            .collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            java_order(&many).0.join(","),
+            "k0,k1,k2,k3,k4,k5,k11,k6,k10,k7,k13,k8,k12,k9,UNIQ_KEY,CLUSTER,WAIT"
+        );
+        // 9 names of one hash ("Aa" and "BB" hash alike): the 9th put doubles the table of 16 (treeifyBin below 64),
+        // which moves "x" (bucket 8 of 16, 24 of 32) after them
+        let same = same_hash(9);
+        let names: Vec<&str> = ["x"]
+            .into_iter()
+            .chain(same.iter().map(String::as_str))
+            .chain(["y"])
+            .collect();
+        let (o, exact) = java_order(&names);
+        assert!(exact);
+        assert_eq!(
+            o.join(","),
+            "AaAaAaAa,AaAaAaBB,AaAaBBAa,AaAaBBBB,AaBBAaAa,AaBBAaBB,AaBBBBAa,AaBBBBBB,BBAaAaAa,x,y"
+        );
+        // 11 of one hash: the 11th put treeifies the bin (the table is 64 by then): not modelled
+        let same = same_hash(11);
+        let names: Vec<&str> = same.iter().map(String::as_str).collect();
+        assert!(!java_order(&names).1);
+        assert!(java_order(&names[..10]).1);
+    }
 
     #[test]
     fn property_encodable_is_what_properties_to_string_accepts() {
