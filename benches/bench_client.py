@@ -459,22 +459,17 @@ def table(r: Results) -> None:
         fb = "-" if b is None else f"{b:,.3f}" if label.endswith("(ms)") else f"{b:,.0f}"
         ratio = "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
         print(f"{label:<28}{fa:>14}{fb:>14}{ratio:>15}  {target}")
-    for batch in (1, 32):
+    for what, py_key, java_key in [
+        *((f"consume batch {b}", f"py_consume_b{b}", f"java_consume_b{b}") for b in (1, 32)),
+        *((f"send {mode}", f"py_send_{mode}", f"java_send_{mode}") for mode in ("sync", "async", "batch")),
+    ]:
         spread = [
             f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
-            for who, k in (("rmq_core", f"py_consume_b{batch}"), ("Java", f"java_consume_b{batch}"))
+            for who, k in (("rmq_core", py_key), ("Java", java_key))
             if k in r.data and "runs" in r.data[k]
         ]
         if spread:
-            print(f"  consume batch {batch}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
-    for mode in ("sync", "async", "batch"):
-        spread = [
-            f"{who} " + " / ".join(f"{x:,.0f}" for x in r.data[k]["runs"])
-            for who, k in (("rmq_core", f"py_send_{mode}"), ("Java", f"java_send_{mode}"))
-            if k in r.data and "runs" in r.data[k]
-        ]
-        if spread:
-            print(f"  send {mode}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
+            print(f"  {what}, every run (msg/s, sorted; the medians above): {'; '.join(spread)}")
     m = r.data.get("py_memory")
     if m:
         print(
