@@ -167,18 +167,27 @@ def consume_throughput(namesrv: str, topic: str, group: str, n: int, batch: int,
     }
 
 
-def threaded_phase(worker: Callable[[int, list[int]], None], count: int, threads: int, failures: list[int]) -> float:
-    """Seconds for ``threads`` threads to run ``worker(share, failures)``, their shares of ``count`` as even as can be."""
-    ts = [
-        threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
-        for i in range(threads)
-    ]
-    t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return time.perf_counter() - t0
+def threaded_sends(worker: Callable[[int, list[int]], None], n: int, threads: int, warmup: int) -> dict[str, float]:
+    """``threads`` threads running ``worker(share, failures)`` (shares of the count as even as can be): ``warmup``
+    untimed (as BenchProduce's --warmup), then ``n`` timed; the rate of those that did not fail."""
+
+    def phase(count: int, failures: list[int]) -> float:
+        ts = [
+            threading.Thread(target=worker, args=(count // threads + (i < count % threads), failures))
+            for i in range(threads)
+        ]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return time.perf_counter() - t0
+
+    if warmup:
+        phase(warmup, [0])
+    failed = [0]
+    dt = phase(n, failed)
+    return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
 
 
 def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup: int = 0) -> dict[str, float]:
@@ -187,7 +196,6 @@ def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup:
     p = Producer("bench_sync_producer", namesrv_addr=namesrv, instance_name="bench-sync")
     p.start()
     body = os.urandom(size)
-    failed = [0]
     try:
         p.send(Message(topic, body, tags="TagA"))  # route and connection
 
@@ -199,15 +207,9 @@ def send_sync(namesrv: str, topic: str, n: int, size: int, threads: int, warmup:
                 except Exception:
                     failures[0] += 1
 
-        def phase(count: int, failures: list[int]) -> float:
-            return threaded_phase(worker, count, threads, failures)
-
-        if warmup:
-            phase(warmup, [0])  # untimed, as BenchProduce's --warmup
-        dt = phase(n, failed)
+        return threaded_sends(worker, n, threads, warmup)
     finally:
         p.shutdown()
-    return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
 
 
 def send_async(namesrv: str, topic: str, n: int, size: int, window: int, warmup: int = 0) -> dict[str, float]:
@@ -274,16 +276,9 @@ def send_batches(
                 except Exception:
                     failures[0] += len(msgs)
 
-        def phase(count: int, failures: list[int]) -> float:
-            return threaded_phase(worker, count, threads, failures)
-
-        failed = [0]
-        if warmup:
-            phase(warmup, [0])  # untimed, as BenchProduce's --warmup
-        dt = phase(n, failed)
+        return threaded_sends(worker, n, threads, warmup)
     finally:
         p.shutdown()
-    return {"msgs_per_s": (n - failed[0]) / dt, "failed": failed[0], "seconds": dt}
 
 
 def latency(namesrv: str, topic: str, rate: int, seconds: int, size: int) -> dict[str, float]:
