@@ -106,8 +106,8 @@ def test_broker_config_update_applies_persists_and_survives_a_restart(tmp_path) 
         body = b"autoCreateTopicEnable=false\nslaveReadEnable=true\n"
         assert _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=body).code == 0
         assert broker.config.auto_create_topic_enable is False and broker.config.slave_read_enable is True
-        r = _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=notanumber\n")
-        assert r.code == ResponseCode.SYSTEM_ERROR and "not an integer" in (r.remark or "")
+        r = _call(client, broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"shortPollingTimeMills=notanumber\n")
+        assert r.code == ResponseCode.NO_PERMISSION and "not an integer" in (r.remark or "")
     with running_broker(tmp_path) as broker:  # same store: the persisted updates apply again
         assert broker.config.auto_create_topic_enable is False and broker.config.slave_read_enable is True
 

@@ -3,16 +3,17 @@ GET_BROKER_CONFIG (26), their live update by UPDATE_BROKER_CONFIG (25), and the 
 
 - ``all_configs_format_string()``: ``key=value\\n`` per setting (MixAll#properties2String), camelCase keys as
   RocketMQ spells them, booleans ``true``/``false``; the BrokerConfig fields plus the broker.conf keys rmq_core keeps
-  unused (``extra``). ``data_version`` is bumped on every update (the response header's ``version``).
-- ``update(props)``: each known key is parsed by its field's type and set on the live BrokerConfig — the processors
-  read it per request, so a change applies at once where 4.9 reads the setting per request too (brokerPermission,
-  autoCreateTopicEnable, longPollingEnable, …); settings only read at start (listenPort, storePathRootDir,
-  mapped file sizes) are stored and apply at the next start, as in 4.9. Unknown keys go to ``extra``.
+  unused (``extra``); secrets masked, the whole capped so it fits a frame (``remote_config_policy``).
+  ``data_version`` is bumped on every update (the response header's ``version``).
+- ``update(props)``: only the live-tunable keys of ``remote_config_policy.LIVE_TUNABLE``, each range-checked; the
+  processors read them per request, so a change applies at once and whole (retention keys go to the store's config
+  too). Any other key refuses the whole update. Start-only settings are never changed remotely, so a broker never
+  runs with some parts on a new value and some on the old.
 - Persistence: the updated keys (merged with earlier updates) are written to ``<store>/config/broker.properties``
-  (4.9 writes its configuration to the broker's config path); ``load()`` at start applies that file over the
-  configuration the broker was given, so updates survive a restart.
+  (4.9 writes its configuration to the broker's config path); ``load()`` at start applies that file's live-tunable
+  keys over the configuration the broker was given, so updates survive a restart.
 
-Invariant: a value that does not parse as its field's type fails the whole update (nothing is changed).
+Invariant: an update that is refused or does not parse changes nothing; one whose persist fails is reverted.
 Thread-safety: used on the broker's event loop; persist() is serialised by ConfigManager's file lock.
 """
 
@@ -22,9 +23,18 @@ import dataclasses
 import logging
 import os
 
-from rmq_core.broker.broker_config import BrokerConfig, _convert, _snake, parse_properties
+from rmq_core.broker.broker_config import BrokerConfig, _snake, parse_properties
 from rmq_core.broker.config_manager import ConfigManager
+from rmq_core.broker.remote_config_policy import (
+    MAX_CONFIG_ANSWER,
+    STORE_MIRRORED,
+    ConfigRefused,
+    check_update,
+    masked,
+    parse_value,
+)
 from rmq_core.common.data_version import DataVersion
+from rmq_core.store import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -63,51 +73,90 @@ class BrokerConfiguration(ConfigManager):
         super().__init__(os.path.join(broker_config.store_config_dir, FILE_NAME))
         self.broker_config = broker_config
         self.data_version = DataVersion()
-        self.updated: dict[str, str] = {}  # the keys set by UPDATE_BROKER_CONFIG, as given (what is persisted)
+        self.updated: dict[str, str] = {}  # the keys set by UPDATE_BROKER_CONFIG (what is persisted)
+        self._ignored_at_load = False
+        self.store_config: StoreConfig | None = None  # set once the store is built: STORE_MIRRORED keys go there too
 
     def all_configs(self) -> dict[str, str]:
+        """Every setting as GET_BROKER_CONFIG shows it: secrets masked, overlong values as their length."""
         out: dict[str, str] = {}
         for f in dataclasses.fields(self.broker_config):
             value = getattr(self.broker_config, f.name)
             if f.name == "extra" or (f.name in _NULL_WHEN_EMPTY and not value):
                 continue
-            out[camel(f.name)] = java_string(value)
-        out.update(self.broker_config.extra)
+            out[camel(f.name)] = masked(camel(f.name), java_string(value))
+        for key, value in self.broker_config.extra.items():
+            out[key] = masked(key, value)
         return out
 
     def all_configs_format_string(self) -> str:
-        return "".join(f"{k}={v}\n" for k, v in self.all_configs().items())
+        """``key=value\\n`` per setting, at most MAX_CONFIG_ANSWER bytes (the rest left out and logged): the answer
+        always fits its frame."""
+        lines: list[str] = []
+        size = 0
+        items = self.all_configs().items()
+        for i, (k, v) in enumerate(items):
+            line = f"{k}={v}\n"
+            size += len(line.encode("utf-8"))
+            if size > MAX_CONFIG_ANSWER:
+                log.warning("GET_BROKER_CONFIG: %d settings left out (the answer is capped)", len(items) - i)
+                break
+            lines.append(line)
+        return "".join(lines)
 
-    def update(self, props: dict[str, str]) -> list[str]:
-        """Apply ``props`` to the live BrokerConfig; the keys that changed. ValueError (nothing applied) when a value
-        does not parse."""
+    def update(self, props: dict[str, str]) -> dict[str, object]:
+        """Apply ``props`` to the live BrokerConfig as one change; the previous value of each key that changed (give
+        it to ``revert`` to undo). ConfigRefused (``remote_config_policy``), nothing applied, when any key may not
+        change over the wire or any value is out of range."""
+        parsed = check_update(props)
         cfg = self.broker_config
-        fields = {f.name for f in dataclasses.fields(cfg)} - {"extra"}
-        staged: dict[str, object] = {}
-        for key, raw in props.items():
+        previous: dict[str, object] = {}
+        for key, value in parsed.items():
             name = _snake(key)
-            staged[key] = _convert(getattr(cfg, name), raw, key) if name in fields else raw.strip()
-        changed = []
-        for key, value in staged.items():
-            name = _snake(key)
-            if name in fields:
-                if getattr(cfg, name) != value:
-                    setattr(cfg, name, value)
-                    changed.append(key)
-            elif cfg.extra.get(key) != value:
-                cfg.extra[key] = str(value)
-                changed.append(key)
-            self.updated[key] = props[key].strip()
+            if getattr(cfg, name) != value:
+                previous[key] = getattr(cfg, name)
+                self._set(key, value)
+        self.updated.update({key: java_string(value) for key, value in parsed.items()})
         self.data_version.next_version()
-        log.info("broker config updated: %s (changed: %s)", props, changed)
-        return changed
+        log.info("broker config updated: %s (changed: %s)", parsed, sorted(previous))
+        return previous
+
+    def revert(self, previous: dict[str, object], keys: dict[str, str]) -> None:
+        """Undo an ``update`` whose persist failed: the live values and the persisted keys as they were."""
+        for key, value in previous.items():
+            self._set(key, value)
+        self.updated = keys
+
+    def _set(self, key: str, value: object) -> None:
+        setattr(self.broker_config, _snake(key), value)
+        if key in STORE_MIRRORED and self.store_config is not None:
+            setattr(self.store_config, _snake(key), value)
 
     # --- ConfigManager ----------------------------------------------------------------------------------------
+    def load(self) -> bool:
+        """As ConfigManager's; a file with ignored keys is rewritten without them (the old one kept as ``.bak``)."""
+        self._ignored_at_load = False
+        loaded = super().load()
+        if self._ignored_at_load:
+            self.persist()
+        return loaded
+
     def encode(self, pretty: bool = False) -> str:
         return "".join(f"{k}={v}\n" for k, v in sorted(self.updated.items()))
 
     def decode(self, text: str) -> None:
+        """The persisted updates, applied over the given config. A key that may not change over the wire (written
+        by an older rmq_core, or by hand) is left out with a warning, never applied after the store was built."""
         props = parse_properties(text)
-        if props:
-            log.info("applying the broker config updates persisted in %s: %s", self.config_file_path, props)
-            self.update(props)
+        kept: dict[str, str] = {}
+        for key, raw in props.items():
+            try:
+                parse_value(key, raw)
+            except ConfigRefused as e:
+                log.warning("%s: %s; ignored (set it in broker.conf)", self.config_file_path, str(e)[:200])
+                self._ignored_at_load = True
+                continue
+            kept[key] = raw
+        if kept:
+            log.info("applying the broker config updates persisted in %s: %s", self.config_file_path, kept)
+            self.update(kept)

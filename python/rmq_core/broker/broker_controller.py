@@ -322,6 +322,7 @@ class BrokerController:
         store_config.store_host = self.store_host
         self.message_store_config = store_config
         self.message_store = MessageStore(cfg.store_path_root_dir, store_config)
+        self.configuration.store_config = store_config  # retention keys updated remotely reach the clean service
         # retention and the disk check (4.9 DefaultMessageStore#start's scheduled tasks; store_clean_service.py)
         self.message_store.clean_service.start()
         for manager in (

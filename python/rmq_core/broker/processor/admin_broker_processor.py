@@ -17,8 +17,11 @@ that the consumption path needs.
   them; rmq_core's store has no such call yet) and its consumer offsets stay (as in 4.9).
 - DELETE_SUBSCRIPTIONGROUP (207): refused on a slave; the group's config goes, and its offsets when ``removeOffset``.
 - GET_BROKER_CONFIG (26): body the Properties text of BrokerConfiguration, header ``version`` its DataVersion JSON.
-- UPDATE_BROKER_CONFIG (25): body Properties text, applied live and persisted (BrokerConfiguration); a change of
-  ``brokerPermission`` re-registers with the name servers at once (4.9 does too).
+- UPDATE_BROKER_CONFIG (25): body Properties text (at most 64 KiB), applied live and persisted as one change
+  (BrokerConfiguration); only ``remote_config_policy``'s live-tunable keys, range-checked: any other key (Apache's
+  black list, paths, addresses, ports, identity, role, start-only sizes, unknown keys) answers NO_PERMISSION and
+  changes nothing; a failed persist is reverted (SYSTEM_ERROR). A change of ``brokerPermission`` re-registers with
+  the name servers at once (4.9 does too).
 - The other requests of 4.9.7's AdminBrokerProcessor that mqadmin sends (ACL, statsAll's VIEW_BROKER_STATS_DATA,
   brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic,
   QUERY_CONSUME_TIME_SPAN, QUERY_CORRECTION_OFFSET, GET_ALL_PRODUCER_INFO, RESUME_CHECK_HALF_MESSAGE) answer
@@ -40,6 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.broker_config import parse_properties
+from rmq_core.broker.remote_config_policy import MAX_UPDATE_BODY, ConfigRefused
 from rmq_core.common.mix_all import is_system_topic, validate_group, validate_topic
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
@@ -311,16 +315,26 @@ class AdminBrokerProcessor:
         if self.configuration is None:
             return _error(request, "this broker has no configuration to update")
         log.info("updateBrokerConfig called by %s", conn.remote_address)
-        if request.body:
-            try:
-                props = parse_properties(bytes(request.body).decode("utf-8"))
-                changed = self.configuration.update(props)
-            except (UnicodeDecodeError, ValueError) as e:
-                return _error(request, f"string2Properties error: {e}")
-            self.configuration.persist()
-            if "brokerPermission" in changed:
-                self.topic_config_manager.data_version.next_version()
-                self.register_broker_all()
+        if not request.body:
+            return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
+        if len(request.body) > MAX_UPDATE_BODY:
+            return _refused(request, f"the update is {len(request.body)} bytes; at most {MAX_UPDATE_BODY}")
+        try:
+            props = parse_properties(bytes(request.body).decode("utf-8"))
+        except UnicodeDecodeError as e:
+            return _error(request, f"string2Properties error: {e}")
+        persisted = dict(self.configuration.updated)
+        try:
+            previous = self.configuration.update(props)
+        except ConfigRefused as e:
+            log.warning("updateBrokerConfig from %s refused: %s", conn.remote_address, str(e)[:500])
+            return _refused(request, f"Can not update config: {e}")
+        if not self.configuration.persist():
+            self.configuration.revert(previous, persisted)
+            return _error(request, "the update could not be persisted (see the broker's log); nothing changed")
+        if "brokerPermission" in previous:
+            self.topic_config_manager.data_version.next_version()
+            self.register_broker_all()
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -383,6 +397,10 @@ def _decode_body(cls: Any, request: RemotingCommand) -> Any:
 
 def _error(request: RemotingCommand, remark: str) -> RemotingCommand:
     return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=remark)
+
+
+def _refused(request: RemotingCommand, remark: str) -> RemotingCommand:
+    return RemotingCommand.response_to(request, ResponseCode.NO_PERMISSION, remark=remark)
 
 
 def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:

@@ -50,6 +50,7 @@ class TransactionalMessageCheckService:
     def check_now(self) -> None:
         cfg = self.broker_config
         begin = time.monotonic()
+        self.service.file_reserved_time_hours = cfg.file_reserved_time  # live: UPDATE_BROKER_CONFIG may change it
         self.service.check(cfg.transaction_timeout, cfg.transaction_check_max, self.listener)
         self.runs += 1
         log.debug("transaction check took %.1f ms", (time.monotonic() - begin) * 1000)
