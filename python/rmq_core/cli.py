@@ -18,6 +18,7 @@ import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from rmq_core import backend
 from rmq_core.filter import build_subscription_data
@@ -183,17 +184,22 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
-def _wait_for_signal() -> None:
-    """Block until SIGTERM/SIGINT; the handler only sets a flag, the shutdown runs on the main thread. (Not an
+def _catch_stop_signals() -> list[int]:
+    """From now on SIGTERM/SIGINT only append to the list returned; the shutdown runs on the main thread. (Not an
     ``Event``: a handler calling ``Event.set`` runs on the main thread, and when it interrupts that thread inside
     ``Event.wait`` while the event's lock is held, ``set`` waits for that lock forever.)"""
     import signal
-    import time
 
     stop: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: stop.append(signum))
-    while not stop:
+    return stop
+
+
+def _wait_for_signal(stop: list[int] | None = None, until: Callable[[], bool] = lambda: False) -> None:
+    """Block until SIGTERM/SIGINT (caught from ``_catch_stop_signals``, or from now) or ``until()``."""
+    stop = _catch_stop_signals() if stop is None else stop
+    while not stop and not until():
         time.sleep(0.2)
 
 
@@ -221,6 +227,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from rmq_core.namesrv import NameServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.brokers is not None:
+        return _serve_node(args)
     namesrv = NameServer(listen_port=args.namesrv_port, host=args.host)
     namesrv.start()
     try:
@@ -241,6 +249,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         namesrv.shutdown()
     return 0
+
+
+def _serve_node(args: argparse.Namespace) -> int:
+    """``serve --brokers N|auto``: a name server and N supervised broker processes (rmq_core.node.Node)."""
+    from rmq_core.node import Node, NodeError
+
+    stop = _catch_stop_signals()  # before the start: a SIGTERM while brokers start still stops them all
+    try:
+        node = Node(
+            args.brokers,
+            store_path_root_dir=args.dir or "./rmq-store",
+            namesrv_port=args.namesrv_port,
+            base_port=10911 if args.port is None else args.port,
+            cluster=args.cluster or "DefaultCluster",
+            name=args.name,
+            host=args.host,
+            broker_conf=args.config,
+        )
+        node.start()
+    except (NodeError, ValueError) as e:
+        print(f"rmq-core serve: {e}", file=sys.stderr)
+        return 2
+    print(f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} brokers:")
+    for b in node.brokers:
+        print(f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}) store {b.store_dir}", flush=True)
+    try:
+        _wait_for_signal(stop, until=lambda: node.failure is not None)
+    finally:
+        print("rmq-core serve: shutting down", flush=True)
+        node.shutdown()
+    if not node.ok:
+        print(f"rmq-core serve: {node.failure or '; '.join(node.failed_stops)}", file=sys.stderr)
+    return 0 if node.ok else 1
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
@@ -515,6 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
     serve.add_argument("--namesrv-port", type=int, default=9876)
+    serve.add_argument(
+        "--brokers",
+        default=None,
+        help="a node: N broker processes (or 'auto', one per core), names NAME-i, stores DIR/NAME-i, ports from "
+        "--port up in steps of 4, supervised (restarted when they die); default: one broker in this process",
+    )
     broker_args(serve, with_config=True)
     serve.set_defaults(func=cmd_serve)
 
