@@ -174,10 +174,11 @@ class LeanPuller(asyncio.Protocol):
     parsed for nextBeginOffset, the body (the stored records) counted, not decoded. A queue is done when it reaches
     its ``targets`` offset if given, else when answered with anything but SUCCESS (nothing more to pull)."""
 
-    def __init__(self, topic: str, queues: int, n: int, targets: Sequence[int] | None) -> None:
+    def __init__(self, topic: str, queues: int | Sequence[int], n: int, targets: Sequence[int] | None) -> None:
         self.topic, self.n = topic, n
-        self.offsets = [0] * queues
-        self.targets = list(targets) if targets is not None else None
+        queue_ids = list(range(queues)) if isinstance(queues, int) else list(queues)  # a count, or the queue ids
+        self.offsets = dict.fromkeys(queue_ids, 0)
+        self.targets = dict(zip(queue_ids, targets, strict=True)) if targets is not None else None
         self.by_opaque: dict[int, int] = {}
         self.frames_in = _Frames()
         self.pulled = self.body_bytes = 0
@@ -185,7 +186,7 @@ class LeanPuller(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
-        for q in range(len(self.offsets)):
+        for q in list(self.offsets):
             self._pull(q)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -220,12 +221,12 @@ class LeanPuller(asyncio.Protocol):
 async def lean_pull(
     addr: str,
     topic: str,
-    queues: int,
+    queues: int | Sequence[int],
     n: int = 32,
     targets: Sequence[int] | None = None,
     timeout: float = 300.0,
 ) -> tuple[int, float]:
-    """Drain ``topic``'s queues from offset 0: (messages pulled, seconds)."""
+    """Drain ``topic``'s queues (``queues`` of them, or those ids) from offset 0: (messages pulled, seconds)."""
     host, port = addr.rsplit(":", 1)
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()

@@ -125,3 +125,14 @@ def test_serve_brokers_starts_a_node_and_sigterm_stops_every_broker(tmp_path: Pa
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "[cli-0] " in out and "broker cli-0 shut down" in out and "broker cli-1 shut down" in out
+
+
+def test_bench_scale_runs_a_node_under_load() -> None:
+    """benches/bench_scale.py (./dev bench) end to end on a node of 2 with little data: the senders' frames are all
+    answered and the pullers reach every queue's end (a wrong target would time out), the table is printed."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "benches", "bench_scale.py")
+    cmd = [sys.executable, bench, "--quick", "--sides", "node", "--brokers", "2", "--messages", "2000"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
+    out = run.stdout + run.stderr
+    assert "round 0 node      pull k=2:" in out and "failed" not in out and "Traceback" not in out, out
+    assert "idle RSS per broker, node:" in out
