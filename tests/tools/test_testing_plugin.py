@@ -112,6 +112,28 @@ def test_user_tests_on_the_in_process_cluster(pytester: pytest.Pytester, tmp_pat
     assert sizes == [4 * 1024 * 1024], sizes
 
 
+NODE_USER_TESTS = """
+    def test_a_node_of_two(rocketmq_cluster, rocketmq_topic, rocketmq_producer, rocketmq_consumer):
+        assert sorted(rocketmq_cluster.broker_addrs) == ["rocketmq-test-broker-0", "rocketmq-test-broker-1"]
+        queues = rocketmq_consumer.consumer.fetch_subscribe_message_queues(rocketmq_topic)
+        assert sorted({mq.broker_name for mq in queues}) == sorted(rocketmq_cluster.broker_addrs) and len(queues) == 8
+        sent = rocketmq_producer.produce(rocketmq_topic, 40)
+        assert {r.message_queue.broker_name for r in sent} == set(rocketmq_cluster.broker_addrs)
+        assert len(rocketmq_consumer.consume(rocketmq_topic, 40)) == 40
+"""
+
+
+def test_rocketmq_brokers_starts_a_node(pytester: pytest.Pytester, tmp_path) -> None:
+    """--rocketmq-brokers 2: the session's cluster is a node of two broker processes (rmq_core.node.Node), each
+    with the plugin's small CommitLog files; a topic has its queues on both."""
+    store = tmp_path / "store"
+    pytester.makepyfile(test_user=NODE_USER_TESTS)
+    run_user_tests(pytester, f"--rocketmq-store={store}", "--rocketmq-brokers=2").assert_outcomes(passed=1)
+    for i in range(2):
+        sizes = [f.stat().st_size for f in (store / f"rocketmq-test-broker-{i}" / "commitlog").iterdir()]
+        assert sizes == [4 * 1024 * 1024], sizes
+
+
 def test_plugin_is_registered_and_imports_nothing_heavy() -> None:
     code = textwrap.dedent(
         f"""

@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rmq_core.testing.topic_admin import brokers_of, create_topic
 
 if TYPE_CHECKING:
     from rmq_core.broker import Broker
     from rmq_core.namesrv import NameServer
+    from rmq_core.node import Node
 
 SMALL_COMMIT_LOG_FILE_SIZE = 4 << 20  # 4 MiB: a test session's messages fit; a larger message still fits one file
 SMALL_CONSUME_QUEUE_FILE_SIZE = 20 * 10_000  # 10,000 units of 20 bytes
@@ -41,6 +42,8 @@ class RocketMQCluster:
     external: bool = False
     _namesrv: NameServer | None = field(default=None, repr=False)
     _broker: Broker | None = field(default=None, repr=False)
+    _node: Node | None = field(default=None, repr=False)
+    _out: IO[str] | None = field(default=None, repr=False)
 
     @property
     def broker_addr(self) -> str:
@@ -54,14 +57,18 @@ class RocketMQCluster:
         return name
 
     def close(self) -> None:
-        broker, namesrv = self._broker, self._namesrv
-        self._broker = self._namesrv = None
+        broker, namesrv, node, out = self._broker, self._namesrv, self._node, self._out
+        self._broker = self._namesrv = self._node = self._out = None
         try:
+            if node is not None:
+                node.shutdown()
             if broker is not None:
                 broker.shutdown()
         finally:
             if namesrv is not None:
                 namesrv.shutdown()
+            if out is not None:
+                out.close()
 
     def __enter__(self) -> RocketMQCluster:
         return self
@@ -98,10 +105,15 @@ def _broker_config(store_dir: str, broker_conf: str | None, namesrv_addr: str) -
 
 
 def start_cluster(
-    store_dir: str | os.PathLike[str], broker_conf: str | os.PathLike[str] | None = None
+    store_dir: str | os.PathLike[str], broker_conf: str | os.PathLike[str] | None = None, brokers: int = 1
 ) -> RocketMQCluster:
     """Start a name server and a broker in this process on free ports, the broker's store under ``store_dir``
-    (or the broker.conf's ``storePathRootDir``); settings from ``broker_conf`` (a RocketMQ broker.conf) if given."""
+    (or the broker.conf's ``storePathRootDir``); settings from ``broker_conf`` (a RocketMQ broker.conf) if given.
+    ``brokers`` > 1: a node (``rmq_core.node.Node``) of that many broker processes, stores under ``store_dir``."""
+    if brokers > 1:
+        return _start_node_cluster(
+            os.fspath(store_dir), None if broker_conf is None else os.fspath(broker_conf), brokers
+        )
     from rmq_core.broker import Broker
     from rmq_core.namesrv import NameServer
 
@@ -116,14 +128,42 @@ def start_cluster(
         raise
     cluster = RocketMQCluster(namesrv.address, {}, store_dir=cfg.store_path_root_dir, _namesrv=namesrv, _broker=broker)
     try:
-        brokers = brokers_of(namesrv.address, wait_s=BROKER_REGISTER_TIMEOUT_S)
-        if broker.address not in brokers.values():
-            raise RuntimeError(f"broker {broker.address} did not register with {namesrv.address} (knows {brokers})")
-        cluster.broker_addrs = brokers
+        known = brokers_of(namesrv.address, wait_s=BROKER_REGISTER_TIMEOUT_S)
+        if broker.address not in known.values():
+            raise RuntimeError(f"broker {broker.address} did not register with {namesrv.address} (knows {known})")
+        cluster.broker_addrs = known
     except BaseException:
         cluster.close()
         raise
     return cluster
+
+
+def _start_node_cluster(store_dir: str, broker_conf: str | None, brokers: int) -> RocketMQCluster:
+    """A node of ``brokers`` processes on free ports; their lines go to ``<store_dir>/node.log``."""
+    from rmq_core.broker.broker_config import parse_properties
+    from rmq_core.node import Node
+
+    props: dict[str, str] = {}
+    if broker_conf is not None:
+        with open(broker_conf, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    props.setdefault("mappedFileSizeCommitLog", str(SMALL_COMMIT_LOG_FILE_SIZE))
+    props.setdefault("mappedFileSizeConsumeQueue", str(SMALL_CONSUME_QUEUE_FILE_SIZE))
+    os.makedirs(store_dir, exist_ok=True)
+    conf = os.path.join(store_dir, "node-broker.conf")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.writelines(f"{k}={v}\n" for k, v in props.items())
+    out = open(os.path.join(store_dir, "node.log"), "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+    node = Node(
+        brokers, store_path_root_dir=store_dir, namesrv_port=0, base_port=0, name="rocketmq-test-broker",
+        broker_conf=conf, out=out,
+    )  # fmt: skip
+    try:
+        node.start()
+    except BaseException:
+        out.close()
+        raise
+    return RocketMQCluster(node.namesrv_addr, node.broker_addrs, store_dir=store_dir, _node=node, _out=out)
 
 
 def connect_cluster(namesrv_addr: str) -> RocketMQCluster:

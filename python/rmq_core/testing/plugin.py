@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``pytest11: rmq_core = rmq_core.testing.plugin``): RocketMQ fixtures and options.
 
 Owns: the options ``--rocketmq-namesrv`` (test against an external cluster; nothing is started),
-``--rocketmq-store`` (the in-process broker's store directory, kept after the session) and
+``--rocketmq-store`` (the in-process broker's store directory, kept after the session),
+``--rocketmq-brokers N`` (a node of N broker processes instead) and
 ``--rocketmq-broker-conf`` (a RocketMQ broker.conf for the in-process broker); the marker
 ``rocketmq_topic(queues=N)``; the fixtures ``rocketmq_cluster`` (session), ``rocketmq_topic_factory``,
 ``rocketmq_topic``, ``rocketmq_producer`` and ``rocketmq_consumer`` (function).
@@ -40,6 +41,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="store directory of the in-process broker (default: a temporary directory of the session)",
     )
     group.addoption(
+        "--rocketmq-brokers",
+        metavar="N",
+        type=int,
+        default=1,
+        help="the in-process cluster as a node of N broker processes (rmq_core.node.Node; default 1: one broker "
+        "in this process)",
+    )
+    group.addoption(
         "--rocketmq-broker-conf",
         metavar="FILE",
         default=None,
@@ -71,7 +80,9 @@ def rocketmq_cluster(
         yield connect_cluster(namesrv)
         return
     store = request.config.getoption("rocketmq_store") or tmp_path_factory.mktemp("rocketmq-store")
-    cluster = start_cluster(store, request.config.getoption("rocketmq_broker_conf"))
+    cluster = start_cluster(
+        store, request.config.getoption("rocketmq_broker_conf"), request.config.getoption("rocketmq_brokers")
+    )
     try:
         yield cluster
     finally:
