@@ -229,6 +229,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.brokers is not None:
         return _serve_node(args)
+    if args.slave_of is not None or args.namesrv_addr is not None:
+        print("rmq-core serve: --slave-of and -n need --brokers", file=sys.stderr)
+        return 2
     namesrv = NameServer(listen_port=args.namesrv_port, host=args.host)
     namesrv.start()
     try:
@@ -266,12 +269,15 @@ def _serve_node(args: argparse.Namespace) -> int:
             name=args.name,
             host=args.host,
             broker_conf=args.config,
+            namesrv_addr=args.namesrv_addr,
+            slave_of=args.slave_of,
         )
         node.start()
     except (NodeError, ValueError) as e:
         print(f"rmq-core serve: {e}", file=sys.stderr)
         return 2
-    print(f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} brokers:")
+    role = f"slaves of the node at {node.slave_of}" if node.slave_of else "brokers"
+    print(f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} {role}:")
     for b in node.brokers:
         print(f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}) store {b.store_dir}", flush=True)
     try:
@@ -556,6 +562,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
     serve.add_argument("--namesrv-port", type=int, default=9876)
+    serve.add_argument(
+        "-n",
+        "--namesrv-addr",
+        default=None,
+        help="with --brokers: start no name server, register the brokers with this one",
+    )
+    serve.add_argument(
+        "--slave-of",
+        default=None,
+        metavar="NAMESRV",
+        help="with --brokers: start no name server; the brokers are slaves (brokerId 1) of the node whose name server "
+        "this is (give the same --name and --brokers as that node)",
+    )
     serve.add_argument(
         "--brokers",
         default=None,

@@ -4,6 +4,8 @@ broker groups), one broker per core, started and supervised as one thing.
 Layout: broker ``i`` is ``<name>-<i>``, a child process (``rmq-core broker``) over ``<root>/<name>-<i>``, listening
 on ``base_port + PORT_STEP * i`` (its HA port is the next one); the name server runs in this process on
 ``namesrv_port``. Every port is checked free before anything starts; the store root is locked (``node.lock``).
+``namesrv_addr``: run no name server, register with that one; ``slave_of``: the same, and the brokers (same names as
+the master node's) are their slaves (brokerId 1).
 
 Invariants: a broker that exits while the node runs is restarted over its own store (recovery as at any start) after
 a growing backoff; one that exits more than ``max_restarts`` times within ``restart_window_s`` stops the node with
@@ -90,6 +92,8 @@ class Node:
         restart_window_s: float = 60.0,
         restart_backoff_s: tuple[float, float] = (1.0, 30.0),
         out: IO[str] | None = None,
+        namesrv_addr: str | None = None,
+        slave_of: str | None = None,
     ) -> None:
         count = cores_available() if brokers == "auto" else int(brokers)
         if count < 1:
@@ -104,6 +108,8 @@ class Node:
         self.restart_window_s = restart_window_s
         self.restart_backoff_s = restart_backoff_s
         self.out = out or sys.stdout
+        self.slave_of = slave_of  # a master node's name server: this node's brokers are their slaves (brokerId 1)
+        self.external_namesrv = slave_of or namesrv_addr  # then no name server of its own
         ports = _free_block(host, PORT_STEP * count) if base_port == 0 else base_port
         self.brokers = [
             NodeBroker(f"{self.name}-{i}", ports + PORT_STEP * i, os.path.join(store_path_root_dir, f"{self.name}-{i}"))
@@ -122,6 +128,8 @@ class Node:
     # --- public ----------------------------------------------------------------------------------------------
     @property
     def namesrv_addr(self) -> str:
+        if self.external_namesrv is not None:
+            return self.external_namesrv
         if self.namesrv is None:
             raise RuntimeError("the node is not started")
         return self.namesrv.address
@@ -141,7 +149,10 @@ class Node:
         self._lock_store_root()
         try:
             self._check_ports()
-            self.namesrv = NameServer(listen_port=self.namesrv_port, host=self.host).start()
+            if self.external_namesrv is None:
+                self.namesrv = NameServer(listen_port=self.namesrv_port, host=self.host).start()
+            if self.slave_of is not None:
+                self.broker_conf = self._slave_conf()
             # one long-lived thread starts every broker process: PDEATHSIG follows the thread that forked
             self._supervisor = threading.Thread(target=self._supervise, name="rmq-node-supervisor", daemon=True)
             self._supervisor.start()
@@ -211,8 +222,23 @@ class Node:
         if fd is not None:
             os.close(fd)  # closing releases the flock
 
+    def _slave_conf(self) -> str:
+        """The brokers' broker.conf as slaves: the given one's settings, brokerRole SLAVE, brokerId 1."""
+        from rmq_core.broker.broker_config import parse_properties
+
+        props: dict[str, str] = {}
+        if self.broker_conf:
+            with open(self.broker_conf, encoding="utf-8") as f:
+                props = parse_properties(f.read())
+        props.update(brokerRole="SLAVE", brokerId="1")
+        path = os.path.join(self.store_path_root_dir, "node-slave.conf")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(f"{k}={v}\n" for k, v in props.items())
+        return path
+
     def _check_ports(self) -> None:
-        wanted = [(self.namesrv_port, "the name server's port")] if self.namesrv_port else []
+        own = self.namesrv_port and self.external_namesrv is None
+        wanted = [(self.namesrv_port, "the name server's port")] if own else []
         for b in self.brokers:
             wanted += [(b.port, f"{b.name}'s port"), (b.port + 1, f"{b.name}'s HA port")]
         for port, what in wanted:
@@ -261,6 +287,8 @@ class Node:
                     raise NodeError(self.failure)
                 if time.monotonic() > deadline:
                     raise NodeError(f"{b.name} did not start within {READY_TIMEOUT_S:.0f} s")
+        if self.namesrv is None:  # another name server: each broker registered before it printed its start line
+            return
         names = {b.name for b in self.brokers}
         while names - self._registered():
             if time.monotonic() > deadline:

@@ -13,9 +13,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from rmq_core.namesrv import NameServer
 from rmq_core.node import PORT_STEP, Node, NodeError
 from rmq_core.testing.messaging import TestConsumer, TestProducer
 from rmq_core.testing.topic_admin import create_topic
@@ -136,3 +138,43 @@ def test_bench_scale_runs_a_node_under_load() -> None:
     out = run.stdout + run.stderr
     assert "round 0 node      pull k=2:" in out and "failed" not in out and "Traceback" not in out, out
     assert "idle RSS per broker, node:" in out
+
+
+def test_a_slave_node_replicates_each_broker_and_consumers_read_on_when_the_master_node_dies(tmp_path: Path) -> None:
+    """Two nodes of two brokers on one name server, the second --slave-of the first: each SYNC_MASTER broker has its
+    own slave (a send is SEND_OK once that slave has it); with the master node gone, a consumer reads every message
+    from the slaves."""
+    sizes = "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=200000\n"
+    master_conf, slave_conf = tmp_path / "master.conf", tmp_path / "slave.conf"
+    master_conf.write_text(f"brokerRole=SYNC_MASTER\nslaveReadEnable=true\n{sizes}")
+    slave_conf.write_text(f"slaveReadEnable=true\n{sizes}")
+    with NameServer(listen_port=0) as ns:
+        kw: dict[str, Any] = {"base_port": 0, "name": "ha", "out": open(os.devnull, "w")}  # noqa: SIM115
+        master = Node(
+            2, store_path_root_dir=str(tmp_path / "m"), broker_conf=str(master_conf), namesrv_addr=ns.address, **kw
+        )
+        slave = Node(2, store_path_root_dir=str(tmp_path / "s"), broker_conf=str(slave_conf), slave_of=ns.address, **kw)
+        try:
+            master.start()
+            assert create_topic(ns.address, "HaNodeTopic", 2) == ["ha-0", "ha-1"]
+            slave.start()  # each slave copies its master's topics at start
+            producer = TestProducer(ns.address)
+            try:
+                sent = producer.produce("HaNodeTopic", 60)
+            finally:
+                producer.close()
+            assert {r.send_status.name for r in sent} == {"SEND_OK"}  # SYNC_MASTER: on the slave too
+            assert {r.message_queue.broker_name for r in sent} == {"ha-0", "ha-1"}
+            master.shutdown()
+            assert master.ok
+            consumer = TestConsumer(ns.address)
+            try:
+                got = consumer.consume("HaNodeTopic", 60, timeout=30)
+            finally:
+                consumer.close()
+            assert sorted(m.body for m in got) == sorted(f"message-{i}".encode() for i in range(60))
+            assert {m.store_host[1] for m in got} <= {b.port for b in master.brokers}  # the records the masters wrote
+        finally:
+            slave.shutdown()
+            master.shutdown()
+            kw["out"].close()
