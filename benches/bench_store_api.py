@@ -10,6 +10,8 @@ What it measures (targets in brackets):
   put         the same ``put_messages`` call alone (messages and batch built before the clock starts)
   decode      ``decode_messages`` of a 32 × 1 KiB pull body (from ``get_message``) and reading ``.topic``, ``.body``
               and ``.properties`` of every returned ``MessageExt``; messages per second            [≥ 1.5 M msg/s]
+  decode live the same, the messages kept alive as a push consumer's ProcessQueues keep them (the last 32,000)
+              beside 100,000 other live objects, the cycle collector on: what a consumer process lives with
   --index-cost  ``put`` with ``message_index_enable`` on and off (RocketMQ's messageIndexEnable; 4.9's default index
               geometry, every message indexed by its UNIQ_KEY and one KEYS value), per backend, rounds alternating
               on/off: the medians, every run and the off/on ratio (the index build's cost on the put path).
@@ -137,6 +139,45 @@ def decode_round(backend: str, pull_body: bytes, reps: int) -> tuple[float, floa
     return count / dt, count / cpu
 
 
+class _Live:
+    """One of the other objects a consumer process keeps (a client's tables, futures, callbacks)."""
+
+    def __init__(self, i: int) -> None:
+        self.i, self.refs = i, [i]
+
+
+def decode_live_round(backend: str, pull_body: bytes, reps: int, window: int, heap: int) -> tuple[float, float]:
+    """``decode_round`` as a push consumer lives it: the decoded messages stay alive in a window of ``window``
+    (its ProcessQueues' cache: pullThresholdForQueue 1,000 × 32 queues) beside ``heap`` other live objects; the
+    cycle collector runs as it does in a consumer (default thresholds)."""
+    from collections import deque
+
+    impl = _backend.load(backend)
+    saved = _backend.impl
+    _backend.impl = impl
+    others = [_Live(i) for i in range(heap)]
+    cached: deque[MessageExt] = deque()
+    try:
+        gc.collect()
+        c0, t0 = time.thread_time(), time.perf_counter()
+        count = 0
+        for _ in range(reps):
+            msgs = decode_messages(pull_body)
+            for m in msgs:
+                m.topic  # noqa: B018 - reading what a consumer reads is the point
+                m.body  # noqa: B018
+                m.properties  # noqa: B018
+            cached.extend(msgs)
+            while len(cached) > window:
+                cached.popleft()
+            count += len(msgs)
+        dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    finally:
+        _backend.impl = saved
+        del others, cached
+    return count / dt, count / cpu
+
+
 def check_put_equal(body: bytes) -> None:
     """Both backends write the same records for the same batch (UNIQ_KEY values blanked; they are time-based)."""
     images = []
@@ -206,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         cases += [("put", lambda b: put_round(b, args.messages, body, False))]
     if args.only in (None, "decode"):
         cases += [("decode", lambda b: decode_round(b, pull_body, args.decodes))]
+        cases += [("decode live", lambda b: decode_live_round(b, pull_body, args.decodes, 32_000, 100_000))]
     runs: dict[str, dict[str, list[tuple[float, float]]]] = {name: {b: [] for b in BACKENDS} for name, _ in cases}
     for _name, fn in cases:  # warm-up: one untimed round each
         for b in BACKENDS:

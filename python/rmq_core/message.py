@@ -12,7 +12,10 @@ Invariants:
    reference cycle (a property value referring back to its message would be one: never collected); the tuples of a
    ``[(message, queue_id)]`` batch are then untracked by the collector's first look, as tuples of atoms are.
    Subclasses (``MessageExt``, a user's) are GC types. The Python twin keeps the class as written (a GC type; the
-   ``untrack_message`` its ``__init__`` calls is a no-op there).
+   ``untrack_message`` its ``__init__`` calls is a no-op there). The ``MessageExt`` objects the Rust decoder builds
+   are untracked for the same reason (a consumer's cache of tens of thousands would otherwise be walked by every
+   full collection: ``benches/bench_store_api.py``'s ``decode live``); a cycle a caller builds through one (a property
+   value referring back to it) is never collected.
 5. ``Message.__init__``: the Rust engine's class runs the common call natively (an instance of exactly ``Message``;
    topic, a ``bytes`` body, ``tags`` None or a str, any ``flag``, the other arguments absent or at their defaults)
    with the results of the ``__init__`` written below, which it calls for every other call; the twin's class has that

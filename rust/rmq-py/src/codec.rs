@@ -654,6 +654,14 @@ impl<'py> MessageExtBuilder<'py> {
                 return Err(PyErr::fetch(py));
             }
         }
+        // A consumer keeps tens of thousands of these alive (its ProcessQueues' cache); tracked, each full collection
+        // walks them all and halves the decode rate. Their slots hold no container of their own making (strs,
+        // bytes, ints, host tuples, a properties dict of strs), so they cannot be part of a cycle unless a caller
+        // builds one through them; untracked, the collector never visits them (a caller's cycle through one would
+        // be freed only when broken by hand: documented on MessageExt).
+        // SAFETY: `obj` is a live, fully built instance of a GC type; untracking a tracked object is allowed, and
+        // its dealloc (subtype_dealloc) untracks only what is still tracked.
+        unsafe { ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void) };
         Ok(obj)
     }
 }
