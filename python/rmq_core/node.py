@@ -9,9 +9,10 @@ the master node's) are their slaves (brokerId 1).
 
 Invariants: a broker that exits while the node runs is restarted over its own store (recovery as at any start) after
 a growing backoff; one that exits more than ``max_restarts`` times within ``restart_window_s`` stops the node with
-the cause (``failure``), never a restart loop. ``shutdown`` sends SIGTERM to every broker (each persists its configs,
-flushes its store and unregisters), waits, and then stops the name server; ``ok`` says whether every broker stopped
-cleanly. Each line a broker writes is re-emitted prefixed with its name. Brokers die with the node (PDEATHSIG).
+the cause (``failure``; the other brokers and the name server are stopped), never a restart loop. ``shutdown`` sends
+SIGTERM to every broker (each persists its configs, flushes its store and unregisters), waits, and then stops the
+name server; ``ok`` says whether every broker stopped cleanly. Each line a broker writes is re-emitted prefixed with
+its name. Brokers die with the node (PDEATHSIG) and not with a terminal's Ctrl-C (their own session).
 Thread-safety: ``start``/``shutdown`` from one thread; a supervisor thread restarts brokers; the addresses may be read
 from any thread.
 """
@@ -67,10 +68,6 @@ class NodeBroker:
     ready: threading.Event = field(default_factory=threading.Event)
     exits: deque[float] = field(default_factory=deque)  # when it exited unexpectedly, within the restart window
     restart_at: float | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
 
 class Node:
@@ -144,7 +141,9 @@ class Node:
 
     def start(self) -> Self:
         """Lock the store root, check every port, start the name server and every broker; return once each broker
-        is registered. NodeError (nothing left running) when any of that fails."""
+        is registered. NodeError (nothing left running) when any of that fails. A node starts once."""
+        if self._stopping.is_set() or self._supervisor is not None:
+            raise RuntimeError("a Node starts once: make a new one")
         os.makedirs(self.store_path_root_dir, exist_ok=True)
         self._lock_store_root()
         try:
@@ -318,6 +317,8 @@ class Node:
                     continue
                 self._on_exit(b, code, now)
                 if self.failure is not None:
+                    if self._started:
+                        self.shutdown()  # the node stops with the cause (the other brokers cleanly)
                     return
 
     def _on_exit(self, b: NodeBroker, code: int, now: float) -> None:
