@@ -13,8 +13,8 @@ the cause (``failure``; the other brokers and the name server are stopped), neve
 SIGTERM to every broker (each persists its configs, flushes its store and unregisters), waits, and then stops the
 name server; ``ok`` says whether every broker stopped cleanly. Each line a broker writes is re-emitted prefixed with
 its name. Brokers die with the node (PDEATHSIG) and not with a terminal's Ctrl-C (their own session).
-Thread-safety: ``start``/``shutdown`` from one thread; a supervisor thread restarts brokers; the addresses may be read
-from any thread.
+Thread-safety: ``start`` from one thread; a supervisor thread restarts brokers; ``shutdown`` from any thread (one at a
+time does the work); the addresses may be read from any thread.
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ class Node:
         self._supervisor: threading.Thread | None = None
         self._out_lock = threading.Lock()
         self._relays: list[threading.Thread] = []
+        self._shutdown_lock = threading.Lock()
         self._started = False  # every broker came up once: from then on an exit means a restart
 
     # --- public ----------------------------------------------------------------------------------------------
@@ -163,10 +164,15 @@ class Node:
         return self
 
     def shutdown(self) -> None:
-        """Stop every broker (SIGTERM, then SIGKILL past STOP_TIMEOUT_S), then the name server. Idempotent."""
+        """Stop every broker (SIGTERM, then SIGKILL past STOP_TIMEOUT_S), then the name server. Idempotent; the
+        supervisor calls it too (a crash loop), so one caller at a time does the work."""
         self._stopping.set()
         if self._supervisor is not None and self._supervisor is not threading.current_thread():
             self._supervisor.join()
+        with self._shutdown_lock:
+            self._stop_all()
+
+    def _stop_all(self) -> None:
         running = [b for b in self.brokers if b.process is not None and b.process.poll() is None]
         for b in running:
             assert b.process is not None
