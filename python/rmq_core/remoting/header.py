@@ -3,8 +3,10 @@
 
 Each header is a dataclass; a field's metadata says whether it is required (``@CFNotNull``) and, for send, its V2
 short name. ``decode_header`` parses by declared type as Java does (``Integer.parseInt``, ``Long.parseLong``,
-``Boolean.parseBoolean``), ignores unknown keys, and raises ``HeaderError`` naming a missing required field (the
-remoting server turns that into SYSTEM_ERROR with the text as remark). ``encode_header`` writes every non-None field as
+``Boolean.parseBoolean``), ignores unknown keys, and raises ``HeaderError`` naming a missing required field or a
+number outside Java's long (which ``Long.parseLong`` refuses: such a value is never stored, e.g. as a consumer
+offset in consumerOffset.json that Java tools could not read) — the remoting server turns that into SYSTEM_ERROR with
+the text as remark. ``encode_header`` writes every non-None field as
 its Java ``toString`` (booleans "true"/"false").
 
 Invariants: field names are RocketMQ's exactly (they are on the wire); values in extFields are strings.
@@ -56,15 +58,24 @@ def _fields(cls: type) -> list[tuple[str, str, bool, str | None]]:
     return out
 
 
-def _parse(kind: str, name: str, value: str) -> Any:
+JAVA_LONG_MIN = -(1 << 63)
+JAVA_LONG_MAX = (1 << 63) - 1
+_SHORT_NUMBER = 19  # a number written in fewer characters is within Java's long (at most 18 digits and a sign)
+_ECHOED = 40  # characters of a bad value quoted in the error
+
+
+def _parse(kind: str, name: str, value: Any) -> Any:
     if kind == "str":
         return value
     if kind == "bool":
         return value.lower() == "true"  # Boolean.parseBoolean
     try:
-        return int(value.strip()) if kind == "int" else float(value)
-    except ValueError:
-        raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
+        number = (int(value.strip() if isinstance(value, str) else value)) if kind == "int" else float(value)
+    except (ValueError, TypeError):
+        raise HeaderError(f"the custom field <{name}> is not a number: {str(value)[:_ECHOED]!r}") from None
+    if kind == "int" and not JAVA_LONG_MIN <= number <= JAVA_LONG_MAX:
+        raise HeaderError(f"the custom field <{name}> is out of the range of a long: {str(value)[:_ECHOED]!r}")
+    return number
 
 
 def field_names(cls: type, *, short_names: bool = False) -> list[str]:
@@ -93,8 +104,14 @@ def _make_decoder(cls: type, short_names: bool) -> Callable[[Mapping[str, str]],
             if defaults[name] is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{name}: an optional header field needs a default")
             lines.append(f"    if {v} is None: {v} = _defaults[{name!r}]")
-        if kind == "int":  # inlined: int() skips surrounding whitespace as _parse's strip() does
-            parse = ["try:", f"    {v} = int({v})", "except ValueError:", f"    {v} = _parse('int', {name!r}, {v})"]
+        if kind == "int":  # inlined: int() skips surrounding whitespace as _parse's strip() does; a long text
+            # (maybe beyond Java's long) goes to _parse's range check
+            parse = [
+                "try:",
+                f"    {v} = int({v}) if len({v}) < {_SHORT_NUMBER} else _parse('int', {name!r}, {v})",
+                "except (ValueError, TypeError):",
+                f"    {v} = _parse('int', {name!r}, {v})",
+            ]
         elif kind != "str":
             parse = [f"{v} = _parse({kind!r}, {name!r}, {v})"]
         else:
