@@ -79,27 +79,40 @@ def is_dlq_topic(topic: str) -> bool:
     return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
+def is_topic_or_group_illegal(name: str) -> bool:
+    """TopicValidator.isTopicOrGroupIllegal: a character outside ``[%|a-zA-Z0-9_-]`` anywhere in the name."""
+    return _LEGAL.fullmatch(name) is None
+
+
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
-@functools.lru_cache(maxsize=8192)
 def validate_topic(topic: str | None) -> str | None:
-    """TopicValidator.validateTopic: None when valid, else the reason (RocketMQ's wording). Cached: a pure function
-    called on every send."""
+    """TopicValidator.validateTopic: None when valid, else the reason (RocketMQ's wording). Cached (a pure function
+    called on every send), but only for names that may be valid: a client's longer name, of any size, is not kept."""
+    if topic is not None and len(topic) > TOPIC_MAX_LENGTH:
+        return _validate_topic(topic)
+    return _validate_topic_cached(topic)
+
+
+def _validate_topic(topic: str | None) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _LEGAL.fullmatch(topic):
+    if is_topic_or_group_illegal(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
     return None
 
 
+_validate_topic_cached = functools.lru_cache(maxsize=8192)(_validate_topic)
+
+
 def validate_group(group: str | None) -> str | None:
     if not group or not group.strip():
         return "The specified group is blank."
-    if not _LEGAL.fullmatch(group):
+    if is_topic_or_group_illegal(group):
         return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"
