@@ -74,3 +74,12 @@ def test_a_header_number_beyond_a_java_long_is_a_bad_header(value):
     assert decode_header(UpdateConsumerOffsetRequestHeader, ext).commitOffset == (1 << 63) - 1
     ext["commitOffset"] = "0" * 30 + "7"  # leading zeros: a long, as Long.parseLong reads it
     assert decode_header(UpdateConsumerOffsetRequestHeader, ext).commitOffset == 7
+
+
+def test_a_java_int_field_is_decoded_within_an_int():
+    ext = {"consumerGroup": "G", "topic": "T", "queueId": str((1 << 31) - 1), "commitOffset": "0"}
+    assert decode_header(UpdateConsumerOffsetRequestHeader, ext).queueId == (1 << 31) - 1
+    for bad in (str(1 << 31), str(-(1 << 31) - 1)):
+        ext["queueId"] = bad
+        with pytest.raises(HeaderError, match="<queueId> is out of the range of an int"):
+            decode_header(UpdateConsumerOffsetRequestHeader, ext)

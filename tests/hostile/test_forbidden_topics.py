@@ -250,7 +250,7 @@ def test_a_group_name_with_a_newline_or_too_long_is_refused(broker, client, grou
     )
 
 
-# --- 5. offsets within Java's long --------------------------------------------------------------------------
+# --- 5. offsets within Java's long (and queue ids within Java's int) --------------------------------------------------------------------------
 @pytest.mark.parametrize("offset", [str(10**30), str(1 << 63), str(-(1 << 63) - 1)])
 def test_an_offset_beyond_a_java_long_is_refused_and_never_persisted(broker, client, offset):
     ext = encode_header(UpdateConsumerOffsetRequestHeader(consumerGroup="G", topic="T", queueId=0, commitOffset=0))
@@ -267,3 +267,14 @@ def test_an_offset_beyond_a_java_long_is_refused_and_never_persisted(broker, cli
     on_loop(broker, mgr.persist)
     with open(mgr.config_file_path) as f:
         assert offset not in f.read()
+
+
+@pytest.mark.parametrize("queue_id", [str(1 << 31), str(-(1 << 31) - 1), str(10**20)])
+def test_a_queue_id_beyond_a_java_int_is_refused_and_never_persisted(broker, client, queue_id):
+    """consumerOffset.json keys its offsets by queue id: Java reads them as ints."""
+    ext = encode_header(UpdateConsumerOffsetRequestHeader(consumerGroup="G", topic="T", queueId=0, commitOffset=5))
+    ext["queueId"] = queue_id
+    resp = invoke(client, broker, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert "<queueId> is out of the range of an int" in resp.remark
+    assert on_loop(broker, lambda: dict(broker.controller.consumer_offset_manager.offset_table)) == {}
