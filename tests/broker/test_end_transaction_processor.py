@@ -154,11 +154,18 @@ def test_bad_end_transaction_is_refused_and_stores_nothing(broker, client, over,
 
 
 def test_end_transaction_for_a_plain_message_is_refused(broker, client):
-    """A record that is not a half message has no PGROUP: 'The producer group wrong', nothing stored."""
+    """A record that is not a half message (not in the half topic, no TRAN_MSG=true) is not found as one, even when
+    it carries PGROUP/REAL_TOPIC/REAL_QID (4.9.7 and 5.x would commit it there): nothing stored, no op message."""
     resp = invoke(client, broker, send_request("Plain", b"x", queue_id=1))
     end = invoke(client, broker, end_request(resp, COMMIT))
-    assert (end.code, end.remark) == (ResponseCode.SYSTEM_ERROR, "The producer group wrong")
-    assert max_offset(broker, "Plain", 1) == 1 and max_offset(broker, OP, 0) == 0
+    assert (end.code, end.remark) == (ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+    forged = {"PGROUP": "PG", "REAL_TOPIC": "Elsewhere", "REAL_QID": "0"}
+    resp = invoke(client, broker, send_request("Plain", b"y", queue_id=1, properties=properties_to_string(forged)))
+    for kind in (COMMIT, ROLLBACK):
+        end = invoke(client, broker, end_request(resp, kind))
+        assert (end.code, end.remark) == (ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+    assert max_offset(broker, "Plain", 1) == 2 and max_offset(broker, OP, 0) == 0
+    assert max_offset(broker, "Elsewhere", 0) == 0
 
 
 def test_end_transaction_missing_a_field_is_refused(broker, client):

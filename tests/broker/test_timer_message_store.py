@@ -25,7 +25,7 @@ from rmq_core.remoting.codes import ResponseCode
 from rmq_core.store import MessageStore, StoreConfig
 
 from support.apache_rocketmq import free_port
-from support.send_helpers import SMALL_FILES, invoke, send_request, stored, wait_until
+from support.send_helpers import SMALL_FILES, invoke, on_loop, send_request, stored, wait_until
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 TOPIC = "TimerTopic"
@@ -381,11 +381,13 @@ def test_timers_due_at_the_same_ms_go_in_the_order_they_came(root, client):
 
 def test_bad_records_in_the_timer_topic_are_skipped_and_the_rest_delivered(root, client):
     with Broker(_config(root)) as b:
-        # sent straight to rmq_sys_wheel_timer (5.x does not forbid it): no TIMER_OUT_MS; then one without REAL_TOPIC
-        r = _send(client, b, b"no-out", topic=TIMER_TOPIC, queue_id=0)
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        r = _send(client, b, b"no-real", topic=TIMER_TOPIC, queue_id=0, TIMER_OUT_MS=str(_now() + 500))
-        assert r.code == ResponseCode.SUCCESS, r.remark
+        # records in rmq_sys_wheel_timer no send can write (a client's send there is refused; 5.x accepts it): no
+        # TIMER_OUT_MS; then one without REAL_TOPIC
+        assert _send(client, b, b"refused", topic=TIMER_TOPIC, queue_id=0).code == ResponseCode.NO_PERMISSION
+        for body, props in ((b"no-out", {}), (b"no-real", {"TIMER_OUT_MS": str(_now() + 500)})):
+            bad = Message(TIMER_TOPIC, body, properties=props)
+            r = on_loop(b, lambda m=bad: b.message_store.put_message(m, 0, ("127.0.0.1", 1)))
+            assert r.status.name == "PUT_OK"
         due = _now() + 1200
         assert _send(client, b, b"good", TIMER_DELIVER_MS=str(due)).code == ResponseCode.SUCCESS
         [m] = wait_until(lambda: stored(b, TOPIC, 1), timeout=10)

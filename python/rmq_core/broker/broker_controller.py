@@ -43,6 +43,7 @@ from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.ha.replication import Replication
+from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
 from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
@@ -111,7 +112,11 @@ class BrokerController:
         self.broker_runtime_stats = BrokerRuntimeStats(self.broker_stats_manager, self.now_ms())
         self.configuration = BrokerConfiguration(cfg)
         self.broker_metrics: BrokerMetrics | None = None  # started in start() when metrics_prom_exporter_port >= 0
-        self.schedule_message_service = ScheduleMessageService(cfg, self.broker_stats_manager)
+        # what the broker's own re-puts (timer, schedule, transaction commit, send-back) may write
+        self.inner_put_guard = InnerPutGuard(cfg, self.topic_config_manager)
+        self.schedule_message_service = ScheduleMessageService(
+            cfg, self.broker_stats_manager, inner_put_guard=self.inner_put_guard
+        )
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.timer_message_store: TimerMessageStore | None = None  # started in start() when timer_wheel_enable
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
@@ -144,6 +149,7 @@ class BrokerController:
             self.schedule_message_service,
             group_commit_service=self.group_commit_service,
             replication=self.replication,
+            inner_put_guard=self.inner_put_guard,
         )
         self.consumer_manage_processor = ConsumerManageProcessor(
             self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
@@ -266,6 +272,7 @@ class BrokerController:
             self.schedule_message_service,
             self.broker_stats_manager,
             self.message_store_config.max_message_size,
+            self.inner_put_guard,
         )
 
     # --- facts processors rely on ---------------------------------------------------------------------------
@@ -335,7 +342,9 @@ class BrokerController:
             manager.load()
         self.topic_config_manager.adopt_store_topics(self.message_store.topics())
         if cfg.timer_wheel_enable and not self.is_slave:  # opened (and checked) before any service starts
-            self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
+            self.timer_message_store = TimerMessageStore.open(
+                cfg, self.message_store, self.broker_stats_manager, self.inner_put_guard
+            )
         self.pull_request_hold_service = PullRequestHoldService(
             cfg,
             self.message_store,

@@ -26,8 +26,11 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
 CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"  # the transaction check's consumer group (offsets of the half/op queues)
+# TopicValidator.TOPIC_MAX_LENGTH, and what the store can hold: a CommitLog record written by 4.9 (and by the engine,
+# which writes v1 records only) keeps the topic's length in one signed byte (Byte.MAX_VALUE). Apache HEAD allows
+# 255 for %RETRY%/%DLQ% topics (written as v2 records); rmq_core does not (a longer name is refused up front).
 TOPIC_MAX_LENGTH = 127
-RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
+# TopicValidator.GROUP_MAX_LENGTH (HEAD): %RETRY%<group> (7 + 120) and %DLQ%<group> fit TOPIC_MAX_LENGTH
 GROUP_MAX_LENGTH = 120
 TOPIC_GROUP_SEPARATOR = "@"
 
@@ -50,11 +53,14 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         RMQ_SYS_TRANS_HALF_TOPIC,
         RMQ_SYS_TRANS_OP_HALF_TOPIC,
         RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+        RMQ_SYS_SELF_TEST_TOPIC,
         RMQ_SYS_OFFSET_MOVED_EVENT,
+        RMQ_SYS_WHEEL_TIMER,
     }
 )
 
-_LEGAL = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# the whole name (``fullmatch``): ``re.match`` with ``$`` accepted a trailing newline
+_LEGAL = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 def get_retry_topic(consumer_group: str) -> str:
@@ -73,28 +79,40 @@ def is_dlq_topic(topic: str) -> bool:
     return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
+def is_topic_or_group_illegal(name: str) -> bool:
+    """TopicValidator.isTopicOrGroupIllegal: a character outside ``[%|a-zA-Z0-9_-]`` anywhere in the name."""
+    return _LEGAL.fullmatch(name) is None
+
+
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
-@functools.lru_cache(maxsize=8192)
 def validate_topic(topic: str | None) -> str | None:
-    """TopicValidator.validateTopic: None when valid, else the reason (RocketMQ's wording). Cached: a pure function
-    called on every send."""
+    """TopicValidator.validateTopic: None when valid, else the reason (RocketMQ's wording). Cached (a pure function
+    called on every send), but only for names that may be valid: a client's longer name, of any size, is not kept."""
+    if topic is not None and len(topic) > TOPIC_MAX_LENGTH:
+        return _validate_topic(topic)
+    return _validate_topic_cached(topic)
+
+
+def _validate_topic(topic: str | None) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _LEGAL.match(topic):
+    if is_topic_or_group_illegal(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    limit = RETRY_OR_DLQ_TOPIC_MAX_LENGTH if (is_retry_topic(topic) or is_dlq_topic(topic)) else TOPIC_MAX_LENGTH
-    if len(topic) > limit:
-        return f"The specified topic: {topic}, is longer than topic max length: {limit}"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
     return None
+
+
+_validate_topic_cached = functools.lru_cache(maxsize=8192)(_validate_topic)
 
 
 def validate_group(group: str | None) -> str | None:
     if not group or not group.strip():
         return "The specified group is blank."
-    if not _LEGAL.match(group):
+    if is_topic_or_group_illegal(group):
         return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"

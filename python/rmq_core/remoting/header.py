@@ -3,8 +3,11 @@
 
 Each header is a dataclass; a field's metadata says whether it is required (``@CFNotNull``) and, for send, its V2
 short name. ``decode_header`` parses by declared type as Java does (``Integer.parseInt``, ``Long.parseLong``,
-``Boolean.parseBoolean``), ignores unknown keys, and raises ``HeaderError`` naming a missing required field (the
-remoting server turns that into SYSTEM_ERROR with the text as remark). ``encode_header`` writes every non-None field as
+``Boolean.parseBoolean``), ignores unknown keys, and raises ``HeaderError`` naming a missing required field or a
+number outside its Java type's range — ``Long.parseLong``'s, or ``Integer.parseInt``'s for a field marked
+``java_int`` (Java's ``Integer``/``int``) — so no such value is ever stored (a consumer offset or queue id in
+consumerOffset.json, a queue count in topics.json, that Java tools could not read; Java leaves the field null). The
+remoting server turns the error into SYSTEM_ERROR with the text as remark. ``encode_header`` writes every non-None field as
 its Java ``toString`` (booleans "true"/"false").
 
 Invariants: field names are RocketMQ's exactly (they are on the wire); values in extFields are strings.
@@ -26,24 +29,26 @@ class HeaderError(RemotingCommandError):
     """A custom header field that is missing or does not parse as its declared type."""
 
 
-def required(default: Any = None) -> Any:
-    """A ``@CFNotNull`` field: decoding fails naming it when absent. (The default only eases construction.)"""
-    return field(default=default, metadata={"required": True})
+def required(default: Any = None, *, java_int: bool = False) -> Any:
+    """A ``@CFNotNull`` field: decoding fails naming it when absent. (The default only eases construction.)
+    ``java_int``: an int field Java declares ``Integer``/``int`` (decoded within ``Integer.parseInt``'s range; any
+    other int field is a Java ``Long``)."""
+    return field(default=default, metadata={"required": True, "java_int": java_int})
 
 
-def optional(default: Any = None, short: str | None = None) -> Any:
-    return field(default=default, metadata={"required": False, "short": short})
+def optional(default: Any = None, short: str | None = None, *, java_int: bool = False) -> Any:
+    return field(default=default, metadata={"required": False, "short": short, "java_int": java_int})
 
 
-def required_short(short: str) -> Any:
-    return field(default=None, metadata={"required": True, "short": short})
+def required_short(short: str, *, java_int: bool = False) -> Any:
+    return field(default=None, metadata={"required": True, "short": short, "java_int": java_int})
 
 
 _TYPE_CACHE: dict[type, list[tuple[str, str, bool, str | None]]] = {}
 
 
 def _fields(cls: type) -> list[tuple[str, str, bool, str | None]]:
-    """(name, kind, required, short) per field; kind is 'int' | 'str' | 'bool' | 'float'."""
+    """(name, kind, required, short) per field; kind is 'int' (a Java long) | 'int32' | 'str' | 'bool' | 'float'."""
     out = _TYPE_CACHE.get(cls)
     if out is None:
         hints = get_type_hints(cls)
@@ -51,20 +56,34 @@ def _fields(cls: type) -> list[tuple[str, str, bool, str | None]]:
         for f in dataclasses.fields(cls):
             t = str(hints[f.name])
             kind = "bool" if "bool" in t else "int" if "int" in t else "float" if "float" in t else "str"
+            if kind == "int" and f.metadata.get("java_int"):
+                kind = "int32"
             out.append((f.name, kind, bool(f.metadata.get("required")), f.metadata.get("short")))
         _TYPE_CACHE[cls] = out
     return out
 
 
-def _parse(kind: str, name: str, value: str) -> Any:
+# per integer kind: (min, max, the number of characters below which any number is within them, Java's type)
+_RANGES = {
+    "int": (-(1 << 63), (1 << 63) - 1, 19, "a long"),
+    "int32": (-(1 << 31), (1 << 31) - 1, 10, "an int"),
+}
+_ECHOED = 40  # characters of a bad value quoted in the error
+
+
+def _parse(kind: str, name: str, value: Any) -> Any:
     if kind == "str":
         return value
     if kind == "bool":
         return value.lower() == "true"  # Boolean.parseBoolean
+    limits = _RANGES.get(kind)
     try:
-        return int(value.strip()) if kind == "int" else float(value)
-    except ValueError:
-        raise HeaderError(f"the custom field <{name}> is not a number: {value!r}") from None
+        number = int(value.strip() if isinstance(value, str) else value) if limits else float(value)
+    except (ValueError, TypeError):
+        raise HeaderError(f"the custom field <{name}> is not a number: {str(value)[:_ECHOED]!r}") from None
+    if limits is not None and not limits[0] <= number <= limits[1]:
+        raise HeaderError(f"the custom field <{name}> is out of the range of {limits[3]}: {str(value)[:_ECHOED]!r}")
+    return number
 
 
 def field_names(cls: type, *, short_names: bool = False) -> list[str]:
@@ -93,8 +112,14 @@ def _make_decoder(cls: type, short_names: bool) -> Callable[[Mapping[str, str]],
             if defaults[name] is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{name}: an optional header field needs a default")
             lines.append(f"    if {v} is None: {v} = _defaults[{name!r}]")
-        if kind == "int":  # inlined: int() skips surrounding whitespace as _parse's strip() does
-            parse = ["try:", f"    {v} = int({v})", "except ValueError:", f"    {v} = _parse('int', {name!r}, {v})"]
+        if kind in _RANGES:  # inlined: int() skips surrounding whitespace as _parse's strip() does; a long text
+            # (maybe beyond the Java type's range) goes to _parse's range check
+            parse = [
+                "try:",
+                f"    {v} = int({v}) if len({v}) < {_RANGES[kind][2]} else _parse({kind!r}, {name!r}, {v})",
+                "except (ValueError, TypeError):",
+                f"    {v} = _parse({kind!r}, {name!r}, {v})",
+            ]
         elif kind != "str":
             parse = [f"{v} = _parse({kind!r}, {name!r}, {v})"]
         else:
@@ -156,15 +181,15 @@ class SendMessageRequestHeader:
     producerGroup: str = required_short("a")
     topic: str = required_short("b")
     defaultTopic: str = required_short("c")
-    defaultTopicQueueNums: int = required_short("d")
-    queueId: int = required_short("e")
-    sysFlag: int = required_short("f")
+    defaultTopicQueueNums: int = required_short("d", java_int=True)
+    queueId: int = required_short("e", java_int=True)
+    sysFlag: int = required_short("f", java_int=True)
     bornTimestamp: int = required_short("g")
-    flag: int = required_short("h")
+    flag: int = required_short("h", java_int=True)
     properties: str | None = optional(short="i")
-    reconsumeTimes: int | None = optional(short="j")
+    reconsumeTimes: int | None = optional(short="j", java_int=True)
     unitMode: bool | None = optional(short="k")
-    maxReconsumeTimes: int | None = optional(short="l")
+    maxReconsumeTimes: int | None = optional(short="l", java_int=True)
     batch: bool | None = optional(short="m")
     brokerName: str | None = optional(short="n")
 
@@ -172,7 +197,7 @@ class SendMessageRequestHeader:
 @dataclass
 class SendMessageResponseHeader:
     msgId: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     queueOffset: int = required()
     transactionId: str | None = optional()
     batchUniqId: str | None = optional()
@@ -190,7 +215,9 @@ class EndTransactionRequestHeader:
     producerGroup: str = required()
     tranStateTableOffset: int = required()
     commitLogOffset: int = required()
-    commitOrRollback: int = required()  # the sys flag's transaction value: NOT (0, UNKNOW), COMMIT (8), ROLLBACK (12)
+    commitOrRollback: int = (
+        required()
+    )  # the sys flag's transaction value: NOT (0, UNKNOW), COMMIT (8), ROLLBACK (12, java_int=True)
     fromTransactionCheck: bool | None = optional(False)
     msgId: str = required()
     transactionId: str | None = optional()
@@ -209,11 +236,11 @@ class CheckTransactionStateRequestHeader:
 class ConsumerSendMsgBackRequestHeader:
     offset: int = required()
     group: str = required()
-    delayLevel: int = required()
+    delayLevel: int = required(java_int=True)
     originMsgId: str | None = optional()
     originTopic: str | None = optional()
     unitMode: bool | None = optional(False)
-    maxReconsumeTimes: int | None = optional()
+    maxReconsumeTimes: int | None = optional(java_int=True)
 
 
 # --- pull ------------------------------------------------------------------------------------------------------
@@ -221,16 +248,16 @@ class ConsumerSendMsgBackRequestHeader:
 class PullMessageRequestHeader:
     consumerGroup: str = required()
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     queueOffset: int = required()
-    maxMsgNums: int = required()
-    sysFlag: int = required()
+    maxMsgNums: int = required(java_int=True)
+    sysFlag: int = required(java_int=True)
     commitOffset: int = required()
     suspendTimeoutMillis: int = required()
     subscription: str | None = optional()
     subVersion: int = required()
     expressionType: str | None = optional()
-    maxMsgBytes: int | None = optional()
+    maxMsgBytes: int | None = optional(java_int=True)
 
 
 @dataclass
@@ -246,7 +273,7 @@ class PullMessageResponseHeader:
 class QueryConsumerOffsetRequestHeader:
     consumerGroup: str = required()
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     setZeroIfNotFound: bool | None = optional()
 
 
@@ -254,7 +281,7 @@ class QueryConsumerOffsetRequestHeader:
 class UpdateConsumerOffsetRequestHeader:
     consumerGroup: str = required()
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     commitOffset: int = required()
 
 
@@ -268,27 +295,27 @@ class OffsetResponseHeader:
 @dataclass
 class GetMaxOffsetRequestHeader:
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     committed: bool | None = optional()
 
 
 @dataclass
 class GetMinOffsetRequestHeader:
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
 
 
 @dataclass
 class SearchOffsetRequestHeader:
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
     timestamp: int = required()
 
 
 @dataclass
 class GetEarliestMsgStoretimeRequestHeader:
     topic: str = required()
-    queueId: int = required()
+    queueId: int = required(java_int=True)
 
 
 @dataclass
@@ -323,7 +350,7 @@ class NotifyConsumerIdsChangedRequestHeader:
 class QueryMessageRequestHeader:
     topic: str = required()
     key: str = required()
-    maxNum: int = required()
+    maxNum: int = required(java_int=True)
     beginTimestamp: int = required()
     endTimestamp: int = required()
 
@@ -344,11 +371,11 @@ class QueryMessageResponseHeader:
 class CreateTopicRequestHeader:
     topic: str = required()
     defaultTopic: str = required()
-    readQueueNums: int = required()
-    writeQueueNums: int = required()
-    perm: int = required()
+    readQueueNums: int = required(java_int=True)
+    writeQueueNums: int = required(java_int=True)
+    perm: int = required(java_int=True)
     topicFilterType: str = required()
-    topicSysFlag: int | None = optional()
+    topicSysFlag: int | None = optional(java_int=True)
     order: bool = required(False)
     attributes: str | None = optional()
     force: bool | None = optional()

@@ -4,11 +4,15 @@ commit or rollback of a half message, oneway or not.
 In order:
 1. a slave → SLAVE_NOT_AVAILABLE;
 2. ``commitOrRollback`` NOT (UNKNOW) or not a transaction value → no answer, nothing done (the check will ask);
-3. the half message at ``commitLogOffset`` (none → SYSTEM_ERROR "Find prepared transaction message failed"); its
+3. the half message at ``commitLogOffset`` (none, or a record that is no half message — not in
+   ``RMQ_SYS_TRANS_HALF_TOPIC`` or without ``TRAN_MSG=true`` — → SYSTEM_ERROR "Find prepared transaction message
+   failed"; deviation: 4.9.7 and 5.x commit any record carrying ``PGROUP``/``REAL_TOPIC``/``REAL_QID``); its
    ``PGROUP`` must be ``producerGroup`` ("The producer group wrong"), its queue offset ``tranStateTableOffset``
    ("The transaction state table offset wrong") and its commitlog offset ``commitLogOffset`` ("The commit log offset
    wrong"), each SYSTEM_ERROR;
-4. COMMIT: the message is put to ``REAL_TOPIC``/``REAL_QID`` (body, flag, born time and host, reconsume times as the
+4. COMMIT: ``REAL_TOPIC``/``REAL_QID`` checked as a client's send to them is (``InnerPutGuard``: known or creatable,
+   writable, not a topic clients may not send to, the queue there; refused → that answer, nothing stored, the half
+   message left open for the check; deviation: Apache puts unchecked); the message is put to them (body, flag, born time and host, reconsume times as the
    half message's; sys flag transaction value COMMIT; preparedTransactionOffset = the half message's commitlog offset; ``REAL_TOPIC``/``REAL_QID``/``TRAN_MSG`` removed; tags code
    from its TAGS) — a DELAY it carries then applies (4.9's CommitLog does it for COMMIT messages); once stored, the op
    message; the put's status → the response code (4.9's ``sendFinalMessage``);
@@ -45,6 +49,7 @@ from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.inner_put_guard import InnerPutGuard
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.broker.transaction.transactional_message_bridge import TransactionalMessageBridge
@@ -72,7 +77,9 @@ class EndTransactionProcessor:
         schedule_message_service: ScheduleMessageService,
         broker_stats_manager: BrokerStatsManager,
         max_message_size: int,
+        inner_put_guard: InnerPutGuard,
     ) -> None:
+        self.inner_put_guard = inner_put_guard
         self.broker_config = broker_config
         self.service = service
         self.bridge = bridge
@@ -153,6 +160,10 @@ class EndTransactionProcessor:
             queue_id = -1
         if not topic or queue_id < 0:
             return ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID"
+        refusal = self.inner_put_guard.refusal(topic, queue_id)
+        if refusal is not None:
+            log.warning("commit of the half message at %d refused: %s", half.commitlog_offset, refusal.remark)
+            return refusal.code, refusal.remark
         properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
         msg = Message(topic, half.body, flag=half.flag)
         msg.properties = properties

@@ -3,8 +3,12 @@ CONSUMER_SEND_MSG_BACK (36), as Apache RocketMQ 4.9's ``br/processor/SendMessage
 ``AbstractSendMessageProcessor.java`` answer them.
 
 Send, in order (``msgCheck`` then the put):
-1. broker permission not writable → NO_PERMISSION; topic invalid (TopicValidator) → SYSTEM_ERROR (4.9's code);
-   a topic clients may not send to (SCHEDULE_TOPIC_XXXX, the transaction topics, OFFSET_MOVED_EVENT) → NO_PERMISSION;
+1. broker permission not writable → NO_PERMISSION; topic invalid (TopicValidator: the whole name, at most 127
+   characters, retry and DLQ topics too: what a CommitLog record holds) → SYSTEM_ERROR (4.9's code);
+   a topic clients may not send to (``mix_all.NOT_ALLOWED_SEND_TOPICS``: SCHEDULE_TOPIC_XXXX, the transaction topics,
+   SELF_TEST_TOPIC, OFFSET_MOVED_EVENT as Apache, and ``rmq_sys_wheel_timer``, which 5.x accepts) → NO_PERMISSION
+   "Sending message to topic[X] is forbidden."; the plain path runs these checks once per key, so they refuse
+   each of its sends;
 2. unknown topic → created from the default topic (TBW102) when auto-creation allows, a ``%RETRY%`` topic through the
    send-back path, else TOPIC_NOT_EXIST; queueId ≥ max(read, write queue nums) → SYSTEM_ERROR; queueId < 0 → a random
    writable queue; topic not writable → NO_PERMISSION;
@@ -24,7 +28,7 @@ Send, in order (``msgCheck`` then the put):
    (the request's, also for a delayed or timer message, as 4.9/5.x), queueOffset (of the queue stored to).
 Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
 
-Batch (SEND_BATCH_MESSAGE): the same checks, then a topic over 127 characters, a ``%RETRY%`` topic, a transaction
+Batch (SEND_BATCH_MESSAGE): the same checks, then a ``%RETRY%`` topic, a transaction
 sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that does not decode → MESSAGE_ILLEGAL and
 nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's property
 string followed byte for byte by the batch-level one (header properties + CLUSTER, in the order 4.9.7's HashMap
@@ -36,7 +40,8 @@ to be awaited (``process_batch``: a chunk of batch sends only).
 CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
 retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
 queue, through the delay level 3 + reconsumeTimes when the request says 0) or, past maxReconsumeTimes or with
-delayLevel < 0, to ``%DLQ%<group>``, with reconsumeTimes + 1, ``RETRY_TOPIC`` (the original topic) and
+delayLevel < 0, to ``%DLQ%<group>`` (either checked by the ``InnerPutGuard`` first: a read-only DLQ refuses with
+NO_PERMISSION, which 4.9 does not check), with reconsumeTimes + 1, ``RETRY_TOPIC`` (the original topic) and
 ``ORIGIN_MESSAGE_ID`` (the original's, else its offset msg id).
 
 Deviations from 4.9 (on purpose): a non-writable broker refuses every send (4.9 only refuses order topics there and
@@ -71,6 +76,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmq_core import _backend
 from rmq_core.broker.group_commit_service import GroupCommitService
+from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
@@ -246,8 +252,10 @@ class SendMessageProcessor:
         rng: random.Random | None = None,
         group_commit_service: GroupCommitService | None = None,
         replication: Replication | None = None,
+        inner_put_guard: InnerPutGuard | None = None,
     ) -> None:
         self.broker_config = broker_config
+        self.inner_put_guard = inner_put_guard or InnerPutGuard(broker_config, topic_config_manager)
         self.message_store = message_store
         self.store_config = store_config
         self.topic_config_manager = topic_config_manager
@@ -984,9 +992,7 @@ class SendMessageProcessor:
         and the store's result, or ``_Refused`` (nothing stored). The store's engine reads the body's blocks
         (``MessageStore.put_batch``): each record's properties are the block's followed by the batch-level ones."""
         topic_config, queue_id = self._pre_send(conn, header)
-        topic = header.topic
-        if len(topic) > mix_all.TOPIC_MAX_LENGTH:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
+        topic = header.topic  # at most TOPIC_MAX_LENGTH long: msg_check's validate_topic
         if mix_all.is_retry_topic(topic):
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         sys_flag = header.sysFlag
@@ -1112,6 +1118,9 @@ class SendMessageProcessor:
             origin_msg_id if origin_msg_id and origin_msg_id.strip() else msg_ext.msg_id
         )
 
+        refusal = self.inner_put_guard.refusal(new_topic, queue_id)
+        if refusal is not None:
+            return answer(refusal.code, refusal.remark)
         msg = Message(new_topic, msg_ext.body, flag=msg_ext.flag)
         msg.properties = properties
         try:

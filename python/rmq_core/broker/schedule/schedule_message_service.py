@@ -15,6 +15,9 @@ Differences from RocketMQ, on purpose:
 * ``REAL_TOPIC``/``REAL_QID`` stay on the delivered message, as 4.9's ``messageTimeup`` leaves them; ``DELAY`` is
   removed from the stored properties (4.9 removes it from the map but its records may still carry it).
 * A schedule record without a usable ``REAL_TOPIC``/``REAL_QID`` is logged and skipped (4.9 retries it forever).
+* A ``REAL_TOPIC`` the ``InnerPutGuard`` refuses (unknown and not creatable, not writable, a topic clients may not
+  send to, a queue it does not have) is logged and dropped as 4.9 drops one naming RMQ_SYS_TRANS_HALF_TOPIC (4.9
+  checks nothing else).
 
 Offsets are persisted to ``config/delayOffset.json`` as RocketMQ lays it out (``{"offsetTable":{1:0,2:5}}``, level
 keys unquoted) every ``flush_consumer_offset_interval`` by the controller and at ``shutdown()``. After a clean
@@ -54,6 +57,7 @@ from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.inner_put_guard import InnerPutGuard
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.store import MessageStore, PutMessageResult
 
@@ -148,7 +152,8 @@ def message_timeup(msg_ext: MessageExt) -> tuple[Message, int]:
 
 
 class ScheduleMessageService(ConfigManager):
-    """``ScheduleMessageService(broker_config, broker_stats_manager)``; ``start(message_store)`` / ``shutdown()`` on
+    """``ScheduleMessageService(broker_config, broker_stats_manager, inner_put_guard=None)`` (the guard checks each
+    delivery's ``REAL_TOPIC``: the broker always gives one); ``start(message_store)`` / ``shutdown()`` on
     the broker's loop; ``persist()``,
     ``load()``; ``offset_table`` {level: next offset}; ``delay_level_table`` {level: ms}; ``max_delay_level``."""
 
@@ -157,8 +162,10 @@ class ScheduleMessageService(ConfigManager):
         broker_config: BrokerConfig,
         broker_stats_manager: BrokerStatsManager | None = None,
         now_ms: Callable[[], int] = now_ms,
+        inner_put_guard: InnerPutGuard | None = None,
     ) -> None:
         super().__init__(os.path.join(broker_config.store_config_dir, "delayOffset.json"))
+        self.inner_put_guard = inner_put_guard
         self.broker_config = broker_config
         self.broker_stats_manager = broker_stats_manager
         self.now_ms = now_ms
@@ -387,6 +394,18 @@ class ScheduleMessageService(ConfigManager):
                 "[BUG] the real topic of schedule msg is %s, discard the msg (commitlog offset %d)",
                 msg.topic,
                 msg_ext.commitlog_offset,
+            )
+            return True
+        guard = self.inner_put_guard
+        refusal = guard.refusal(msg.topic, queue_id) if guard is not None else None
+        if refusal is not None:
+            log.error(
+                "schedule level %d: the real topic %s:%d of commitlog offset %d is refused (%s); dropped",
+                level,
+                msg.topic,
+                queue_id,
+                msg_ext.commitlog_offset,
+                refusal.remark,
             )
             return True
         store = self._store

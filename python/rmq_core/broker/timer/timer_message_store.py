@@ -9,7 +9,9 @@ MAGIC_ROLL and, when that slot comes, put again to ``rmq_sys_wheel_timer`` (``TI
 anew. **Dequeue** walks slot after slot (``curr_read_time_ms``), reads each slot's units back through ``prev_pos``,
 reads the messages from the CommitLog and puts them to ``REAL_TOPIC``/``REAL_QID`` (``REAL_*`` kept in the record
 as 5.x's bytes have them, ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added, body, flag, sys flag, born host/time, reconsume times kept, the
-store not waited for: 5.x's ``setWaitStoreMsgOK(false)``). Every ``timerFlushIntervalMs`` the timer log, the wheel
+store not waited for: 5.x's ``setWaitStoreMsgOK(false)``); a ``REAL_TOPIC`` the ``InnerPutGuard`` refuses (unknown and
+not creatable, not writable, a topic clients may not send to, a queue it does not have) is logged and dropped
+(5.x puts it unchecked). Every ``timerFlushIntervalMs`` the timer log, the wheel
 and ``config/timercheck`` are flushed.
 
 Departure from 5.x (documented in ``_reference/format/timer.py``): 5.x delivers a slot once it has fully passed, so
@@ -71,6 +73,7 @@ from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.inner_put_guard import InnerPutGuard
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.store import MessageStore
 
@@ -129,7 +132,8 @@ def exact_deliver_ms(props: Mapping[str, str], out_ms: int, store_timestamp: int
 
 
 class TimerMessageStore:
-    """``TimerMessageStore(broker_config, message_store, broker_stats_manager=None, now_ms=now_ms)``; ``load()``
+    """``TimerMessageStore(broker_config, message_store, broker_stats_manager=None, now_ms=now_ms,
+    inner_put_guard=None)`` (the guard checks each delivery's ``REAL_TOPIC``: the broker always gives one); ``load()``
     (recovery), ``start()`` / ``shutdown()`` on the broker's loop; ``flush_checkpoint()``; figures:
     ``pending_in_heap``, ``curr_read_time_ms``, ``curr_queue_offset``, ``enqueued``, ``delivered``."""
 
@@ -139,8 +143,10 @@ class TimerMessageStore:
         message_store: MessageStore,
         broker_stats_manager: BrokerStatsManager | None = None,
         now_ms: Callable[[], int] = now_ms,
+        inner_put_guard: InnerPutGuard | None = None,
     ) -> None:
         cfg = broker_config
+        self.inner_put_guard = inner_put_guard
         root = cfg.store_path_root_dir
         self.broker_config = cfg
         self.message_store = message_store
@@ -184,10 +190,11 @@ class TimerMessageStore:
         broker_config: BrokerConfig,
         message_store: MessageStore,
         broker_stats_manager: BrokerStatsManager | None = None,
+        inner_put_guard: InnerPutGuard | None = None,
     ) -> TimerMessageStore:
         """Map the files and recover; on failure (a timer file of the wrong size, an unreadable file) the files
         opened so far are closed and the error raised (the broker then refuses to start, naming the file)."""
-        ts = cls(broker_config, message_store, broker_stats_manager)
+        ts = cls(broker_config, message_store, broker_stats_manager, inner_put_guard=inner_put_guard)
         try:
             ts.load()
         except BaseException:
@@ -592,6 +599,17 @@ class TimerMessageStore:
                     timer.offset_py,
                     topic,
                     raw_qid,
+                )
+                return False
+            guard = self.inner_put_guard
+            refusal = guard.refusal(topic, queue_id) if guard is not None else None
+            if refusal is not None:
+                log.error(
+                    "timer message at commitlog offset %d: its REAL_TOPIC %s:%d is refused (%s); dropped",
+                    timer.offset_py,
+                    topic,
+                    queue_id,
+                    refusal.remark,
                 )
                 return False
         props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)

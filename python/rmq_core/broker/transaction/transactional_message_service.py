@@ -18,7 +18,9 @@ messages are still open, and the check that asks their producers about them.
 A run stops after ``MAX_PROCESS_TIME_LIMIT_MS`` per queue.
 
 ``commit_message`` / ``rollback_message``: the half message at the request's commitLogOffset (or SYSTEM_ERROR "Find
-prepared transaction message failed"); ``delete_prepare_message``: its op message. ``is_resolved``: an op message
+prepared transaction message failed", also when the record there is not a half message: not in
+``RMQ_SYS_TRANS_HALF_TOPIC`` or without ``TRAN_MSG=true`` — deviation: 4.9.7 and 5.x take any record, so a COMMIT
+naming an ordinary message that carries ``PGROUP``/``REAL_TOPIC``/``REAL_QID`` wrote it to any topic); ``delete_prepare_message``: its op message. ``is_resolved``: an op message
 for that half message was written since start or is still in the op queue past the check's offset (``load()`` at
 start reads them): END_TRANSACTION uses it so that a second end (a late retry, a restart between end and check)
 does not store the message twice (4.9 stores it again).
@@ -43,6 +45,7 @@ from rmq_core.broker.transaction.transactional_message_bridge import (
 from rmq_core.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     MessageExt,
 )
@@ -67,6 +70,12 @@ class CheckListener(Protocol):
     def resolve_half_msg(self, msg_ext: MessageExt) -> None: ...
 
     def resolve_discard_msg(self, msg_ext: MessageExt) -> None: ...
+
+
+def is_half_message(msg: MessageExt) -> bool:
+    """A transaction's half message: stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` by a send carrying ``TRAN_MSG=true``
+    (the send processor's ``parse_half_message_inner``, or the check's put-back of one)."""
+    return msg.topic == HALF_TOPIC and msg.properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
 
 
 @dataclass
@@ -125,6 +134,9 @@ class TransactionalMessageService:
     # --- END_TRANSACTION -------------------------------------------------------------------------------------
     def _half_message_by_offset(self, commitlog_offset: int) -> OperationResult:
         msg = self.bridge.look_message_by_offset(commitlog_offset)
+        if msg is not None and not is_half_message(msg):
+            log.warning("end transaction: the record at commitlog offset %d is no half message", commitlog_offset)
+            msg = None
         if msg is None:
             return OperationResult(None, ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         return OperationResult(msg, ResponseCode.SUCCESS)

@@ -166,7 +166,7 @@ class PullConsumer:
             raise MQClientException(
                 -1, f"the specified group is longer than group max length {mix_all.GROUP_MAX_LENGTH}."
             )
-        if not all(c.isalnum() or c in "%|_-" for c in g):
+        if mix_all.is_topic_or_group_illegal(g):  # ASCII letters and digits only (str.isalnum takes any script)
             raise MQClientException(
                 -1, f"the specified group[{g}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
             )
