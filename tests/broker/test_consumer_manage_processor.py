@@ -12,7 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.common.topic_config import TopicConfig
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import Message
 from rmq_core.remoting.body.heartbeat import ConsumerData, HeartbeatData
@@ -21,8 +24,17 @@ from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.transport import BlockingRemotingClient
 from rmq_core.store import StoreConfig
 
+from support.admin_helpers import add_topic_config
+
 GROUP = "cmp_group"
 TOPIC = "CmpTopic"
+
+
+@pytest.fixture(autouse=True)
+def _topic(request: pytest.FixtureRequest) -> None:
+    """The tests' topic is known to the broker (an offset commit for a topic it does not hold is refused)."""
+    if "broker" in request.fixturenames:
+        add_topic_config(request.getfixturevalue("broker"), TopicConfig(TOPIC, 4, 4, 6))
 
 
 def on_loop(broker: Broker, fn: Callable[[], Any]) -> Any:
@@ -173,3 +185,19 @@ def test_consumer_list_of_unknown_group_is_system_error(broker, client):
 def test_consumer_list_missing_group_names_it(broker, client):
     r = client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {}))
     assert r.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in (r.remark or "")
+
+
+def test_update_for_an_unknown_topic_queue_or_an_illegal_group_is_refused_and_commits_nothing(broker, client):
+    """A client cannot grow consumerOffset.json with made-up topics, queues or group names (4.9 commits them all)."""
+    cases = [
+        ({"topic": "NoSuchTopic"}, ResponseCode.TOPIC_NOT_EXIST),
+        ({"queueId": 4}, ResponseCode.INVALID_PARAMETER),
+        ({"queueId": -1}, ResponseCode.INVALID_PARAMETER),
+        ({"consumerGroup": "bad group"}, ResponseCode.INVALID_PARAMETER),
+        ({"consumerGroup": "g" * 121}, ResponseCode.INVALID_PARAMETER),
+    ]
+    for change, code in cases:
+        ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "commitOffset": 7, **change}
+        r = client.invoke_sync(broker.address, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
+        assert r.code == code, (change, r.remark)
+    assert on_loop(broker, lambda: dict(broker.controller.consumer_offset_manager.offset_table)) == {}

@@ -152,7 +152,11 @@ class BrokerController:
             inner_put_guard=self.inner_put_guard,
         )
         self.consumer_manage_processor = ConsumerManageProcessor(
-            self.consumer_manager, self.consumer_offset_manager, self.message_store, self.message_store_config
+            self.consumer_manager,
+            self.consumer_offset_manager,
+            self.message_store,
+            self.message_store_config,
+            self.topic_config_manager,
         )
         self.client_manage_processor = ClientManageProcessor(
             cfg,

@@ -11,8 +11,11 @@ QUERY_CONSUMER_OFFSET, in order:
 log bytes written after unit 0's message must not exceed ``total_physical_memory × access_message_in_memory_max_ratio
 / 100`` of the store config (5.x asks the OS page cache instead — not reproducible, and 4.9's rule is deterministic).
 
-UPDATE_CONSUMER_OFFSET commits unconditionally, as 4.9 does (5.x also rejects unknown groups and topics); clients send
-it oneway, so the SUCCESS answer is usually dropped by the transport.
+UPDATE_CONSUMER_OFFSET: a topic the broker does not hold → TOPIC_NOT_EXIST (5.x's check), a queue id outside the
+topic's queues or a group name RocketMQ would refuse → INVALID_PARAMETER (rmq_core's: 4.9 commits anything, so any
+client could grow ``consumerOffset.json`` with made-up topics and queues); else committed. A group need not exist
+yet (4.9; 5.x also refuses an unknown group, which a consumer committing before its heartbeat's group creation, a
+Spark query or an admin tool would meet). Clients send it oneway, so the answer is usually dropped by the transport.
 
 Invariants: a missing required header field is answered SYSTEM_ERROR naming it (``HeaderError`` through the
 transport); nothing is committed for a request that does not decode.
@@ -25,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
+from rmq_core.common.mix_all import validate_group
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -40,6 +44,7 @@ from rmq_core.remoting.header import (
 if TYPE_CHECKING:
     from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.transport import Connection
     from rmq_core.store import MessageStore, StoreConfig
 
@@ -61,7 +66,9 @@ class ConsumerManageProcessor:
         consumer_offset_manager: ConsumerOffsetManager,
         message_store: MessageStore,
         store_config: StoreConfig,
+        topic_config_manager: TopicConfigManager,
     ) -> None:
+        self.topic_config_manager = topic_config_manager
         self.consumer_manager = consumer_manager
         self.consumer_offset_manager = consumer_offset_manager
         self.message_store = message_store
@@ -98,6 +105,19 @@ class ConsumerManageProcessor:
     # --- UPDATE_CONSUMER_OFFSET ------------------------------------------------------------------------------
     def update_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
+        group, topic, queue_id = header.consumerGroup, header.topic, header.queueId
+        problem = validate_group(group)
+        if problem is not None:
+            return RemotingCommand.response_to(request, ResponseCode.INVALID_PARAMETER, remark=problem[:300])
+        config = self.topic_config_manager.select_topic_config(topic)
+        if config is None:
+            return RemotingCommand.response_to(
+                request, ResponseCode.TOPIC_NOT_EXIST, remark=f"Topic {topic[:200]} not exist!"
+            )
+        if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
+            return RemotingCommand.response_to(
+                request, ResponseCode.INVALID_PARAMETER, remark=f"QueueId {queue_id} is illegal for topic {topic}"
+            )
         self.consumer_offset_manager.commit_offset(
             conn.remote_address, header.consumerGroup, header.topic, header.queueId, header.commitOffset
         )
