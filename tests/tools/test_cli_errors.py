@@ -1,7 +1,8 @@
 """A new user's ordinary mistakes, run as ``rmq-core`` processes: each ends in one line on stderr naming what failed
 and what to do (the address that did not answer, the topic with no route, the port in use and its flag, the missing
 file), exit code 1 (2 for an argument the command refuses), no traceback unless ``--debug``; ``consume`` against an
-unreachable name server fails within its timeout, and on SIGTERM prints its summary."""
+unreachable name server fails within its timeout, and on SIGTERM prints its summary; ``admin query-by-id`` tells
+an offset message id from a client message id (UNIQ_KEY) as mqadmin does."""
 
 from __future__ import annotations
 
@@ -166,3 +167,21 @@ def test_consume_prints_its_summary_on_sigterm(cluster) -> None:
             proc.kill()
     assert proc.returncode == 0, err
     assert re.search(rf"consumed \d+ message\(s\) from {TOPIC} as cli_errors_sigterm", err), err
+
+
+def test_query_by_id_tells_the_two_ids_apart(cluster) -> None:
+    ns = str(cluster["namesrv"])
+    s = cluster["sends"][1]  # type: ignore[index]
+    r = cli("admin", "query-by-id", s.offset_msg_id, "-n", ns)
+    assert r.returncode == 0 and "'body-1'" in r.stdout, r.stderr
+    # the msgId send prints first (the UNIQ_KEY): not an offset id (its "port" is pid << 16 | hash), asks for -t
+    line = one_error_line(cli("admin", "query-by-id", s.msg_id, "-n", ns), code=2)
+    assert line.startswith(f"error: {s.msg_id} is a client message id (UNIQ_KEY") and "needs -t TOPIC" in line
+    assert "made on " in line
+    r = cli("admin", "query-by-id", s.msg_id, "-t", TOPIC, "-n", ns)
+    assert r.returncode == 0 and "'body-1'" in r.stdout, (r.stdout, r.stderr)
+    # an offset id of this broker at an offset that holds no record: said, and the UNIQ_KEY way named
+    host, port = str(cluster["broker"]).split(":")
+    wrong = socket.inet_aton(host).hex().upper() + f"{int(port):08X}" + f"{10**9:016X}"
+    line = one_error_line(cli("admin", "query-by-id", wrong, "-n", ns))
+    assert f"{host}:{port} has no message at CommitLog offset 1,000,000,000" in line and "needs -t TOPIC" in line
