@@ -762,7 +762,16 @@ class MQClientInstance:
                 addr, group, self.client_config.mq_client_api_timeout
             )
         except (RemotingError, MQBrokerException, ValueError) as e:
-            log.warning("getConsumerIdListByGroup exception, %s %s: %s", addr, group, e)
+            # the broker knows no consumer of the group (its last one left, as every consumer does at shutdown):
+            # an answer, not a fault
+            gone = isinstance(e, MQBrokerException) and (e.remark or "").startswith("no consumer for this group")
+            log.log(
+                logging.DEBUG if gone else logging.WARNING,
+                "getConsumerIdListByGroup exception, %s %s: %s",
+                addr,
+                group,
+                e,
+            )
             return None
 
     # --- heartbeat ---------------------------------------------------------------------------------------------
