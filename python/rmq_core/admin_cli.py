@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmq_core.cli_errors import namesrv_address
+from rmq_core.cli_errors import default_namesrv, namesrv_address
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import RocketMQRpcError
 from rmq_core.common.mix_all import get_retry_topic
@@ -484,8 +484,8 @@ def add_admin_parser(sub: Any) -> None:
             "-n",
             "--namesrv",
             type=namesrv_address,
-            default="127.0.0.1:9876",
-            help="name server host:port[;host:port] (default 127.0.0.1:9876)",
+            default=default_namesrv(),
+            help="name server host:port[;host:port] (default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
         )
         p.add_argument("--timeout-ms", type=float, default=5000, help="per request (default 5000)")
         p.set_defaults(func=fn)

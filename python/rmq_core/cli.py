@@ -561,7 +561,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rmq_core.cli_errors import namesrv_address
+    from rmq_core.cli_errors import default_namesrv, namesrv_address
 
     p = argparse.ArgumentParser(prog="rmq-core", description="A RocketMQ core for Python (Rust hot path).")
     p.add_argument(
@@ -673,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--order", action="store_true", help="an ordered topic")
     tc.set_defaults(func=cmd_topic_create)
     tl = tsub.add_parser("list", help="list topics the name server knows")
-    tl.add_argument("-n", "--namesrv", type=namesrv_address, default="127.0.0.1:9876")
+    tl.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     tl.set_defaults(func=cmd_topic_list)
 
     snd = sub.add_parser(
@@ -683,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snd.add_argument("topic")
     snd.add_argument("body", nargs="?", default=None, help="message body; '-' reads standard input")
-    snd.add_argument("-n", "--namesrv", type=namesrv_address, default="127.0.0.1:9876")
+    snd.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     snd.add_argument("-g", "--group", default="rmq_core_cli_producer")
     snd.add_argument("--tags", default=None)
     snd.add_argument("--keys", default=None, help="message keys; {i} is replaced by the message's index")
@@ -707,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print messages of a topic as a push consumer of a group receives them.",
     )
     con.add_argument("topic")
-    con.add_argument("-n", "--namesrv", type=namesrv_address, default="127.0.0.1:9876")
+    con.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     con.add_argument("-g", "--group", default="rmq_core_cli_consumer")
     sel = con.add_mutually_exclusive_group()
     sel.add_argument("-e", "--expression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")

@@ -1,9 +1,10 @@
 """The ``rmq-core`` command line's expected failures as one line each: what failed and what to do about it.
 
-Owns: ``CliError`` (a command's own expected failure: its text is the line printed), ``one_line`` (an exception the
-commands expect — an address that did not answer, a topic with no route, a port in use, a missing file — as that
-line, or None for a bug) and ``run_command`` (runs a parsed command: an expected failure prints ``error: <line>`` on
-stderr and exits 1; anything else, and every failure under ``--debug``, keeps its traceback).
+Owns: ``-n``'s parsing and default (``namesrv_address``; ``default_namesrv``: ``$NAMESRV_ADDR`` as mqadmin, else
+127.0.0.1:9876), ``CliError`` (a command's own expected failure: its text is the line printed), ``one_line`` (an
+exception the commands expect — an address that did not answer, a topic with no route, a port in use, a missing file
+— as that line, or None for a bug) and ``run_command`` (runs a parsed command: an expected failure prints
+``error: <line>`` on stderr and exits 1; anything else, and every failure under ``--debug``, keeps its traceback).
 Invariants: a line names the address, port, file or topic concerned and, where there is one, the flag to change it;
 it is one line (RocketMQ's multi-line "See <FAQ url>" suffix is dropped).
 Thread-safety: pure functions, called on the main thread once per process.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import sys
 
 from rmq_core.client.exceptions import (
@@ -87,6 +89,11 @@ def run_command(args: argparse.Namespace) -> int:
             raise
         print(f"error: {line}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def default_namesrv() -> str:
+    """``-n``'s default: ``$NAMESRV_ADDR`` (as mqadmin and RocketMQ's clients read it), else 127.0.0.1:9876."""
+    return os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
 
 
 def namesrv_address(text: str) -> str:
