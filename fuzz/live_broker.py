@@ -14,8 +14,10 @@ Exit status 1 when a probe fails or the broker stops. Thread-safety: one drain t
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
+import shutil
 import socket
 import struct
 import sys
@@ -115,6 +117,7 @@ def run(inputs: int, seed: int = 1) -> dict[str, float | int]:
     seeds = [p.read_bytes() for p in sorted(CORPUS.iterdir())]
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="rmq-fuzz-live-")
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the broker's store: gone when the process ends
     with NameServer(listen_port=0) as ns:
         cfg = BrokerConfig(
             listen_port=0, namesrv_addr=ns.address, store_path_root_dir=work, broker_name="fuzz-broker",

@@ -30,7 +30,9 @@ else
   rm -rf "$OUT/lib"
   repo_opt=()
   [ -n "${MAVEN_REPO_LOCAL:-}" ] && repo_opt=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL")
-  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" "${version_opt[@]}" -f "$HERE/pom.xml" package </dev/null >&2
+  # Maven 3.8's -q still writes ANSI resets (ESC[0m) on both streams, even with -B and style.color=never: stripped
+  mvn -B -q -ntp -Dstyle.color=never "${repo_opt[@]}" "${version_opt[@]}" -f "$HERE/pom.xml" package </dev/null 2>&1 \
+    | sed -e 's/\x1b\[[0-9;]*m//g' -e '/^$/d' >&2
   echo "$hash" > "$STAMP"
 fi
 echo "$JAR:$OUT/lib/*"

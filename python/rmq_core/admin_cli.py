@@ -9,8 +9,9 @@ thousands separators) and the steps each command takes (which brokers it asks, w
 - topic-status: the topic's route, then GET_TOPIC_STATS_INFO of each master; messages = max - min, with a total.
 - consumer-progress: the brokers of the group's retry topic route (``%RETRY%group``, as mqadmin), else every
   master; GET_CONSUME_STATS on each; lag = broker offset - consumer offset per queue, totals per topic and overall.
-- query-by-id: an offset message id (store host + CommitLog offset) → VIEW_MESSAGE_BY_ID on that broker; a client
-  message id (UNIQ_KEY) with ``-t`` → QUERY_MESSAGE with the unique-key flag.
+- query-by-id: as mqadmin's viewMessage(topic, msgId): an id that decodes to a broker address (a port up to 65535)
+  → VIEW_MESSAGE_BY_ID on that broker; else, or when it has no such message, a client message id (UNIQ_KEY) with
+  ``-t`` → QUERY_MESSAGE with the unique-key flag; without ``-t`` the error says which it is and asks for ``-t``.
 - query-by-key: QUERY_MESSAGE on every master of the topic (``query_message_rpc``).
 - reset-offset-by-time: INVOKE_BROKER_TO_RESET_OFFSET on each master of the topic (the broker resets the group's
   online clients); when no client is online (CONSUMER_NOT_ONLINE) mqadmin's old way: each queue's offset at the time
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rmq_core.cli_errors import default_namesrv, namesrv_address
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import RocketMQRpcError
 from rmq_core.common.mix_all import get_retry_topic
@@ -152,7 +154,8 @@ def query_message_rpc(
 # --- commands ---------------------------------------------------------------------------------------------------
 def _api(args: argparse.Namespace) -> BlockingMQClientAPI:
     # the RPC layer logs a missing route as a warning; here that is an answer, reported by the command itself
-    logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
+    if not getattr(args, "debug", False):
+        logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
     return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin")
 
 
@@ -331,32 +334,68 @@ def _print_messages(found: list[MessageExt]) -> None:
     print(render_table(["Message id", "Topic", "Tags", "Keys", "Queue", "Queue offset", "Stored"], rows))
 
 
+def _uniq_key_origin(msg_id: str) -> str | None:
+    """Where and when a client message id (UNIQ_KEY, MessageClientIDSetter's layout: ip, pid, class-loader hash, ms
+    since the start of the month, counter) was made, as "made on IP around TIME"; None when it is not 32 or 56 hex."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        return None
+    if len(raw) not in (16, 28):
+        return None
+    ip_len = 4 if len(raw) == 16 else 16
+    import ipaddress
+
+    ip = ipaddress.ip_address(raw[:ip_len])
+    span_ms = int.from_bytes(raw[ip_len + 6 : ip_len + 10], "big")
+    # getNearlyTimeFromID: this month's start + span, or last month's when that lies in the future
+    now = _dt.datetime.now()
+    month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if month + _dt.timedelta(milliseconds=span_ms) >= now:
+        month = (month - _dt.timedelta(days=1)).replace(day=1)
+    made = month + _dt.timedelta(milliseconds=span_ms)
+    return f"made on {ip} around {made:%Y-%m-%d %H:%M:%S}"
+
+
 def cmd_query_by_id(args: argparse.Namespace) -> int:
-    """A message by id: an offset message id is read from its broker directly; a client id (UNIQ_KEY) needs -t."""
+    """A message by id, as mqadmin (DefaultMQAdminExtImpl.viewMessage(topic, msgId)): an id that decodes to a broker
+    address and CommitLog offset (an offset message id: the offsetMsgId ``send`` prints) is read from that broker;
+    otherwise, or when that broker has no such message, it is a client message id (UNIQ_KEY: the msgId ``send``
+    prints), found by unique key in the topic given with -t."""
+    msg_id = args.msg_id.strip()
+    view_failure = None
     with _api(args) as api:
         try:
-            (host, port), offset = decode_offset_msg_id(args.msg_id)
+            (host, port), offset = decode_offset_msg_id(msg_id)
         except (ValueError, IndexError):
-            host = ""
-            offset = -1
-        if host:
+            host, port, offset = "", 0, -1
+        if host and 0 < port <= 65535:  # a UNIQ_KEY decodes to pid << 16 | hash: a "port" above 65535
             try:
                 _print_message(api.view_message(f"{host}:{port}", offset))
                 return 0
             except RocketMQRpcError as e:
-                if not args.topic:
-                    print(f"error: {host}:{port} has no message at CommitLog offset {offset:,}: {e}", file=sys.stderr)
-                    return 1
+                view_failure = f"{host}:{port} has no message at CommitLog offset {offset:,} ({_short(e)})"
         if not args.topic:
-            print("error: not an offset message id; a client message id (UNIQ_KEY) needs -t TOPIC", file=sys.stderr)
-            return 2
-        found = _query_by_key(api, args.topic, args.msg_id, 32, 0, 2**63 - 1, unique_key=True)
+            origin = _uniq_key_origin(msg_id)
+            if view_failure:
+                what = f"{view_failure}; if {msg_id} is a client message id (UNIQ_KEY) it"
+            elif origin:
+                what = f"{msg_id} is a client message id (UNIQ_KEY, the msgId send prints; {origin}): it"
+            else:
+                what = f"{msg_id} is not an offset message id (32 hex digits); a client message id (UNIQ_KEY)"
+            print(f"error: {what} needs -t TOPIC", file=sys.stderr)
+            return 1 if view_failure else 2
+        found = _query_by_key(api, args.topic, msg_id, 32, 0, 2**63 - 1, unique_key=True)
     if not found:
-        print(f"no message {args.msg_id} in topic {args.topic}")
+        print(f"no message {msg_id} in topic {args.topic}" + (f"; {view_failure}" if view_failure else ""))
         return 1
     for m in found[:1]:
         _print_message(m)
     return 0
+
+
+def _short(e: RocketMQRpcError) -> str:
+    return str(e).strip().split("\n", 1)[0]
 
 
 def _query_by_key(
@@ -441,7 +480,13 @@ def add_admin_parser(sub: Any) -> None:
 
     def command(name: str, fn: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
         p = asub.add_parser(name, help=help_text, description=fn.__doc__)
-        p.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server host:port[;host:port]")
+        p.add_argument(
+            "-n",
+            "--namesrv",
+            type=namesrv_address,
+            default=default_namesrv(),
+            help="name server host:port[;host:port] (default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
+        )
         p.add_argument("--timeout-ms", type=float, default=5000, help="per request (default 5000)")
         p.set_defaults(func=fn)
         return p

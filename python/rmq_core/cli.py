@@ -233,12 +233,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("rmq-core serve: --slave-of and -n need --brokers", file=sys.stderr)
         return 2
     namesrv = NameServer(listen_port=args.namesrv_port, host=args.host)
-    namesrv.start()
+    _listen(namesrv.start, "name server", args.namesrv_port, "--namesrv-port")
     try:
         cfg = _broker_config(args, namesrv.address)
         cfg.broker_ip1 = args.host
         broker = Broker(cfg)
-        broker.start()
+        _listen(broker.start, "broker", cfg.listen_port, "--port (or listenPort in the -c broker.conf)")
         print(
             f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
             f"store {cfg.store_path_root_dir}",
@@ -252,6 +252,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         namesrv.shutdown()
     return 0
+
+
+def _listen(start: Callable[[], object], what: str, port: int, flag: str) -> None:
+    """``start()`` of a server listening on ``port``; a port in use becomes one line naming the flag to change."""
+    from rmq_core.cli_errors import CliError, port_in_use, port_in_use_line
+
+    try:
+        start()
+    except OSError as e:
+        if port_in_use(e):
+            raise CliError(port_in_use_line(what, port, flag)) from e
+        raise
 
 
 def _serve_node(args: argparse.Namespace) -> int:
@@ -297,7 +309,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     namesrv = NameServer(listen_port=args.port, host=args.host)
-    namesrv.start()
+    _listen(namesrv.start, "name server", args.port, "--port")
     print(f"rmq-core namesrv: listening on {namesrv.address}", flush=True)
     try:
         _wait_for_signal()
@@ -324,7 +336,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print("Slave's brokerId must be > 0", file=sys.stderr)
         return 3
     broker = Broker(cfg)
-    broker.start()
+    _listen(broker.start, "broker", cfg.listen_port, "--port (or listenPort in the -c broker.conf)")
     print(
         f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
         f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir} role={cfg.broker_role} "
@@ -351,6 +363,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     config = TopicConfig(args.topic, args.queues, args.queues, args.perm, order=args.order)
+    _quiet_client_log(args)
     with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
         if args.broker:
             targets = [("", args.broker)]
@@ -358,7 +371,9 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             try:
                 targets = sorted(api.master_addrs(args.cluster or None).items())
             except RocketMQRpcError as e:
-                raise SystemExit(f"error: name server {args.namesrv}: {e}") from None
+                from rmq_core.cli_errors import CliError, one_line
+
+                raise CliError(f"name server {args.namesrv}: {one_line(e, args.namesrv)}") from e
         if not targets:
             print("error: no broker to create the topic on", file=sys.stderr)
             return 1
@@ -379,22 +394,30 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
     from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
-    from rmq_core.client.exceptions import RocketMQRpcError
 
+    _quiet_client_log(args)
     with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
-        try:
-            topics = api.get_topic_list_from_name_server()
-        except RocketMQRpcError as e:
-            print(f"error: {e.response_code} {e.remark}", file=sys.stderr)
-            return 1
+        topics = api.get_topic_list_from_name_server()  # a failure: one line (cli_errors)
     for topic in sorted(topics.topic_list):
         print(topic)
     return 0
 
 
+def _quiet_client_log(args: argparse.Namespace) -> None:
+    """A one-shot command reports its own failures in one line: the clients' warnings about the same failure (the
+    name server unreachable, no route) are not shown unless ``--debug``."""
+    import logging
+
+    if not getattr(args, "debug", False):
+        logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
+
+
 def cmd_send(args: argparse.Namespace) -> int:
+    from rmq_core.cli_errors import first_line
     from rmq_core.client import Producer
     from rmq_core.message import Message
+
+    _quiet_client_log(args)
 
     if args.body == "-":
         body = sys.stdin.buffer.read()
@@ -430,7 +453,9 @@ def cmd_send(args: argparse.Namespace) -> int:
                 r = producer.send(msg)
             except Exception as e:  # report and go on: the count of failures is the exit status
                 failed += 1
-                print(f"FAILED #{i}: {type(e).__name__}: {e}", file=sys.stderr)
+                print(f"FAILED #{i}: {first_line(e)}", file=sys.stderr)
+                if args.debug:
+                    raise
                 continue
             if args.count <= 20 or args.verbose:
                 print(
@@ -453,8 +478,14 @@ def cmd_consume(args: argparse.Namespace) -> int:
     import threading
 
     from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+    from rmq_core.common.mix_all import validate_topic
     from rmq_core.filter import MessageSelector
 
+    problem = validate_topic(args.topic)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    _check_route(args)
     selector = MessageSelector.by_sql(args.sql) if args.sql else MessageSelector.by_tag(args.expression)
     where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if args.from_first else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     consumer = PushConsumer(args.group, namesrv_addr=args.namesrv, consume_from_where=where)
@@ -481,15 +512,31 @@ def cmd_consume(args: argparse.Namespace) -> int:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     consumer.register_message_listener(listener)
+    stop = _catch_stop_signals()  # SIGTERM/Ctrl-C: shut down cleanly (offsets persisted) and print the summary
     consumer.start()
     try:
-        done.wait(args.timeout if args.timeout > 0 else None)
-    except KeyboardInterrupt:
-        pass
+        deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
+        _wait_for_signal(stop, until=lambda: done.is_set() or (deadline is not None and time.monotonic() >= deadline))
     finally:
         consumer.shutdown()
     print(f"consumed {seen:,} message(s) from {args.topic} as {args.group}", file=sys.stderr)
     return 0 if (not args.count or seen >= args.count) else 1
+
+
+def _check_route(args: argparse.Namespace) -> None:
+    """The name server answers and knows the topic, within the command's timeout (else one line, exit 1): a consumer
+    started against a wrong name server would wait forever without a word."""
+    from rmq_core.cli_errors import CliError, one_line
+    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.client.exceptions import RocketMQRpcError
+
+    _quiet_client_log(args)
+    timeout_ms = min(args.timeout, 5.0) * 1000 if args.timeout > 0 else 5000
+    with BlockingMQClientAPI(args.namesrv, timeout_ms=timeout_ms, name="rmq-core-cli") as api:
+        try:
+            api.get_topic_route_info_from_name_server(args.topic)
+        except RocketMQRpcError as e:
+            raise CliError(one_line(e, args.namesrv, args.topic) or str(e)) from e
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
@@ -514,7 +561,12 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rmq_core.cli_errors import default_namesrv, namesrv_address
+
     p = argparse.ArgumentParser(prog="rmq-core", description="A RocketMQ core for Python (Rust hot path).")
+    p.add_argument(
+        "--debug", action="store_true", help="log at DEBUG and show the traceback of a failure (default: one line)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
     store = sub.add_parser("store", help="work with a local store directory", description="Local store commands.")
     ssub = store.add_subparsers(dest="store_command", required=True)
@@ -565,6 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "-n",
         "--namesrv-addr",
+        type=namesrv_address,
         default=None,
         help="with --brokers: start no name server, register the brokers with this one",
     )
@@ -590,7 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
     ns.set_defaults(func=cmd_namesrv)
 
     br = sub.add_parser("broker", help="run a broker", description="Run a broker until SIGTERM/SIGINT.")
-    br.add_argument("-n", "--namesrv-addr", default=None, help="name servers, 'host:port;host:port'")
+    br.add_argument(
+        "-n", "--namesrv-addr", type=namesrv_address, default=None, help="name servers, 'host:port;host:port'"
+    )
     br.add_argument("--host", default=None, help="address to listen on and advertise (brokerIP1)")
     broker_args(br, with_config=True)
     br.add_argument(
@@ -611,14 +666,14 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("topic")
     where = tc.add_mutually_exclusive_group(required=True)
     where.add_argument("-b", "--broker", help="broker address host:port")
-    where.add_argument("-n", "--namesrv", help="name server host:port (creates on every master)")
+    where.add_argument("-n", "--namesrv", type=namesrv_address, help="name server host:port (creates on every master)")
     tc.add_argument("--cluster", default=None, help="with --namesrv: only this cluster's brokers")
     tc.add_argument("--queues", type=int, default=8, help="read and write queue numbers (default 8)")
     tc.add_argument("--perm", type=int, default=6, help="permission bits (default 6 = read|write)")
     tc.add_argument("--order", action="store_true", help="an ordered topic")
     tc.set_defaults(func=cmd_topic_create)
     tl = tsub.add_parser("list", help="list topics the name server knows")
-    tl.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
+    tl.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     tl.set_defaults(func=cmd_topic_list)
 
     snd = sub.add_parser(
@@ -628,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snd.add_argument("topic")
     snd.add_argument("body", nargs="?", default=None, help="message body; '-' reads standard input")
-    snd.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
+    snd.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     snd.add_argument("-g", "--group", default="rmq_core_cli_producer")
     snd.add_argument("--tags", default=None)
     snd.add_argument("--keys", default=None, help="message keys; {i} is replaced by the message's index")
@@ -652,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print messages of a topic as a push consumer of a group receives them.",
     )
     con.add_argument("topic")
-    con.add_argument("-n", "--namesrv", default="127.0.0.1:9876")
+    con.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
     con.add_argument("-g", "--group", default="rmq_core_cli_consumer")
     sel = con.add_mutually_exclusive_group()
     sel.add_argument("-e", "--expression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")
@@ -700,8 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    from rmq_core.cli_errors import run_command
+
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ TRANSACTION_CHECK_TIMES, the discard to TRANS_CHECK_MAX_TIME_TOPIC after transac
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -285,6 +286,16 @@ def test_check_without_a_producer_connection_sends_nothing(tmp_path, client):
         time.sleep(0.01)
         check_now(b)
         assert on_loop(b, lambda: b.controller.transactional_message_check_listener.checks_sent) == 0
+
+
+def test_check_on_an_idle_broker_logs_no_warning(tmp_path, caplog):
+    """The op queue of a broker that never saw a transaction is empty at offset 0, not illegal (it warned every
+    minute: 'the op offset 0 in queue 0 is illegal: OFFSET_ILLEGAL')."""
+    with _broker(tmp_path, transaction_timeout=0, transaction_check_interval=3_600_000) as b:
+        caplog.set_level(logging.INFO, logger="rmq_core.broker.transaction")
+        for _ in range(2):
+            check_now(b)
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_broker_conf_names(tmp_path):

@@ -15,8 +15,10 @@ stderr and exits 0, so the exit code alone says nothing). Thread-safety: functio
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from typing import Any
@@ -48,6 +50,7 @@ def mqadmin_home() -> str:
     global _home
     if _home is None:
         home = tempfile.mkdtemp(prefix="rmq-mqadmin-home-")
+        atexit.register(shutil.rmtree, home, ignore_errors=True)  # the run leaves nothing in the temp directory
         os.makedirs(os.path.join(home, "conf"))
         with open(os.path.join(home, "conf", "logback_tools.xml"), "w", encoding="utf-8") as f:
             f.write(LOGBACK_TOOLS.format(log=os.path.join(home, "tools.log")))

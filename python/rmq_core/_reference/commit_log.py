@@ -26,7 +26,7 @@ import os
 
 from .format import COMMITLOG_DIR
 from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
-from .mapped_file import MappedFile
+from .mapped_file import RESERVE_STEP, MappedFile
 from .mapped_file_queue import MappedFileQueue
 
 
@@ -35,7 +35,7 @@ class CommitLog:
 
     def __init__(self, root_dir: str, file_size: int) -> None:
         self.file_size = file_size
-        self.queue = MappedFileQueue(os.path.join(root_dir, COMMITLOG_DIR), file_size)
+        self.queue = MappedFileQueue(os.path.join(root_dir, COMMITLOG_DIR), file_size, RESERVE_STEP)
         self.write_offset = 0
 
     def load(self) -> None:
@@ -70,8 +70,12 @@ class CommitLog:
             self.write_offset = 0
         remaining = f.size - f.wrote
         if record_len + END_FILE_MIN_BLANK_LENGTH <= remaining:
+            f.ensure_reserved(f.wrote + record_len + END_FILE_MIN_BLANK_LENGTH)  # the record and a BLANK after it
             return f
+        if remaining >= END_FILE_MIN_BLANK_LENGTH:
+            f.ensure_reserved(f.wrote + END_FILE_MIN_BLANK_LENGTH)
         nxt = self.queue.create(f.end)
+        nxt.ensure_reserved(record_len + END_FILE_MIN_BLANK_LENGTH)
         if remaining >= END_FILE_MIN_BLANK_LENGTH:
             f.write(f.wrote, encode_blank(remaining))
         f.wrote = f.size

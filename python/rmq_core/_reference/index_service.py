@@ -5,8 +5,10 @@ abnormal-exit rule) and refusing bad files.
 Format: ``format.index``.
 Invariants:
   1. Entries are appended in CommitLog order; a record below the last file's endPhyOffset is not indexed again.
-  2. A file is created with its blocks reserved (``posix_fallocate``, nothing written), so a full disk fails the
-     creation instead of a mapped write (SIGBUS).
+  2. A file is created with the blocks of its header, slots and first ``INDEX_RESERVE_STEP`` of entries reserved
+     (``posix_fallocate``, nothing written), the rest sparse; a put reserves the next step before writing an entry
+     there. A file costs its slots plus the entries it holds plus less than a step, and a full disk fails a creation
+     or a put (the file counts as full) instead of a mapped write (SIGBUS).
   3. When the last file is full a new one starts with the begin/end phy offset and timestamp of the full one.
   4. A file whose size or header does not fit the geometry is refused at load: moved to ``<root>/index_refused/``
      with every later file (nothing deleted), its records re-indexed from the CommitLog.
@@ -45,14 +47,17 @@ from .format.index import (
     time_diff_seconds,
 )
 
+INDEX_RESERVE_STEP = 16 << 20  # the engine's index_service::INDEX_RESERVE_STEP
+
 
 class IndexFile:
-    __slots__ = ("dirty", "hash_slot_num", "header", "index_num", "mm", "name", "path")
+    __slots__ = ("dirty", "hash_slot_num", "header", "index_num", "mm", "name", "path", "reserved")
 
     def __init__(self, path: str, mm: mmap.mmap, hash_slot_num: int, index_num: int, header: IndexHeader) -> None:
         self.path = path
         self.name = os.path.basename(path)
         self.mm = mm
+        self.reserved = 0  # blocks [0, reserved) reserved; 0 for a file opened (the first put reserves from 0)
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.header = header
@@ -67,7 +72,10 @@ class IndexFile:
             raise StoreError(f"cannot create index file {path}: {e}") from e
         try:
             try:
-                os.posix_fallocate(fd, 0, size)  # reserved, nothing written: a full disk fails here, not with SIGBUS
+                # header, slots, first entries reserved, nothing written: a full disk fails here, not with SIGBUS
+                reserved = min(size, slot_position(hash_slot_num) + INDEX_RESERVE_STEP)
+                os.ftruncate(fd, size)
+                os.posix_fallocate(fd, 0, reserved)
                 mm = mmap.mmap(fd, size)
             finally:
                 os.close(fd)
@@ -83,6 +91,7 @@ class IndexFile:
         if end_ts > 0:
             h.begin_timestamp = h.end_timestamp = end_ts
         f = cls(path, mm, hash_slot_num, index_num, h)
+        f.reserved = reserved
         f.write_header()
         f.dirty = True
         return f
@@ -112,6 +121,20 @@ class IndexFile:
     def is_write_full(self) -> bool:
         return self.header.index_count >= self.index_num
 
+    def _reserve_to(self, end: int) -> bool:
+        """Reserves the blocks up to ``end`` and the step after it (invariant 2); False when the disk is full."""
+        to = min(len(self.mm), end + INDEX_RESERVE_STEP)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self.reserved, to - self.reserved)
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+        self.reserved = to
+        return True
+
     def write_header(self) -> None:
         self.mm[:INDEX_HEADER_SIZE] = self.header.encode()
 
@@ -126,9 +149,12 @@ class IndexFile:
         if slot_value <= INVALID_INDEX or slot_value > h.index_count:
             slot_value = INVALID_INDEX
         count = h.index_count
+        at = entry_position(self.hash_slot_num, count)
+        if at + ENTRY.size > self.reserved and not self._reserve_to(at + ENTRY.size):
+            return False  # a full disk: as a full file (a new one is tried, which the full disk refuses too)
         ENTRY.pack_into(
             mm,
-            entry_position(self.hash_slot_num, count),
+            at,
             key_hash,
             phy_offset,
             time_diff_seconds(store_timestamp, h.begin_timestamp),

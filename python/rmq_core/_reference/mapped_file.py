@@ -1,8 +1,10 @@
 """One memory-mapped store file (a CommitLog or ConsumeQueue segment), RocketMQ's ``MappedFile``.
 
 Owns: the file at ``<dir>/<20-digit start offset>``, its shared read-write mapping, its write and flush positions.
-Format: a file of exactly ``size`` bytes, created with ``posix_fallocate`` (so a full disk fails at creation with a
-clear error, never SIGBUS on a mapped write) and zero-filled; the content is whatever the owner writes.
+Format: a file of exactly ``size`` bytes, zero-filled; the content is whatever the owner writes. Its blocks are
+reserved with ``posix_fallocate`` — all at creation, or (``reserve=``, the CommitLog's files) the first ``reserve``
+bytes and then ``RESERVE_STEP`` at a time ahead of the writer (``ensure_reserved``) — so a full disk fails a creation
+or a write with a clear error, never SIGBUS on a mapped write, and a file costs what it holds plus less than a step.
 Invariants:
   1. ``0 <= flushed <= wrote <= size``; bytes below ``wrote`` are the file's data, bytes above are zero
      (recovery zeroes them).
@@ -20,10 +22,11 @@ import os
 from rmq_core.errors import StoreError
 
 _ZERO_SCAN_CHUNK = 1 << 20
+RESERVE_STEP = 64 << 20  # the engine's mapped_file::RESERVE_STEP
 
 
 class MappedFile:
-    __slots__ = ("_mm", "flushed", "path", "size", "start", "wrote")
+    __slots__ = ("_mm", "flushed", "path", "reserved", "size", "start", "wrote")
 
     def __init__(self, path: str, start: int, size: int, mm: mmap.mmap) -> None:
         self.path = path
@@ -32,18 +35,23 @@ class MappedFile:
         self.wrote = 0
         self.flushed = 0
         self._mm = mm
+        self.reserved = 0  # blocks [0, reserved) reserved; 0 for a file opened (the first write reserves from 0)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str, start: int, size: int) -> MappedFile:
+    def create(cls, path: str, start: int, size: int, reserve: int | None = None) -> MappedFile:
+        """Creates the file, ``reserve`` bytes of it (default: all) reserved on disk, the rest sparse."""
+        reserve = size if reserve is None else min(reserve, size)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as e:
             raise StoreError(f"cannot create mapped file {path}: {e}") from e
         try:
             try:
-                os.posix_fallocate(fd, 0, size)
+                os.ftruncate(fd, size)
+                if reserve:
+                    os.posix_fallocate(fd, 0, reserve)
                 mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             finally:
                 os.close(fd)
@@ -53,7 +61,25 @@ class MappedFile:
             except OSError:
                 pass
             raise StoreError(f"cannot allocate mapped file {path} ({size} bytes): {e}") from e
-        return cls(path, start, size, mm)
+        f = cls(path, start, size, mm)
+        f.reserved = reserve
+        return f
+
+    def ensure_reserved(self, end: int) -> None:
+        """Reserves the blocks up to ``end`` (to the next multiple of ``RESERVE_STEP``, at most the size) before a
+        write there; StoreError (nothing written) when the disk is full."""
+        if end <= self.reserved:
+            return
+        to = min(self.size, max(-(-end // RESERVE_STEP) * RESERVE_STEP, min(end, self.size)))
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self.reserved, to - self.reserved)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise StoreError(f"cannot reserve {to - self.reserved} bytes of {self.path}: {e}") from e
+        self.reserved = to
 
     @classmethod
     def open(cls, path: str, start: int, size: int) -> MappedFile:

@@ -28,11 +28,12 @@ from .mapped_file import MappedFile
 
 
 class MappedFileQueue:
-    __slots__ = ("directory", "file_size", "files", "starts")
+    __slots__ = ("directory", "file_size", "files", "reserve", "starts")
 
-    def __init__(self, directory: str, file_size: int) -> None:
+    def __init__(self, directory: str, file_size: int, reserve: int | None = None) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.reserve = reserve  # bytes of a new file reserved at creation (None: all; the CommitLog: RESERVE_STEP)
         self.files: list[MappedFile] = []
         self.starts: list[int] = []
 
@@ -107,7 +108,9 @@ class MappedFileQueue:
     def create(self, start: int) -> MappedFile:
         """Creates the file starting at ``start`` (full size, zero-filled). StoreError if the disk refuses."""
         os.makedirs(self.directory, exist_ok=True)
-        f = MappedFile.create(os.path.join(self.directory, offset_to_file_name(start)), start, self.file_size)
+        f = MappedFile.create(
+            os.path.join(self.directory, offset_to_file_name(start)), start, self.file_size, self.reserve
+        )
         i = bisect.bisect_left(self.starts, start)
         self.files.insert(i, f)
         self.starts.insert(i, start)

@@ -126,6 +126,7 @@ def append_commit_log(engine: StoreEngine, offset: int, data: bytes) -> list[tup
             f"invalid argument: append of {len(data)} bytes at {offset} crosses the end of the file at {f.end} "
             f"({f.size - pos} bytes left)"
         )
+    f.ensure_reserved(pos + len(data))
     f.write(pos, data)
     new_wrote = pos + len(data)
     buf = f.buffer

@@ -415,12 +415,9 @@ class BrokerController:
         if hold is not None:
             steps.append(("the hold service", hold.shutdown))
         steps.append(("the schedule service", self.schedule_message_service.shutdown))
-        steps.append(
-            (
-                "the transaction check",
-                lambda: self.loop.run_until_complete(self.transactional_message_check_service.shutdown()),
-            )
-        )
+        check = getattr(self, "transactional_message_check_service", None)  # made once the store opened
+        if check is not None:
+            steps.append(("the transaction check", lambda: self.loop.run_until_complete(check.shutdown())))
         timer = self.timer_message_store
         if timer is not None:
             steps.append(("the timer store", lambda: self.loop.run_until_complete(timer.shutdown())))

@@ -203,7 +203,7 @@ class MQClientAPIImpl:
         last: RemotingConnectError | None = None
         if chosen is not None:
             try:
-                return await self.invoke(chosen, request, timeout_ms)
+                return await self._invoke_name_server_at(chosen, request, timeout_ms)
             except RemotingConnectError as e:
                 log.warning("name server %s unreachable: %s", chosen, e)
                 selector.forget(chosen)
@@ -212,7 +212,7 @@ class MQClientAPIImpl:
             if addr == chosen and last is not None:
                 continue  # just failed to connect
             try:
-                response = await self.invoke(addr, request, timeout_ms)
+                response = await self._invoke_name_server_at(addr, request, timeout_ms)
             except RemotingConnectError as e:
                 log.warning("name server %s unreachable: %s", addr, e)
                 last = e
@@ -225,6 +225,16 @@ class MQClientAPIImpl:
         assert last is not None
         raise last
 
+    async def _invoke_name_server_at(self, addr: str, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """``invoke``; an address that is not host:port (``-n 127.0.0.1``) is a connect failure naming it."""
+        try:
+            return await self.invoke(addr, request, timeout_ms)
+        except ValueError:
+            _host, sep, port = addr.rpartition(":")
+            if sep and port.isdigit():
+                raise
+            raise RemotingConnectError(addr, ValueError("not host:port, e.g. 127.0.0.1:9876")) from None
+
     # --- name server -------------------------------------------------------------------------------------------
     async def get_topic_route_info_from_name_server(
         self, topic: str, timeout_ms: float, allow_topic_not_exist: bool = True
@@ -236,7 +246,9 @@ class MQClientAPIImpl:
         if response.code == ResponseCode.SUCCESS and response.body:
             return TopicRouteData.decode(response.body)
         if response.code == ResponseCode.TOPIC_NOT_EXIST and allow_topic_not_exist:
-            log.warning("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
+            # a topic not created yet, a group's retry topic before anything was retried: first use (DEBUG; RocketMQ
+            # logs it as a warning, on every new group's start)
+            log.debug("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
         raise MQClientException(response.code, response.remark, addr=self.chosen_namesrv_addr)
 
     async def get_default_topic_route_info_from_name_server(self, topic: str, timeout_ms: float) -> TopicRouteData:

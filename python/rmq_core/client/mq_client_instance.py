@@ -197,6 +197,9 @@ class MQClientInstance:
         self.producer_table: dict[str, Any] = {}
         self.consumer_table: dict[str, Any] = {}
         self.topic_route_table: dict[str, TopicRouteData] = {}
+        # why the last route lookup got no answer from a name server (None once one answered): the producer's
+        # "No route info" names it, as the name server is what failed
+        self.namesrv_error: str | None = None
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.broker_version_table: dict[str, dict[str, int]] = {}
         self.pull_message_service: Any = None
@@ -628,6 +631,7 @@ class MQClientInstance:
                     qd.write_queue_nums = n
             else:
                 route = await self.mq_client_api.get_topic_route_info_from_name_server(topic, timeout)
+            self.namesrv_error = None
             old = self.topic_route_table.get(topic)
             changed = topic_route_data_is_change(old, route)
             if not changed:
@@ -652,10 +656,20 @@ class MQClientInstance:
                 self.topic_route_table[topic] = copy.deepcopy(route)
             return True
         except MQClientException as e:
+            self.namesrv_error = None
+            # a topic the name server does not know yet (a new topic before its first send creates it, a group's
+            # retry topic before anything is retried) is first use, not a problem
+            first_use = e.response_code == ResponseCode.TOPIC_NOT_EXIST
             if not mix_all.is_retry_topic(topic) and topic != mix_all.AUTO_CREATE_TOPIC_KEY_TOPIC:
-                log.warning("updateTopicRouteInfoFromNameServer Exception: %s", e)
+                log.log(
+                    logging.DEBUG if first_use else logging.WARNING,
+                    "updateTopicRouteInfoFromNameServer Exception: %s",
+                    e,
+                )
             return False
         except (RemotingError, ValueError) as e:
+            where = self.client_config.namesrv_addr or "-"
+            self.namesrv_error = f"name server {where}: {e}"
             log.warning("updateTopicRouteInfoFromNameServer Exception: %s", e)
             return False
         finally:
@@ -748,7 +762,16 @@ class MQClientInstance:
                 addr, group, self.client_config.mq_client_api_timeout
             )
         except (RemotingError, MQBrokerException, ValueError) as e:
-            log.warning("getConsumerIdListByGroup exception, %s %s: %s", addr, group, e)
+            # the broker knows no consumer of the group (its last one left, as every consumer does at shutdown):
+            # an answer, not a fault
+            gone = isinstance(e, MQBrokerException) and (e.remark or "").startswith("no consumer for this group")
+            log.log(
+                logging.DEBUG if gone else logging.WARNING,
+                "getConsumerIdListByGroup exception, %s %s: %s",
+                addr,
+                group,
+                e,
+            )
             return None
 
     # --- heartbeat ---------------------------------------------------------------------------------------------

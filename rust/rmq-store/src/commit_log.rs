@@ -53,7 +53,8 @@ impl SelectedBuffer {
 impl CommitLog {
     pub fn load(dir: &Path, file_size: usize) -> Result<CommitLog> {
         Ok(CommitLog {
-            queue: MappedFileQueue::load(dir, file_size)?,
+            queue: MappedFileQueue::load(dir, file_size)?
+                .with_stepped_reserve(crate::mapped_file::RESERVE_STEP),
         })
     }
 
@@ -116,10 +117,16 @@ impl CommitLog {
         let wrote = file.wrote_position();
         let remaining = file.size() - wrote;
         if len + END_FILE_MIN_BLANK_LENGTH <= remaining {
+            // the record and the BLANK that may follow it: reserved before anything is written (full disk: an error)
+            file.ensure_reserved(wrote + len + END_FILE_MIN_BLANK_LENGTH)?;
             return Ok((file, wrote));
+        }
+        if remaining >= END_FILE_MIN_BLANK_LENGTH {
+            file.ensure_reserved(wrote + END_FILE_MIN_BLANK_LENGTH)?;
         }
         // create the next file first: if that fails (full disk) nothing is written, the end stays put
         let next = self.queue.create_file(file.end())?;
+        next.ensure_reserved(len + END_FILE_MIN_BLANK_LENGTH)?;
         if remaining >= END_FILE_MIN_BLANK_LENGTH {
             // SAFETY: single writer, unpublished bytes.
             encode_blank(

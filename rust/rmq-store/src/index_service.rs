@@ -9,8 +9,11 @@
 //! Invariants:
 //!   1. Entries are appended in CommitLog order; a record at an offset below the last file's endPhyOffset is not
 //!      indexed again (4.9's rule), so recovery can re-dispatch from any point.
-//!   2. A file is created with its blocks reserved (`posix_fallocate`: unwritten extents, nothing written; 4.9's default
-//!      geometry is 420 MB), so a full disk fails the creation instead of a mapped write (SIGBUS).
+//!   2. A file is created with the blocks of its header, hash slots and first `INDEX_RESERVE_STEP` of entries reserved
+//!      (`posix_fallocate`: unwritten extents, nothing written), the rest sparse; a put reserves the next step
+//!      before it writes an entry there. So a file costs its slots (20 MB in 4.9's 420 MB default geometry) plus the
+//!      entries it holds plus less than a step, and a full disk fails a creation or a put (the file counts as full)
+//!      instead of a mapped write (SIGBUS).
 //!   3. When the last file is full a new one starts with begin/end phy offset and timestamp of the full one.
 //!   4. A file whose size or header does not fit the configured geometry is refused at load: moved to
 //!      `<root>/index_refused/` (nothing deleted), with every later file (they continue it), and their records
@@ -30,7 +33,7 @@
 //! building a small put inline, or the index builder thread, `build_index_service`, one at a time and in CommitLog
 //! order) takes it for writing once per put or per batch of ranges, queries and flushes take it for reading.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -50,6 +53,10 @@ pub const INDEX_REFUSED_DIR: &str = "index_refused";
 
 /// Index entries the warm-ahead thread keeps faulted beyond the last one written (the slot table is warmed whole).
 pub const INDEX_WARM_AHEAD_BYTES: usize = 4 << 20;
+
+/// An index file's entries are reserved on disk this far ahead of the next one, in steps of this size (16 MiB:
+/// 838,860 entries of 20 bytes).
+pub const INDEX_RESERVE_STEP: usize = 16 << 20;
 
 /// An index file's mapping, shared with the warm-ahead thread: it pre-faults the hash-slot table (touched at random
 /// by every key) and then the entries from the last written one on (`WarmTarget`).
@@ -97,6 +104,10 @@ impl WarmTarget for IndexMapping {
 
 pub struct IndexFile {
     path: PathBuf,
+    file: File,
+    /// Blocks `[0, reserved_to)` reserved (0 for a file opened: the first put reserves from 0, which costs nothing
+    /// where they are allocated already).
+    reserved_to: usize,
     name: String,
     map: Arc<IndexMapping>,
     hash_slot_num: u32,
@@ -131,9 +142,12 @@ impl IndexFile {
             .create_new(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        // reserved (posix_fallocate: unwritten extents, nothing written), so a full disk fails here, never with a
-        // SIGBUS on a mapped write into a hole
-        let mapped = crate::mapped_file::reserve(&file, size)
+        // the header, the slots and the first entries reserved (posix_fallocate: unwritten extents, nothing written),
+        // so a full disk fails here, never with a SIGBUS on a mapped write into a hole (invariant 2)
+        let reserved_to = size.min(slot_position(hash_slot_num) + INDEX_RESERVE_STEP);
+        let mapped = file
+            .set_len(size as u64)
+            .and_then(|()| crate::mapped_file::reserve_range(&file, 0, reserved_to))
             .and_then(|()| MmapOptions::new().len(size).map_raw(&file));
         let mmap = match mapped {
             Ok(m) => m,
@@ -154,6 +168,8 @@ impl IndexFile {
         }
         let mut f = IndexFile {
             path: path.to_path_buf(),
+            file,
+            reserved_to,
             name: file_name_of(path),
             map: IndexMapping::new(mmap, hash_slot_num),
             hash_slot_num,
@@ -194,6 +210,8 @@ impl IndexFile {
         header.check(hash_slot_num, index_num)?;
         Ok(IndexFile {
             path: path.to_path_buf(),
+            file,
+            reserved_to: 0,
             name: file_name_of(path),
             map: IndexMapping::new(mmap, hash_slot_num),
             hash_slot_num,
@@ -252,6 +270,9 @@ impl IndexFile {
             prev_index: slot_value,
         };
         let at = entry_position(self.hash_slot_num, count);
+        if at + INDEX_ENTRY_SIZE > self.reserved_to && !self.reserve_to(at + INDEX_ENTRY_SIZE) {
+            return false; // a full disk: as a full file (a new one is tried, which the full disk refuses too)
+        }
         entry.encode(&mut self.bytes_mut()[at..at + INDEX_ENTRY_SIZE]);
         self.bytes_mut()[slot_pos..slot_pos + 4].copy_from_slice(&count.to_be_bytes());
         if count <= 1 {
@@ -268,6 +289,21 @@ impl IndexFile {
         self.write_header();
         self.dirty = true;
         true
+    }
+
+    /// Reserves the file's blocks up to `end` and the step after it (invariant 2); false when the disk is full.
+    #[cold]
+    fn reserve_to(&mut self, end: usize) -> bool {
+        let size = self.map.mmap.len();
+        let to = size.min(end + INDEX_RESERVE_STEP);
+        match crate::mapped_file::reserve_range(&self.file, self.reserved_to, to - self.reserved_to)
+        {
+            Ok(()) => {
+                self.reserved_to = to;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Invariant 5, same boot: undo the slot write of a put whose header was never written; the slots repaired.

@@ -2,8 +2,12 @@
 //!
 //! Owns: the file, its shared read-write mapping, and its published write position.
 //!
-//! Format: a file named by its global start offset (see `format::file_name`), created full size with
-//! `posix_fallocate` and zero-filled, so a full disk fails at creation (`Error::Io`) instead of SIGBUS later.
+//! Format: a file named by its global start offset (see `format::file_name`), created full size and zero-filled.
+//! Its blocks are reserved with `posix_fallocate` — the whole file at creation (`create`), or (`create_stepped`, the
+//! CommitLog's files) the first `RESERVE_STEP` bytes at creation and then `RESERVE_STEP` at a time ahead of the
+//! writer (`ensure_reserved`, which every CommitLog write calls first): a file costs the disk what it holds plus
+//! less than one step, and a full disk fails the write that needs a new step (`Error::Io`), never a SIGBUS through
+//! the mapping.
 //!
 //! Portability: Linux gets `posix_fallocate` and `MADV_POPULATE_WRITE` (the warm-ahead thread's pre-faulting,
 //! `WarmTarget`); other systems (macOS, Windows) zero-extend with `set_len` (a full disk may then surface on a later
@@ -39,7 +43,10 @@ pub struct MappedFile {
     file_from_offset: u64,
     file_size: usize,
     mmap: MmapRaw,
-    _file: File,
+    file: File,
+    /// Blocks `[0, reserved_to)` are reserved (0 for a file opened: the first `ensure_reserved` reserves from 0,
+    /// which costs nothing where blocks are already allocated).
+    reserved_to: AtomicUsize,
     wrote_position: AtomicUsize,
     flushed_position: AtomicUsize,
     flush_lock: Mutex<()>,
@@ -59,6 +66,18 @@ impl std::fmt::Debug for MappedFile {
 impl MappedFile {
     /// Creates `path` with `file_size` zero bytes reserved on disk and maps it.
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<MappedFile> {
+        Self::create_stepped(path, file_from_offset, file_size, file_size)
+    }
+
+    /// Creates `path` with `file_size` zero bytes, the first `reserve` of them reserved on disk (the rest sparse
+    /// until `ensure_reserved` reserves them), and maps it.
+    pub fn create_stepped(
+        path: &Path,
+        file_from_offset: u64,
+        file_size: usize,
+        reserve: usize,
+    ) -> Result<MappedFile> {
+        let reserve = reserve.min(file_size);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -66,12 +85,46 @@ impl MappedFile {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        if let Err(e) = reserve(&file, file_size) {
+        let reserved = file
+            .set_len(file_size as u64)
+            .and_then(|()| reserve_range(&file, 0, reserve));
+        if let Err(e) = reserved {
             drop(file);
             let _ = std::fs::remove_file(path);
             return Err(Error::io(path, e));
         }
-        Self::map(path, file, file_from_offset, file_size, 0)
+        let f = Self::map(path, file, file_from_offset, file_size, 0)?;
+        f.reserved_to.store(reserve, Ordering::Release);
+        Ok(f)
+    }
+
+    /// Reserves the file's blocks up to at least `end` (up to the next multiple of `RESERVE_STEP`, at most the file
+    /// size) before a write there: one atomic load when they are; else `posix_fallocate`, whose failure (a full
+    /// disk) is returned and nothing is written. Writer only (the warm-ahead thread never calls it).
+    #[inline]
+    pub fn ensure_reserved(&self, end: usize) -> Result<()> {
+        let from = self.reserved_to.load(Ordering::Acquire);
+        if end <= from {
+            return Ok(());
+        }
+        self.reserve_to(from, end)
+    }
+
+    #[cold]
+    fn reserve_to(&self, from: usize, end: usize) -> Result<()> {
+        let to = end
+            .div_ceil(RESERVE_STEP)
+            .saturating_mul(RESERVE_STEP)
+            .min(self.file_size)
+            .max(end.min(self.file_size));
+        reserve_range(&self.file, from, to - from).map_err(|e| Error::io(&self.path, e))?;
+        self.reserved_to.fetch_max(to, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Bytes of the file reserved on disk so far (see `ensure_reserved`).
+    pub fn reserved(&self) -> usize {
+        self.reserved_to.load(Ordering::Acquire)
     }
 
     /// Maps an existing store file; its length must be `file_size`. The write position starts at the end
@@ -111,7 +164,8 @@ impl MappedFile {
             file_from_offset,
             file_size,
             mmap,
-            _file: file,
+            file,
+            reserved_to: AtomicUsize::new(0),
             wrote_position: AtomicUsize::new(wrote),
             flushed_position: AtomicUsize::new(wrote),
             flush_lock: Mutex::new(()),
@@ -313,14 +367,22 @@ impl WarmTarget for MappedFile {
     }
 }
 
-/// Reserves `file_size` zero bytes for a new store file. Linux: `posix_fallocate` (blocks allocated now, so a full
-/// disk is an error here rather than a SIGBUS on a later write through the mapping). Elsewhere (macOS has no
-/// `posix_fallocate`; Windows): `set_len`, which zero-extends the file (sparse where the file system supports it).
+/// How far ahead of its writer a CommitLog file's blocks are reserved, and the step they are reserved in (64 MiB):
+/// a store's disk cost is what it holds plus less than this per CommitLog file being written.
+pub const RESERVE_STEP: usize = 64 << 20;
+
+/// Reserves the blocks of `[offset, offset + len)` of `file` (Linux: `posix_fallocate`; elsewhere nothing: the
+/// file was zero-extended by `set_len`).
 #[cfg(target_os = "linux")]
-pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
+pub(crate) fn reserve_range(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
     use std::os::unix::io::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
     // SAFETY: plain syscall on an fd we own.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
+    let rc = unsafe {
+        libc::posix_fallocate(file.as_raw_fd(), offset as libc::off_t, len as libc::off_t)
+    };
     if rc != 0 {
         return Err(std::io::Error::from_raw_os_error(rc));
     }
@@ -328,8 +390,8 @@ pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn reserve(file: &File, file_size: usize) -> std::io::Result<()> {
-    file.set_len(file_size as u64)
+pub(crate) fn reserve_range(_file: &File, _offset: usize, _len: usize) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Pre-faults `[ptr, ptr + len)` writable (`MADV_POPULATE_WRITE`, Linux 5.14+); false when unsupported (older

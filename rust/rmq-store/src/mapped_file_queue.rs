@@ -28,6 +28,9 @@ use crate::mapped_file::MappedFile;
 pub struct MappedFileQueue {
     dir: PathBuf,
     file_size: usize,
+    /// Bytes of a new file reserved at its creation (the file size, or `RESERVE_STEP` for the CommitLog, whose
+    /// writer reserves the rest step by step: `MappedFile::ensure_reserved`).
+    initial_reserve: usize,
     files: RwLock<Vec<Arc<MappedFile>>>,
     flush_lock: Mutex<()>,
 }
@@ -78,9 +81,17 @@ impl MappedFileQueue {
         Ok(MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
+            initial_reserve: file_size,
             files: RwLock::new(files),
             flush_lock: Mutex::new(()),
         })
+    }
+
+    /// New files get only their first `reserve` bytes reserved at creation; their writer calls
+    /// `MappedFile::ensure_reserved` before every write.
+    pub fn with_stepped_reserve(mut self, reserve: usize) -> MappedFileQueue {
+        self.initial_reserve = reserve.min(self.file_size);
+        self
     }
 
     #[inline]
@@ -151,7 +162,12 @@ impl MappedFileQueue {
             }
         }
         let path = self.dir.join(offset_to_file_name(start));
-        let file = Arc::new(MappedFile::create(&path, start, self.file_size)?);
+        let file = Arc::new(MappedFile::create_stepped(
+            &path,
+            start,
+            self.file_size,
+            self.initial_reserve,
+        )?);
         files.push(file.clone());
         Ok(file)
     }

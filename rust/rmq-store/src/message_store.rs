@@ -1103,9 +1103,9 @@ impl MessageStore {
     ) -> Result<(Arc<MappedFile>, usize)> {
         if let Some(f) = &ws.current {
             let wrote = f.wrote_position();
-            if cl.fits_in_a_file(len)
-                && len + crate::format::message::END_FILE_MIN_BLANK_LENGTH <= f.size() - wrote
-            {
+            let end = wrote + len + crate::format::message::END_FILE_MIN_BLANK_LENGTH;
+            if cl.fits_in_a_file(len) && end <= f.size() {
+                f.ensure_reserved(end)?; // an atomic load, a posix_fallocate every RESERVE_STEP
                 return Ok((f.clone(), wrote));
             }
         }

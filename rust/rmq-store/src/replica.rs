@@ -166,6 +166,7 @@ impl MessageStore {
                 file.size() - pos
             )));
         }
+        file.ensure_reserved(pos + data.len())?;
         // SAFETY: write mutex held; `pos` is the unpublished end of the last file.
         unsafe { file.write_slice(pos, data.len()) }.copy_from_slice(data);
         let new_wrote = pos + data.len();

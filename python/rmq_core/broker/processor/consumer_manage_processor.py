@@ -95,9 +95,10 @@ class ConsumerManageProcessor:
             if client_ids:
                 body = GetConsumerListByGroupResponseBody(consumer_id_list=client_ids)
                 return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
-            log.warning("getAllClientId failed, %s %s", header.consumerGroup, conn.remote_address)
+            log.info("getAllClientId failed, %s %s", header.consumerGroup, conn.remote_address)
         else:
-            log.warning("getConsumerGroupInfo failed, %s %s", header.consumerGroup, conn.remote_address)
+            log.info("getConsumerGroupInfo failed, %s %s", header.consumerGroup, conn.remote_address)
+        # INFO, not 4.9's warn: a group's last consumer leaving (every shutdown) makes the others' rebalance ask
         return RemotingCommand.response_to(
             request, ResponseCode.SYSTEM_ERROR, remark=f"no consumer for this group, {header.consumerGroup}"
         )

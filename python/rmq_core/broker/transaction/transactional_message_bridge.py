@@ -138,7 +138,9 @@ class TransactionalMessageBridge:
             return PullOutcome("FOUND", result.next_begin_offset, msgs)
         if status == GetMessageStatus.NO_MATCHED_MESSAGE:
             return PullOutcome("NO_MATCHED_MSG", result.next_begin_offset, [])
-        if status in _NO_NEW:
+        if status in _NO_NEW or (status == GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and offset == 0):
+            # a queue never written is empty, not illegal at 0: Apache's store creates a queue on its first read
+            # (findConsumeQueue) and answers NO_MESSAGE_IN_QUEUE; ours creates none on a read
             return PullOutcome("NO_NEW_MSG", result.next_begin_offset, [])
         return PullOutcome("OFFSET_ILLEGAL", result.next_begin_offset, [])
 

@@ -557,8 +557,14 @@ class Producer:
     def _no_route(self, topic: str) -> MQClientException:
         self._validate_name_server_setting()
         return MQClientException(
-            ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {topic}" + suggest_todo()
+            ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+            f"No route info of this topic: {topic}{self._namesrv_failure()}" + suggest_todo(),
         )
+
+    def _namesrv_failure(self) -> str:
+        """ ", because <name server failure>" when the last route lookup got no answer from the name server."""
+        error = self.instance.namesrv_error if self.instance is not None else None
+        return f", because {error}" if error else ""
 
     async def _send_default_impl(
         self, msg: Message, mode: str, timeout_ms: int, state: _SendState | None = None
@@ -658,7 +664,9 @@ class Producer:
         tp_info = await self.try_to_find_topic_publish_info(msg.topic)
         if tp_info is None or not tp_info.ok():
             self._validate_name_server_setting()
-            raise MQClientException(-1, f"No route info for this topic, {msg.topic}" + suggest_todo())
+            raise MQClientException(
+                -1, f"No route info for this topic, {msg.topic}{self._namesrv_failure()}" + suggest_todo()
+            )
         mqs = list(tp_info.message_queue_list)
         try:
             if isinstance(selector, MessageQueueSelector):
