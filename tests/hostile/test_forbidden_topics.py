@@ -253,6 +253,7 @@ def test_a_group_name_with_a_newline_or_too_long_is_refused(broker, client, grou
 # --- 5. offsets within Java's long (and queue ids within Java's int) --------------------------------------------------------------------------
 @pytest.mark.parametrize("offset", [str(10**30), str(1 << 63), str(-(1 << 63) - 1)])
 def test_an_offset_beyond_a_java_long_is_refused_and_never_persisted(broker, client, offset):
+    add_topic_config(broker, TopicConfig("T", 4, 4, 6))  # offsets are committed only for a topic the broker holds
     ext = encode_header(UpdateConsumerOffsetRequestHeader(consumerGroup="G", topic="T", queueId=0, commitOffset=0))
     ext["commitOffset"] = offset
     resp = invoke(client, broker, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
