@@ -203,7 +203,7 @@ class RemotingCommand:
         except orjson.JSONDecodeError:  # what orjson refuses and the stdlib may take (a lone surrogate escape, an
             try:  # int over 64 bits), or the stdlib's own error for the message
                 doc = json.loads(header.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as e:
+            except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
                 raise RemotingCommandError(f"header is not JSON: {e}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("code"), int):
             raise RemotingCommandError("JSON header has no integer 'code'")

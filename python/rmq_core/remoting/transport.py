@@ -4,18 +4,28 @@ invocations. The loop is uvloop's where it is installed (``new_event_loop``), el
 
 Invariants:
 1. A frame whose length field is < 4 or > MAX_FRAME_LENGTH, or that does not decode, closes *that* connection
-   (with a log line); other connections and anything stored are unaffected.
+   (with one log line); other connections and anything stored are unaffected. Any exception of the decoder (a
+   RecursionError of a deeply nested header too) counts as a frame that does not decode; then the frames read
+   before it in the same chunk are dropped with it.
 2. Responses are matched to requests by ``opaque``; a response nobody waits for is logged and dropped.
 3. An unknown request code is answered REQUEST_CODE_NOT_SUPPORTED; a processor exception SYSTEM_ERROR with its text.
 4. Oneway requests get no response, whatever the processor returns.
 5. Memory per connection is bounded whatever the peer does: reading pauses past ``FrameProtocol.HIGH_WATER`` unserved
    commands; a connection whose responses are not being read (the transport's write buffer above its high-water
-   mark) is not served until the peer reads them (its unserved commands then pause reading: TCP pushes back on the
-   peer); at most ``MAX_TASKS_PER_CONNECTION`` requests of one connection are processed at once.
+   mark) is not served, no task is started for it, until the peer reads them (its unserved commands then pause
+   reading: TCP pushes back on the peer); at most ``MAX_TASKS_PER_CONNECTION`` requests of one connection are
+   processed at once. The answers queued past that mark are those of at most ``SERVE_BUDGET`` requests (invariant 8)
+   plus the tasks waiting on something (parked pulls) when it was reached.
 6. A connection's inline requests are handled one after another in arrival order. A chunk of inline batch requests
    that arrives while nothing of its connection is queued or being handled is handled in ``data_received`` itself
    (``FrameProtocol.serve_now``): no wake-up of the serving task, no task step; what the processor has to wait for
    is handed to the serving task, which finishes it before it serves the next command.
+7. A server holds at most ``max_connections`` connections (a new one past it is closed at once, one log line per
+   ``REFUSED_LOG_INTERVAL_S``); one that neither reads nor writes for ``idle_timeout_s`` (4.9: 120 s) is closed, and so
+   is one whose frame, once begun, is not complete within ``frame_deadline_s`` (both within 25 %; aborted: what it
+   has not read is dropped).
+8. One connection's requests never hold the loop for more than ``SERVE_BUDGET`` of them: its serving task then
+   yields, so the tasks it started and the other connections' reads run before it serves more.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
@@ -60,10 +70,32 @@ Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand 
 SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
+SERVE_BUDGET = 16  # requests of one connection handled or started per loop iteration (invariant 8)
+# RemotingServer's defaults (invariant 7): connections open at once (past it a new one is closed at once; at most
+# 3/4 of the process's descriptor limit), seconds a connection may neither read nor write (4.9 NettyServerConfig
+# serverChannelMaxIdleTimeSeconds), seconds a frame may take to arrive once begun
+SERVER_MAX_CONNECTIONS = 10_000
+SERVER_CHANNEL_MAX_IDLE_TIME_S = 120.0
+FRAME_DEADLINE_S = 60.0
+REFUSED_LOG_INTERVAL_S = 10.0  # at most one log line per this many seconds for the connections refused
 # A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded;
 # the answers come at once (a list) when it had nothing to wait for, else as an awaitable
 BatchAnswers = list[RemotingCommand | bytes | None]
 BatchProcessor = Callable[["Connection", list[RemotingCommand]], BatchAnswers | Awaitable[BatchAnswers]]
+
+
+def _connection_cap(wanted: int) -> int:
+    """``wanted``, at most 3/4 of the process's descriptor limit (the rest for files, the store, outgoing
+    connections): past it ``accept`` itself would fail and config files could not be written."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):  # (no resource module on Windows)
+        return wanted
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return wanted
+    return max(1, min(wanted, soft * 3 // 4))
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -118,6 +150,12 @@ class FrameProtocol(asyncio.Protocol):
         self.serve_now: Callable[[list[RemotingCommand]], bool] | None = None
         # what a command handled in ``serve_now`` still awaits: the serving task finishes it first
         self.pending_work: Awaitable[None] | None = None
+        # for the server's sweep (``RemotingServer``, invariant 7): bytes read or written, a frame completed, since
+        # its last look; when it first saw the frame now buffered unfinished, and when it last saw activity
+        self.active = True
+        self.frame_done = False
+        self.partial_since: float | None = None
+        self.idle_since = 0.0
 
     # --- asyncio.Protocol -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -130,11 +168,16 @@ class FrameProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.ended:
             return
+        self.active = True  # (the server's idle sweep)
         buf = self._buf
         buf += data
-        cmds, used, error = self._split(buf)
+        try:
+            cmds, used, error = self._split(buf)
+        except Exception as e:  # any other decoder failure (a RecursionError...) ends this connection (invariant 1)
+            cmds, used, error = [], 0, RemotingCommandError(f"frame does not decode: {type(e).__name__}: {e}")
         if used:
             del buf[:used]
+            self.frame_done = True  # (the server's frame-deadline sweep)
         if cmds:
             serve_now = self.serve_now
             if (
@@ -255,6 +298,7 @@ async def serve_connection(
     assert proto is not None, "serve_connection needs a Connection made by FrameProtocol"
     inbox = proto.inbox
     pending = conn.pending
+    served = 0  # requests handled or started since this loop last let the others run
     while True:
         work = proto.pending_work
         if work is not None:  # what a chunk served in data_received still awaits (invariant 6)
@@ -287,6 +331,11 @@ async def serve_connection(
                 waiting = on_request(cmd)
             if waiting is not None:  # an inline request: handled before the next command is served
                 await waiting
+            served += 1
+            if served >= SERVE_BUDGET and inbox:  # invariant 8: the tasks started so far and the other
+                served = 0  # connections take their turn; their answers then reach the transport, whose high-water
+                await asyncio.sleep(0)  # mark (pause_writing) the check above waits on
+                conn.flush()
 
 
 class Connection:
@@ -373,12 +422,19 @@ class Connection:
             with lock:
                 self._write_out()
 
+    def flush(self) -> None:
+        """What this iteration queued, handed to the transport now (else at the end of the iteration)."""
+        if self._out:
+            self._flush()
+
     def _write_out(self) -> None:
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         self._out_size = 0
         if not self.closed:
             self.writer.write(data)
+            if self.protocol is not None:
+                self.protocol.active = True  # (the server's idle sweep)
 
     # --- writes from other threads (a client connection's requests) -----------------------------------------
     def enable_thread_writes(self) -> None:
@@ -495,6 +551,13 @@ class Connection:
             self._out_size = 0
             self.close()
 
+    def abort(self) -> None:
+        """Close at once, dropping what is not written yet (``close`` leaves it to be written first)."""
+        if not self.closed:
+            self.closed_by_peer()  # nothing more is written; the waiting invocations fail now
+            transport = self.writer.transport if isinstance(self.writer, asyncio.StreamWriter) else self.writer
+            transport.abort()
+
     def close(self) -> None:
         if not self.closed:
             self._flush()
@@ -513,11 +576,26 @@ class Connection:
 
 
 class RemotingServer:
-    """``RemotingServer(host, port)``; ``register(code, processor)``; serves until ``stop()``."""
+    """``RemotingServer(host, port)``; ``register(code, processor)``; serves until ``stop()``. ``max_connections``,
+    ``idle_timeout_s`` and ``frame_deadline_s`` (0: none) bound what peers may hold (invariant 7)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_connections: int = SERVER_MAX_CONNECTIONS,
+        idle_timeout_s: float = SERVER_CHANNEL_MAX_IDLE_TIME_S,
+        frame_deadline_s: float = FRAME_DEADLINE_S,
+    ) -> None:
         self.host = host
         self.port = port
+        self.max_connections = _connection_cap(max_connections)
+        self.idle_timeout_s = idle_timeout_s
+        self.frame_deadline_s = frame_deadline_s
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self._refused = 0  # connections refused since the last log line about it
+        self._refused_logged_at = -REFUSED_LOG_INTERVAL_S
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
         self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
@@ -563,12 +641,16 @@ class RemotingServer:
             backlog=SOCKET_BACKLOG,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self._schedule_sweep()
 
     async def begin_serving(self) -> None:
         assert self._server is not None, "start() first"
         await self._server.start_serving()
 
     async def stop(self) -> None:
+        timer, self._sweep_timer = self._sweep_timer, None
+        if timer is not None:
+            timer.cancel()
         if self._server is not None:
             self._server.close()
             for c in list(self.connections):
@@ -607,7 +689,64 @@ class RemotingServer:
             self._thread.join(timeout)
             self._thread = None
 
+    # --- invariant 7: the connections' count, idleness and unfinished frames -----------------------------------
+    def _schedule_sweep(self) -> None:
+        limits = [t for t in (self.idle_timeout_s, self.frame_deadline_s) if t > 0]
+        if limits and self.loop is not None:
+            self._sweep_timer = self.loop.call_later(min(10.0, max(0.05, min(limits) / 4)), self._sweep)
+
+    def _sweep(self) -> None:
+        """Close the connections idle past ``idle_timeout_s`` and those holding a frame begun more than
+        ``frame_deadline_s`` ago (a look every quarter of the shorter one: a limit holds within 25 %)."""
+        assert self.loop is not None
+        now = self.loop.time()
+        idle, deadline = self.idle_timeout_s, self.frame_deadline_s
+        for conn in list(self.connections):
+            p = conn.protocol
+            if p is None or conn.closed:
+                continue
+            if p._buf:  # a frame begun, not complete
+                if p.frame_done or p.partial_since is None:
+                    p.partial_since = now
+                elif deadline > 0 and now - p.partial_since > deadline:
+                    log.warning(
+                        "closing connection with %s: a frame begun %.0f s ago is not complete (%d bytes of it read)",
+                        conn.remote_address,
+                        now - p.partial_since,
+                        len(p._buf),
+                    )
+                    conn.abort()
+                    continue
+            else:
+                p.partial_since = None
+            p.frame_done = False
+            if p.active:
+                p.active = False
+                p.idle_since = now
+            elif idle > 0 and now - p.idle_since >= idle:
+                log.info("closing connection with %s: idle for %.0f s", conn.remote_address, now - p.idle_since)
+                conn.abort()
+        self._schedule_sweep()
+
+    def _refuse(self, conn: Connection) -> None:
+        """A connection past ``max_connections``: closed at once, one log line per REFUSED_LOG_INTERVAL_S."""
+        conn.abort()
+        self._refused += 1
+        now = conn._loop.time()
+        if now - self._refused_logged_at >= REFUSED_LOG_INTERVAL_S:
+            log.warning(
+                "refused %d connection(s) (the last from %s): %d open, the limit (serverMaxConnections)",
+                self._refused,
+                conn.remote_address,
+                len(self.connections),
+            )
+            self._refused = 0
+            self._refused_logged_at = now
+
     async def _serve(self, conn: Connection) -> None:
+        if len(self.connections) >= self.max_connections:
+            self._refuse(conn)
+            return
         self.connections.add(conn)
         loop = asyncio.get_running_loop()
         try:
