@@ -80,7 +80,13 @@ class BrokerController:
         self.broker_config = broker_config
         self._store_config_override = store_config
         self.loop: asyncio.AbstractEventLoop = new_event_loop()
-        self.remoting_server = RemotingServer(broker_config.broker_ip1, broker_config.listen_port)
+        self.remoting_server = RemotingServer(
+            broker_config.broker_ip1,
+            broker_config.listen_port,
+            max_connections=broker_config.server_max_connections,
+            idle_timeout_s=broker_config.server_channel_max_idle_time_seconds,
+            frame_deadline_s=broker_config.server_frame_deadline_seconds,
+        )
         self.remoting_client = RemotingClient()
         self.message_store: MessageStore = None  # type: ignore[assignment]  # opened in start()
         self.message_store_config: StoreConfig = None  # type: ignore[assignment]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
+from rmq_core.common.log_text import clip
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
 from rmq_core.filter.subscription_data import SubscriptionData
@@ -163,7 +164,7 @@ class ConsumerFilterManager(ConfigManager):
             data = self.build(topic, consumer_group, expression, expression_type, client_version, now_ms)
             assert data is not None
             groups[consumer_group] = data
-            log.info("New consumer filter registered: %s", data)
+            log.info("New consumer filter registered: %s", clip(data))
             return True
         if client_version <= old.client_version:
             if expression_type != old.expression_type or expression != old.expression:

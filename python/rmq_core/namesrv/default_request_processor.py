@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rmq_core._reference.format.message import body_crc
+from rmq_core.common.log_text import clip
 from rmq_core.namesrv.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting import fastjson
@@ -138,7 +139,7 @@ class DefaultRequestProcessor:
                     request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=self.UNSUPPORTED[code]
                 )
         except HeaderError as e:
-            log.warning("request %d from %s: %s", code, _peer(conn), e)
+            log.warning("request %d from %s: %s", code, _peer(conn), clip(e))
             return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
         return RemotingCommand.response_to(
             request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {code} not supported"
@@ -162,7 +163,7 @@ class DefaultRequestProcessor:
                 body = RegisterBrokerBody.wrapper_from_json_dict(_json_object(request.body))
                 with_filter_servers = False
         except BodyDecodeError as e:
-            log.warning("registerBroker from %s (%s): bad body: %s", _peer(conn), header.brokerAddr, e)
+            log.warning("registerBroker from %s (%s): bad body: %s", _peer(conn), clip(header.brokerAddr), clip(e))
             return RemotingCommand.response_to(
                 request, ResponseCode.SYSTEM_ERROR, remark=f"Failed to decode RegisterBrokerBody: {e}"
             )
@@ -272,7 +273,7 @@ class DefaultRequestProcessor:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         obj = fastjson.loads(body, int_keys=False)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BodyDecodeError(f"TopicConfigSerializeWrapper body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise BodyDecodeError("TopicConfigSerializeWrapper body is not a JSON object")

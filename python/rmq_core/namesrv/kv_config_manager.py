@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from rmq_core.broker.config_manager import ConfigDecodeError, ConfigManager
+from rmq_core.common.log_text import clip
 from rmq_core.remoting import fastjson
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,19 @@ class KVConfigManager(ConfigManager):
         old = table.get(key)
         table[key] = value
         if old is None:
-            log.info("putKVConfig create new config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+            log.info(
+                "putKVConfig create new config item, Namespace: %s Key: %s Value: %s",
+                clip(namespace),
+                clip(key),
+                clip(value),
+            )
         else:
-            log.info("putKVConfig update config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+            log.info(
+                "putKVConfig update config item, Namespace: %s Key: %s Value: %s",
+                clip(namespace),
+                clip(key),
+                clip(value),
+            )
         self.persist()
 
     def get(self, namespace: str, key: str) -> str | None:
@@ -47,7 +58,7 @@ class KVConfigManager(ConfigManager):
     def delete(self, namespace: str, key: str) -> None:
         table = self.config_table.get(namespace)
         if table is not None and table.pop(key, None) is not None:
-            log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s", namespace, key)
+            log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s", clip(namespace), clip(key))
         self.persist()
 
     def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str] | None:

@@ -23,7 +23,13 @@ from typing import Any, Self, TypeVar
 from rmq_core.namesrv.default_request_processor import DefaultRequestProcessor
 from rmq_core.namesrv.kv_config_manager import KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
-from rmq_core.remoting.transport import Connection, RemotingServer
+from rmq_core.remoting.transport import (
+    FRAME_DEADLINE_S,
+    SERVER_CHANNEL_MAX_IDLE_TIME_S,
+    SERVER_MAX_CONNECTIONS,
+    Connection,
+    RemotingServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +46,22 @@ class NameServer:
         scan_not_active_broker_interval_s: float = SCAN_NOT_ACTIVE_BROKER_INTERVAL_S,
         now_ms: Callable[[], int] | None = None,
         kv_config_path: str | None = None,
+        max_connections: int = SERVER_MAX_CONNECTIONS,
+        idle_timeout_s: float = SERVER_CHANNEL_MAX_IDLE_TIME_S,
+        frame_deadline_s: float = FRAME_DEADLINE_S,
     ) -> None:
         self.host = host
         self.listen_port = listen_port
         self.scan_not_active_broker_interval_s = scan_not_active_broker_interval_s
         self.now_ms: Callable[[], int] = now_ms or (lambda: int(time.time() * 1000))
         self.route_info_manager = RouteInfoManager()
-        self.remoting_server = RemotingServer(host, listen_port)
+        self.remoting_server = RemotingServer(
+            host,
+            listen_port,
+            max_connections=max_connections,
+            idle_timeout_s=idle_timeout_s,
+            frame_deadline_s=frame_deadline_s,
+        )
         self.kv_config_manager = KVConfigManager(kv_config_path)  # None: in memory only
         self.kv_config_manager.load()
         self.processor = DefaultRequestProcessor(self.route_info_manager, self.now_ms, self.kv_config_manager)

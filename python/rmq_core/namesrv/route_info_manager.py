@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq_core.common.log_text import clip
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.remoting.body.route import (
@@ -171,12 +172,12 @@ class RouteInfoManager:
         by_broker = self.topic_queue_table.get(tc.topic_name)
         if by_broker is None:
             self.topic_queue_table[tc.topic_name] = {broker_name: qd}
-            log.info("new topic registered, %s %s", tc.topic_name, qd)
+            log.info("new topic registered, %s %s", clip(tc.topic_name), clip(qd))
             return
         old = by_broker.get(broker_name)
         by_broker[broker_name] = qd
         if old is not None and old != qd:
-            log.info("topic changed, %s OLD: %s NEW: %s", tc.topic_name, old, qd)
+            log.info("topic changed, %s OLD: %s NEW: %s", clip(tc.topic_name), clip(old), clip(qd))
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         live = self.broker_live_table.pop(broker_addr, None)

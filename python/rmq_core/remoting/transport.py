@@ -52,6 +52,7 @@ from rmq_core import _backend
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
 from rmq_core.remoting.header import SEND_ANSWER_FIELDS
+from rmq_core.remoting.request_limits import body_over_limit
 from rmq_core.remoting.response_waiter import ResponseWaiter, SendAnswerWaiter, watch_deadline
 
 _uvloop: ModuleType | None
@@ -75,8 +76,8 @@ SERVE_BUDGET = 16  # requests of one connection handled or started per loop iter
 # 3/4 of the process's descriptor limit), seconds a connection may neither read nor write (4.9 NettyServerConfig
 # serverChannelMaxIdleTimeSeconds), seconds a frame may take to arrive once begun
 SERVER_MAX_CONNECTIONS = 10_000
-SERVER_CHANNEL_MAX_IDLE_TIME_S = 120.0
-FRAME_DEADLINE_S = 60.0
+SERVER_CHANNEL_MAX_IDLE_TIME_S = 120
+FRAME_DEADLINE_S = 60
 REFUSED_LOG_INTERVAL_S = 10.0  # at most one log line per this many seconds for the connections refused
 # A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded;
 # the answers come at once (a list) when it had nothing to wait for, else as an awaitable
@@ -881,10 +882,14 @@ class RemotingServer:
 
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)
+        too_large = body_over_limit(cmd.code, cmd.body) if cmd.body is not None else None
         if processor is None:
             response: RemotingCommand | None = RemotingCommand.response_to(
                 cmd, REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
             )
+        elif too_large is not None:  # (request_limits: the body's size per request code)
+            log.warning("refused a request from %s: %s", conn.remote_address, too_large)
+            response = RemotingCommand.response_to(cmd, SYSTEM_ERROR, remark=too_large)
         else:
             try:
                 response = await processor(conn, cmd)

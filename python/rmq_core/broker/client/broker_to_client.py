@@ -28,6 +28,7 @@ from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOff
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import GetConsumerStatusRequestHeader, ResetOffsetRequestHeader, encode_header
+from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
@@ -130,6 +131,8 @@ class BrokerToClient:
             try:
                 response = await self.remoting_server.invoke(conn, to_client, CALL_CLIENT_TIMEOUT_S)
                 if response.code == ResponseCode.SUCCESS and response.body:
+                    if len(response.body) > FASTJSON_FALLBACK_MAX:  # (a per-character scan: request_limits)
+                        raise ValueError(f"the client's answer of {len(response.body)} bytes is too large")
                     raw = fastjson.raw_field(bytes(response.body), "messageQueueTable")
                     if raw is not None:
                         tables[channel.client_id] = fastjson.RawValue(raw)

@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
+from rmq_core.common.log_text import clip
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting.body.heartbeat import (
     ConsumeFromWhere,
@@ -146,11 +147,11 @@ class ConsumerGroupInfo:
             old = self.subscription_table.get(sub.topic)
             if old is None:
                 self.subscription_table[sub.topic] = sub
-                log.info("subscription changed, add new topic, group: %s %s", self.group_name, sub)
+                log.info("subscription changed, add new topic, group: %s %s", self.group_name, clip(sub))
                 updated = True
             elif sub.sub_version > old.sub_version:
                 if self.consume_type == ConsumeType.CONSUME_PASSIVELY:
-                    log.info("subscription changed, group: %s OLD: %s NEW: %s", self.group_name, old, sub)
+                    log.info("subscription changed, group: %s OLD: %s NEW: %s", self.group_name, clip(old), clip(sub))
                 self.subscription_table[sub.topic] = sub
         wanted = {s.topic for s in subs}
         for topic in [t for t in self.subscription_table if t not in wanted]:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.broker_config import parse_properties
 from rmq_core.broker.remote_config_policy import MAX_UPDATE_BODY, ConfigRefused
+from rmq_core.common.log_text import clip
 from rmq_core.common.mix_all import is_system_topic, validate_group, validate_topic
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
@@ -69,6 +70,7 @@ from rmq_core.remoting.header import (
     decode_header,
     encode_header,
 )
+from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
@@ -217,7 +219,7 @@ class AdminBrokerProcessor:
             return _error(request, SLAVE_REMARK)
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
         topic = header.topic
-        log.info("updateAndCreateTopic %s called by %s", topic, conn.remote_address)
+        log.info("updateAndCreateTopic %s called by %s", clip(topic), conn.remote_address)
         reason = validate_topic(topic)
         if reason is not None:
             return _error(request, reason)
@@ -257,9 +259,9 @@ class AdminBrokerProcessor:
         if not request.body:
             return _error(request, "the request has no body (SubscriptionGroupConfig JSON expected)")
         try:
-            doc = fastjson.loads(request.body, int_keys=False)
+            doc = fastjson.loads(request.body, int_keys=False, fallback_max=FASTJSON_FALLBACK_MAX)
             config = SubscriptionGroupConfig.from_json_dict(doc)
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             return _error(request, f"the body is not a SubscriptionGroupConfig: {type(e).__name__}: {e}")
         reason = validate_group(config.group_name)
         if reason is not None:
@@ -272,7 +274,7 @@ class AdminBrokerProcessor:
         if self.broker_config.is_slave:
             return _error(request, SLAVE_REMARK)
         topic = decode_header(DeleteTopicRequestHeader, request.ext_fields).topic
-        log.info("deleteTopic %s called by %s", topic, conn.remote_address)
+        log.info("deleteTopic %s called by %s", clip(topic), conn.remote_address)
         reason = validate_topic(topic)
         if reason is not None:
             return _error(request, reason)
@@ -286,7 +288,7 @@ class AdminBrokerProcessor:
         if self.broker_config.is_slave:
             return _error(request, SLAVE_REMARK)
         h = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
-        log.info("deleteSubscriptionGroup %s called by %s", h.groupName, conn.remote_address)
+        log.info("deleteSubscriptionGroup %s called by %s", clip(h.groupName), conn.remote_address)
         self.subscription_group_manager.delete_subscription_group_config(h.groupName)
         if h.removeOffset and self.consumer_offset_manager is not None:
             self.consumer_offset_manager.remove_offset(h.groupName)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from rmq_core.broker.schedule.schedule_message_service import redirect_to_schedule_topic
 from rmq_core.broker.transaction.transactional_message_bridge import reset_transaction_value
+from rmq_core.common.log_text import clip
 from rmq_core.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
@@ -108,13 +109,19 @@ class EndTransactionProcessor:
         origin = "check" if header.fromTransactionCheck else "send"
         if kind == TRANSACTION_NOT_TYPE:
             log.warning(
-                "producer %s: end transaction (%s) pending: %s %s", conn.remote_address, origin, header, request.remark
+                "producer %s: end transaction (%s) pending: %s %s",
+                conn.remote_address,
+                origin,
+                clip(header),
+                clip(request.remark),
             )
             return None
         if kind == TRANSACTION_COMMIT_TYPE:
             result = self.service.commit_message(header)
         elif kind == TRANSACTION_ROLLBACK_TYPE:
-            log.warning("producer %s: rollback (%s): %s %s", conn.remote_address, origin, header, request.remark)
+            log.warning(
+                "producer %s: rollback (%s): %s %s", conn.remote_address, origin, clip(header), clip(request.remark)
+            )
             result = self.service.rollback_message(header)
         else:
             return None

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import BodyDecodeError
+from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX
 
 
 class ConsumeType(str, Enum):
@@ -76,8 +77,8 @@ def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
 
 def _loads_object(data: bytes | str, what: str) -> dict[str, Any]:
     try:
-        obj = fastjson.loads(data, int_keys=False)
-    except (ValueError, UnicodeDecodeError) as e:
+        obj = fastjson.loads(data, int_keys=False, fallback_max=FASTJSON_FALLBACK_MAX)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BodyDecodeError(f"{what}: body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise BodyDecodeError(f"{what}: body must be a JSON object, not {type(obj).__name__}")

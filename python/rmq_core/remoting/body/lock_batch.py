@@ -16,6 +16,7 @@ from typing import Any, Self
 from rmq_core.message import MessageQueue
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import BodyDecodeError
+from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX
 
 
 def mq_to_json_dict(mq: MessageQueue) -> dict[str, Any]:
@@ -49,8 +50,8 @@ def _mq_set(d: dict[str, Any], key: str, what: str) -> set[MessageQueue]:
 
 def _loads_object(data: bytes | str, what: str) -> dict[str, Any]:
     try:
-        obj = fastjson.loads(data, int_keys=False)
-    except (ValueError, UnicodeDecodeError) as e:
+        obj = fastjson.loads(data, int_keys=False, fallback_max=FASTJSON_FALLBACK_MAX)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BodyDecodeError(f"{what}: body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise BodyDecodeError(f"{what}: body must be a JSON object")

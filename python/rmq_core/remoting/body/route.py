@@ -34,6 +34,7 @@ from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import MessageQueue
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.command import RemotingCommandError
+from rmq_core.remoting.request_limits import INFLATED_BODY_MAX
 
 
 class BodyDecodeError(RemotingCommandError, ValueError):
@@ -46,10 +47,25 @@ def _dumps(obj: Any, standard_json: bool) -> bytes:
     return fastjson.dumps(obj, unquoted_int_keys=not standard_json, ensure_ascii=standard_json).encode("utf-8")
 
 
+def _inflate(data: bytes, what: str) -> bytes:
+    """A zlib stream inflated a piece at a time, never past ``INFLATED_BODY_MAX`` bytes (nothing is allocated
+    beyond it: a small stream of zeros can expand a thousandfold)."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data, INFLATED_BODY_MAX + 1)
+    except zlib.error as e:
+        raise BodyDecodeError(f"compressed {what} does not inflate: {e}") from None
+    if len(raw) > INFLATED_BODY_MAX or inflater.unconsumed_tail:
+        raise BodyDecodeError(f"compressed {what} inflates past the limit of {INFLATED_BODY_MAX} bytes")
+    if not inflater.eof:
+        raise BodyDecodeError(f"compressed {what} does not inflate: the zlib stream is truncated")
+    return raw
+
+
 def _loads(data: bytes | str, what: str) -> dict[str, Any]:
     try:
         obj = fastjson.loads(data, int_keys=False)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BodyDecodeError(f"{what} body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise BodyDecodeError(f"{what} body is not a JSON object")
@@ -562,10 +578,7 @@ class RegisterBrokerBody:
 
     @classmethod
     def _decode_compressed(cls, data: bytes) -> RegisterBrokerBody:
-        try:
-            raw = zlib.decompress(bytes(data))
-        except zlib.error as e:
-            raise BodyDecodeError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
+        raw = _inflate(data, "RegisterBrokerBody")
         pos = 0
 
         def read_int() -> int:
