@@ -24,8 +24,10 @@ Invariants:
    ``REFUSED_LOG_INTERVAL_S``); one that neither reads nor writes for ``idle_timeout_s`` (4.9: 120 s) is closed, and so
    is one whose frame, once begun, is not complete within ``frame_deadline_s`` (both within 25 %; aborted: what it
    has not read is dropped).
-8. One connection's requests never hold the loop for more than ``SERVE_BUDGET`` of them: its serving task then
-   yields, so the tasks it started and the other connections' reads run before it serves more.
+8. One connection's requests hold the loop for at most ``SERVE_BUDGET`` of them or ``SERVE_SLICE_S`` (one request
+   past it): its serving task then yields, so the tasks it started and the other connections' reads run before it
+   serves more. It starts with one request a turn, doubles that while a turn (what the tasks it started took
+   included) stays under ``SERVE_SLICE_S``, and halves it (down to one) when one does not.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
@@ -43,6 +45,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import ModuleType
@@ -71,7 +74,8 @@ Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand 
 SOCKET_BACKLOG = 1024  # 4.9 NettyServerConfig.serverSocketBacklog (asyncio's default, 100, drops SYNs under a burst)
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
 MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed at once (parked long polls included)
-SERVE_BUDGET = 16  # requests of one connection handled or started per loop iteration (invariant 8)
+SERVE_BUDGET = 16  # requests of one connection handled or started per loop iteration, at most (invariant 8)
+SERVE_SLICE_S = 0.005  # a connection's turn past this long: it yields, and starts fewer before the next (same)
 # RemotingServer's defaults (invariant 7): connections open at once (past it a new one is closed at once; at most
 # 3/4 of the process's descriptor limit), seconds a connection may neither read nor write (4.9 NettyServerConfig
 # serverChannelMaxIdleTimeSeconds), seconds a frame may take to arrive once begun
@@ -300,6 +304,8 @@ async def serve_connection(
     inbox = proto.inbox
     pending = conn.pending
     served = 0  # requests handled or started since this loop last let the others run
+    budget = 1  # how many before it does again (doubling up to SERVE_BUDGET while they prove cheap: invariant 8)
+    slice_start = 0.0
     while True:
         work = proto.pending_work
         if work is not None:  # what a chunk served in data_received still awaits (invariant 6)
@@ -323,6 +329,8 @@ async def serve_connection(
             else:
                 log.debug("response %d from %s has no waiter", cmd.opaque, conn.remote_address)
         else:
+            if not served:
+                slice_start = time.monotonic()
             if on_batch is not None and cmd.code in batch_codes:
                 cmds = [cmd]
                 while inbox and inbox[0].code in batch_codes and not inbox[0].flag & RPC_TYPE_RESPONSE:
@@ -333,10 +341,17 @@ async def serve_connection(
             if waiting is not None:  # an inline request: handled before the next command is served
                 await waiting
             served += 1
-            if served >= SERVE_BUDGET and inbox:  # invariant 8: the tasks started so far and the other
-                served = 0  # connections take their turn; their answers then reach the transport, whose high-water
-                await asyncio.sleep(0)  # mark (pause_writing) the check above waits on
+            if not inbox:
+                served = 0
+            elif served >= budget or time.monotonic() - slice_start > SERVE_SLICE_S:
+                # invariant 8: the tasks started so far and the other connections take their turn; the answers
+                # then reach the transport, whose high-water mark (pause_writing) the check above waits on
+                served = 0
+                before = time.monotonic()
+                await asyncio.sleep(0)
                 conn.flush()
+                took = time.monotonic() - before  # what that turn cost (this connection's tasks, mostly)
+                budget = max(1, budget // 2) if took > SERVE_SLICE_S else min(SERVE_BUDGET, budget * 2)
 
 
 class Connection:
