@@ -26,8 +26,8 @@ Invariants:
    has not read is dropped).
 8. One connection's requests hold the loop for at most ``SERVE_BUDGET`` of them or ``SERVE_SLICE_S`` (one request
    past it): its serving task then yields, so the tasks it started and the other connections' reads run before it
-   serves more. It starts with one request a turn, doubles that while a turn (what the tasks it started took
-   included) stays under ``SERVE_SLICE_S``, and halves it (down to one) when one does not.
+   serves more. It starts one task a turn at first, twice as many after a turn (what those tasks took included)
+   that stayed under ``SERVE_SLICE_S``, half as many (down to one) after one that did not.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
@@ -303,8 +303,10 @@ async def serve_connection(
     assert proto is not None, "serve_connection needs a Connection made by FrameProtocol"
     inbox = proto.inbox
     pending = conn.pending
-    served = 0  # requests handled or started since this loop last let the others run
-    budget = 1  # how many before it does again (doubling up to SERVE_BUDGET while they prove cheap: invariant 8)
+    tasks = conn.tasks
+    served = 0  # requests handled or started since this loop last let the others run (invariant 8)
+    spawned = 0  # of them, those that started a task
+    spawn_budget = 1  # tasks it may start before it does again: doubling up to SERVE_BUDGET while they prove cheap
     slice_start = 0.0
     while True:
         work = proto.pending_work
@@ -331,6 +333,7 @@ async def serve_connection(
         else:
             if not served:
                 slice_start = time.monotonic()
+            running = len(tasks)
             if on_batch is not None and cmd.code in batch_codes:
                 cmds = [cmd]
                 while inbox and inbox[0].code in batch_codes and not inbox[0].flag & RPC_TYPE_RESPONSE:
@@ -341,17 +344,20 @@ async def serve_connection(
             if waiting is not None:  # an inline request: handled before the next command is served
                 await waiting
             served += 1
+            if len(tasks) > running:
+                spawned += 1
             if not inbox:
-                served = 0
-            elif served >= budget or time.monotonic() - slice_start > SERVE_SLICE_S:
+                served = spawned = 0
+            elif served >= SERVE_BUDGET or spawned >= spawn_budget or time.monotonic() - slice_start > SERVE_SLICE_S:
                 # invariant 8: the tasks started so far and the other connections take their turn; the answers
                 # then reach the transport, whose high-water mark (pause_writing) the check above waits on
-                served = 0
                 before = time.monotonic()
                 await asyncio.sleep(0)
                 conn.flush()
-                took = time.monotonic() - before  # what that turn cost (this connection's tasks, mostly)
-                budget = max(1, budget // 2) if took > SERVE_SLICE_S else min(SERVE_BUDGET, budget * 2)
+                if spawned:  # what that turn cost: this connection's tasks, mostly
+                    cheap = time.monotonic() - before <= SERVE_SLICE_S
+                    spawn_budget = min(SERVE_BUDGET, spawn_budget * 2) if cheap else max(1, spawn_budget // 2)
+                served = spawned = 0
 
 
 class Connection:
