@@ -33,6 +33,8 @@ from rmq_core.remoting.header import (
 from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX, INFLATED_BODY_MAX, REQUEST_BODY_LIMITS
 from rmq_core.remoting.transport import SERVE_BUDGET
 
+from support.helpers import wait_until
+
 _opaque = iter(range(1, 1 << 30))
 
 
@@ -224,7 +226,7 @@ def test_pipelined_admin_requests_never_read_neither_grow_the_broker_nor_delay_o
 
 def _sendall_quietly(s: socket.socket, data: bytes) -> None:
     try:
-        s.settimeout(30)
+        s.settimeout(10)
         s.sendall(data)
     except OSError:
         pass
@@ -286,6 +288,30 @@ def test_a_frame_begun_and_never_finished_is_dropped() -> None:
             closed = _closed_by_peer(slow, 0.2)
         assert closed
         assert 0.9 < time.monotonic() - t0 < 3.0
+
+
+def test_unfinished_large_frames_are_bounded_across_connections() -> None:
+    """Three connections each sending 15 MiB of a 16 MiB frame against a 4 MiB budget: the server stops reading
+    those adding to it past the limit, holds a bounded amount, drops them at their frame deadline; a large frame
+    sent whole afterwards is served."""
+    mib = 1024 * 1024
+    with NameServer(listen_port=0, frame_deadline_s=1) as ns:
+        budget = ns.remoting_server.frame_budget
+        budget.limit = 4 * mib
+        part = struct.pack(">ii", 16 * mib - 1, 100) + bytes(15 * mib)
+        conns = [_connect(ns.address) for _ in range(3)]
+        for c in conns:
+            threading.Thread(target=_sendall_quietly, args=(c, part), daemon=True).start()
+        wait_until(lambda: ns.call(lambda: len(budget.paused)) >= 2, "connections paused for the budget")
+        time.sleep(0.3)
+        held = ns.call(lambda: budget.held)
+        assert held <= budget.limit + 3 * mib, held  # (a chunk or so each past the limit)
+        assert all(_closed_by_peer(c, 3.0) for c in conns)
+        wait_until(lambda: ns.call(lambda: budget.held) == 0, "the budget freed")
+        for c in conns:
+            c.close()
+        answer, _ = _ask(ns.address, _frame(RequestCode.GET_BROKER_CLUSTER_INFO, None, bytes(3 * mib)))
+        assert answer.code == ResponseCode.SUCCESS
 
 
 # --- 5. decoder exceptions ---------------------------------------------------------------------------------------------

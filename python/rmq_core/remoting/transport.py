@@ -23,7 +23,9 @@ Invariants:
 7. A server holds at most ``max_connections`` connections (a new one past it is closed at once, one log line per
    ``REFUSED_LOG_INTERVAL_S``); one that neither reads nor writes for ``idle_timeout_s`` (4.9: 120 s) is closed, and so
    is one whose frame, once begun, is not complete within ``frame_deadline_s`` (both within 25 %; aborted: what it
-   has not read is dropped).
+   has not read is dropped). The bytes its connections hold in unfinished frames are bounded too
+   (``PARTIAL_FRAMES_MAX``, each connection's counted past ``PARTIAL_FRAME_COUNTED``): past it, the connections
+   adding to them are not read until frames complete or connections close (or reach their deadline).
 8. One connection's requests hold the loop for at most ``SERVE_BUDGET`` of them or ``SERVE_SLICE_S`` (one request
    past it): its serving task then yields, so the tasks it started and the other connections' reads run before it
    serves more. It starts one task a turn at first, twice as many after a turn (what those tasks took included)
@@ -83,6 +85,9 @@ SERVER_MAX_CONNECTIONS = 10_000
 SERVER_CHANNEL_MAX_IDLE_TIME_S = 120
 FRAME_DEADLINE_S = 60
 REFUSED_LOG_INTERVAL_S = 10.0  # at most one log line per this many seconds for the connections refused
+# a server's bytes in unfinished frames, each connection's counted past PARTIAL_FRAME_COUNTED (FrameBudget)
+PARTIAL_FRAMES_MAX = 256 * 1024 * 1024
+PARTIAL_FRAME_COUNTED = 1024 * 1024
 # A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded;
 # the answers come at once (a list) when it had nothing to wait for, else as an awaitable
 BatchAnswers = list[RemotingCommand | bytes | None]
@@ -128,6 +133,37 @@ def encode_frames(cmds: Sequence[RemotingCommand | bytes]) -> bytes:
     return _backend.impl.encode_frames(cmds, RemotingCommand.encode, MAX_FRAME_LENGTH)
 
 
+class FrameBudget:
+    """A server's bytes held in unfinished frames, counting each connection's only past PARTIAL_FRAME_COUNTED (a
+    large frame arriving): past ``limit`` the connections adding to it stop being read until frames complete or
+    connections close (invariant 7). On the server's loop only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.paused: set[FrameProtocol] = set()
+        self._logged_at = -REFUSED_LOG_INTERVAL_S
+
+    def resume_paused(self) -> None:
+        paused, self.paused = self.paused, set()
+        for p in paused:
+            p.resume_for_budget()
+
+    def note_pause(self, p: FrameProtocol) -> None:
+        """One log line per REFUSED_LOG_INTERVAL_S about connections paused for the budget."""
+        now = time.monotonic()
+        if now - self._logged_at >= REFUSED_LOG_INTERVAL_S:
+            self._logged_at = now
+            peer = p.conn.remote_address if p.conn is not None else "?"
+            log.warning(
+                "%d bytes of unfinished frames held, over the %d-byte limit: reading paused on %s (and any other "
+                "connection adding to them) until frames complete",
+                self.held,
+                self.limit,
+                peer,
+            )
+
+
 class FrameProtocol(asyncio.Protocol):
     """The receiving side of one connection: splits the frames out of each received chunk (no awaits per frame)
     into ``inbox``, which ``serve_connection`` drains in order. Reading pauses while ``inbox`` holds more than
@@ -155,6 +191,9 @@ class FrameProtocol(asyncio.Protocol):
         self.serve_now: Callable[[list[RemotingCommand]], bool] | None = None
         # what a command handled in ``serve_now`` still awaits: the serving task finishes it first
         self.pending_work: Awaitable[None] | None = None
+        # the server's bytes of unfinished large frames (None on a client), and this connection's part of them
+        self.frame_budget: FrameBudget | None = None
+        self._held = 0
         # for the server's sweep (``RemotingServer``, invariant 7): bytes read or written, a frame completed, since
         # its last look; when it first saw the frame now buffered unfinished, and when it last saw activity
         self.active = True
@@ -183,6 +222,8 @@ class FrameProtocol(asyncio.Protocol):
         if used:
             del buf[:used]
             self.frame_done = True  # (the server's frame-deadline sweep)
+        if self._held or len(buf) > PARTIAL_FRAME_COUNTED:  # a large frame arriving: the server's budget (inv. 7)
+            self._hold(len(buf))
         if cmds:
             serve_now = self.serve_now
             if (
@@ -205,6 +246,28 @@ class FrameProtocol(asyncio.Protocol):
     def _split(self, buf: bytearray) -> tuple[list[Any], int, RemotingCommandError | None]:
         """The chunk's whole frames (``split_frames``)."""
         return split_frames(buf)
+
+    def _hold(self, buffered: int) -> None:
+        """``buffered`` bytes of an unfinished frame, counted in the server's ``FrameBudget`` past
+        PARTIAL_FRAME_COUNTED: reading pauses while the budget is spent, and resumes for the paused when it is not."""
+        budget = self.frame_budget
+        if budget is None:
+            return
+        counted = buffered if buffered > PARTIAL_FRAME_COUNTED else 0
+        budget.held += counted - self._held
+        self._held = counted
+        if counted and budget.held > budget.limit:
+            if self not in budget.paused and self.transport is not None:
+                budget.paused.add(self)
+                self.transport.pause_reading()
+                budget.note_pause(self)
+        elif budget.paused and budget.held <= budget.limit:
+            budget.resume_paused()
+
+    def resume_for_budget(self) -> None:
+        """The server's frame budget has room again: reading resumes unless ``inbox`` holds it paused."""
+        if not self._paused_reading and not self.ended and self.transport is not None:
+            self.transport.resume_reading()
 
     def _take(self, cmds: list[Any]) -> None:
         """A chunk's commands, in order, for ``serve_connection``."""
@@ -255,6 +318,11 @@ class FrameProtocol(asyncio.Protocol):
         if not self.ended:
             self.ended = True
             self._buf.clear()
+            budget = self.frame_budget
+            if budget is not None:
+                budget.paused.discard(self)
+                if self._held:
+                    self._hold(0)
             self._wake()
 
     def _wake(self) -> None:
@@ -269,7 +337,8 @@ class FrameProtocol(asyncio.Protocol):
         ``pending_work``; resumes reading first if it was paused."""
         if self._paused_reading and self.transport is not None:
             self._paused_reading = False
-            self.transport.resume_reading()
+            if self.frame_budget is None or self not in self.frame_budget.paused:
+                self.transport.resume_reading()
         if self.inbox or self.ended or self.pending_work is not None:
             return
         self._waiter = self._loop.create_future()
@@ -609,8 +678,10 @@ class RemotingServer:
         max_connections: int = SERVER_MAX_CONNECTIONS,
         idle_timeout_s: float = SERVER_CHANNEL_MAX_IDLE_TIME_S,
         frame_deadline_s: float = FRAME_DEADLINE_S,
+        partial_frames_max: int = PARTIAL_FRAMES_MAX,
     ) -> None:
         self.host = host
+        self.frame_budget = FrameBudget(partial_frames_max)
         self.port = port
         self.max_connections = _connection_cap(max_connections)
         self.idle_timeout_s = idle_timeout_s
@@ -656,7 +727,7 @@ class RemotingServer:
         accepted only after ``begin_serving()``, so an owner can finish setting up with the port known."""
         self.loop = asyncio.get_running_loop()
         self._server = await self.loop.create_server(
-            lambda: FrameProtocol(self._serve),
+            self._new_protocol,
             self.host,
             self.port,
             start_serving=start_serving,
@@ -664,6 +735,11 @@ class RemotingServer:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._schedule_sweep()
+
+    def _new_protocol(self) -> FrameProtocol:
+        p = FrameProtocol(self._serve)
+        p.frame_budget = self.frame_budget
+        return p
 
     async def begin_serving(self) -> None:
         assert self._server is not None, "start() first"
