@@ -229,7 +229,8 @@ def attack_bomb(b: BrokerProcess, row: Row) -> None:
 
 
 def _bare_key_body(size: int) -> bytes:
-    item = b'1234567:"v",'
+    """fastjson's bare integer keys, each with a 100-character string (what a per-character scan is slowest on)."""
+    item = b'1234567:"' + b"x" * 100 + b'",'
     return b"{" + item * (size // len(item)) + b'0:"v"}'
 
 
