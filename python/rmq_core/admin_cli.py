@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rmq_core.cli_credentials import add_credential_args, credentials
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import RocketMQRpcError
 from rmq_core.common.mix_all import get_retry_topic
@@ -153,7 +154,7 @@ def query_message_rpc(
 def _api(args: argparse.Namespace) -> BlockingMQClientAPI:
     # the RPC layer logs a missing route as a warning; here that is an answer, reported by the command itself
     logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
-    return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin")
+    return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin", **credentials(args))
 
 
 def _masters_of_topic(api: BlockingMQClientAPI, topic: str) -> list[tuple[str, str]]:
@@ -443,6 +444,7 @@ def add_admin_parser(sub: Any) -> None:
         p = asub.add_parser(name, help=help_text, description=fn.__doc__)
         p.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server host:port[;host:port]")
         p.add_argument("--timeout-ms", type=float, default=5000, help="per request (default 5000)")
+        add_credential_args(p)
         p.set_defaults(func=fn)
         return p
 

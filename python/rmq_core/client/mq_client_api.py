@@ -20,6 +20,8 @@ Invariants:
    ``MQClientException(17, remark)``; every other unexpected code → ``MQBrokerException(code, remark, addr)``.
    Every failure is a ``RocketMQRpcError`` (``rmq_core.client.exceptions``) carrying the code and remark.
 3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
+5. With ``access_key``/``secret_key`` in the client config, every request ``invoke``/``invoke_oneway`` send is
+   signed (AccessKey + Signature, as 4.9's AclClientRPCHook); the producer's fast path is not taken then.
 4. Name server requests follow ``NameServerSelector``'s rule (RocketMQ's): the chosen name server while it can be
    reached, else the next one round robin.
 
@@ -51,6 +53,7 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.acl_signer import credentials_from
 from rmq_core.remoting.body.heartbeat import CheckClientRequestBody, GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
@@ -147,6 +150,8 @@ class MQClientAPIImpl:
         self.remoting_client = remoting_client
         self.client_config = client_config
         self.name_server_selector = NameServerSelector()
+        # ACL credentials: every request is signed in invoke/invoke_oneway (None: nothing added, nothing spent)
+        self.credentials = credentials_from(client_config.access_key, client_config.secret_key)
 
     # --- plumbing ----------------------------------------------------------------------------------------------
     @property
@@ -159,6 +164,8 @@ class MQClientAPIImpl:
     async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """invokeSync: the response, or RemotingTimeoutError / RemotingConnectError."""
         request.language = self.client_config.language
+        if self.credentials is not None:
+            self.credentials.sign(request)
         timeout = max(timeout_ms, 1) / 1000.0
         try:
             return await self.remoting_client.invoke(addr, request, timeout)
@@ -176,6 +183,8 @@ class MQClientAPIImpl:
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout_ms: float) -> None:
         request.language = self.client_config.language
+        if self.credentials is not None:
+            self.credentials.sign(request)
         timeout = max(timeout_ms, 1) / 1000.0
         try:
             await self.remoting_client.invoke_oneway(addr, request, timeout)

@@ -16,6 +16,8 @@ Invariants:
    that arrives while nothing of its connection is queued or being handled is handled in ``data_received`` itself
    (``FrameProtocol.serve_now``): no wake-up of the serving task, no task step; what the processor has to wait for
    is handed to the serving task, which finishes it before it serves the next command.
+7. With an ``access_check`` set (the broker's ACL) every request reaches a processor only through ``_process``, after
+   the check: no batch processor is registered, so nothing is served without it.
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
@@ -64,6 +66,8 @@ MAX_TASKS_PER_CONNECTION = 16384  # requests of one connection being processed a
 # the answers come at once (a list) when it had nothing to wait for, else as an awaitable
 BatchAnswers = list[RemotingCommand | bytes | None]
 BatchProcessor = Callable[["Connection", list[RemotingCommand]], BatchAnswers | Awaitable[BatchAnswers]]
+# A check of every request before it is served (the broker's ACL): None serves it, a command is the refusal to answer
+AccessCheck = Callable[["Connection", RemotingCommand], RemotingCommand | None]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -521,6 +525,7 @@ class RemotingServer:
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
         self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
+        self.access_check: AccessCheck | None = None
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
@@ -544,8 +549,17 @@ class RemotingServer:
         ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
         them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
         one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
+        if self.access_check is not None:  # every request is checked one by one (set_access_check)
+            return
         for code in codes:
             self._batch[int(code)] = (processor, inline)  # the last registration for a code wins
+
+    def set_access_check(self, check: AccessCheck) -> None:
+        """Run ``check`` on every request before it is served (its refusal answered in its place, the processor
+        not called), whatever its code, known or not. The batch registrations are dropped, now and later: each
+        request then takes the per-request path that runs the check (invariant 7). Set it before serving."""
+        self.access_check = check
+        self._batch.clear()
 
     @property
     def address(self) -> str:
@@ -742,8 +756,11 @@ class RemotingServer:
 
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)
-        if processor is None:
-            response: RemotingCommand | None = RemotingCommand.response_to(
+        refused = None if self.access_check is None else self.access_check(conn, cmd)
+        if refused is not None:
+            response: RemotingCommand | None = refused
+        elif processor is None:
+            response = RemotingCommand.response_to(
                 cmd, REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
             )
         else:
