@@ -327,3 +327,13 @@ def test_credentials_must_come_in_pairs():
         Producer("g", "127.0.0.1:1", access_key="only-the-key").start()
     assert "secret" not in repr(SessionCredentials("ak-1234567", "sk-secret-value")).replace("secret_key", "")
     assert os.environ.get("NOPE") is None
+
+
+def test_spark_options_take_credentials():
+    from rmq_core.spark.options import OptionError, parse_read_options, parse_write_options
+
+    opts = parse_read_options({"namesrv": "h:1", "topic": "t", "accessKey": "ak-1234567", "secretKey": "sk"}, False)
+    assert opts.credentials == {"access_key": "ak-1234567", "secret_key": "sk"} and "sk" not in repr(opts)
+    assert parse_write_options({"namesrv": "h:1", "accessKey": "a", "secretKey": "b"}).credentials["secret_key"] == "b"
+    with pytest.raises(OptionError, match="accessKey and secretKey"):
+        parse_read_options({"namesrv": "h:1", "topic": "t", "accessKey": "only"}, False)
