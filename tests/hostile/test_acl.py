@@ -316,6 +316,38 @@ def test_cli_send_signs(acl_cluster):
     assert refused.returncode != 0 and "No accessKey is configured" in refused.stderr + refused.stdout
 
 
+def test_push_consumer_signs(acl_cluster):
+    """The CLI's consume (a push consumer: heartbeats with its subscriptions, rebalance, pulls, offset commits) signed;
+    with a group the account may not use its heartbeat is refused and nothing is consumed."""
+    ns, broker, _ = acl_cluster
+    for i in range(3):
+        assert exchange(broker.address, [send(TOPIC_A, USER, f"push-{i}".encode())])[0].code == 0
+    base = [sys.executable, "-m", "rmq_core.cli", "consume", TOPIC_A, "--namesrv", ns.address, "--from-first"]
+    keys = ["--access-key", USER.access_key, "--secret-key", USER.secret_key]
+    env = subprocess_env()
+    ok = subprocess.run(
+        [*base, "--group", GROUP_A, "--count", "3", "--timeout", "30", *keys],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert sorted(ln.split("body=")[1] for ln in ok.stdout.splitlines() if "body=" in ln) == [
+        "'push-0'",
+        "'push-1'",
+        "'push-2'",
+    ]
+    denied = subprocess.run(
+        [*base, "--group", "aclOtherGroup", "--count", "1", "--timeout", "3", *keys],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert denied.returncode == 1 and "body=" not in denied.stdout
+
+
 def test_pull_refused_without_group_perm(acl_cluster):
     _ns, broker, _ = acl_cluster
     assert exchange(broker.address, [pull(TOPIC_A, GROUP_A, USER)])[0].code != ResponseCode.SYSTEM_ERROR

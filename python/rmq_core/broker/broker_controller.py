@@ -244,7 +244,7 @@ class BrokerController:
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
-        if self.access_validator is not None:  # every request checked one by one: no batch path (transport inv. 7)
+        if self.access_validator is not None:  # every request checked before it is served (transport invariant 7)
             server.set_access_check(self.access_validator.check)
         # the sends read from one chunk are handled together: consecutive single sends stored with one put
         server.register_batch(

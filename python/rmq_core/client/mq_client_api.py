@@ -21,7 +21,7 @@ Invariants:
    Every failure is a ``RocketMQRpcError`` (``rmq_core.client.exceptions``) carrying the code and remark.
 3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
 5. With ``access_key``/``secret_key`` in the client config, every request ``invoke``/``invoke_oneway`` send is
-   signed (AccessKey + Signature, as 4.9's AclClientRPCHook); the producer's fast path is not taken then.
+   signed (AccessKey + Signature, as 4.9's AclClientRPCHook), and so is the producer's fast path (``encode_send``).
 4. Name server requests follow ``NameServerSelector``'s rule (RocketMQ's): the chosen name server while it can be
    reached, else the next one round robin.
 
@@ -129,6 +129,14 @@ def encode_send_values(
     ``names``): the bytes ``send_message_request(SendMessageRequestHeader(*values), body).encode()`` writes, where a
     dict value (the message's properties) is written as ``properties_to_string`` writes it (its ValueError too). The
     Python codec of the backend's ``encode_send_request`` (which writes the common shape itself, in one call)."""
+    ext = send_fields_text(names, values)
+    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
+    return cmd.encode()
+
+
+def send_fields_text(names: tuple[str, ...], values: Any) -> dict[str, str]:
+    """The ext fields a send header's ``values`` are written as (None left out; a dict, the properties, as
+    ``properties_to_string`` writes it, its ValueError too)."""
     ext: dict[str, str] = {}
     for name, v in zip(names, values, strict=True):
         if v is None:
@@ -137,8 +145,7 @@ def encode_send_values(
             ext[name] = properties_to_string(v)
         else:
             ext[name] = v if v.__class__ is str else ("true" if v else "false") if v.__class__ is bool else str(v)
-    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
-    return cmd.encode()
+    return ext
 
 
 def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:
@@ -303,12 +310,16 @@ class MQClientAPIImpl:
         ``encode_send_request``: the producer's send fast path. Any thread."""
         opaque = next_opaque()
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        names = SEND_HEADER_NAMES
+        if self.credentials is not None:  # signed: the fields as text, AccessKey and Signature added
+            ext = self.credentials.sign_fields(send_fields_text(names, values), body)
+            names, values = tuple(ext), list(ext.values())
         frame = _backend.impl.encode_send_request(
             code,
             self.client_config.language,
             DEFAULT_VERSION,
             opaque,
-            SEND_HEADER_NAMES,
+            names,
             values,
             body,
             encode_send_values,

@@ -58,13 +58,18 @@ class SessionCredentials:
 
     def sign(self, request: RemotingCommand) -> RemotingCommand:
         """AclClientRPCHook.doBeforeRequest: ``request`` with AccessKey (SecurityToken) and its Signature added."""
-        ext = request.ext_fields
+        self.sign_fields(request.ext_fields, request.body)
+        return request
+
+    def sign_fields(self, ext: dict[str, str], body: bytes | None) -> dict[str, str]:
+        """``ext`` (a request's ext fields, as text) with AccessKey (SecurityToken) and the Signature over them and
+        ``body`` added; returned for convenience."""
         ext[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             ext[SECURITY_TOKEN] = self.security_token
         ext.pop(SIGNATURE, None)
-        ext[SIGNATURE] = cal_signature(combine_request_content(ext, request.body), self.secret_key)
-        return request
+        ext[SIGNATURE] = cal_signature(combine_request_content(ext, body), self.secret_key)
+        return ext
 
 
 def credentials_from(access_key: str | None, secret_key: str | None) -> SessionCredentials | None:

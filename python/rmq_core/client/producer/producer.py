@@ -744,8 +744,8 @@ class Producer:
         """The first attempt of a default (no selector) SYNC or ASYNC send, built on the caller's thread as
         sendKernelImpl builds it — when nothing in it needs the loop: the topic's route, the chosen broker's address
         and an open connection to it are known. None otherwise (the send then goes the coroutine way, whole)."""
-        if instance.on_caller_loop or instance.in_loop_thread() or instance.mq_client_api.credentials is not None:
-            return None  # (a signed send is signed by invoke, the coroutine way)
+        if instance.on_caller_loop or instance.in_loop_thread():
+            return None
         tp_info = self.topic_publish_info_table.get(msg.topic)
         if tp_info is None or not tp_info.ok():
             return None
