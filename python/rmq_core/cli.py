@@ -639,8 +639,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rmq_core.errors import AclConfigError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except AclConfigError as e:  # a broker that must not start (its ACL configuration): one line, no traceback
+        print(f"rmq-core: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

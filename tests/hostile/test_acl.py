@@ -369,3 +369,37 @@ def test_spark_options_take_credentials():
     assert parse_write_options({"namesrv": "h:1", "accessKey": "a", "secretKey": "b"}).credentials["secret_key"] == "b"
     with pytest.raises(OptionError, match="accessKey and secretKey"):
         parse_read_options({"namesrv": "h:1", "topic": "t", "accessKey": "only"}, False)
+
+
+def test_acl_set_by_a_persisted_update_applies_at_start(tmp_path):
+    """aclEnable / aclFile in the persisted remote updates (``<store>/config/broker.properties``, applied over the
+    given config at start): enforced from the first request — never a broker whose config says ACL while it serves
+    unsigned requests."""
+    (tmp_path / "acl.yml").write_text(PLAIN_ACL_YML)
+    config_dir = tmp_path / "s" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "broker.properties").write_text(f"aclEnable=true\naclFile={tmp_path / 'acl.yml'}\n")
+    with Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "s"))) as broker:
+        assert broker.config.acl_enable
+        assert exchange(broker.address, [send(TOPIC_A, None)])[0].code == ResponseCode.SYSTEM_ERROR
+        assert exchange(broker.address, [send(TOPIC_A, USER)])[0].code == ResponseCode.SUCCESS
+    (config_dir / "broker.properties").write_text("authorizationEnabled=true\n")
+    with pytest.raises(AclConfigError, match="authorizationEnabled"):
+        Broker(BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path / "s"))).start()
+
+
+@pytest.mark.parametrize("line", ["authenticationEnabled=true", "aclEnable=true"])
+def test_cli_broker_refuses_with_one_line(tmp_path, line):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"listenPort=0\nstorePathRootDir={tmp_path / 's'}\n{line}\n")  # aclEnable: no plain_acl.yml
+    out = subprocess.run(
+        [sys.executable, "-m", "rmq_core.cli", "broker", "-c", str(conf)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    errors = [ln for ln in out.stderr.splitlines() if "error" in ln.lower()]
+    assert len(errors) == 1 and errors[0].startswith("rmq-core: error: ") and "Traceback" not in out.stderr
+    assert line.split("=")[0] in errors[0] or "plain_acl.yml" in errors[0]

@@ -324,7 +324,7 @@ class BrokerController:
     async def _start_on_loop(self) -> None:
         cfg = self.broker_config
         # access control first: a configuration asking for what cannot be enforced stops the start here
-        self.access_validator = build_access_validator(cfg)
+        build_access_validator(cfg)
         await self.remoting_server.start(start_serving=False)
         self.store_host = (cfg.broker_ip1, self.remoting_server.port)
         store_config = self._store_config_override or cfg.to_store_config()
@@ -341,6 +341,9 @@ class BrokerController:
             self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
+        # decided again over the persisted updates (aclEnable / aclFile / 5.x auth keys set remotely before a
+        # restart apply now, before anything is served: never a config saying ACL while the broker serves without)
+        self.access_validator = build_access_validator(cfg)
         self.topic_config_manager.adopt_store_topics(self.message_store.topics())
         if cfg.timer_wheel_enable and not self.is_slave:  # opened (and checked) before any service starts
             self.timer_message_store = TimerMessageStore.open(cfg, self.message_store, self.broker_stats_manager)
@@ -410,12 +413,9 @@ class BrokerController:
         if hold is not None:
             steps.append(("the hold service", hold.shutdown))
         steps.append(("the schedule service", self.schedule_message_service.shutdown))
-        steps.append(
-            (
-                "the transaction check",
-                lambda: self.loop.run_until_complete(self.transactional_message_check_service.shutdown()),
-            )
-        )
+        check = getattr(self, "transactional_message_check_service", None)  # built with the processors
+        if check is not None:
+            steps.append(("the transaction check", lambda: self.loop.run_until_complete(check.shutdown())))
         timer = self.timer_message_store
         if timer is not None:
             steps.append(("the timer store", lambda: self.loop.run_until_complete(timer.shutdown())))

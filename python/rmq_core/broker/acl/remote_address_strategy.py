@@ -15,13 +15,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 
-from rmq_core.errors import RmqError
+from rmq_core.errors import AclConfigError
+
+__all__ = ["AclConfigError", "AddressMatcher", "remote_address_strategy"]
 
 AddressMatcher = Callable[[str], bool]  # the client's IP (no port) → allowed
-
-
-class AclConfigError(RmqError):
-    """plain_acl.yml (or an ACL setting) that cannot be enforced as written."""
 
 
 def _valid_v4(addr: str) -> bool:
