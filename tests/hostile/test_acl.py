@@ -41,7 +41,7 @@ from support.acl_helpers import (
     send,
 )
 from support.helpers import subprocess_env, wait_until
-from support.send_helpers import on_loop
+from support.send_helpers import on_loop, stored
 
 NO_KEY = "org.apache.rocketmq.acl.common.AclException: No accessKey is configured, "
 BAD_SIG = f"org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey={USER.access_key}, "
@@ -122,6 +122,27 @@ def test_pipelined_unsigned_sends_never_stored(acl_cluster):
     assert broker.message_store.max_physical_offset == before
     mixed = [send(TOPIC_A, USER), send(TOPIC_A, None), send(TOPIC_A, USER)]
     assert [a.code for a in exchange(broker.address, mixed)] == [0, 1, 0]
+
+
+def test_pipelined_mixed_sends_under_sync_flush(tmp_path):
+    """SYNC_FLUSH: the batch processor answers later (an awaitable); the refusals still land in their places and
+    only the signed sends are stored."""
+    (tmp_path / "acl.yml").write_text(PLAIN_ACL_YML)
+    cfg = BrokerConfig(
+        listen_port=0,
+        store_path_root_dir=str(tmp_path / "s"),
+        flush_disk_type="SYNC_FLUSH",
+        acl_enable=True,
+        acl_file=str(tmp_path / "acl.yml"),
+    )
+    with Broker(cfg) as broker:
+        assert exchange(broker.address, [send(TOPIC_A, USER)])[0].code == 0
+        reqs = [send(TOPIC_A, USER if i % 3 == 0 else None, f"s{i}".encode()) for i in range(12)]
+        answers = exchange(broker.address, reqs)
+        assert [a.code for a in answers] == [0 if i % 3 == 0 else 1 for i in range(12)]
+        assert all(a.remark.startswith(NO_KEY) for i, a in enumerate(answers) if i % 3)
+        assert [int(a.ext_fields["queueOffset"]) for a in answers if a.code == 0] == [1, 2, 3, 4]
+        assert [m.body for m in stored(broker, TOPIC_A)] == [b"acl-body", b"s0", b"s3", b"s6", b"s9"]
 
 
 def test_reload_on_change_and_global_white_address(acl_cluster):
