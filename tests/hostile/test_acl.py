@@ -8,7 +8,6 @@ rmq_core's clients signing (producer, pull and push consumers, the admin face, a
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -378,8 +377,12 @@ def test_pull_refused_without_group_perm(acl_cluster):
 def test_credentials_must_come_in_pairs():
     with pytest.raises(ValueError, match="together"):
         Producer("g", "127.0.0.1:1", access_key="only-the-key").start()
-    assert "secret" not in repr(SessionCredentials("ak-1234567", "sk-secret-value")).replace("secret_key", "")
-    assert os.environ.get("NOPE") is None
+    with pytest.raises(ValueError, match="together"):
+        BlockingMQClientAPI("127.0.0.1:1", secret_key="only-the-secret")
+    assert "sk-secret-value" not in repr(SessionCredentials("ak-1234567", "sk-secret-value"))
+    assert "sk-secret-value" not in repr(
+        Producer("g", access_key="ak-1234567", secret_key="sk-secret-value").client_config
+    )
 
 
 def test_spark_options_take_credentials():
