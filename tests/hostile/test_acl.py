@@ -427,3 +427,29 @@ def test_cli_broker_refuses_with_one_line(tmp_path, line):
     errors = [ln for ln in out.stderr.splitlines() if "error" in ln.lower()]
     assert len(errors) == 1 and errors[0].startswith("rmq-core: error: ") and "Traceback" not in out.stderr
     assert line.split("=")[0] in errors[0] or "plain_acl.yml" in errors[0]
+
+
+def test_unsigned_heartbeat_body_is_never_decoded(acl_cluster, monkeypatch):
+    """The ACL works out a HEART_BEAT's groups and topics (a JSON body) only once its signature verified: a client
+    without a key cannot make the broker decode its bodies; a signed one with a malformed body is refused."""
+    from rmq_core.broker.acl import plain_access_validator
+    from rmq_core.remoting.codes import RequestCode
+    from rmq_core.remoting.command import RemotingCommand
+
+    _ns, broker, _ = acl_cluster
+    decoded: list[int] = []
+    real = plain_access_validator.HeartbeatData.decode
+    monkeypatch.setattr(
+        plain_access_validator.HeartbeatData, "decode", lambda data: decoded.append(len(data)) or real(data)
+    )
+    junk = b"{" * 100_000
+    for creds in (None, UNKNOWN, SessionCredentials(USER.access_key, "forged-secret")):
+        req = RemotingCommand.request(RequestCode.HEART_BEAT, {"x": "y"}, junk)
+        if creds is not None:
+            creds.sign(req)
+        assert exchange(broker.address, [req])[0].code == ResponseCode.SYSTEM_ERROR
+    assert decoded == []
+    signed = USER.sign(RemotingCommand.request(RequestCode.HEART_BEAT, {"x": "y"}, b"not json"))
+    answer = exchange(broker.address, [signed])[0]
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "PlainAccessValidator.parse" in answer.remark
+    assert decoded == [len(b"not json")]

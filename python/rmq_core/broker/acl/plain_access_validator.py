@@ -93,11 +93,15 @@ class PlainAccessValidator:
             return req
         req.access_key = ext.get(ACCESS_KEY)
         req.signature = ext.get(SIGNATURE)
-        try:
-            req.resources = _resources(cmd.code, ext, cmd.body)
-        except Exception as e:  # a body or header that does not parse: refused, as Apache's AclException(t)
-            raise AclError(str(e), _PARSE_FRAME) from None
         req.content = combine_request_content(ext, cmd.body)
+
+        def find_resources() -> dict[str, int]:
+            try:
+                return _resources(cmd.code, ext, cmd.body)
+            except Exception as e:  # a body or header that does not parse: refused, as Apache's AclException(t)
+                raise AclError(str(e), _PARSE_FRAME) from None
+
+        req.find_resources = find_resources
         return req
 
     def check(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand | None:

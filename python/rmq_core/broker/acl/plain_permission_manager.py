@@ -8,7 +8,8 @@ Permission.parsePermFromString). Groups are keyed by their retry topic (``%RETRY
 
 Rules of ``validate`` (Apache's order): a global white address → allowed; no AccessKey → refused; an unknown key →
 refused; the account's white address → allowed (no signature or permission check, as 4.9.7); a wrong signature →
-refused; a PUB of RMQ_SYS_TRACE_TOPIC → allowed; an admin code (Permission.ADMIN_CODE) needs ``admin: true``;
+refused; (only now are the request's resources worked out: 4.9.7 does it first, so a body that does not parse is
+refused before the signature there, after it here) a PUB of RMQ_SYS_TRACE_TOPIC → allowed; an admin code (Permission.ADMIN_CODE) needs ``admin: true``;
 each resource needs its permission (the account's own, else its default topic/group permission; an admin without
 per-resource perms has them all). Refusals raise ``AclError`` with Apache's message.
 
@@ -22,6 +23,7 @@ import hmac
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,14 +99,23 @@ def _text(value: Any) -> str | None:
 
 @dataclass
 class AccessRequest:
-    """What PlainAccessValidator.parse makes of a request (PlainAccessResource): who, from where, what."""
+    """What PlainAccessValidator.parse makes of a request (PlainAccessResource): who, from where, what.
+    ``resources`` (resource → needed perm) is worked out by ``find_resources`` when first asked: only for a request
+    whose signature verified, so nobody without a key makes the broker decode a body (a HEART_BEAT's) for the ACL."""
 
     remote_ip: str
     code: int
     access_key: str | None = None
     signature: str | None = None
     content: bytes = b""
-    resources: dict[str, int] = field(default_factory=dict)
+    find_resources: Callable[[], dict[str, int]] | None = None
+    _resources: dict[str, int] | None = field(default=None, repr=False)
+
+    @property
+    def resources(self) -> dict[str, int]:
+        if self._resources is None:
+            self._resources = self.find_resources() if self.find_resources is not None else {}
+        return self._resources
 
 
 @dataclass
