@@ -41,6 +41,14 @@ def cal_signature(data: bytes, secret_key: str) -> str:
     return base64.b64encode(digest).decode("ascii")
 
 
+def request_signature(ext_fields: dict[str, str], body: bytes | None, secret_key: str) -> str:
+    """``cal_signature(combine_request_content(ext_fields, body), secret_key)`` without copying the body."""
+    mac = hmac.new(secret_key.encode("utf-8"), combine_request_content(ext_fields, None), hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode("ascii")
+
+
 @dataclass(frozen=True)
 class SessionCredentials:
     """A client's credentials (4.9 ``SessionCredentials``); ``security_token`` is optional, as in Java."""
@@ -68,7 +76,7 @@ class SessionCredentials:
         if self.security_token is not None:
             ext[SECURITY_TOKEN] = self.security_token
         ext.pop(SIGNATURE, None)
-        ext[SIGNATURE] = cal_signature(combine_request_content(ext, body), self.secret_key)
+        ext[SIGNATURE] = request_signature(ext, body, self.secret_key)
         return ext
 
 

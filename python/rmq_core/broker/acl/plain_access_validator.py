@@ -1,6 +1,6 @@
 """The broker's ACL check of every request (4.9.7 ``PlainAccessValidator`` + the RPC hook ``BrokerController.
 initialAcl`` registers): ``parse`` makes an ``AccessRequest`` of a request — the client's IP, its AccessKey and
-Signature, the signed content, and the resources the request code needs with their permission — and ``check``
+Signature, the signed fields and body, and the resources the request code needs with their permission — and ``check``
 answers a refused request as Apache's broker does (SYSTEM_ERROR, remark ``AclException: <why>, <frame>``).
 
 Resources per code (PlainAccessValidator.parse): SEND_MESSAGE / SEND_MESSAGE_V2: the topic PUB, or for a retry topic
@@ -26,7 +26,7 @@ from rmq_core.broker.acl.plain_permission_manager import (
     PlainPermissionManager,
 )
 from rmq_core.common.mix_all import get_retry_topic, is_retry_topic
-from rmq_core.remoting.acl_signer import ACCESS_KEY, SIGNATURE, combine_request_content
+from rmq_core.remoting.acl_signer import ACCESS_KEY, SIGNATURE
 from rmq_core.remoting.body.heartbeat import HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
@@ -93,7 +93,7 @@ class PlainAccessValidator:
             return req
         req.access_key = ext.get(ACCESS_KEY)
         req.signature = ext.get(SIGNATURE)
-        req.content = combine_request_content(ext, cmd.body)
+        req.ext_fields, req.body = ext, cmd.body
 
         def find_resources() -> dict[str, int]:
             try:
