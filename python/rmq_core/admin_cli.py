@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rmq_core.cli_credentials import add_credential_args, credentials
 from rmq_core.cli_errors import default_namesrv, namesrv_address
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import RocketMQRpcError
@@ -156,7 +157,7 @@ def _api(args: argparse.Namespace) -> BlockingMQClientAPI:
     # the RPC layer logs a missing route as a warning; here that is an answer, reported by the command itself
     if not getattr(args, "debug", False):
         logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
-    return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin")
+    return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin", **credentials(args))
 
 
 def _masters_of_topic(api: BlockingMQClientAPI, topic: str) -> list[tuple[str, str]]:
@@ -488,6 +489,7 @@ def add_admin_parser(sub: Any) -> None:
             help="name server host:port[;host:port] (default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
         )
         p.add_argument("--timeout-ms", type=float, default=5000, help="per request (default 5000)")
+        add_credential_args(p)
         p.set_defaults(func=fn)
         return p
 

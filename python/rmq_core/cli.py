@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from rmq_core import backend
+from rmq_core.cli_credentials import add_credential_args, credentials
 from rmq_core.filter import build_subscription_data
 from rmq_core.message import Message, tags_hash
 from rmq_core.store import GetMessageStatus, MessageStore, StoreConfig
@@ -364,7 +365,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
         return 2
     config = TopicConfig(args.topic, args.queues, args.queues, args.perm, order=args.order)
     _quiet_client_log(args)
-    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
+    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli", **credentials(args)) as api:
         if args.broker:
             targets = [("", args.broker)]
         else:
@@ -396,7 +397,7 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
     from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 
     _quiet_client_log(args)
-    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli") as api:
+    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli", **credentials(args)) as api:
         topics = api.get_topic_list_from_name_server()  # a failure: one line (cli_errors)
     for topic in sorted(topics.topic_list):
         print(topic)
@@ -432,7 +433,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             print(f"error: --property wants key=value, got {kv!r}", file=sys.stderr)
             return 2
         props[k] = v
-    producer = Producer(args.group, namesrv_addr=args.namesrv)
+    producer = Producer(args.group, namesrv_addr=args.namesrv, **credentials(args))
     producer.start()
     failed = 0
     started = time.perf_counter()
@@ -488,7 +489,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     _check_route(args)
     selector = MessageSelector.by_sql(args.sql) if args.sql else MessageSelector.by_tag(args.expression)
     where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if args.from_first else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    consumer = PushConsumer(args.group, namesrv_addr=args.namesrv, consume_from_where=where)
+    consumer = PushConsumer(args.group, namesrv_addr=args.namesrv, consume_from_where=where, **credentials(args))
     consumer.subscribe(args.topic, selector)
     seen = 0
     done = threading.Event()
@@ -671,9 +672,11 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--queues", type=int, default=8, help="read and write queue numbers (default 8)")
     tc.add_argument("--perm", type=int, default=6, help="permission bits (default 6 = read|write)")
     tc.add_argument("--order", action="store_true", help="an ordered topic")
+    add_credential_args(tc)
     tc.set_defaults(func=cmd_topic_create)
     tl = tsub.add_parser("list", help="list topics the name server knows")
     tl.add_argument("-n", "--namesrv", type=namesrv_address, default=default_namesrv())
+    add_credential_args(tl)
     tl.set_defaults(func=cmd_topic_list)
 
     snd = sub.add_parser(
@@ -699,6 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     snd.add_argument("--count", type=int, default=1)
     snd.add_argument("--size", type=int, default=128, help="body size when no body is given")
     snd.add_argument("-v", "--verbose", action="store_true", help="print every SendResult")
+    add_credential_args(snd)
     snd.set_defaults(func=cmd_send)
 
     con = sub.add_parser(
@@ -715,6 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     con.add_argument("--count", type=int, default=0, help="stop after this many messages (0 = until Ctrl-C)")
     con.add_argument("--timeout", type=float, default=0, help="stop after this many seconds (0 = no limit)")
     con.add_argument("--from-first", action="store_true", help="a new group starts at the first offset")
+    add_credential_args(con)
     con.set_defaults(func=cmd_consume)
 
     pl = sub.add_parser(

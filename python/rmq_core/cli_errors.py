@@ -80,8 +80,15 @@ def run_command(args: argparse.Namespace) -> int:
     debug = bool(getattr(args, "debug", False))
     if debug:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rmq_core.errors import AclConfigError
+
     try:
         return int(args.func(args) or 0)
+    except AclConfigError as e:  # a broker that must not start (its ACL configuration): one line, exit 2
+        if debug:
+            raise
+        print(f"rmq-core: error: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         namesrv = getattr(args, "namesrv", None) or getattr(args, "namesrv_addr", None)
         line = one_line(e, namesrv, getattr(args, "topic", None))

@@ -7,6 +7,11 @@ class RmqError(Exception):
     """Base class of every rmq_core error."""
 
 
+class AclConfigError(RmqError):
+    """Access control the broker's configuration asks for that cannot be enforced as written (a missing or invalid
+    plain_acl.yml, PyYAML missing, RocketMQ 5 auth keys): the broker does not start."""
+
+
 class StoreError(RmqError):
     """The message store failed: I/O, a held lock, a closed store, an unreadable layout."""
 

@@ -235,6 +235,10 @@ class Node:
         if self.broker_conf:
             with open(self.broker_conf, encoding="utf-8") as f:
                 props = parse_properties(f.read())
+            # files found beside the given broker.conf stay found there (plain_acl.yml)
+            props.setdefault(
+                "aclFile", os.path.join(os.path.dirname(os.path.abspath(self.broker_conf)), "plain_acl.yml")
+            )
         props.update(brokerRole="SLAVE", brokerId="1")
         path = os.path.join(self.store_path_root_dir, "node-slave.conf")
         with open(path, "w", encoding="utf-8") as f:

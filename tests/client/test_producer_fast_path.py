@@ -399,3 +399,33 @@ def test_sync_senders_and_async_sends_share_a_connection(tmp_path: Path) -> None
         m = stored_by_id[r.offset_msg_id]
         assert m.body == body and m.properties["UNIQ_KEY"] == r.msg_id
         assert (m.queue_id, m.queue_offset) == (r.message_queue.queue_id, r.queue_offset)
+
+
+def test_a_signed_producer_signs_on_the_fast_path_too(tmp_path: Path) -> None:
+    """With ACL credentials the fast path's frame carries AccessKey and a Signature over exactly the fields and body
+    it sends (what the broker verifies), as the coroutine way's does."""
+    from rmq_core.remoting.acl_signer import cal_signature, combine_request_content
+
+    with cluster(tmp_path, 0) as (ns, _):
+        broker = FakeBroker()
+        try:
+            with fake_broker_registration(ns, "fake-broker", broker.address, ["FastTopic"], queues=1):
+                p = Producer("FastPathProducer", ns.address, access_key="fast-key-1", secret_key="fast-secret-1")
+                p.start()
+                try:
+                    slow = CountingSlowPath(p)
+                    for _ in range(2):
+                        p.send(Message("FastTopic", b"signed body", properties={"a": "b"}))
+                    p.send_async(Message("FastTopic", b"signed body", properties={"a": "b"})).result(10)
+                    assert slow.calls == 1  # the first (no connection yet) only
+                finally:
+                    p.shutdown()
+        finally:
+            broker.close()
+    assert len(broker.requests) == 3
+    for cmd in broker.requests:
+        assert cmd.ext_fields["AccessKey"] == "fast-key-1"
+        content = combine_request_content(cmd.ext_fields, cmd.body)
+        assert cmd.ext_fields["Signature"] == cal_signature(content, "fast-secret-1")
+    shapes = [{k for k in c.ext_fields} for c in broker.requests]
+    assert shapes[0] == shapes[1] == shapes[2]

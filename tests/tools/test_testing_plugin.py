@@ -176,6 +176,30 @@ def test_store_and_broker_conf_options(pytester: pytest.Pytester, tmp_path) -> N
     assert (store / "config" / "topics.json").exists()
 
 
+def test_acl_credentials_options(pytester: pytest.Pytester, tmp_path) -> None:
+    """A broker.conf with aclEnable=true (plain_acl.yml beside it): with --rocketmq-access-key/--rocketmq-secret-key
+    (an admin account) the topic is created and the helpers' producer and consumer sign; without them the broker
+    refuses the topic's creation."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=acl-broker\naclEnable=true\n")
+    (tmp_path / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: plugin-admin\n    secretKey: plugin-secret\n    admin: true\n"
+    )
+    pytester.makepyfile(
+        test_user="""
+        def test_signed(rocketmq_topic, rocketmq_producer, rocketmq_consumer):
+            rocketmq_producer.produce(rocketmq_topic, 2)
+            assert len(rocketmq_consumer.consume(rocketmq_topic, 2, timeout=10)) == 2
+        """
+    )
+    args = (f"--rocketmq-store={tmp_path / 's1'}", f"--rocketmq-broker-conf={conf}")
+    keys = ("--rocketmq-access-key=plugin-admin", "--rocketmq-secret-key=plugin-secret")
+    run_user_tests(pytester, *args, *keys).assert_outcomes(passed=1)
+    result = run_user_tests(pytester, f"--rocketmq-store={tmp_path / 's2'}", f"--rocketmq-broker-conf={conf}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*No accessKey is configured*"])
+
+
 def test_external_namesrv_with_store_options_is_a_usage_error(pytester: pytest.Pytester, tmp_path) -> None:
     pytester.makepyfile(test_user="def test_plain():\n    pass\n")
     result = run_user_tests(pytester, "--rocketmq-namesrv=127.0.0.1:1", f"--rocketmq-store={tmp_path}")

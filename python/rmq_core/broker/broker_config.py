@@ -129,6 +129,10 @@ class BrokerConfig:
     timer_roll_window_slot: int = 3600 * 24 * 2
     timer_flush_interval_ms: int = 1000
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    # RocketMQ 4.9's plain ACL (broker/acl/): aclEnable; aclFile is rmq_core's key for plain_acl.yml (4.9.7 reads
+    # ${rocketmqHome}/conf/plain_acl.yml); blank: beside the broker.conf read, else $ROCKETMQ_HOME/conf/
+    acl_enable: bool = False
+    acl_file: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -188,7 +192,10 @@ class BrokerConfig:
     @classmethod
     def from_properties_file(cls, path: str | os.PathLike[str]) -> BrokerConfig:
         with open(path, encoding="utf-8") as f:
-            return cls.from_properties(parse_properties(f.read()))
+            cfg = cls.from_properties(parse_properties(f.read()))
+        if not cfg.acl_file:  # plain_acl.yml beside the broker's config
+            cfg.acl_file = os.path.join(os.path.dirname(os.path.abspath(path)), "plain_acl.yml")
+        return cfg
 
 
 # broker.conf keys whose snake_case is not the field's name

@@ -2,6 +2,8 @@
 registration) and runs it on one asyncio event loop on a background thread; ``Broker`` is the public face of it.
 
 Start order (``start()`` returns once the broker accepts connections):
+  0. decide access control (broker/acl/acl_startup.py): aclEnable loads plain_acl.yml; a configuration asking for
+     access control that cannot be enforced (a bad file, RocketMQ 5's auth keys) stops the start here;
   1. bind the remoting server (port 0 → a free port) without serving yet, so the store host is known;
   2. open the MessageStore (recovering after a crash) with ``store_host = (broker_ip1, port)``;
   3. load topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json, delayOffset.json, and adopt
@@ -29,6 +31,8 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from rmq_core.broker.acl.acl_startup import build_access_validator
+from rmq_core.broker.acl.plain_access_validator import PlainAccessValidator
 from rmq_core.broker.broker_config import BrokerConfig
 from rmq_core.broker.broker_configuration import BrokerConfiguration
 from rmq_core.broker.broker_outer_api import BrokerOuterAPI
@@ -98,6 +102,7 @@ class BrokerController:
         self._stopped = False
         self._register_pending = False
         self.master_addr: str | None = None  # a slave's master, learned when registering with a name server
+        self.access_validator: PlainAccessValidator | None = None  # aclEnable: built first thing in start()
         self._build_components()
 
     # --- wiring ---------------------------------------------------------------------------------------------
@@ -255,6 +260,8 @@ class BrokerController:
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
+        if self.access_validator is not None:  # every request checked before it is served (transport invariant 7)
+            server.set_access_check(self.access_validator.check)
         # the sends read from one chunk are handled together: consecutive single sends stored with one put
         server.register_batch(
             SendMessageProcessor.batch_codes,
@@ -333,6 +340,8 @@ class BrokerController:
 
     async def _start_on_loop(self) -> None:
         cfg = self.broker_config
+        # access control first: a configuration asking for what cannot be enforced stops the start here
+        build_access_validator(cfg)
         await self.remoting_server.start(start_serving=False)
         self.store_host = (cfg.broker_ip1, self.remoting_server.port)
         store_config = self._store_config_override or cfg.to_store_config()
@@ -350,6 +359,9 @@ class BrokerController:
             self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
+        # decided again over the persisted updates (aclEnable / aclFile / 5.x auth keys set remotely before a
+        # restart apply now, before anything is served: never a config saying ACL while the broker serves without)
+        self.access_validator = build_access_validator(cfg)
         self.topic_config_manager.adopt_store_topics(self.message_store.topics())
         if cfg.timer_wheel_enable and not self.is_slave:  # opened (and checked) before any service starts
             self.timer_message_store = TimerMessageStore.open(

@@ -43,15 +43,24 @@ DEFAULT_TIMEOUT_MS = 3000
 
 
 class BlockingMQClientAPI:
-    """``BlockingMQClientAPI(namesrv_addr, timeout_ms)``: the RPCs of ``MQClientAPIImpl``, blocking. The loop thread
+    """``BlockingMQClientAPI(namesrv_addr, timeout_ms, access_key=, secret_key=)``: the RPCs of ``MQClientAPIImpl``,
+    blocking, signed when given credentials (RocketMQ 4.9's ACL). The loop thread
     is a ``BlockingRemotingClient``'s; the requests go through this face's own ``RemotingClient`` on it."""
 
     def __init__(
-        self, namesrv_addr: str | None = None, timeout_ms: float = DEFAULT_TIMEOUT_MS, name: str = "rmq-client-api"
+        self,
+        namesrv_addr: str | None = None,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
+        name: str = "rmq-client-api",
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.timeout_ms = timeout_ms
+        config = ClientConfig(namesrv_addr=namesrv_addr or None, access_key=access_key, secret_key=secret_key)
+        api = MQClientAPIImpl(RemotingClient(), config)  # (bad credentials raise before the loop thread starts)
         self._thread = BlockingRemotingClient(name=name)
-        self.api = MQClientAPIImpl(RemotingClient(), ClientConfig(namesrv_addr=namesrv_addr or None))
+        self.api = api
 
     def close(self) -> None:
         try:

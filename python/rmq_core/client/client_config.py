@@ -55,6 +55,9 @@ class ClientConfig:
     mq_client_api_timeout: int = 3000
     rebalance_interval_ms: int = 20000  # 4.9: system property rocketmq.client.rebalance.waitInterval
     language: str = "PYTHON"
+    # RocketMQ 4.9's ACL: with both set, every request is signed as AclClientRPCHook signs it (remoting/acl_signer.py)
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     def build_mq_client_id(self) -> str:
         cid = f"{self.client_ip}@{self.instance_name}"

@@ -20,6 +20,8 @@ Invariants:
    ``MQClientException(17, remark)``; every other unexpected code → ``MQBrokerException(code, remark, addr)``.
    Every failure is a ``RocketMQRpcError`` (``rmq_core.client.exceptions``) carrying the code and remark.
 3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
+5. With ``access_key``/``secret_key`` in the client config, every request ``invoke``/``invoke_oneway`` send is
+   signed (AccessKey + Signature, as 4.9's AclClientRPCHook), and so is the producer's fast path (``encode_send``).
 4. Name server requests follow ``NameServerSelector``'s rule (RocketMQ's): the chosen name server while it can be
    reached, else the next one round robin.
 
@@ -51,6 +53,7 @@ from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.acl_signer import credentials_from
 from rmq_core.remoting.body.heartbeat import CheckClientRequestBody, GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
@@ -126,6 +129,14 @@ def encode_send_values(
     ``names``): the bytes ``send_message_request(SendMessageRequestHeader(*values), body).encode()`` writes, where a
     dict value (the message's properties) is written as ``properties_to_string`` writes it (its ValueError too). The
     Python codec of the backend's ``encode_send_request`` (which writes the common shape itself, in one call)."""
+    ext = send_fields_text(names, values)
+    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
+    return cmd.encode()
+
+
+def send_fields_text(names: tuple[str, ...], values: Any) -> dict[str, str]:
+    """The ext fields a send header's ``values`` are written as (None left out; a dict, the properties, as
+    ``properties_to_string`` writes it, its ValueError too)."""
     ext: dict[str, str] = {}
     for name, v in zip(names, values, strict=True):
         if v is None:
@@ -134,8 +145,7 @@ def encode_send_values(
             ext[name] = properties_to_string(v)
         else:
             ext[name] = v if v.__class__ is str else ("true" if v else "false") if v.__class__ is bool else str(v)
-    cmd = RemotingCommand(code=code, language=language, version=version, opaque=opaque, ext_fields=ext, body=body)
-    return cmd.encode()
+    return ext
 
 
 def pull_message_request(header: PullMessageRequestHeader) -> RemotingCommand:
@@ -147,6 +157,8 @@ class MQClientAPIImpl:
         self.remoting_client = remoting_client
         self.client_config = client_config
         self.name_server_selector = NameServerSelector()
+        # ACL credentials: every request is signed in invoke/invoke_oneway (None: nothing added, nothing spent)
+        self.credentials = credentials_from(client_config.access_key, client_config.secret_key)
 
     # --- plumbing ----------------------------------------------------------------------------------------------
     @property
@@ -159,6 +171,8 @@ class MQClientAPIImpl:
     async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """invokeSync: the response, or RemotingTimeoutError / RemotingConnectError."""
         request.language = self.client_config.language
+        if self.credentials is not None:
+            self.credentials.sign(request)
         timeout = max(timeout_ms, 1) / 1000.0
         try:
             return await self.remoting_client.invoke(addr, request, timeout)
@@ -176,6 +190,8 @@ class MQClientAPIImpl:
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout_ms: float) -> None:
         request.language = self.client_config.language
+        if self.credentials is not None:
+            self.credentials.sign(request)
         timeout = max(timeout_ms, 1) / 1000.0
         try:
             await self.remoting_client.invoke_oneway(addr, request, timeout)
@@ -306,12 +322,16 @@ class MQClientAPIImpl:
         ``encode_send_request``: the producer's send fast path. Any thread."""
         opaque = next_opaque()
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        names = SEND_HEADER_NAMES
+        if self.credentials is not None:  # signed: the fields as text, AccessKey and Signature added
+            ext = self.credentials.sign_fields(send_fields_text(names, values), body)
+            names, values = tuple(ext), list(ext.values())
         frame = _backend.impl.encode_send_request(
             code,
             self.client_config.language,
             DEFAULT_VERSION,
             opaque,
-            SEND_HEADER_NAMES,
+            names,
             values,
             body,
             encode_send_values,

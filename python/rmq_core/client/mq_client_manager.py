@@ -19,6 +19,17 @@ from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.mq_client_instance import MQClientInstance
 
 
+def _same_credentials(instance: MQClientInstance, config: ClientConfig) -> None:
+    """One instance signs with one set of credentials: a client asking for the instance of its client id with
+    other credentials is refused (Java silently keeps the first one's RPC hook)."""
+    own = instance.client_config
+    if (own.access_key, own.secret_key) != (config.access_key, config.secret_key):
+        raise ValueError(
+            f"client id {instance.client_id} is already used with other ACL credentials: give this client its "
+            "own instance_name"
+        )
+
+
 class MQClientManager:
     _instance: MQClientManager | None = None
     _instance_lock = threading.Lock()
@@ -48,6 +59,7 @@ class MQClientManager:
                     on_shutdown=lambda inst: self.remove_client_factory(inst.client_id, inst),
                 )
                 self._factory_table[client_id] = instance
+            _same_credentials(instance, client_config)
             return instance
 
     def get_or_create_async_instance(
@@ -67,6 +79,7 @@ class MQClientManager:
                     loop=loop,
                 )
                 self._async_table[key] = instance
+            _same_credentials(instance, client_config)
             return instance
 
     def _remove_async(self, key: tuple[str, asyncio.AbstractEventLoop], instance: MQClientInstance) -> None:

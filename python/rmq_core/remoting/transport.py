@@ -30,6 +30,9 @@ Invariants:
    past it): its serving task then yields, so the tasks it started and the other connections' reads run before it
    serves more. It starts one task a turn at first, twice as many after a turn (what those tasks took included)
    that stayed under ``SERVE_SLICE_S``, half as many (down to one) after one that did not.
+9. With an ``access_check`` set (the broker's ACL) every request is checked before a processor sees it: ``_process``
+   runs it first, and each batch processor is wrapped so that it gets only the requests that passed (the refused
+   ones answered with their refusals, in their places).
 
 Thread-safety: everything runs on one event loop; ``RemotingServer.start_in_thread`` hosts it on a background thread.
 The exceptions, a client connection's requests from other threads: ``send_frame_from_thread`` registers its waiter
@@ -92,6 +95,8 @@ PARTIAL_FRAME_COUNTED = 1024 * 1024
 # the answers come at once (a list) when it had nothing to wait for, else as an awaitable
 BatchAnswers = list[RemotingCommand | bytes | None]
 BatchProcessor = Callable[["Connection", list[RemotingCommand]], BatchAnswers | Awaitable[BatchAnswers]]
+# A check of every request before it is served (the broker's ACL): None serves it, a command is the refusal to answer
+AccessCheck = Callable[["Connection", RemotingCommand], RemotingCommand | None]
 
 
 def _connection_cap(wanted: int) -> int:
@@ -692,6 +697,8 @@ class RemotingServer:
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
         self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
+        self.access_check: AccessCheck | None = None
+        self._batch_processors: dict[BatchProcessor, tuple[int, ...]] = {}  # as registered (before any check)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
@@ -715,8 +722,41 @@ class RemotingServer:
         ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
         them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
         one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
+        self._batch_processors[processor] = tuple(int(c) for c in codes)
+        if self.access_check is not None:  # its requests checked before it sees them (invariant 7)
+            processor = self._checked_batch(processor, self.access_check)
         for code in codes:
             self._batch[int(code)] = (processor, inline)  # the last registration for a code wins
+
+    def set_access_check(self, check: AccessCheck) -> None:
+        """Run ``check`` on every request before it is served (its refusal answered in its place, the processor
+        not called), whatever its code, known or not, and whichever path serves it: a batch processor registered
+        before or after gets only the requests that passed (invariant 7). Set it before serving."""
+        self.access_check = check
+        for processor, codes in self._batch_processors.items():
+            checked = self._checked_batch(processor, check)
+            for code in codes:
+                if code in self._batch and self._batch[code][0] is processor:
+                    self._batch[code] = (checked, self._batch[code][1])
+
+    @staticmethod
+    def _checked_batch(processor: BatchProcessor, check: AccessCheck) -> BatchProcessor:
+        """``processor`` behind ``check``: the refused requests answered with their refusals, the others handed to
+        ``processor`` (all of them, the same list, when none is refused: the common case costs one check each)."""
+
+        def checked(conn: Connection, cmds: list[RemotingCommand]) -> BatchAnswers | Awaitable[BatchAnswers]:
+            refusals = [check(conn, c) for c in cmds]
+            if all(r is None for r in refusals):
+                return processor(conn, cmds)
+            allowed = [c for c, r in zip(cmds, refusals, strict=True) if r is None]
+            if not allowed:
+                return list(refusals)
+            answers = processor(conn, allowed)
+            if isinstance(answers, list):
+                return _merge_answers(refusals, answers)
+            return _merge_answers_later(refusals, answers)
+
+        return checked
 
     @property
     def address(self) -> str:
@@ -980,8 +1020,11 @@ class RemotingServer:
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)
         too_large = body_over_limit(cmd.code, cmd.body) if cmd.body is not None else None
-        if processor is None:
-            response: RemotingCommand | None = RemotingCommand.response_to(
+        refused = None if self.access_check is None else self.access_check(conn, cmd)
+        if refused is not None:
+            response: RemotingCommand | None = refused
+        elif processor is None:
+            response = RemotingCommand.response_to(
                 cmd, REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
             )
         elif too_large is not None:  # (request_limits: the body's size per request code)
@@ -1006,6 +1049,19 @@ class RemotingServer:
     async def invoke(self, conn: Connection, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Server → client request (e.g. NOTIFY_CONSUMER_IDS_CHANGED is oneway; others wait for a response)."""
         return await _invoke(conn, request, timeout)
+
+
+def _merge_answers(refusals: list[RemotingCommand | None], answers: BatchAnswers) -> BatchAnswers:
+    """The answers of a batch some of whose requests were refused: each refusal in its request's place, the
+    processor's answers (to the others, in order) in the remaining places."""
+    rest = iter(answers)
+    return [next(rest) if r is None else r for r in refusals]
+
+
+async def _merge_answers_later(
+    refusals: list[RemotingCommand | None], pending: Awaitable[BatchAnswers]
+) -> BatchAnswers:
+    return _merge_answers(refusals, await pending)
 
 
 async def _invoke(conn: Connection, request: RemotingCommand, timeout: float) -> RemotingCommand:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 EARLIEST = -2
 LATEST = -1
@@ -59,6 +60,15 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     if s in ("false", "0", "no"):
         return False
     raise OptionError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _credentials(opts: Mapping[str, str]) -> dict[str, Any]:
+    """accessKey and secretKey (RocketMQ 4.9's ACL): both or neither."""
+    ak = (_get(opts, "accessKey") or "").strip() or None
+    sk = (_get(opts, "secretKey") or "").strip() or None
+    if (ak is None) != (sk is None):
+        raise OptionError("options accessKey and secretKey must be given together")
+    return {"access_key": ak, "secret_key": sk}
 
 
 def parse_offsets_spec(name: str, raw: str | None, default: str, allowed: tuple[str, ...]) -> OffsetSpec:
@@ -119,6 +129,13 @@ class RocketMQOptions:
     consumer_group: str | None
     broker_name: str
     timeout_ms: int
+    access_key: str | None = None  # accessKey / secretKey: RocketMQ 4.9's ACL, every request signed
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def credentials(self) -> dict[str, Any]:
+        """The clients' ``access_key=``/``secret_key=`` keyword arguments."""
+        return {"access_key": self.access_key, "secret_key": self.secret_key}
 
     @property
     def filter_expression(self) -> str | None:
@@ -194,6 +211,7 @@ def parse_read_options(opts: Mapping[str, str], streaming: bool) -> RocketMQOpti
         consumer_group=(_get(opts, "consumerGroup") or "").strip() or None,
         broker_name=(_get(opts, "brokerName") or "").strip() or "local",
         timeout_ms=_int(opts, "timeoutMs", 10_000, 1),  # type: ignore[arg-type]
+        **_credentials(opts),
     )
 
 
@@ -219,6 +237,13 @@ class RocketMQWriteOptions:
     transactional: bool = False
     transaction_journal: str | None = None  # a directory; streaming defaults to <checkpointLocation>/rocketmq-sink
     checkpoint_location: str | None = None
+    access_key: str | None = None  # accessKey / secretKey: RocketMQ 4.9's ACL, every request signed
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def credentials(self) -> dict[str, Any]:
+        """The clients' ``access_key=``/``secret_key=`` keyword arguments."""
+        return {"access_key": self.access_key, "secret_key": self.secret_key}
 
 
 def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
@@ -238,4 +263,5 @@ def parse_write_options(opts: Mapping[str, str]) -> RocketMQWriteOptions:
         transactional=_transactional(opts, path),
         transaction_journal=(_get(opts, "transactionJournal") or "").strip() or None,
         checkpoint_location=(_get(opts, "checkpointLocation") or "").strip() or None,
+        **_credentials(opts),
     )

@@ -153,7 +153,7 @@ def _read_namesrv(part: RocketMQInputPartition, opts: RocketMQOptions) -> Iterat
     assert opts.namesrv is not None and part.broker_addr is not None
     # no suspend, no commit, the subscription in the request: the pull answers at once and changes nothing
     flag = sys_flag.build_pull_sys_flag(commit_offset=False, suspend=False, subscription=True)
-    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc") as rpc:
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc", **opts.credentials) as rpc:
         if part.start == EARLIEST:
             cur = rpc.get_min_offset(part.broker_addr, part.topic, part.queue_id)
         else:

@@ -62,7 +62,7 @@ def fetch_queues(opts: RocketMQOptions) -> list[QueueInfo]:
 
     assert opts.namesrv is not None
     out = []
-    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc") as rpc:
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, name="rmq-spark-rpc", **opts.credentials) as rpc:
         for topic in opts.topics:
             route = rpc.get_topic_route_info_from_name_server(topic)
             for qd in route.queue_datas:

@@ -163,6 +163,7 @@ def _write_namesrv(rows: Iterator[Any], opts: RocketMQWriteOptions) -> int:
         namesrv_addr=opts.namesrv,
         send_msg_timeout=opts.timeout_ms,
         instance_name=f"rmq-spark-sink-{_task_id()}-{time.time_ns()}",
+        **opts.credentials,
     )
     producer.start()
     sent = 0
@@ -219,6 +220,7 @@ def _write_transactional(
         transaction_listener=_LeaveOpen(),
         send_msg_timeout=opts.timeout_ms,
         instance_name=f"rmq-spark-txsink-{_task_id()}-{time.time_ns()}",
+        **opts.credentials,
     )
     producer.start()
     handles: list[TransactionHandle] = []
@@ -262,7 +264,7 @@ def end_transactions(opts: RocketMQWriteOptions, handles: list[TransactionHandle
         return 0
     kind = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
     failures: list[str] = []
-    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms) as api:
+    with BlockingMQClientAPI(opts.namesrv, opts.timeout_ms, **opts.credentials) as api:
         for h in handles:
             header = EndTransactionRequestHeader(
                 producerGroup=opts.producer_group,
@@ -392,6 +394,7 @@ class TransactionalCommitter:
             namesrv_addr=self.opts.namesrv,
             transaction_listener=_JournalCheckListener(self.journal),
             instance_name=f"rmq-spark-txsink-driver-{os.getpid()}-{time.time_ns()}",
+            **self.opts.credentials,
         )
         checker.start()
         self._checker = checker

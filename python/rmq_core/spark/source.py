@@ -201,7 +201,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from rmq_core.remoting.header import UpdateConsumerOffsetRequestHeader
 
         try:
-            with BlockingMQClientAPI(self.opts.namesrv, self.opts.timeout_ms, name="rmq-spark-rpc") as rpc:
+            with BlockingMQClientAPI(
+                self.opts.namesrv, self.opts.timeout_ms, name="rmq-spark-rpc", **self.opts.credentials
+            ) as rpc:
                 if not self._queues:
                     self._fetch()
                 for k, off in sorted(from_json(end).items()):

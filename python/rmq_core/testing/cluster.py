@@ -40,6 +40,8 @@ class RocketMQCluster:
     broker_addrs: dict[str, str]  # broker name -> master address
     store_dir: str | None = None
     external: bool = False
+    # ACL credentials (--rocketmq-access-key/--rocketmq-secret-key): topics created and the helpers' clients signed
+    credentials: dict[str, Any] = field(default_factory=lambda: {"access_key": None, "secret_key": None})
     _namesrv: NameServer | None = field(default=None, repr=False)
     _broker: Broker | None = field(default=None, repr=False)
     _node: Node | None = field(default=None, repr=False)
@@ -53,7 +55,7 @@ class RocketMQCluster:
     def create_topic(self, topic: str | None = None, queues: int = 4) -> str:
         """Create ``topic`` (default: a fresh unique name) on every master; returns its name once routable."""
         name = topic or f"rocketmq-test-{uuid.uuid4().hex[:12]}"
-        create_topic(self.namesrv_addr, name, queues)
+        create_topic(self.namesrv_addr, name, queues, **self.credentials)
         return name
 
     def close(self) -> None:
@@ -90,6 +92,8 @@ def _broker_config(store_dir: str, broker_conf: str | None, namesrv_addr: str) -
         with open(broker_conf, encoding="utf-8") as f:
             props = parse_properties(f.read())
         cfg = BrokerConfig.from_properties(props)
+        if not cfg.acl_file:  # aclEnable: plain_acl.yml beside the broker.conf, as from_properties_file has it
+            cfg.acl_file = os.path.join(os.path.dirname(os.path.abspath(broker_conf)), "plain_acl.yml")
         set_keys = {k.lower() for k in props}
         if "listenport" not in set_keys:
             cfg.listen_port = 0
@@ -147,6 +151,8 @@ def _start_node_cluster(store_dir: str, broker_conf: str | None, brokers: int) -
     if broker_conf is not None:
         with open(broker_conf, encoding="utf-8") as f:
             props = parse_properties(f.read())
+    if broker_conf is not None and "aclFile" not in props:  # plain_acl.yml beside the given broker.conf
+        props["aclFile"] = os.path.join(os.path.dirname(os.path.abspath(broker_conf)), "plain_acl.yml")
     props.setdefault("mappedFileSizeCommitLog", str(SMALL_COMMIT_LOG_FILE_SIZE))
     props.setdefault("mappedFileSizeConsumeQueue", str(SMALL_CONSUME_QUEUE_FILE_SIZE))
     os.makedirs(store_dir, exist_ok=True)

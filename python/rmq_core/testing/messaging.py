@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rmq_core.client.consumer.pull_consumer import PullConsumer
@@ -33,8 +33,16 @@ class TestProducer:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, namesrv_addr: str, group: str | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str | None = None,
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.credentials: dict[str, Any] = {"access_key": access_key, "secret_key": secret_key}  # ACL: signed
         self.group = group or f"rocketmq-test-producer-{uuid.uuid4().hex[:8]}"
         self._producer: Producer | None = None
 
@@ -44,7 +52,7 @@ class TestProducer:
         if self._producer is None:
             from rmq_core.client.producer.producer import Producer
 
-            p = Producer(self.group, namesrv_addr=self.namesrv_addr)
+            p = Producer(self.group, namesrv_addr=self.namesrv_addr, **self.credentials)
             p.start()
             self._producer = p
         return self._producer
@@ -82,8 +90,16 @@ class TestConsumer:
 
     __test__ = False
 
-    def __init__(self, namesrv_addr: str, group: str | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str | None = None,
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.credentials: dict[str, Any] = {"access_key": access_key, "secret_key": secret_key}  # ACL: signed
         self.group = group or f"rocketmq-test-consumer-{uuid.uuid4().hex[:8]}"
         self._consumer: PullConsumer | None = None
         self._next: dict[MessageQueue, int] = {}
@@ -94,7 +110,7 @@ class TestConsumer:
         if self._consumer is None:
             from rmq_core.client.consumer.pull_consumer import PullConsumer
 
-            c = PullConsumer(self.group, namesrv_addr=self.namesrv_addr)
+            c = PullConsumer(self.group, namesrv_addr=self.namesrv_addr, **self.credentials)
             c.start()
             self._consumer = c
         return self._consumer

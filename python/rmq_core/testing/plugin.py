@@ -49,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "in this process)",
     )
     group.addoption(
+        "--rocketmq-access-key",
+        metavar="KEY",
+        default=None,
+        help="ACL access key (RocketMQ 4.9 plain ACL, an admin account to create topics): every request signed",
+    )
+    group.addoption("--rocketmq-secret-key", metavar="SECRET", default=None, help="ACL secret key")
+    group.addoption(
         "--rocketmq-broker-conf",
         metavar="FILE",
         default=None,
@@ -76,13 +83,20 @@ def rocketmq_cluster(
     """The session's cluster: ``.namesrv_addr``, ``.broker_addr``, ``.broker_addrs``, ``.create_topic()``.
     In-process (name server + broker on free ports) unless ``--rocketmq-namesrv`` names an external one."""
     namesrv = request.config.getoption("rocketmq_namesrv")
+    credentials = {
+        "access_key": request.config.getoption("rocketmq_access_key"),
+        "secret_key": request.config.getoption("rocketmq_secret_key"),
+    }
     if namesrv:
-        yield connect_cluster(namesrv)
+        external = connect_cluster(namesrv)
+        external.credentials = credentials
+        yield external
         return
     store = request.config.getoption("rocketmq_store") or tmp_path_factory.mktemp("rocketmq-store")
     cluster = start_cluster(
         store, request.config.getoption("rocketmq_broker_conf"), request.config.getoption("rocketmq_brokers")
     )
+    cluster.credentials = credentials
     try:
         yield cluster
     finally:
@@ -112,7 +126,7 @@ def rocketmq_topic(request: pytest.FixtureRequest, rocketmq_topic_factory: Calla
 @pytest.fixture
 def rocketmq_producer(rocketmq_cluster: RocketMQCluster) -> Iterator[TestProducer]:
     """``rocketmq_producer.produce(topic, n)``: ``n`` SEND_OK sends, their SendResults (``.producer``: the client)."""
-    helper = TestProducer(rocketmq_cluster.namesrv_addr)
+    helper = TestProducer(rocketmq_cluster.namesrv_addr, **rocketmq_cluster.credentials)
     try:
         yield helper
     finally:
@@ -122,7 +136,7 @@ def rocketmq_producer(rocketmq_cluster: RocketMQCluster) -> Iterator[TestProduce
 @pytest.fixture
 def rocketmq_consumer(rocketmq_cluster: RocketMQCluster) -> Iterator[TestConsumer]:
     """``rocketmq_consumer.consume(topic, n, timeout=10.0)``: the next ``n`` messages (MessageExt) of the topic."""
-    helper = TestConsumer(rocketmq_cluster.namesrv_addr)
+    helper = TestConsumer(rocketmq_cluster.namesrv_addr, **rocketmq_cluster.credentials)
     try:
         yield helper
     finally:

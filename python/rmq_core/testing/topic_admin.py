@@ -78,12 +78,21 @@ def _routed_queues(client: BlockingRemotingClient, namesrv: str, topic: str) -> 
 
 
 def create_topic(
-    namesrv: str, topic: str, queues: int = 4, *, brokers: Sequence[str] | None = None, timeout_s: float = TIMEOUT_S
+    namesrv: str,
+    topic: str,
+    queues: int = 4,
+    *,
+    brokers: Sequence[str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+    access_key: str | None = None,
+    secret_key: str | None = None,
 ) -> list[str]:
     """Create ``topic`` with ``queues`` read/write queues on every master the name server knows (or on the broker
-    names in ``brokers``); returns the broker names. Waits until the name server routes it."""
+    names in ``brokers``); returns the broker names. Waits until the name server routes it. With ``access_key``/
+    ``secret_key`` (an ACL ``admin`` account) the request is signed."""
     from rmq_core.common.mix_all import validate_topic
     from rmq_core.common.perm_name import DEFAULT_PERM
+    from rmq_core.remoting.acl_signer import credentials_from
     from rmq_core.remoting.codes import RequestCode, ResponseCode
     from rmq_core.remoting.command import RemotingCommand
     from rmq_core.remoting.header import CreateTopicRequestHeader, encode_header
@@ -103,6 +112,7 @@ def create_topic(
         topicSysFlag=0,
         order=False,
     )
+    creds = credentials_from(access_key, secret_key)
     deadline = time.monotonic() + timeout_s
     with _client() as client:
         known = _brokers(client, namesrv)
@@ -110,9 +120,10 @@ def create_topic(
         if not targets:
             raise TopicAdminError(f"name server {namesrv} knows no broker to create {topic} on (knows {sorted(known)})")
         for name, addr in targets.items():
-            r = client.invoke_sync(
-                addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))
-            )
+            req = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))
+            if creds is not None:
+                creds.sign(req)
+            r = client.invoke_sync(addr, req)
             if r.code != ResponseCode.SUCCESS:
                 raise TopicAdminError(f"creating {topic} on {name} ({addr}): {r.code} {r.remark}")
         while True:

@@ -90,6 +90,8 @@ _CLIENT_CONFIG_SETTINGS = (
     "persist_consumer_offset_interval",
     "mq_client_api_timeout",
     "language",
+    "access_key",  # RocketMQ 4.9's ACL credentials: requests signed (remoting/acl_signer.py)
+    "secret_key",
 )
 
 _DEFAULTS: dict[str, Any] = {

@@ -5,6 +5,9 @@
 package org.rmqcore.compat;
 
 import java.util.LinkedHashMap;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.remoting.RPCHook;
 import java.util.Map;
 
 final class Args {
@@ -40,6 +43,12 @@ final class Args {
     long lng(String name, long dflt) {
         String v = values.get(name);
         return v == null ? dflt : Long.parseLong(v);
+    }
+
+    /** AclClientRPCHook of --access-key/--secret-key (RocketMQ 4.9's ACL), or null when not given. */
+    RPCHook rpcHook() {
+        String ak = values.get("access-key");
+        return ak == null ? null : new AclClientRPCHook(new SessionCredentials(ak, str("secret-key")));
     }
 
     boolean flag(String name) {

@@ -28,7 +28,7 @@ public final class Produce {
         int start = a.integer("start", 0);
         int count = a.integer("count", 10);
         String property = a.str("property", "compatProp");
-        DefaultMQProducer producer = new DefaultMQProducer(a.str("group", "compat_producer"));
+        DefaultMQProducer producer = new DefaultMQProducer(a.str("group", "compat_producer"), a.rpcHook());
         producer.setNamesrvAddr(a.str("namesrv"));
         producer.setInstanceName(a.str("instance", "produce-" + ProcessHandle.current().pid()));
         producer.setSendMsgTimeout(a.integer("timeout-ms", 5000));

@@ -30,7 +30,7 @@ public final class PullConsume {
         int expect = a.integer("expect", Integer.MAX_VALUE);
         long timeoutMs = a.lng("timeout-ms", 30000);
         long lingerMs = a.lng("linger-ms", 1000);
-        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(a.str("group"));
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(a.str("group"), a.rpcHook());
         consumer.setNamesrvAddr(a.str("namesrv"));
         consumer.setInstanceName(a.str("instance", "pull-" + ProcessHandle.current().pid()));
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
