@@ -414,7 +414,7 @@ def _quiet_client_log(args: argparse.Namespace) -> None:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from rmq_core.cli_errors import first_line
+    from rmq_core.cli_errors import failure_line
     from rmq_core.client import Producer
     from rmq_core.message import Message
 
@@ -454,7 +454,7 @@ def cmd_send(args: argparse.Namespace) -> int:
                 r = producer.send(msg)
             except Exception as e:  # report and go on: the count of failures is the exit status
                 failed += 1
-                print(f"FAILED #{i}: {first_line(e)}", file=sys.stderr)
+                print(f"FAILED #{i}: {failure_line(e)}", file=sys.stderr)
                 if args.debug:
                     raise
                 continue

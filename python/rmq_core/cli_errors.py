@@ -38,6 +38,18 @@ def first_line(text: object) -> str:
     return str(text).strip().split("\n", 1)[0].strip()
 
 
+def failure_line(e: BaseException) -> str:
+    """``e``'s first line, and its cause's (a producer's "Send [3] times, still failed" names the broker's answer only
+    in its cause: an ACL refusal, a forbidden topic)."""
+    line = first_line(e)
+    cause = getattr(e, "cause", None) or e.__cause__
+    if cause is not None:
+        why = first_line(cause)
+        if why and why not in line:
+            line += f" (the last answer: {why})"
+    return line
+
+
 def port_in_use(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno == errno.EADDRINUSE
 

@@ -23,7 +23,8 @@ import dataclasses
 import logging
 import os
 
-from rmq_core.broker.broker_config import BrokerConfig, _snake, parse_properties
+from rmq_core.broker.acl.acl_startup import AUTH_5X_SETTINGS, AUTH_5X_SWITCHES
+from rmq_core.broker.broker_config import BrokerConfig, _convert, _snake, parse_properties
 from rmq_core.broker.config_manager import ConfigManager
 from rmq_core.broker.remote_config_policy import (
     MAX_CONFIG_ANSWER,
@@ -34,11 +35,14 @@ from rmq_core.broker.remote_config_policy import (
     parse_value,
 )
 from rmq_core.common.data_version import DataVersion
+from rmq_core.common.log_text import clip
 from rmq_core.store import StoreConfig
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "broker.properties"
+# what a persisted file may still set although it is not live-tunable: decided before the broker serves (ACL)
+ACCESS_CONTROL_KEYS = frozenset({"aclEnable", "aclFile", *AUTH_5X_SWITCHES, *AUTH_5X_SETTINGS})
 
 
 _JAVA_NAMES = {
@@ -146,10 +150,22 @@ class BrokerConfiguration(ConfigManager):
 
     def decode(self, text: str) -> None:
         """The persisted updates, applied over the given config. A key that may not change over the wire (written
-        by an older rmq_core, or by hand) is left out with a warning, never applied after the store was built."""
+        by an older rmq_core, or by hand) is left out with a warning, never applied after the store was built —
+        except the access-control keys (``ACCESS_CONTROL_KEYS``): they are applied and kept, because the broker
+        decides its access control after this load and before it serves (ignoring one that asks for ACL would serve
+        unsigned requests while a configuration asks for them to be refused)."""
         props = parse_properties(text)
         kept: dict[str, str] = {}
         for key, raw in props.items():
+            if key in ACCESS_CONTROL_KEYS:
+                log.warning(
+                    "%s: %s=%s applies (access control; better set in broker.conf)",
+                    self.config_file_path,
+                    key,
+                    clip(raw),
+                )
+                self._set_access_control(key, raw)
+                continue
             try:
                 parse_value(key, raw)
             except ConfigRefused as e:
@@ -160,3 +176,12 @@ class BrokerConfiguration(ConfigManager):
         if kept:
             log.info("applying the broker config updates persisted in %s: %s", self.config_file_path, kept)
             self.update(kept)
+
+    def _set_access_control(self, key: str, raw: str) -> None:
+        cfg = self.broker_config
+        name = _snake(key)
+        if name in {f.name for f in dataclasses.fields(cfg)} - {"extra"}:
+            setattr(cfg, name, _convert(getattr(cfg, name), raw, key))
+        else:
+            cfg.extra[key] = raw.strip()
+        self.updated[key] = raw.strip()  # kept in the file: never dropped by a rewrite
