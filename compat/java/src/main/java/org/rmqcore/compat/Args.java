@@ -5,10 +5,8 @@
 package org.rmqcore.compat;
 
 import java.util.LinkedHashMap;
-import org.apache.rocketmq.acl.common.AclClientRPCHook;
-import org.apache.rocketmq.acl.common.SessionCredentials;
-import org.apache.rocketmq.remoting.RPCHook;
 import java.util.Map;
+import org.apache.rocketmq.remoting.RPCHook;
 
 final class Args {
     private final Map<String, String> values = new LinkedHashMap<>();
@@ -45,10 +43,23 @@ final class Args {
         return v == null ? dflt : Long.parseLong(v);
     }
 
-    /** AclClientRPCHook of --access-key/--secret-key (RocketMQ 4.9's ACL), or null when not given. */
+    /**
+     * AclClientRPCHook of --access-key/--secret-key (RocketMQ 4.9's ACL), or null when not given. Loaded by name:
+     * rocketmq-acl is on the class path of the 4.9.7 build only (pom.xml's acl profile).
+     */
     RPCHook rpcHook() {
         String ak = values.get("access-key");
-        return ak == null ? null : new AclClientRPCHook(new SessionCredentials(ak, str("secret-key")));
+        if (ak == null) {
+            return null;
+        }
+        try {
+            Class<?> credentials = Class.forName("org.apache.rocketmq.acl.common.SessionCredentials");
+            Object c = credentials.getConstructor(String.class, String.class).newInstance(ak, str("secret-key"));
+            Class<?> hook = Class.forName("org.apache.rocketmq.acl.common.AclClientRPCHook");
+            return (RPCHook) hook.getConstructor(credentials).newInstance(c);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("--access-key needs rocketmq-acl on the class path (the 4.9.7 build)", e);
+        }
     }
 
     boolean flag(String name) {
