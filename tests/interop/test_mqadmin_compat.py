@@ -247,6 +247,10 @@ RMQ_CORE_ONLY_SETTINGS = {
     "diskSpaceWarningLevelRatio",
     "diskSpaceCleanForciblyRatio",
     "deleteFileBatchMax",
+    # rmq_core's: plain_acl.yml's path (4.9.7 reads ${rocketmqHome}/conf), the server's connection cap and frame deadline
+    "aclFile",
+    "serverMaxConnections",
+    "serverFrameDeadlineSeconds",
 }  # litePullMessageEnable, the timer and the 5.x retention settings: 5.x's
 SAME_SETTINGS = (
     "brokerClusterName",

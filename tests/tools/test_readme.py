@@ -195,7 +195,7 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
             if p.p.poll() is None:
                 p.stop()
     assert main is not None and main.p.returncode == 0
-    assert sum(w.startswith(".venv/bin/rmq-core admin") for w in ran) == 6, ran
+    assert sum(w.startswith(".venv/bin/rmq-core admin") for w in ran) == 7, ran  # the ACL section's one too
 
 
 def _check_output(cmd: str, argv: list[str], out: str, what: str) -> None:
