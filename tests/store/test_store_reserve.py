@@ -32,7 +32,7 @@ def test_default_store_reserves_a_step_not_the_files(backend, tmp_path) -> None:
     store.flush()
     cl = os.path.join(root, "commitlog", "00000000000000000000")
     assert os.path.getsize(cl) == 1 << 30  # the file keeps its size: offsets and names as RocketMQ's
-    assert allocated(cl) == STEP
+    assert STEP <= allocated(cl) < 2 * STEP  # (the warm-ahead thread may fault a few pages past the step)
     [index] = os.listdir(os.path.join(root, "index"))
     index_path = os.path.join(root, "index", index)
     assert os.path.getsize(index_path) == 40 + 5_000_000 * 4 + 20_000_000 * 20
@@ -42,12 +42,12 @@ def test_default_store_reserves_a_step_not_the_files(backend, tmp_path) -> None:
     body = b"x" * (4 * MiB - 1024)
     for _ in range(17):  # past the first step
         assert store.put_message(Message("ReserveT", body), queue_id=1).status == PutMessageStatus.PUT_OK
-    assert allocated(cl) == 2 * STEP
+    assert 2 * STEP <= allocated(cl) < 3 * STEP
     backend.close_all()
 
     store = backend.open(root, cfg)  # reopened: the file's blocks are reserved from the recovered end on
     for _ in range(16):
         assert store.put_message(Message("ReserveT", body), queue_id=1).status == PutMessageStatus.PUT_OK
-    assert allocated(cl) == 3 * STEP
+    assert 3 * STEP <= allocated(cl) < 4 * STEP
     got = store.get_message("g", "ReserveT", 0, 0, 1)
     assert [m.body for m in got.decode()] == [b"hello"]
