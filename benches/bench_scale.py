@@ -15,7 +15,8 @@ The topic has --queues queues split evenly over the side's brokers. Per side and
         connection), each --messages spread over every broker of the side
   pull  that backlog drained by k puller processes (its (broker, queue) pairs dealt round robin; 32 per request,
         one request in flight per queue)
-Each phase starts when every client has built its frames and connected (a "go" line on their stdin). Reported per
+Each side first runs an untimed send + pull of --warmup messages (Apache's JIT compiles its paths). Each phase starts
+when every client has built its frames and connected (a "go" line on their stdin). Reported per
 run: msg/s over the phase's wall clock (first start to last end), the brokers' cores (utime+stime of every broker
 process per wall second, from /proc) and the clients' cores (the same for the client processes: a client count
 whose clients use ~1 core each means the clients, not the brokers, are the limit: add clients). Idle RSS per broker
@@ -231,20 +232,21 @@ def run_phase(cluster: Cluster, specs: list[dict[str, Any]], timeout: float) -> 
     )
 
 
-def measure(cluster: Cluster, k: int, args: argparse.Namespace) -> dict[str, Phase]:
-    """Send then pull with ``k`` client processes over a fresh topic spread over the cluster's brokers."""
+def measure(cluster: Cluster, k: int, args: argparse.Namespace, messages: int | None = None) -> dict[str, Phase]:
+    """Send then pull with ``k`` client processes over a fresh topic spread over the cluster's brokers (each sender
+    ``messages``, default --messages)."""
+    messages = args.messages if messages is None else messages
     topic = f"{TOPIC}_{k}_{int(time.time() * 1000) % 1_000_000}"
     per_broker = max(1, args.queues // len(cluster.broker_addrs))
     addrs = list(cluster.broker_addrs.values())
     create_topic(addrs, topic, per_broker, namesrv=cluster.namesrv)
     plan = {a: list(range(per_broker)) for a in addrs}
     send = [
-        {"role": "send", "topic": topic, "plan": plan, "messages": args.messages, "window": args.window}
-        for _ in range(k)
+        {"role": "send", "topic": topic, "plan": plan, "messages": messages, "window": args.window} for _ in range(k)
     ]
     out = {"send": run_phase(cluster, send, args.phase_timeout)}
     # each sender sent messages // brokers frames to every broker, round robin over its queues
-    frames = args.messages // len(addrs)
+    frames = messages // len(addrs)
     sent = [k * (frames // per_broker + (1 if q < frames % per_broker else 0)) for q in range(per_broker)]
     pairs = [(a, q) for a in addrs for q in range(per_broker)]
     pulls = []
@@ -293,6 +295,8 @@ def run(args: argparse.Namespace) -> Results:
                 pids = cluster.broker_pids()
                 rss = sum(status_kib(pid, "VmRSS") for pid in pids) / 1024 / len(pids)
                 res.idle_rss_mib.setdefault(side, []).append(rss)
+                if args.warmup:  # untimed: Apache's JIT compiles its send and pull paths (~100,000 sends)
+                    measure(cluster, 1, args, messages=args.warmup)
                 for k in args.clients:
                     phases = measure(cluster, k, args)
                     for load, phase in phases.items():
@@ -356,6 +360,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--messages", type=int, default=None, help="messages each sender sends (100,000; --quick 20,000)")
     ap.add_argument("--window", type=int, default=128, help="sends in flight per broker connection")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed sends + pulls per side first (100,000; quick 0)")
     ap.add_argument("--queues", type=int, default=32, help="the topic's queues, split over a side's brokers")
     ap.add_argument("--sides", default="node,rmq_core,apache")
     ap.add_argument("--apache-n", action="store_true", help="add N Apache brokers (apache_n)")
@@ -371,6 +376,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds = 1
     if args.messages is None:
         args.messages = 20_000 if args.quick else 100_000
+    if args.warmup is None:
+        args.warmup = 0 if args.quick else 100_000
     return args
 
 
