@@ -162,7 +162,7 @@ class BrokerConfiguration(ConfigManager):
                     "%s: %s=%s applies (access control; better set in broker.conf)",
                     self.config_file_path,
                     key,
-                    clip(raw),
+                    masked(key, clip(raw)),  # an initAuthenticationUser's password is not logged
                 )
                 self._set_access_control(key, raw)
                 continue
