@@ -290,13 +290,15 @@ def _serve_node(args: argparse.Namespace) -> int:
         print(f"rmq-core serve: {e}", file=sys.stderr)
         return 2
     role = f"slaves of the node at {node.slave_of}" if node.slave_of else "brokers"
-    print(f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} {role}:")
-    for b in node.brokers:
-        print(f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}) store {b.store_dir}", flush=True)
+    lines = [f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} {role}:"]
+    lines += [
+        f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}) store {b.store_dir}" for b in node.brokers
+    ]
+    node.say("\n".join(lines))  # whole: the brokers' relayed lines never split it
     try:
         _wait_for_signal(stop, until=lambda: node.failure is not None)
     finally:
-        print("rmq-core serve: shutting down", flush=True)
+        node.say("rmq-core serve: shutting down")
         node.shutdown()
     if not node.ok:
         print(f"rmq-core serve: {node.failure or '; '.join(node.failed_stops)}", file=sys.stderr)

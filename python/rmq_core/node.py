@@ -194,6 +194,11 @@ class Node:
             self.namesrv.shutdown()
         self._unlock_store_root()
 
+    def say(self, line: str) -> None:
+        """``line`` on the node's output, whole: the brokers' relayed lines never interleave with it."""
+        with self._out_lock:
+            print(line, file=self.out, flush=True)
+
     def wait(self, poll_s: float = 0.2) -> None:
         """Block until the node gives up on a broker or ``shutdown`` is called from another thread."""
         while self.failure is None and not self._stopping.is_set():

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -118,10 +119,15 @@ def test_serve_brokers_starts_a_node_and_sigterm_stops_every_broker(tmp_path: Pa
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subprocess_env(), text=True)
     lines: list[str] = []
     assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("  cli-1@"):
-            break
+    watchdog = threading.Timer(60, proc.kill)  # a start that never says so fails the test, never hangs it
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("  cli-1@"):
+                break
+    finally:
+        watchdog.cancel()
     assert any(f"name server 127.0.0.1:{ns_port}, cluster DefaultCluster, 2 brokers" in x for x in lines), lines
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
