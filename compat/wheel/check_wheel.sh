@@ -55,7 +55,9 @@ for minor in $PYTHONS; do
   if ! out=$(env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/python" "$HERE/round_trip.py" "$WORK/run-$minor/store" 2>&1); then
     echo "FAIL python $minor: round trip"; echo "$out"; fail=1; continue
   fi
-  # rmq-core serve on free ports; its first line names the addresses
+  # rmq-core serve on free ports; its first line names the addresses. The output files exist before the child opens
+  # them: the loop below may read before the forked child has run its redirections (a loaded machine did)
+  : >"$WORK/serve-$minor.out"; : >"$WORK/serve-$minor.err"
   env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/rmq-core" serve --namesrv-port 0 --port 0 \
     --dir "$WORK/run-$minor/serve-store" >"$WORK/serve-$minor.out" 2>"$WORK/serve-$minor.err" </dev/null &
   SERVE_PID=$!
