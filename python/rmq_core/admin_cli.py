@@ -1,23 +1,12 @@
 """``rmq-core admin``: the everyday operations commands — ``cluster-list``, ``topic-status``, ``consumer-progress``,
 ``query-by-id``, ``query-by-key``, ``reset-offset-by-time`` — over the RPC layer (``BlockingMQClientAPI``; no request
-is built here), printed as aligned tables with human numbers. They work against rmq_core's and Apache RocketMQ's
-(4.9, 5.x) name servers and brokers alike.
+is built here), against rmq_core's and Apache RocketMQ's (4.9, 5.x) name servers and brokers alike.
 
 Owns: the commands' argument parsers, their tables (``render_table``: left-aligned text, right-aligned numbers,
-thousands separators) and the steps each command takes (which brokers it asks, what it adds up):
-- cluster-list: GET_BROKER_CLUSTER_INFO, then GET_BROKER_RUNTIME_INFO of every broker (master and slaves).
-- topic-status: the topic's route, then GET_TOPIC_STATS_INFO of each master; messages = max - min, with a total.
-- consumer-progress: the brokers of the group's retry topic route (``%RETRY%group``, as mqadmin), else every
-  master; GET_CONSUME_STATS on each; lag = broker offset - consumer offset per queue, totals per topic and overall.
-- query-by-id: as mqadmin's viewMessage(topic, msgId): an id that decodes to a broker address (a port up to 65535)
-  → VIEW_MESSAGE_BY_ID on that broker; else, or when it has no such message, a client message id (UNIQ_KEY) with
-  ``-t`` → QUERY_MESSAGE with the unique-key flag; without ``-t`` the error says which it is and asks for ``-t``.
-- query-by-key: QUERY_MESSAGE on every master of the topic (``query_message_rpc``).
-- reset-offset-by-time: INVOKE_BROKER_TO_RESET_OFFSET on each master of the topic (the broker resets the group's
-  online clients); when no client is online (CONSUMER_NOT_ONLINE) mqadmin's old way: each queue's offset at the time
-  (SEARCH_OFFSET_BY_TIMESTAMP) committed with UPDATE_CONSUMER_OFFSET (only backwards unless ``--force``, as 4.9).
+thousands separators) and the steps each command takes (which brokers it asks, what it adds up).
 Exit codes: 0 done, 1 the command ran but found a problem (an unreachable broker, nothing found), 2 bad arguments.
 Thread-safety: one command per process; nothing shared.
+Details (each command's steps): docs/CLIENT_DESIGN.md, 'Admin commands'.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
-"""RocketMQ's message encodings that travel inside remoting commands (``cm/message/MessageDecoder.java``):
+"""RocketMQ's message encodings inside remoting commands (``cm/message/MessageDecoder.java``): the property string and
+the batch body.
 
-* the **property string** (``messageProperties2String`` / ``string2messageProperties``): ``name \\x01 value \\x02``
-  per entry, carried in the send header's ``properties`` field and stored in each CommitLog record;
-* the **batch body** of SEND_BATCH_MESSAGE (4.9 ``MessageDecoder.encodeMessages`` / ``decodeMessages``): per message
-  TOTALSIZE int32 · MAGIC int32 (0) · BODYCRC int32 (0) · FLAG int32 · BODYLEN int32 + BODY · PROPLEN int16 + PROPS.
-
-Invariants:
-1. ``string_to_properties`` reads exactly what Java's parser reads: split on ``\\x02``; segments shorter than 3
-   characters are ignored; key/value split at the first ``\\x01``, which must be neither the first nor the last
-   character of the segment; a later duplicate overwrites an earlier one. It accepts strings with or without the
-   trailing ``\\x02`` (Java 4.9.3–5.1.4 drop it, 4.9.0–4.9.2 and 5.2+ write it).
+Format: the **property string** is ``name \\x01 value \\x02`` per entry; the **batch body** of SEND_BATCH_MESSAGE
+(4.9 ``MessageDecoder.encodeMessages``) is, per message, TOTALSIZE · MAGIC 0 · BODYCRC 0 · FLAG · BODYLEN + BODY ·
+PROPLEN int16 + PROPS. Invariants:
+1. ``string_to_properties`` reads exactly what Java's parser reads (with or without the trailing ``\\x02``).
 2. ``properties_to_string`` writes entries in dict order, skips ``None`` values, and refuses (ValueError) what no
-   reader could get back: an empty name or value (Java's ``Message.putUserProperty`` refuses blank ones too), a name
-   containing ``\\x01``/``\\x02``, a value containing ``\\x02``. So ``string_to_properties(properties_to_string(d))
-   == d`` for every ``d`` it accepts.
+   reader could get back, so ``string_to_properties(properties_to_string(d)) == d`` for every ``d`` it accepts.
 3. ``decode_batch`` returns every block or raises ``BatchDecodeError`` naming the block and byte position; it never
    returns a partial list. ``decode_batch(encode_batch(ms))`` gives back each message's flag, body and properties.
-
 Thread-safety: pure functions, no shared state.
+Details (the parse and refusal rules): docs/BROKER_DESIGN.md, 'Message encodings'.
 """
 
 from __future__ import annotations

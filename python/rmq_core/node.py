@@ -1,20 +1,14 @@
 """``Node``: a name server and N broker processes on one machine, one cluster — RocketMQ's answer to more load (more
 broker groups), one broker per core, started and supervised as one thing.
 
-Layout: broker ``i`` is ``<name>-<i>``, a child process (``rmq-core broker``) over ``<root>/<name>-<i>``, listening
-on ``base_port + PORT_STEP * i`` (its HA port is the next one); the name server runs in this process on
-``namesrv_port``. Every port is checked free before anything starts; the store root is locked (``node.lock``).
-``namesrv_addr``: run no name server, register with that one; ``slave_of``: the same, and the brokers (same names as
-the master node's) are their slaves (brokerId 1).
-
-Invariants: a broker that exits while the node runs is restarted over its own store (recovery as at any start) after
-a growing backoff; one that exits more than ``max_restarts`` times within ``restart_window_s`` stops the node with
-the cause (``failure``; the other brokers and the name server are stopped), never a restart loop. ``shutdown`` sends
-SIGTERM to every broker (each persists its configs, flushes its store and unregisters), waits, and then stops the
-name server; ``ok`` says whether every broker stopped cleanly. Each line a broker writes is re-emitted prefixed with
-its name. Brokers die with the node (PDEATHSIG) and not with a terminal's Ctrl-C (their own session).
+Layout: broker ``i`` is ``<name>-<i>``, a child process (``rmq-core broker``) over ``<root>/<name>-<i>`` on
+``base_port + PORT_STEP * i``; the name server in this process (or ``namesrv_addr``'s; ``slave_of``: slaves).
+Invariants: a dead broker is restarted over its own store after a growing backoff; more than ``max_restarts`` exits
+within ``restart_window_s`` stop the node with the cause (``failure``), never a restart loop; ``shutdown`` stops the
+brokers (SIGTERM) before the name server; brokers die with the node (PDEATHSIG), not with a terminal's Ctrl-C.
 Thread-safety: ``start`` from one thread; a supervisor thread restarts brokers; ``shutdown`` from any thread (one at a
 time does the work); the addresses may be read from any thread.
+Details: docs/BROKER_DESIGN.md, 'Node: one cluster on one machine'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """The main job, run by ``rmq-core pipeline`` and ``./dev demo``.
 
-On embedded defaults it starts a name server and a broker in this process over a local store directory (ports 0),
-creates a topic with several queues, writes a realistic stream of order events (skewed tags, order-id keys, region
-and amount properties, a JSON body) with a Producer, consumes it with a push consumer group of two consumers sharing
-the queues, reads the same topic with a Spark Structured Streaming query (the ``rocketmq`` data source, ``namesrv``
-source) computing per-tag counts and throughput in micro-batches, then a Spark batch query over the store directory
-(``path`` source: it reads the files read-only, without a lock or recovery, while the broker keeps running). With ``--namesrv`` it
-points the same job at an existing cluster instead: no broker is started, the topic is created on every master the
-name server knows, and the batch query uses the ``namesrv`` source.
-
-It prints a short report and returns 0 only if every check agrees: every message consumed exactly once across the
-group (no loss, no duplicate), and the per-tag counts (and body bytes) of the streaming and batch queries equal what
-was produced. Otherwise it returns 1 and says which check failed.
-
+Starts a name server and a broker in this process (or uses ``--namesrv``'s cluster), produces a stream of order
+events, consumes it with a push consumer group of two, and reads the topic with a Spark streaming query and a Spark
+batch query; returns 0 only if every message was consumed exactly once and both queries' per-tag counts and body
+bytes equal what was produced, else 1 naming the failed check.
 Invariants: every topic and consumer group is new for each run (a run id in their names), so earlier runs over the
 same directory or cluster never change this run's counts. Everything started here (servers, clients, the Spark
 session) is stopped before ``run_pipeline`` returns, also on error.
-
 Thread-safety: ``run_pipeline`` runs on one thread; the consume listeners record into ``ConsumeRecorder`` from the
 consumers' threads under its lock.
+Details: docs/SPARK_DESIGN.md, 'The main job'.
 """
 
 from __future__ import annotations

@@ -2,39 +2,15 @@
 ConsumeQueue / index clean-up that follows (4.9 ``DefaultMessageStore``'s CleanCommitLogService,
 CleanConsumeQueueService, the disk check ``isSpaceFull`` and the scheduled task ``cleanFilesPeriodically``).
 
-The policy lives here; the mechanisms are the engine's (``MessageStore.delete_commit_log_files_before``,
-``correct_min_offsets``), so the Rust engine and its Python twin give the same results.
-
-CleanCommitLogService.run() (one pass, 4.9 ``deleteExpiredFiles``):
-- it deletes when it is a ``delete_when`` hour (``"04"``, ``;``-separated hours, local time, 4.9
-  ``UtilAll.isItTimeToDo``), or the disk is used above ``disk_max_used_space_ratio`` % (clamped to 10..95; a path
-  whose usage cannot be read counts as above), or an operator asked (``execute_delete_files_manually``: the next 20
-  passes, 4.9's ``MAX_MANUAL_DELETE_FILE_TIMES``);
-- it deletes the oldest CommitLog files whose last modification is ``file_reserved_time`` hours old or more, in
-  order, stopping at the first younger one (never a file in the middle), never the last file, at most
-  ``delete_file_batch_max`` (10) per pass, ``delete_commit_log_files_interval`` ms apart; with
-  ``clean_file_forcibly_enable`` and the disk above ``disk_space_clean_forcibly_ratio`` (85 %) the age is ignored.
-- the disk check (every pass, and ``is_space_full`` every 10 s): above ``disk_space_warning_level_ratio`` (90 %) the
-  store's RunningFlags get DISK_FULL (every put answered SERVICE_NOT_AVAILABLE, nothing stored); at or below the
-  forcible ratio they are cleared. 4.9 reads the two ratios from the system properties
-  ``rocketmq.broker.diskSpaceWarningLevelRatio`` / ``diskSpaceCleanForciblyRatio`` (0.90 / 0.85); rmq_core reads
-  them as RocketMQ 5's MessageStoreConfig does, as whole percents from broker.conf (90 / 85).
-- 4.9's ``destroyMapedFileIntervalForcibly`` / ``redeleteHangedFile`` retry a file a reader still maps: rmq_core's
-  engines unlink at once and readers keep their mapping until they drop it, so there is nothing to retry.
-
-CleanConsumeQueueService.run(): when the CommitLog's min offset grew since the last pass, every ConsumeQueue's min
-offset is moved to its first unit at or above it, ConsumeQueue files wholly below are deleted, and index files whose
-last record is below it (``correct_min_offsets``). A pull below a queue's new min offset is answered
-OFFSET_TOO_SMALL with the min offset as the next begin offset (``get_message``).
-
-StoreCleanService: the scheduler (one daemon thread): the clean pass ``clean_resource_interval`` ms apart from 60 s
-after ``start()`` (4.9's first delay), the disk check every 10 s from 1 s after it.
-
-The wall clock (``clock``, ms) and the disk usage (``disk_usage(path)``, a fraction, -1 when unknown:
-``common.disk_usage.disk_partition_space_used_percent``) are attributes a test may replace.
-
+Owns the policy (``CleanCommitLogService``: which expired files go and when; the disk check and its DISK_FULL flag;
+``CleanConsumeQueueService``; the ``StoreCleanService`` scheduler thread); the mechanisms are the engine's
+(``delete_commit_log_files_before``, ``correct_min_offsets``), so both engines give the same results.
+Invariants: only the oldest files go, in order (never one in the middle, never the last); above
+``disk_space_warning_level_ratio`` every put is refused and nothing is stored. ``clock`` and ``disk_usage`` are
+attributes a test may replace.
 Thread-safety: a pass runs on the scheduler thread or the caller's; the engine serialises the deletion with puts.
 ``execute_delete_files_manually`` may be called from any thread.
+Details (every rule and key): docs/CORE_API.md, '10. Retention'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Checking a store directory read-only — ours or Apache RocketMQ's, of any mapped file size — for
 ``rmq-core store verify|inspect``.
 
-Owns: ``store_file_sizes`` (the CommitLog and ConsumeQueue mapped file sizes: from a ``broker.conf`` when given, else
-from the files on disk through ``mapped_file_size``), ``verify_store`` (every CommitLog record and every ConsumeQueue
-unit checked) and ``StoreProblem`` (what is wrong, named by file and offset).
-Format: the store layout of the format module (``commitlog/<20-digit start>`` records ending in a BLANK per full file,
-``consumequeue/<topic>/<queue id>/<20-digit start byte>`` 20-byte units); nothing is decoded twice here: records are
-checked by ``record_layout``, ranges read through ``StoreReader``.
-Invariants:
-  1. Nothing under the root is created, written, locked or deleted (files opened read-only, mapped ``ACCESS_READ``;
-     no recovery runs), so a copy of Apache's store is verified as it is (a live broker's too, though a record it is
-     writing at that moment may be reported as torn).
-  2. Every problem names its file (relative to the root), the byte in that file and the global offset; the scan goes
-     on with the next file (CommitLog) or the next unit (ConsumeQueue) so one bad spot does not hide the others.
-  3. CommitLog: from each file's start, record after record: structure (``record_layout``), PHYSICALOFFSET = where
-     it lies, body CRC; a full file (not the last) must end with a BLANK; the last file ends at its first zero
-     TOTALSIZE and must hold only zeros after it (else a torn write). Every file's length is the mapped file size.
-  4. ConsumeQueue: every unit between the queue's min and max points at a whole record whose topic and queue id are
-     the queue's.
+Owns: ``store_file_sizes`` (from a ``broker.conf``, else from the files), ``verify_store`` (every CommitLog record and
+ConsumeQueue unit checked, by ``record_layout`` and ``StoreReader``) and ``StoreProblem``. Invariants:
+1. Nothing under the root is created, written, locked or deleted (read-only files and ``ACCESS_READ`` mappings, no
+   recovery), so a copy of Apache's store is verified as it is (a live broker's record being written may show torn).
+2. Every problem names its file (relative to the root), the byte in that file and the global offset; the scan goes
+   on with the next file or unit, so one bad spot does not hide the others.
+3. CommitLog: structure, PHYSICALOFFSET, body CRC; a BLANK ends every full file; zeros only after the last record.
+4. ConsumeQueue: every unit between the queue's min and max points at a whole record of its topic and queue id.
 Thread-safety: functions without shared state; one call per thread.
+Details: docs/CORE_API.md, '11. Verifying a store directory'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """BrokerConfiguration (cm/Configuration.java as the broker uses it): the broker's settings as Java properties for
 GET_BROKER_CONFIG (26), their live update by UPDATE_BROKER_CONFIG (25), and the file the updates persist in.
 
-- ``all_configs_format_string()``: ``key=value\\n`` per setting (MixAll#properties2String), camelCase keys as
-  RocketMQ spells them, booleans ``true``/``false``; the BrokerConfig fields plus the broker.conf keys rmq_core keeps
-  unused (``extra``); secrets masked, the whole capped so it fits a frame (``remote_config_policy``).
-  ``data_version`` is bumped on every update (the response header's ``version``).
-- ``update(props)``: only the live-tunable keys of ``remote_config_policy.LIVE_TUNABLE``, each range-checked; the
-  processors read them per request, so a change applies at once and whole (retention keys go to the store's config
-  too). Any other key refuses the whole update. Start-only settings are never changed remotely, so a broker never
-  runs with some parts on a new value and some on the old.
-- Persistence: the updated keys (merged with earlier updates) are written to ``<store>/config/broker.properties``
-  (4.9 writes its configuration to the broker's config path); ``load()`` at start applies that file's live-tunable
-  keys over the configuration the broker was given, so updates survive a restart.
-
-Invariant: an update that is refused or does not parse changes nothing; one whose persist fails is reverted.
+Owns ``all_configs_format_string()`` (``key=value\\n`` per setting, secrets masked, capped), ``update(props)`` (only
+``remote_config_policy.LIVE_TUNABLE`` keys, range-checked; any other key refuses the whole update) and
+``<store>/config/broker.properties`` (the updated keys, applied again by ``load()`` at start).
+Invariant: an update that is refused or does not parse changes nothing; one whose persist fails is reverted; a broker
+never runs with some parts on a new value and some on the old.
 Thread-safety: used on the broker's event loop; persist() is serialised by ConfigManager's file lock.
+Details: docs/BROKER_DESIGN.md, 'Broker config over the wire'.
 """
 
 from __future__ import annotations

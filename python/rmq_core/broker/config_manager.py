@@ -1,25 +1,14 @@
 """ConfigManager: one JSON config file under ``<store_path_root_dir>/config/`` (RocketMQ's cm/ConfigManager.java).
 
 A subclass says where its file is (``config_file_path``) and how its state is written and read (``encode(pretty)``,
-``decode(text)``). This base owns the file handling:
-
-- ``persist()`` writes ``<file>.tmp``, fsyncs it, moves the current ``<file>`` to ``<file>.bak``, renames the tmp
-  file to ``<file>`` and fsyncs the directory (MixAll.string2File's tmp/bak scheme, made crash-safe: at every instant
-  either ``<file>`` or ``<file>.bak`` holds a complete document). It returns False (and logs) on an I/O error, as
-  RocketMQ logs and carries on; the in-memory state is untouched either way.
-- ``load()`` reads ``<file>``; a missing or empty file falls back to ``<file>.bak``; neither present is a first boot
-  (True, state unchanged). RocketMQ's ``load`` also falls back to ``.bak`` when the file does not parse, but when the
-  ``.bak`` is absent it returns true and the broker starts *empty* (4.9; HEAD even deletes the bad file first). Here a
-  file that cannot be decoded and has no usable ``.bak`` raises ``ConfigLoadError`` naming the file(s), so a broker
-  never silently forgets its topics or offsets. A corrupt ``<file>`` recovered from ``.bak`` is kept aside as
-  ``<file>.corrupt.<ms>`` (not deleted), so the next persist cannot overwrite the good ``.bak`` with it.
-
-Invariant: ``decode`` either replaces the state with the whole document or raises and leaves it unchanged
-(subclasses parse everything before assigning).
-
+``decode(text)``); this base owns ``persist()`` (tmp, fsync, ``.bak``, rename, fsync the directory; False on an I/O
+error) and ``load()`` (falls back to ``.bak``; ``ConfigLoadError`` when neither decodes, never an empty broker).
+Invariants: at every instant either ``<file>`` or ``<file>.bak`` holds a complete document; ``decode`` either replaces
+the state with the whole document or raises and leaves it unchanged (subclasses parse everything before assigning).
 Thread-safety: state is owned by the broker's event loop; ``persist`` serialises file writes with a lock so a call
 at shutdown from another thread cannot interleave with one on the loop (the caller must not mutate the state
 concurrently with ``encode``).
+Details: docs/BROKER_DESIGN.md, 'Config files'.
 """
 
 from __future__ import annotations

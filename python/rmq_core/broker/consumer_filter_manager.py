@@ -1,29 +1,14 @@
 """ConsumerFilterManager and ConsumerFilterData (br/filter/ConsumerFilterManager.java, ConsumerFilterData.java): the
 SQL92 filter each consumer group uses on each topic → ``<config_dir>/consumerFilter.json``.
 
-File (fastjson, pretty)::
-
-    {"filterDataByTopic":{"T":{"groupFilterData":{"g":{"bornTime":1700000000000,"clientVersion":1700000000000,
-        "consumerGroup":"g","dead":false,"deadTime":0,"expression":"a > 5","expressionType":"SQL92",
-        "topic":"T"}},"topic":"T"}}}
-
-(Java also writes ``bloomFilterData``; there is no bloom-filter bitmap here, so it is omitted and ignored on load.
-An Apache broker loading a file written here discards its filter data for that reason, which is harmless: loaded
-filter data is dead until the consumers' next heartbeat re-registers it.)
-
-Rules (RocketMQ's): only SQL92 is registered (TAG answers False). A group's first registration, or one with a
-greater ``client_version`` (the subscription's subVersion) and a different expression, builds new data; a greater
-version with the same expression only bumps the version (and revives it); an older or equal version is ignored
-(False), except the same version revives dead data (True). Data is *dead* when ``dead_time >= born_time``;
-``unregister(group)`` marks its data dead; data dead for ``clean_time_span_ms`` (24 h) is dropped when encoding.
-On load every entry is considered dead (its consumers must heartbeat again), as Java does.
-
-Deviation (per the broker contract): ``build`` raises ``FilterParseError`` on an invalid expression instead of
-answering null, and ``register`` lets it propagate (after dropping the group's old data when the expression
-changed, as Java does). ``register_subscriptions`` (Java's register(group, subList)) logs parse errors and goes on.
-Entries on disk whose expression no longer compiles are dropped with a log.
-
+Format: fastjson, pretty, ``{"filterDataByTopic":{T:{"groupFilterData":{g:{...}},"topic":T}}}`` without Java's
+``bloomFilterData``. Rules (RocketMQ's): only SQL92 is registered; a newer ``client_version`` with a new expression
+builds new data; ``unregister(group)`` marks data dead, dead for 24 h it is dropped; on load every entry is dead until
+its consumers heartbeat again.
+Invariant: ``build`` raises ``FilterParseError`` on an invalid expression (Java answers null); entries on disk that no
+longer compile are dropped with a log.
 Not thread-safe: owned by the broker's event loop.
+Details: docs/BROKER_DESIGN.md, 'SQL92 filter data'.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """ConsumerOffsetManager (br/offset/ConsumerOffsetManager.java): each group's next offset to consume per queue →
 ``<config_dir>/consumerOffset.json``.
 
-File as RocketMQ 4.9 writes it (fastjson PrettyFormat, tab-indented; queue ids are *unquoted* integer keys, and an
-Integer-keyed map gets no line breaks between its entries)::
-
-    {
-        "offsetTable":{
-            "TopicTest@group_a":{0:5280,1:5312
-            }
-        }
-    }
-
-5.x files add ``dataVersion`` and a derived ``groupTopicMap``; both are accepted and ignored on load. Keys are
-``topic@group`` (``TOPIC_GROUP_SEPARATOR``); a name made only of digits stays a string. ``query_offset`` answers −1
-when nothing is stored.
-
+Format: as RocketMQ 4.9 writes it (fastjson PrettyFormat, tab-indented, ``{"offsetTable":{"topic@group":{0:5280}}}``
+with unquoted queue-id keys); 5.x's ``dataVersion``/``groupTopicMap`` are accepted and ignored. Keys are
+``topic@group``; ``query_offset`` answers −1 when nothing is stored.
 Not thread-safe: owned by the broker's event loop (``persist`` may also run at shutdown).
+Details: docs/BROKER_DESIGN.md, 'Consumer offsets file'.
 """
 
 from __future__ import annotations

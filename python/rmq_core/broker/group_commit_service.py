@@ -1,8 +1,6 @@
-"""GroupCommitService: the broker's side of SYNC_FLUSH group commit (4.9's ``CommitLog.GroupCommitService`` seen from
-the send path). A send appends on the loop without waiting for the flush (``put_messages(wait_flush=False)``), then
-awaits ``wait(end_offset)``; one flush round at a time waits for the store's flush thread (``wait_flushed``, GIL
-released) on a worker thread of its own, and answers every send that was waiting when the round began.
+"""GroupCommitService: the broker's side of SYNC_FLUSH group commit (4.9's ``CommitLog.GroupCommitService``).
 
+A send appends without waiting (``put_messages(wait_flush=False)``), then awaits ``wait(end_offset)``.
 Invariants:
 1. A future resolves True only once the CommitLog is flushed at least up to its ``upto``; False when the flush timed
    out (``sync_flush_timeout``) or failed, or the store is closed.
@@ -10,9 +8,8 @@ Invariants:
    the round ends, so many in-flight sync sends (any connection) share one msync and one thread hop.
 3. A round starts on the loop iteration after the wait that opened it, so the sends handled in the same iteration
    join it.
-
 Thread-safety: ``wait`` and the round bookkeeping run on the broker's loop only; the worker thread only calls
-``MessageStore.wait_flushed``.
+``MessageStore.wait_flushed`` (GIL released). Details: docs/BROKER_DESIGN.md, 'Threading model'.
 """
 
 from __future__ import annotations

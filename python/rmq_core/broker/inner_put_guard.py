@@ -1,20 +1,11 @@
 """InnerPutGuard: may the broker itself put a message to a topic a record names? (issue 28: no way into a forbidden
 topic through an internal re-put.)
 
-The timer store (``REAL_TOPIC`` of a due timer), the schedule service (``REAL_TOPIC`` of a due delayed message), the
-transaction commit (``REAL_TOPIC`` of the half message) and the consumer send-back (``%RETRY%``/``%DLQ%<group>``) put
-messages to a topic read from a record, not from a request that passed ``msgCheck``. Each asks ``refusal(topic,
-queue_id)`` first; the rules are a client send's (``SendMessageProcessor._check_topic``): the name valid (the whole
-name, at most 127 characters), not a topic clients may not send to (``mix_all.NOT_ALLOWED_SEND_TOPICS``), the topic
-known — else created as a client's send would create it (a ``%RETRY%`` topic through the send-back method, any other
-from TBW102 when ``autoCreateTopicEnable``) —, writable, and the queue id below max(read, write queue nums).
-
-Departure from Apache (4.9.7 and 5.3.3 re-put with no such check; only 4.9.7's schedule service drops a message
-whose real topic is RMQ_SYS_TRANS_HALF_TOPIC, with a "[BUG]" log line): what a refusal means is each caller's —
-the timer and schedule services log and drop the message (Apache's drop), END_TRANSACTION answers the refusal and
-leaves the half message to the check, the send-back answers it.
-
+Owns ``refusal(topic, queue_id)``, asked by the timer store, the schedule service, the transaction commit and the
+consumer send-back before they put to a topic read from a record; the rules are a client send's
+(``SendMessageProcessor._check_topic``). What a refusal means is each caller's (log and drop, or answer it).
 Thread-safety: the broker's event loop (it may create a topic through the TopicConfigManager).
+Details: docs/BROKER_DESIGN.md, 'Forbidden topics'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """SubscriptionGroupManager (br/subscription/SubscriptionGroupManager.java): consumer groups' settings →
 ``<config_dir>/subscriptionGroup.json``.
 
-File (fastjson, pretty, fields sorted)::
-
-    {"dataVersion":{"counter":1,"timestamp":1700000000000},
-     "subscriptionGroupTable":{"g":{"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,
-        "consumeFromMinEnable":true,"consumeMessageOrderly":false,"groupName":"g",
-        "notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,
-        "whichBrokerWhenConsumeSlowly":1}}}
-
-5.x files may add ``forbiddenTable`` and more per-group fields; they are accepted and ignored.
-
-On construction it holds Apache's system groups: TOOLS_CONSUMER, FILTERSRV_CONSUMER, SELF_TEST_C_GROUP,
-CID_ONS-HTTP-PROXY, CID_ONSAPI_PULL, CID_ONSAPI_PERMISSION, CID_ONSAPI_OWNER, CID_RMQ_SYS_TRANS (HEAD), all with
-the defaults. ``find_subscription_group_config(group)`` auto-creates a missing group when
-``auto_create_subscription_group`` (or the group is a ``CID_RMQ_SYS_`` system group) and the name is valid
-(``validate_group``, as HEAD checks), else answers None. Every change bumps ``data_version`` and persists; ``load()``
-merges the file over the system groups.
-
+Format: fastjson, pretty, fields sorted: ``{"dataVersion":{...},"subscriptionGroupTable":{g:{...}}}`` (5.x's extra
+fields accepted and ignored). Holds Apache's system groups from construction; ``find_subscription_group_config``
+auto-creates a missing group with a valid name when ``auto_create_subscription_group`` (or a ``CID_RMQ_SYS_`` group),
+else answers None. Every change bumps ``data_version`` and persists; ``load()`` merges the file over the system groups.
 Not thread-safe: owned by the broker's event loop (``persist`` may also run at shutdown).
+Details: docs/BROKER_DESIGN.md, 'Subscription groups'.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """TopicConfigManager (br/topic/TopicConfigManager.java): the broker's topics → ``<config_dir>/topics.json``.
 
-File (fastjson, pretty, fields sorted)::
-
-    {"dataVersion":{"counter":2,"timestamp":1700000000000},
-     "topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",
-                              "topicName":"T","topicSysFlag":0,"writeQueueNums":4}, ...}}
-
-On construction it holds the system topics Apache's constructor creates (4.9.8, plus the transaction topics HEAD
-adds): ``SELF_TEST_TOPIC`` (1 queue), ``TBW102`` (only when ``auto_create_topic_enable``; perm RWX = 7, queues
-``default_topic_queue_nums``), ``BenchmarkTest`` (1024), the cluster-name topic (16 queues, perm X|RW when
-``cluster_topic_enable``), the broker-name topic (1 queue, perm X|RW when ``broker_topic_enable``),
-``OFFSET_MOVED_EVENT`` (1), ``SCHEDULE_TOPIC_XXXX`` (18), the trace topic (1, only when ``trace_topic_enable``),
-``<cluster>_REPLY_TOPIC`` (1), ``RMQ_SYS_TRANS_HALF_TOPIC`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (1). HEAD's pop
-revive and broker-member-sync topics are not created (no pop / controller mode here). ``load()`` merges the file
-over them (loaded configs win), as Java's ``putAll``.
-
-Every change bumps ``data_version`` and persists; creations and updates call the change listeners
-(``add_change_listener(fn(TopicConfig))``) so the controller re-registers with the name servers. Names are checked
-with ``validate_topic``: ``create_topic_in_send_message_method`` answers None for an invalid name, the other
-creating methods raise ``ValueError``.
-
+Format: fastjson, pretty, fields sorted: ``{"dataVersion":{...},"topicConfigTable":{T:{TopicConfig},...}}``.
+On construction it holds the system topics Apache's constructor creates; ``load()`` merges the file over them (loaded
+configs win). Every change bumps ``data_version``, persists and calls the change listeners (the controller
+re-registers with the name servers).
+Invariant: names are checked with ``validate_topic`` (``create_topic_in_send_message_method`` answers None for an
+invalid name, the other creating methods raise ``ValueError``).
 Not thread-safe: owned by the broker's event loop (``persist`` may also run at shutdown).
+Details (the file, the system topics): docs/BROKER_DESIGN.md, 'Topic configs'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """``LightFuture``: a ``concurrent.futures.Future`` whose condition costs one object instead of about eight.
 
-``concurrent.futures.Future()`` builds a ``threading.Condition`` (an RLock, a deque of waiters and six bound
-methods it keeps as attributes): eleven objects the cyclic GC tracks, for every send a producer hands back as a
-future. ``LightFuture`` keeps every method of ``Future`` (it only replaces ``_condition``, and reads a finished
-future's ``result()`` / ``exception()`` without taking it) over ``_FutureCondition``: an RLock (its ``with``,
-``acquire`` and ``release`` are the lock's own, no Python frame) with the parts of ``threading.Condition`` a Future
-and the module's ``wait`` / ``as_completed`` use (``wait(timeout)``, ``notify_all``), with threading.Condition's
-semantics: waiting releases the RLock whatever its depth and takes it back at that depth; ``notify_all`` wakes every
-thread waiting then.
-
+Owns ``_FutureCondition`` (an RLock with the parts of ``threading.Condition`` a Future uses, with its semantics) and
+``settle`` (``set_running_or_notify_cancel()`` then ``set_result`` / ``set_exception`` in one pass under the lock).
 Invariants: a ``LightFuture`` is a ``concurrent.futures.Future`` (isinstance, every public method, ``wait`` and
-``as_completed``); the list of waiting threads exists only while one waits. It sets the attributes
-``Future.__init__`` sets (``_condition``, ``_state``, ``_result``, ``_exception``, ``_waiters``,
-``_done_callbacks``: the same in CPython 3.11 to 3.13), so that no ``threading.Condition`` is built to be dropped.
-``settle`` is ``set_running_or_notify_cancel()`` followed, unless that returned False, by ``set_result`` /
-``set_exception``, in one pass under the lock (a producer's async send settles its future this way, once per send).
-A finished future's state never changes again, and its result or exception is set before its state says FINISHED
-(``settle`` and ``Future.set_result`` / ``set_exception`` both), so ``result()`` and ``exception()`` read a
-FINISHED one without the lock (the GIL orders the writes); anything else goes through ``Future``'s own methods.
+``as_completed``); no ``threading.Condition`` is built; the list of waiting threads exists only while one waits; a
+finished future's state never changes again and its outcome is set before its state says FINISHED, so ``result()``
+and ``exception()`` read a FINISHED one without the lock (the GIL orders the writes).
 Thread-safety: as ``concurrent.futures.Future``: any thread.
+Details: docs/CLIENT_DESIGN.md, 'LightFuture'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """SQL92 message selectors as RocketMQ's filter module evaluates them on message properties.
 
-Grammar (SelectorParser.jj), precedence low → high:
-    or:         and (OR and)*
-    and:        equality (AND equality)*
-    equality:   comparison ( ('=' | '<>') comparison | IS [NOT] NULL )*
-    comparison: unary ( ('>' | '>=' | '<' | '<=') unary | [NOT] BETWEEN unary AND unary
-                       | [NOT] IN '(' string (',' string)* ')' | [NOT] (CONTAINS | STARTSWITH | ENDSWITH) string )*
-    unary:      ('+' | '-' | NOT) unary | primary
-    primary:    literal | identifier | '(' or ')'
-Keywords are case-insensitive; comments ``-- …`` and ``/* … */``; strings ``'…'`` with ``''`` for a quote;
-integers (optional ``L``), decimals and exponents; TRUE, FALSE, NULL; identifiers ``[a-zA-Z_$][a-zA-Z0-9_$]*``.
-
-Semantics:
+Owns the parser of RocketMQ's grammar (``SelectorParser.jj``: OR/AND, comparisons, BETWEEN, IN, IS NULL, CONTAINS,
+STARTSWITH, ENDSWITH; case-insensitive keywords) and the evaluation (``Sql92Filter``). Semantics:
 1. Property values are strings; a missing property is NULL. Logic is three-valued: AND is false-dominant, OR
    true-dominant, NOT NULL is NULL; only a final TRUE matches.
 2. A string compared with a number is converted to the number's type; a failed conversion is an evaluation error,
    and an evaluation error means "no match". ``<``/``>``/``<=``/``>=`` need numbers (two strings are parsed as floats).
 3. ``IN`` needs a property on the left and string literals; a NULL or non-string left side gives NULL.
-
 Thread-safety: a compiled ``Sql92Filter`` is immutable and may be shared.
+Details (the grammar): docs/BROKER_DESIGN.md, 'SQL92 selectors'.
 """
 
 from __future__ import annotations

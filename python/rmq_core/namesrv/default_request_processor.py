@@ -1,11 +1,5 @@
-"""The name server's request processor (``namesrv/processor/DefaultRequestProcessor.java`` and, for routes,
-5.x's ``ClientRequestProcessor``): REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC,
-GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER; the admin requests of 4.9.7: PUT_KV_CONFIG,
-GET_KV_CONFIG, DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE (KVConfigManager), DELETE_TOPIC_IN_NAMESRV,
-GET_TOPICS_BY_CLUSTER, GET_SYSTEM_TOPIC_LIST_FROM_NS. REGISTER_BROKER answers the ``ORDER_TOPIC_CONFIG`` namespace as
-its body (a KVTable), as 4.9 does. The other requests of 4.9's DefaultRequestProcessor (WIPE/ADD_WRITE_PERM_OF_BROKER,
-GET_UNIT_TOPIC_LIST and its two siblings, UPDATE/GET_NAMESRV_CONFIG, QUERY_DATA_VERSION) answer
-REQUEST_CODE_NOT_SUPPORTED with a remark naming what is not supported.
+"""The name server's request processor (``namesrv/processor/DefaultRequestProcessor.java`` and, for routes, 5.x's
+``ClientRequestProcessor``): registration, routes, cluster info, topic lists and the KV config of 4.9.7.
 
 Invariants:
 1. A request is fully validated (header fields, body CRC32, body JSON) before any table changes; a bad one answers
@@ -13,8 +7,8 @@ Invariants:
 2. Routes are answered in standard JSON when the request version ≥ V4_9_4 (401) or ``acceptStandardJsonOnly``;
    otherwise in fastjson's form (bare integer broker-id keys). Cluster info and topic lists are written as Java's
    name server writes them (fastjson's default form).
-
 Thread-safety: runs on the name server's event loop only (the RouteInfoManager is not synchronised).
+Details (the request codes): docs/BROKER_DESIGN.md, 'Name server requests'.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The name server's route tables (``namesrv/routeinfo/RouteInfoManager.java``, 4.9 semantics with 5.x's per-broker
 heartbeat timeout, zone name and acting-master flag).
 
-Tables:
-- ``topic_queue_table``: topic → broker name → QueueData
-- ``broker_addr_table``: broker name → BrokerData (broker id → address; 0 is the master)
-- ``cluster_addr_table``: cluster name → broker names
-- ``broker_live_table``: broker address → BrokerLiveInfo (last update ms, data version, connection, HA address)
-- ``filter_server_table``: broker address → filter server addresses
-
-Invariants:
+Owns ``topic_queue_table``, ``broker_addr_table`` (0 is the master), ``cluster_addr_table``, ``broker_live_table``
+and ``filter_server_table``. Invariants:
 1. Only a master's registration (broker id 0) creates or updates QueueData, and only when it is the first one for
    that address or its topic-config data version changed; a slave's adds its address under its id.
 2. One address appears under one broker id only (a slave promoted to master replaces its old id entry).
@@ -16,8 +10,8 @@ Invariants:
    topic's queue data; a topic with no queue data left disappears.
 4. A broker is expired when ``last_update + timeout < now`` (timeout 120 s unless the broker sent
    ``heartbeatTimeoutMillis``).
-
 Thread-safety: none; every method runs on the name server's event loop (``NameServer`` offers thread-safe wrappers).
+Details (the tables): docs/BROKER_DESIGN.md, 'Name server route tables'.
 """
 
 from __future__ import annotations

@@ -3,11 +3,8 @@
 Frame (all big-endian):
     int32  length        = 4 + header_length + body_length (the length field itself excluded)
     int32  type+length   high byte = serialize type (0 JSON, 1 ROCKETMQ), low 24 bits = header_length
-    bytes  header        JSON (UTF-8) or ROCKETMQ binary
+    bytes  header        JSON (UTF-8) or ROCKETMQ binary (layout: docs/BROKER_DESIGN.md, 'Remoting frames')
     bytes  body          opaque
-ROCKETMQ binary header: code int16 · language byte · version int16 · opaque int32 · flag int32 ·
-    remarkLen int32 + remark · extLen int32 + [keyLen int16 + key, valLen int32 + value]*
-
 Invariants:
 1. JSON headers are written; JSON and ROCKETMQ headers are read (decided per frame by the type byte).
 2. A frame longer than MAX_FRAME_LENGTH, a header length beyond the frame, or a header that does not parse raises

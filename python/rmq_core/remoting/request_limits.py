@@ -1,22 +1,12 @@
 """The bounds on what one request may make a server do, in one place (issue 28's hostile-client limits).
 
-Apache RocketMQ 4.9.7 bounds a request only by its frame (``MAX_FRAME_LENGTH``, 16 MiB); rmq_core adds, per body
-type, a size far below that, chosen from real use with a wide margin, so one request cannot hold the event loop
-for seconds; the inflated size of a compressed body; and how much text the fastjson bare-key fallback scans.
-A body over its limit is answered SYSTEM_ERROR with the sizes in the remark; nothing is registered or changed.
-
-- HEART_BEAT: a Java client's ``HeartbeatData`` is one ``ConsumerData`` per consumer group of the client instance,
-  with one ``SubscriptionData`` (~250 bytes of JSON: topic, expression, tags and their hash codes) per subscribed
-  topic: 4 MiB holds ~15,000 subscriptions, several times the largest real instances.
-- LOCK_BATCH_MQ / UNLOCK_BATCH_MQ: one ``MessageQueue`` (~70 bytes) per queue an orderly consumer holds on that
-  broker: 2 MiB holds ~30,000 queues.
-- CHECK_CLIENT_CONFIG: one ``SubscriptionData`` (a SQL92 expression at most a few KiB): 1 MiB.
-- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: one ``SubscriptionGroupConfig`` (~300 bytes): 1 MiB.
-- REGISTER_BROKER keeps the frame limit (a broker's whole topic table: ~200 bytes a topic, 80,000 topics fill a
-  frame); its compressed form inflates to at most ``INFLATED_BODY_MAX``, the frame limit, as the uncompressed body
-  must fit a frame too.
-
+Owns, per body type, a size far below the 16 MiB frame (HEART_BEAT 4 MiB, LOCK/UNLOCK_BATCH_MQ 2 MiB,
+CHECK_CLIENT_CONFIG and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 1 MiB; REGISTER_BROKER keeps the frame limit), the
+inflated size of a compressed body (``INFLATED_BODY_MAX``) and how much text the fastjson bare-key fallback scans.
+Invariant: a body over its limit is answered SYSTEM_ERROR with the sizes in the remark; nothing is registered or
+changed.
 Thread-safety: constants only.
+Details (why each size): docs/BROKER_DESIGN.md, 'Request body limits'.
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """Waiting for a response without a coroutine: what a ``Connection``'s ``pending`` table holds besides asyncio
 futures, and the loop-side start of such a request (``PendingInvoke``).
 
-A request started this way is encoded by its caller (any thread), handed to the connection's loop (a
-``PendingInvoke``, or a waiter that is its own loop job) and started there by ``begin_invoke`` (the waiter goes into
-``pending`` under the request's opaque, the frame is queued for the iteration's write) — or, from a thread other
-than the loop's, started there by ``begin_invoke_from_thread`` (the same, through the connection's
-``queue_frame_from_thread``: no job per request, one wake-up of the loop per burst) — and answered by
-``serve_connection`` calling the waiter's ``set_result`` with the response, or ``set_exception`` when the connection
-closes first. Two waiters:
-
-- ``BlockingResponseWaiter``: a caller thread blocks in ``wait(timeout_s)`` on a plain lock (no loop timer: the
-  caller times out itself and removes the entry from ``pending``); one lock release wakes it.
-- ``CallbackResponseWaiter``: its ``on_response(response, error)`` runs on the loop once (the response, the
-  loop-side timeout's TimeoutError, or the connection's error), with no task or coroutine per request. A
-  ``SendAnswerWaiter`` (one a producer's async send is) is answered by a client connection with the few fields of the
-  response it reads instead of the command (``on_fields``, see ``ClientFrameProtocol``); a
-  ``BlockingSendAnswerWaiter`` (a producer's sync send) is one whose caller thread blocks in ``wait`` for them. Timeouts:
-  a deadline per waiter and one timer per connection (``Connection.waiter_sweep``), armed for the nearest deadline
-  (a uvloop timer per request cost ~1.2 µs of ~20 per send); a waiter fails at most ``SWEEP_SLACK_S`` late (one
-  started from a thread: its deadline is watched from the loop's write of its frame on).
-
+Owns ``begin_invoke`` / ``begin_invoke_from_thread`` (the waiter into ``pending`` under the opaque, the frame queued
+for the loop's write), ``BlockingResponseWaiter`` (a caller thread blocks on a plain lock), ``CallbackResponseWaiter``
+(``on_response`` on the loop, once), the send-answer waiters (answered with a few fields, ``on_fields``) and the
+timeouts (a deadline per waiter, one timer per connection, at most ``SWEEP_SLACK_S`` late).
 Invariants: a waiter completes at most once (later calls are ignored); ``on_response`` never raises into
 ``serve_connection`` (an exception it raises is logged); a connection error reaches ``on_response`` through
-``call_soon`` (never re-entering ``Connection.close``'s walk of ``pending``). Frames are the bytes
-``RemotingCommand.encode`` writes: nothing here changes what goes on the wire.
-
-Thread-safety: ``BlockingResponseWaiter.wait``, ``BlockingSendAnswerWaiter.wait`` and ``begin_invoke_from_thread``
-run on their caller's thread, everything else on the connection's loop (the blocking waiters' completions may come
-from any thread).
+``call_soon`` (never re-entering ``Connection.close``'s walk of ``pending``); nothing here changes the wire bytes.
+Thread-safety: the blocking waiters' ``wait`` and ``begin_invoke_from_thread`` run on their caller's thread,
+everything else on the connection's loop (the blocking waiters' completions may come from any thread).
+Details: docs/CLIENT_DESIGN.md, 'Response waiters'.
 """
 
 from __future__ import annotations

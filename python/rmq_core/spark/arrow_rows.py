@@ -1,21 +1,15 @@
 """Rows of the ``rocketmq`` data source as Arrow record batches, built in the executors from raw CommitLog records
 (a pull body or a store read) without a Python object per message.
 
-Owns: ``SCHEMA`` (the pyarrow schema Spark expects for ``SPARK_SCHEMA_DDL``), ``SPARK_SCHEMA_DDL`` and
-``records_to_record_batch``.
-
-Invariants:
-  1. ``SCHEMA`` equals ``pyspark.sql.pandas.types.to_arrow_schema(<SPARK_SCHEMA_DDL>, timezone="UTC")``: PySpark
-     compares a yielded batch's schema with it (``DATA_SOURCE_RETURN_SCHEMA_MISMATCH`` otherwise). So every field is
-     nullable, timestamps are ``timestamp[us, tz=UTC]`` (the store's milliseconds, cast exactly) and the map is
-     ``map<string, string>`` with a nullable value.
-  2. Rows equal ``rmq_core.message.decode_messages`` on the same bytes (``msg_id`` = offset msg id; ``tags``/``keys`` =
-     the TAGS/KEYS properties or null; bodies inflated; ``properties`` = EVERY property, TAGS/KEYS/UNIQ_KEY
-     included, in first-appearance order), plus ``broker_name`` (given, the same for every row).
-  3. The decode runs in ``rmq_core._backend.impl.decode_columns`` (Rust with the GIL released, or the Python twin);
-     this module only wraps its buffers with ``pyarrow.Array.from_buffers`` (zero-copy over the returned bytes).
-
+Owns: ``SCHEMA``, ``SPARK_SCHEMA_DDL`` and ``records_to_record_batch``. Invariants:
+1. ``SCHEMA`` equals ``pyspark.sql.pandas.types.to_arrow_schema(<SPARK_SCHEMA_DDL>, timezone="UTC")`` (PySpark checks
+   every yielded batch's schema against it): every field nullable, ``timestamp[us, tz=UTC]``, a nullable map value.
+2. Rows equal ``rmq_core.message.decode_messages`` on the same bytes, plus ``broker_name`` (given, the same for every
+   row).
+3. The decode runs in ``rmq_core._backend.impl.decode_columns`` (Rust with the GIL released, or the Python twin);
+   this module only wraps its buffers with ``pyarrow.Array.from_buffers`` (zero-copy over the returned bytes).
 Thread-safety: pure functions.
+Details: docs/SPARK_DESIGN.md, 'Arrow rows'.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
 """Executor side of the ``rocketmq`` source: read one ``RocketMQInputPartition`` (one slice of one queue) into
-Arrow record batches.
-
-``path``: the store directory through ``rmq_core.store_reader.StoreReader`` (read-only, no lock — a MessageStore
-cannot be opened twice), ConsumeQueue tag-code filter like the store's, records gathered from the CommitLog.
-``namesrv``: PULL_MESSAGE to the queue's master (subscription in the request, no suspend, maxMsgNums =
-pullBatchSize), the tag filter applied on the broker (SQL92 needs the broker's enable_property_filter).
-Either way the exact tag string is re-checked (as RocketMQ's client does) and SQL92 is evaluated on the records'
-properties for ``path``.
+Arrow record batches, from a ``StoreReader`` (``path``) or PULL_MESSAGE to the queue's master (``namesrv``).
 
 Invariants:
 1. Rows are exactly the matching messages with queue offsets in ``[start, end)``, each once, in queue order.
@@ -14,8 +7,8 @@ Invariants:
    offsets; else a warning and the read starts at the min. A partition whose start is -2 (a queue that appeared
    after the previous micro-batch) starts at the min without a data-loss complaint.
 3. Every file handle / connection opened by a read is closed when the iterator ends or is closed.
-
 Thread-safety: ``read_partition`` keeps no state between calls; each call opens its own reader.
+Details (the filters of each side): docs/SPARK_DESIGN.md, 'Reading a partition'.
 """
 
 from __future__ import annotations

@@ -1,37 +1,13 @@
 """The ``rocketmq`` sink: ``df.write.format("rocketmq")`` (``RocketMQDataSourceWriter``) and ``writeStream``
 (``RocketMQStreamWriter``).
 
-Rows: ``body`` (binary or string, required, not null) and optional ``topic`` (else the ``topic`` option), ``tags``,
-``keys``, ``properties`` (map<string,string>); other columns are ignored. ``namesrv``: one
-``rmq_core.client.Producer`` per task, ``send_batch`` per topic in chunks of ``sendBatchSize`` (and at most 1 MiB);
-``path``: ``MessageStore.put_messages`` in chunks, queue ids round-robin over ``writeQueueNums`` (a store
-directory has one writer at a time: a task waits up to ``lockTimeoutMs`` for the store lock).
-
-Delivery is AT-LEAST-ONCE by default: a failed send fails the task with the error; Spark retries the task (and a
-streaming query replays the micro-batch after a restart), so messages sent before the failure are sent again.
-
-``option("transactional", "true")`` (namesrv only) makes it EXACTLY-ONCE: each task attempt sends its rows as half
-messages (``TransactionProducer``, one send per row, the local transaction left UNKNOW), tagged
-``RMQ_SPARK_SINK_TXN`` = ``<sink id>|<batch>|<task attempt>``, and reports their handles (``TransactionHandle``: broker
-address, commitlog offset, half queue offset, msg id) in its commit message. The driver's ``commit()`` first records
-the batch's committed task attempts and handles in the sink's journal (``sink_transaction_journal.py``), then ends
-every handle with COMMIT (END_TRANSACTION, answered) and marks the batch ended; ``abort()`` ends them with ROLLBACK.
-- A failed task attempt's half messages are never committed: the driver's check-back listener (a
-  ``TransactionProducer`` of the sink's group, started at the first commit) answers ROLLBACK for an attempt its
-  journal does not list, COMMIT for one it lists.
-- A driver that died mid-commit: the journal lists the batch as not ended; the next writer of the same journal (the
-  restarted query, or a job given the same ``transactionJournal``) sends those COMMITs again (rmq_core's broker
-  stores nothing twice for a half message already ended; Apache 4.9's broker would store it again), and its
-  check-back answers COMMIT meanwhile. It must come back within the broker's ``transactionCheckMax`` checks
-  (15 x ``transactionCheckInterval``, 60 s, by default), after which the broker discards the open half messages.
-- A streaming micro-batch re-run after a restart (its commit was done but Spark had not recorded it) is committed
-  once: the journal holds the batch id with the first run's attempts, so the re-run's half messages are rolled back.
-The journal is ``option("transactionJournal", <dir>)``, for a streaming query by default
-``<checkpointLocation>/rocketmq-sink`` (a local path); a batch job without it keeps the journal in the driver's
-memory, so there the driver dying mid-commit is not covered.
-
+Rows: ``body`` (required) and optional ``topic``, ``tags``, ``keys``, ``properties``; sent with one ``Producer`` per
+task (``namesrv``) or put with ``MessageStore.put_messages`` (``path``, one writer at a time). AT-LEAST-ONCE by
+default; ``option("transactional", "true")`` (namesrv only) makes it EXACTLY-ONCE: half messages per task attempt,
+the driver's journal (``sink_transaction_journal.py``), then COMMIT, with a check-back listener answering from it.
 Invariants: a task's commit message counts what it sent; nothing is reported sent that the broker/store did not
 acknowledge. Thread-safety: one writer per task; ``write`` keeps no state between calls.
+Details (the exactly-once protocol, its failure cases): docs/SPARK_DESIGN.md, 'The sink'.
 """
 
 from __future__ import annotations

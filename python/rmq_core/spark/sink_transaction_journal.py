@@ -1,28 +1,13 @@
 """The transactional sink's journal: what the driver decided to commit, kept so that a driver that dies mid-commit, or
 a streaming query restarted from its checkpoint, ends every half message exactly as decided the first time.
 
-A journal belongs to one sink (one ``sink_id``). It records, per batch (a streaming micro-batch's id, or a batch
-job's id), the task attempts whose half messages the driver commits and their handles, BEFORE the first
-END_TRANSACTION goes out; then marks the batch ended once every END was answered. From it:
-- ``decide(batch, task)`` answers the broker's check-back (CHECK_TRANSACTION_STATE) for a half message: COMMIT when
-  the batch is recorded with that task attempt, ROLLBACK when the batch is recorded without it (a failed or re-run
-  attempt), UNKNOW when the batch is not recorded (not decided yet);
-- ``pending()`` lists the batches recorded but not marked ended: their COMMITs are sent again at restart (ending a
-  half message twice stores nothing twice on rmq_core's broker);
-- a batch already recorded with other task attempts (a micro-batch re-run after a restart, when the first run's
-  commit was done but not yet in Spark's commit log) is not committed again: its new half messages are rolled back.
-
-Format: a directory; ``sink.id`` (the sink's id, created once) and one ``batch-<id>.json`` per batch:
-``{"batch": str, "tasks": [str], "handles": [[broker_addr, commitlog_offset, tran_state_table_offset, msg_id]],
-"ended": bool}``, each written to a temporary file, fsynced and renamed over (a reader sees the old or the new
-record, never a torn one). Ended records beyond the newest ``KEEP_ENDED`` are deleted (a restarted query re-runs
-only its last micro-batch). ``directory=None`` keeps the records in memory (a batch job without the
-``transactionJournal`` option: the process is the only one that could use them).
-
-The half messages carry ``RMQ_SPARK_SINK_TXN`` = ``<sink id>|<batch>|<task attempt>`` (``sink_transaction_tag``);
-a committed message keeps that property.
-
+Owns, per batch of one sink, the committed task attempts and their handles (recorded BEFORE the first
+END_TRANSACTION, marked ended once every END was answered): ``decide`` (COMMIT / ROLLBACK / UNKNOW for a check-back),
+``pending()`` (re-committed at restart), and no second commit of a re-run batch.
+Format: a directory: ``sink.id`` and one ``batch-<id>.json`` per batch (``{"batch","tasks","handles","ended"}``),
+each written to a temporary file, fsynced and renamed over (never torn); ``directory=None`` keeps them in memory.
 Thread-safety: one lock around the records; the check-back (a client thread) and the commit (the driver) share it.
+Details: docs/SPARK_DESIGN.md, 'The sink's transaction journal'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """plain_acl.yml and the rules of 4.9.7's ``PlainPermissionManager`` / ``Permission``: the accounts, the global white
 addresses, and ``validate`` — whether a parsed request (``AccessRequest``) may be served.
 
-File (YAML): ``globalWhiteRemoteAddresses: [pattern, ...]``; ``accounts: [{accessKey, secretKey (both longer than
-6), whiteRemoteAddress, admin, defaultTopicPerm, defaultGroupPerm, topicPerms: ["topic=PERM"], groupPerms:
-["group=PERM"]}]`` with PERM one of ``PUB``, ``SUB``, ``PUB|SUB``, ``SUB|PUB``, ``DENY`` (anything else is DENY, as
-Permission.parsePermFromString). Groups are keyed by their retry topic (``%RETRY%group``).
-
-Rules of ``validate`` (Apache's order): a global white address → allowed; no AccessKey → refused; an unknown key →
-refused; the account's white address → allowed (no signature or permission check, as 4.9.7); a wrong signature →
-refused; (only now are the request's resources worked out: 4.9.7 does it first, so a body that does not parse is
-refused before the signature there, after it here) a PUB of RMQ_SYS_TRACE_TOPIC → allowed; an admin code (Permission.ADMIN_CODE) needs ``admin: true``;
-each resource needs its permission (the account's own, else its default topic/group permission; an admin without
-per-resource perms has them all). Refusals raise ``AclError`` with Apache's message.
-
-Reload: ``maybe_reload()`` re-reads the file when its mtime/size changed, at most every ``RELOAD_CHECK_S``; a file
-that no longer parses is logged and the rules in force are kept. Thread-safety: the broker's loop only.
+Format: YAML, ``globalWhiteRemoteAddresses`` and ``accounts`` (accessKey, secretKey, whiteRemoteAddress, admin,
+default and per-resource perms ``PUB``/``SUB``/``PUB|SUB``/``DENY``; groups keyed ``%RETRY%group``).
+Owns ``validate`` in Apache's order (refusals raise ``AclError`` with Apache's message) and ``maybe_reload()`` (the
+file re-read when its mtime/size changed, at most every ``RELOAD_CHECK_S``).
+Invariant: a file that no longer parses is logged and the rules in force are kept.
+Thread-safety: the broker's loop only.
+Details: docs/BROKER_DESIGN.md, 'plain_acl.yml and validate'.
 """
 
 from __future__ import annotations

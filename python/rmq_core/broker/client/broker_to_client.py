@@ -1,19 +1,12 @@
 """Broker2Client (br/client/net/Broker2Client.java): the requests a broker sends to its clients on their own
-connections for the admin tools — the offset reset and the consumer status of INVOKE_BROKER_TO_RESET_OFFSET (222) and
-INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223), and the pass-through ``call_client`` of GET_CONSUMER_RUNNING_INFO (307) and
-CONSUME_MESSAGE_DIRECTLY (309).
+connections for the admin tools.
 
-- ``reset_offset(topic, group, timestamp, is_force)``: per write queue the offset at ``timestamp`` (the max offset for
-  -1; 0 when none) — taken when ``is_force`` or when it is before the group's committed offset, else the committed
-  one; sent oneway as RESET_CONSUMER_CLIENT_OFFSET (ResetOffsetBody) to each of the group's clients (V3_0_7 or later)
-  and answered with the same table. Errors as 4.9: no topic → SYSTEM_ERROR; a queue without committed offset →
-  SYSTEM_ERROR "THe consumer group <G> not exist"; no client → CONSUMER_NOT_ONLINE.
-- ``get_consume_status(topic, group, client_id)``: GET_CONSUMER_STATUS_FROM_CLIENT to each client (or the one named),
-  5 s each; their ``messageQueueTable`` bodies gathered by client id (a client that fails is skipped, as in 4.9).
-- ``call_client(conn, request)``: forward and return the client's response (timeout → CONSUME_MSG_TIMEOUT).
-
+Owns ``reset_offset`` (INVOKE_BROKER_TO_RESET_OFFSET 222 → RESET_CONSUMER_CLIENT_OFFSET to each client),
+``get_consume_status`` (INVOKE_BROKER_TO_GET_CONSUMER_STATUS 223 → GET_CONSUMER_STATUS_FROM_CLIENT) and the
+pass-through ``call_client`` (GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309).
 Invariants: the committed offsets are not changed here — the clients commit the reset offsets themselves.
 Thread-safety: runs on the broker's event loop (``Connection.send`` must be called from it).
+Details: docs/BROKER_DESIGN.md, 'Requests to clients'.
 """
 
 from __future__ import annotations

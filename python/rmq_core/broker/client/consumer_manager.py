@@ -1,24 +1,11 @@
 """ConsumerManager and ConsumerGroupInfo (br/client/ConsumerManager.java, ConsumerGroupInfo.java, 4.9 semantics): which
 connections belong to which consumer group, and what each group subscribes to, as learnt from heartbeats.
 
-Rules (RocketMQ's):
-- ``ConsumerGroupInfo.update_channel``: a new connection is added (returns True); a known one gets its
-  ``last_update_timestamp`` refreshed (to the heartbeat's, i.e. ``info_new.last_update_timestamp``); a known
-  connection whose client id changed is replaced (logged as a bug, as Java does). consume type / message model /
-  consume-from-where are overwritten by the latest heartbeat.
-- ``update_subscription``: a topic not yet subscribed is added (True); a subscription with a *greater* subVersion
-  replaces the old one (not reported as a change, as in Java); topics absent from the heartbeat are removed (True).
-- ``ConsumerManager.register_consumer``: on any change, CHANGE(group, channels) when ``is_notify_consumer_ids_changed``;
-  always REGISTER(group, sub_list) afterwards. ``unregister_consumer``: removes the connection; an emptied group is
-  dropped with UNREGISTER(group); then CHANGE(group, channels) when notifying. ``do_channel_close_event(conn)``:
-  every group losing the connection gets UNREGISTER if emptied and CHANGE (not gated by the notify flag).
-- ``scan_not_active_channel(now_ms)``: connections silent for more than ``expired_ms`` (120 s) are removed and closed;
-  emptied groups dropped. Deviation from Java (which emits nothing here): emptied groups get UNREGISTER and groups
-  that keep members get CHANGE, so the survivors rebalance at once and filter data is released.
-
-Events go to ``on_event(event, group, *args)``; an exception in it is logged and does not undo the table change.
-
+Owns the group table and its events (CHANGE, REGISTER, UNREGISTER to ``on_event(event, group, *args)``) on
+register, unregister, a closed connection and the 120 s inactivity scan (which, unlike Java, also emits them).
+Invariant: an exception in ``on_event`` is logged and does not undo the table change.
 Not thread-safe: owned by the broker's event loop.
+Details (the rules): docs/BROKER_DESIGN.md, 'Consumer groups'.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """DefaultConsumerIdsChangeListener: what the broker does when a consumer group's membership or subscriptions change
 (``br/client/DefaultConsumerIdsChangeListener.java``, ``br/client/net/Broker2Client#notifyConsumerIdsChanged``).
 
-Events (``ConsumerGroupEvent`` from the ConsumerManager, matched by name):
-- CHANGE (args: the group's channels) → when the broker's ``notify_consumer_ids_changed_enable`` is on, a oneway
-  NOTIFY_CONSUMER_IDS_CHANGED (40, header ``consumerGroup``) to every channel, so each client rebalances now instead of
-  at its next 20 s tick. The *group's* ``notifyConsumerIdsChangedEnable`` is honoured where RocketMQ honours it: the
-  heartbeat / unregister paths pass it to ``ConsumerManager.register_consumer``/``unregister_consumer``, which then
-  fire (or not) CHANGE; a closed connection always fires it.
-- UNREGISTER (the group's last channel left) → the group's SQL92 filter data is marked dead (dropped by the filter
-  manager's clean-up later, as RocketMQ does).
-- REGISTER (args: the subscriptions) → each SQL92 subscription is (re-)registered with the ConsumerFilterManager and
-  the group's filters on topics it no longer subscribes are marked dead.
-
+Owns the reactions to ``ConsumerGroupEvent``: CHANGE → oneway NOTIFY_CONSUMER_IDS_CHANGED (40) to every channel when
+``notify_consumer_ids_changed_enable``; UNREGISTER → the group's SQL92 filter data marked dead; REGISTER → SQL92
+subscriptions (re-)registered, filters on topics no longer subscribed marked dead.
 Invariants: a failed send to one channel (closed, broken) is logged and never stops the others; nothing here raises
 into the ConsumerManager.
-Thread-safety: called on the broker's event loop (heartbeats, channel-close callbacks and the scan task all run there);
-``Connection.send`` must only be called from that loop.
+Thread-safety: called on the broker's event loop (heartbeats, channel-close callbacks and the scan task all run
+there); ``Connection.send`` must only be called from that loop.
+Details: docs/BROKER_DESIGN.md, 'Consumer group events'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """The broker's pull-path message filters: ExpressionMessageFilter and ExpressionForRetryMessageFilter
 (broker/filter/*.java, 4.9), and how they are handed to ``MessageStore.get_message``.
 
-A filter answers two questions, as RocketMQ's MessageFilter does:
-- ``is_matched_by_consume_queue(tags_code)``: the ConsumeQueue-unit test. TAG subscriptions match by tag hash code
-  (no code, ``*`` or class-filter mode → match); SQL92 subscriptions always match here (rmq_core keeps no bloom-filter
-  bit maps in a ConsumeQueue ext file, so RocketMQ's bit-map pre-test is always "not available → match").
-- ``is_matched_by_commit_log(properties)``: the record test. TAG subscriptions → match; SQL92 → the consumer filter
-  data's compiled expression must evaluate to TRUE on the properties. ExpressionForRetryMessageFilter (used when
-  ``filter_support_retry``) also evaluates retry-topic records, with the filter data registered for the record's
-  ``RETRY_TOPIC`` and the retry topic's group.
-
-``store_message_filter`` / ``store_property_filter`` translate the filter into the store's ``get_message`` arguments
-(a tag selector the engine turns into hash codes, and a properties predicate run on records that passed it).
-
+Owns ``is_matched_by_consume_queue(tags_code)`` (TAG by hash code; SQL92 always matches there: no bloom-filter bit
+maps), ``is_matched_by_commit_log(properties)`` (SQL92 evaluated; retry records too with
+``filter_support_retry``), and ``store_message_filter`` / ``store_property_filter`` (the ``get_message`` arguments).
 Invariants: a filter is immutable after construction; it never raises on a record (an evaluation error is "no match").
 Thread-safety: safe to share; it only reads the ConsumerFilterManager (from the broker loop).
+Details: docs/BROKER_DESIGN.md, 'Pull filters'.
 """
 
 from __future__ import annotations

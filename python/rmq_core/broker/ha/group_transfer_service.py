@@ -1,19 +1,15 @@
 """GroupTransferService: SYNC_MASTER's wait for a slave's acknowledgement (4.9 ``HAService.GroupTransferService``),
 grouped on the broker's loop like ``broker/group_commit_service.py`` groups SYNC_FLUSH waits.
 
-A send appends, then awaits ``wait(upto)`` (its record's end offset); every acknowledgement that raises the slaves'
-max acknowledged offset (``push2SlaveMaxOffset``) answers, in one pass, every waiting send it covers; a send not
-covered within ``timeout_ms`` (4.9 ``syncFlushTimeout``, the GroupCommitRequest's deadline) gets False
-(FLUSH_SLAVE_TIMEOUT).
-
-Invariants:
+A send appends, then awaits ``wait(upto)``; each acknowledgement answers every waiting send it covers; a send not
+covered within ``timeout_ms`` (``syncFlushTimeout``) gets False (FLUSH_SLAVE_TIMEOUT). Invariants:
 1. A future resolves True only once ``acked >= upto``; False at its deadline or at ``close()``.
 2. Waits are kept in arrival order; sends on the loop append in CommitLog order, so ``upto`` and the deadlines both
    grow along the queue and one acknowledgement or one timer pops a prefix (O(1) per send; a wait that arrives with a
    smaller ``upto`` than the tail is still answered, by a later pass).
 3. One timer at a time: the head's deadline.
-
 Thread-safety: the broker's loop only.
+Details: docs/BROKER_DESIGN.md, 'Replication: SYNC_MASTER waits'.
 """
 
 from __future__ import annotations

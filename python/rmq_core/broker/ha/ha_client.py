@@ -1,19 +1,15 @@
 """HAClient: the slave's side of replication (4.9 ``HAService.HAClient``), a task on the broker's loop.
 
-It connects to the master's HA address (``haMasterAddress`` from broker.conf, else the ``haServerAddr`` the name
-server returns to REGISTER_BROKER), reports its CommitLog end (at connect, every ``ha_send_heartbeat_interval`` ms and
-after each append that moved it), and appends every frame's body at exactly the frame's offset with
-``MessageStore.append_commit_log`` (which dispatches the records and wakes parked pulls through the arrival listeners).
-
-Invariants:
+Connects to the master's HA address, reports its CommitLog end, appends each frame at exactly its offset
+(``MessageStore.append_commit_log``). Invariants:
 1. A frame whose offset is not the slave's CommitLog end (when the slave is not empty; 4.9's check, heartbeats
    included), a body the store refuses (a gap, garbage) or a frame header announcing more than 4 MiB closes the
    connection with a log line; the client reconnects and reports its own end again, so the master resends from there.
 2. Nothing is appended twice or out of order: frames are handled in the order read, one at a time.
 3. A master silent for ``ha_housekeeping_interval`` ms is dropped and reconnected (4.9 housekeeping).
 4. A refused connection is retried every 5 s (4.9 ``waitForRunning(5000)``); a dropped one after 1 s.
-
 Thread-safety: the broker's loop only.
+Details: docs/BROKER_DESIGN.md, 'Replication: the slave's side'.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """HAConnection: the master's side of one slave (4.9 ``HAConnection``: its ReadSocketService and WriteSocketService as
 two tasks on the broker's loop).
 
-Read side: the slave's 8-byte offset reports (ha_protocol). The first report is where the slave's CommitLog ends: the
-transfer starts there, or, when it is 0 (an empty slave), at the start of the master's last CommitLog file, as 4.9
-does. Each report is an acknowledgement (``HAService.notify_transfer_some``).
-Write side: frames of at most ``ha_transfer_batch_size`` bytes read with ``MessageStore.get_commit_log_data`` from the
-next offset to transfer; an empty frame every ``ha_send_heartbeat_interval`` ms when there is nothing to send; it
-sleeps until the service's ``data_event`` says the store grew (or the heartbeat is due).
-
+Reads the slave's 8-byte offset reports (acknowledgements), writes ``[offset][size][bytes]`` frames from the first
+report on (an empty slave: the master's last CommitLog file), heartbeats when idle. Format: ``ha_protocol``.
 Invariants:
-1. Whatever a slave sends or fails to read affects only its connection: a report that is negative, or beyond the
-   master's max offset (after the first, 4.9's rule; the first too, see below), garbage, or silence for
-   ``ha_housekeeping_interval`` ms closes this connection only, with a log line naming the slave and the reason.
-2. A slave whose first report is beyond the master's CommitLog end has a log the master never wrote (it was the
-   slave of another master, or this master lost data): 4.9 would wait and then stream from there, splicing two
-   histories; rmq_core refuses it (logs an error and closes) — the operator must clear that slave's store.
+1. Whatever a slave sends or fails to read affects only its connection: a bad report (negative, beyond the master's
+   max offset, garbage) or silence for ``ha_housekeeping_interval`` ms closes this connection only, with a log line.
+2. A slave whose first report is beyond the master's CommitLog end (a log this master never wrote) is refused: an
+   error line and closed (4.9 would splice two histories); the operator must clear that slave's store.
 3. A slow slave only fills its own socket buffer: the writer awaits ``drain()`` and the loop keeps serving others.
-
 Thread-safety: the broker's loop only.
+Details: docs/BROKER_DESIGN.md, 'Replication: the master's side'.
 """
 
 from __future__ import annotations

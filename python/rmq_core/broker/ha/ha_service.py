@@ -1,19 +1,15 @@
 """HAService: the master's replication endpoint (4.9 ``HAService``: AcceptSocketService + the connection list +
 ``push2SlaveMaxOffset`` + ``isSlaveOK``), on the broker's loop.
 
-It listens on ``ha_listen_port`` (4.9's default: the broker's listenPort + 1; 0 → a free port), makes an
-``HAConnection`` per slave, keeps the highest offset any slave acknowledged (``push2_slave_max_offset``, forwarded to
-the ``GroupTransferService`` that SYNC_MASTER sends wait on), and wakes the connections' writers when the store grows
-(``data_event``, set by the store's arrival listener, registered only while a slave is connected: a master without
-slaves pays nothing per message).
-
+Owns the listener (``ha_listen_port``), an ``HAConnection`` per slave, ``push2_slave_max_offset`` (forwarded to the
+``GroupTransferService``) and ``data_event`` (wakes the writers; registered only while a slave is connected).
 Invariants:
 1. ``is_slave_ok(end)``: at least one slave is connected and ``end - push2_slave_max_offset < ha_slave_fallbehind_max``
    (4.9 ``isSlaveOK``); otherwise a SYNC_MASTER send is answered SLAVE_NOT_AVAILABLE at once.
 2. A connection's failure removes only that connection (HAConnection invariant 1).
 3. ``shutdown()`` closes the listener and every connection and answers every waiting send False.
-
 Thread-safety: the broker's loop; ``wake()`` may be called from any thread.
+Details: docs/BROKER_DESIGN.md, 'Replication: the master's side'.
 """
 
 from __future__ import annotations

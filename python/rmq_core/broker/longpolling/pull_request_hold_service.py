@@ -1,30 +1,15 @@
 """PullRequestHoldService: RocketMQ's long polling (broker/longpolling/PullRequestHoldService.java, 4.9).
 
-A pull that found nothing (PULL_NOT_FOUND) and carries the SUSPEND flag is parked here as a ``PullRequest`` under
-``"topic@queueId"`` instead of being answered. A parked pull is woken — re-run by
-``PullMessageProcessor.execute_request_when_wakeup`` with suspension disallowed, which answers on its connection —
-when:
-  * a message arrives in its queue (the store's arrival listener → ``notify_message_arriving``) beyond the offset it
-    asked for and the message passes its filter (tag hash code on the ConsumeQueue test; properties for SQL92); or
-  * its deadline passes (``suspend_timestamp + timeout_millis``): it is then answered with whatever the store has
-    (normally PULL_NOT_FOUND). Each parked pull has its own loop timer for its deadline, so a 500 ms suspend or a 1 s
-    short poll is answered on time, not at the next sweep; or
-  * the periodic sweep ``check_hold_request`` (every 5 s with long polling, every ``short_polling_time_mills``
-    without) finds its queue's max offset beyond its offset (no tag code known there, so any new message wakes it,
-    as in RocketMQ) or its deadline passed.
-apache/rocketmq#7358: a message stored between the pull's store read and its parking would otherwise cost a whole
-wait. After parking, the queue's max offset is read again; if it is already beyond the request offset and one of the
-new ConsumeQueue units passes the tag filter (SQL92 / match-all filters: any new unit), the pull is woken at once.
-
-Invariants:
+Owns the parked pulls (``PullRequest`` under ``"topic@queueId"``): woken by an arrival that passes the filter, by its
+own deadline timer, or by the periodic sweep ``check_hold_request``. Invariants:
 1. A parked pull is answered at most once: it leaves the table (and its timer is cancelled) before it is woken.
 2. Wake-ups run on the loop *after* the current callback (``call_soon``), never inside the store's put call stack.
 3. A pull whose connection closed is dropped (logged) when its connection closes, not run.
 4. ``shutdown()`` answers every parked pull whose connection is open (re-run without suspension) and empties the
    table; nothing is parked afterwards (a late suspend is answered at once).
-
-Thread-safety: everything runs on the broker's ``loop``. ``notify_message_arriving`` may be called from any thread
+Thread-safety: everything runs on the broker's ``loop``; ``notify_message_arriving`` may be called from any thread
 (the store calls its listeners on the putting thread): off the loop it hops over with ``call_soon_threadsafe``.
+Details: docs/BROKER_DESIGN.md, 'Long polling'.
 """
 
 from __future__ import annotations

@@ -1,39 +1,15 @@
 """AdminBrokerProcessor: the admin and offset-lookup commands of RocketMQ's ``br/processor/AdminBrokerProcessor.java``
 that the consumption path needs.
 
-- UPDATE_AND_CREATE_TOPIC (17): refused on a slave; the topic name is validated (blank, characters, length) and may not
-  be a system topic — both answered SYSTEM_ERROR with RocketMQ's remark (4.9's code; 5.x says INVALID_PARAMETER);
-  negative queue counts are refused too (RocketMQ does not check them). A config equal to the current one answers
-  SUCCESS without a change (5.x); otherwise the TopicConfigManager is updated and a name-server registration is
-  scheduled (``register_broker_all()``). 5.x ``attributes`` (``+k=v,-k``) are applied to the topic's
-  current attributes.
-- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body a SubscriptionGroupConfig JSON; refused on a slave; the group name is
-  validated (5.x).
-- GET_ALL_TOPIC_CONFIG (21): body the TopicConfigManager's serialized wrapper (``{"topicConfigTable":…,"dataVersion":…}``).
-- GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) / SEARCH_OFFSET_BY_TIMESTAMP (29): response header ``offset``;
-  GET_EARLIEST_MSG_STORETIME (32): response header ``timestamp`` — straight from the MessageStore.
-- DELETE_TOPIC_IN_BROKER (215): refused on a slave, validated as on creation (no system topic); the topic's config
-  goes (re-registered with the name servers). Its ConsumeQueue files stay on disk (4.9's cleanUnusedTopic deletes
-  them; rmq_core's store has no such call yet) and its consumer offsets stay (as in 4.9).
-- DELETE_SUBSCRIPTIONGROUP (207): refused on a slave; the group's config goes, and its offsets when ``removeOffset``.
-- GET_BROKER_CONFIG (26): body the Properties text of BrokerConfiguration, header ``version`` its DataVersion JSON.
-- UPDATE_BROKER_CONFIG (25): body Properties text (at most 64 KiB), applied live and persisted as one change
-  (BrokerConfiguration); only ``remote_config_policy``'s live-tunable keys, range-checked: any other key (Apache's
-  black list, paths, addresses, ports, identity, role, start-only sizes, unknown keys) answers NO_PERMISSION and
-  changes nothing; a failed persist is reverted (SYSTEM_ERROR). A change of ``brokerPermission`` re-registers with
-  the name servers at once (4.9 does too).
-- The other requests of 4.9.7's AdminBrokerProcessor that mqadmin sends (ACL, statsAll's VIEW_BROKER_STATS_DATA,
-  brokerConsumeStats, cloneGroupOffset, queryCq, cleanExpiredCQ, cleanUnusedTopic,
-  QUERY_CONSUME_TIME_SPAN, QUERY_CORRECTION_OFFSET, GET_ALL_PRODUCER_INFO, RESUME_CHECK_HALF_MESSAGE) answer
-  REQUEST_CODE_NOT_SUPPORTED with a remark saying what rmq_core does not support (``UNSUPPORTED``).
-- DELETE_EXPIRED_COMMITLOG (329, mqadmin deleteExpiredCommitLog): ``executeDeleteFilesManually`` — the store's next
-  clean passes delete expired CommitLog files whatever the hour (``store_clean_service.py``); SUCCESS.
-- LOCK_BATCH_MQ (41): body LockBatchRequestBody → body LockBatchResponseBody ``lockOKMQSet`` (the queues this client
-  now holds, RebalanceLockManager, 60 s expiry); UNLOCK_BATCH_MQ (42): releases the client's locks.
-
+Owns: UPDATE_AND_CREATE_TOPIC (17), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_TOPIC_CONFIG (21),
+GET_MAX/MIN_OFFSET (30/31), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), DELETE_TOPIC_IN_BROKER
+(215), DELETE_SUBSCRIPTIONGROUP (207), GET/UPDATE_BROKER_CONFIG (26/25), DELETE_EXPIRED_COMMITLOG (329),
+LOCK/UNLOCK_BATCH_MQ (41/42); the rest of 4.9.7's admin codes answer REQUEST_CODE_NOT_SUPPORTED (``UNSUPPORTED``).
+The changing ones are refused on a slave and validate names as RocketMQ does.
 Invariants: nothing is changed by a request that fails validation or does not decode; a missing required header field
 is answered SYSTEM_ERROR naming it.
 Thread-safety: runs on the broker's event loop only.
+Details: docs/BROKER_DESIGN.md, 'Admin requests'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""AdminStatsProcessor: the read-only admin and introspection requests of 4.9's ``AdminBrokerProcessor`` — what
-``mqadmin clusterList / brokerStatus / topicStatus / consumerProgress / consumerConnection / producerConnection`` and
-the message track of ``queryMsgById`` ask a broker — answered with 4.9.7's bodies:
+"""AdminStatsProcessor: the read-only admin and introspection requests of 4.9's ``AdminBrokerProcessor`` (what
+``mqadmin clusterList / brokerStatus / topicStatus / consumerProgress / consumerConnection / producerConnection``
+and ``queryMsgById``'s message track ask a broker), answered with 4.9.7's bodies.
 
-- GET_BROKER_RUNTIME_INFO (28) → KVTable: the keys of AdminBrokerProcessor#prepareRuntimeInfo and
-  DefaultMessageStore/StoreStatsService#getRuntimeInfo that rmq_core has figures for (put/get TPS "10s 60s 600s" from
-  BrokerRuntimeStats, message totals, commitLog min/max offset and disk ratios, bootTimestamp, runtime,
-  earliestMessageTimeStamp, brokerVersion(Desc), commitLogDirCapacity). The thread-pool queue keys are ``0`` with
-  the capacities of 4.9's defaults: rmq_core has no send/pull thread pools (one event loop), so nothing ever waits
-  in such a queue.
-- GET_TOPIC_STATS_INFO (202) → TopicStatsTable; TOPIC_NOT_EXIST for an unknown topic.
-- GET_CONSUME_STATS (208) → ConsumeStats (the group's topics from its offsets, or the one asked; TPS of the last
-  minute from BrokerRuntimeStats).
-- GET_CONSUMER_CONNECTION_LIST (203) → ConsumerConnection, CONSUMER_NOT_ONLINE when the group has no client.
-- GET_PRODUCER_CONNECTION_LIST (204) → ProducerConnection, SYSTEM_ERROR when the group is unknown (as 4.9).
-- QUERY_TOPIC_CONSUME_BY_WHO (300) → GroupList: groups consuming the topic online plus those with offsets for it.
-- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) → the SubscriptionGroupManager's file content.
-- GET_ALL_CONSUMER_OFFSET (43) → consumerOffset.json's content; GET_ALL_DELAY_OFFSET (45) → delayOffset.json's.
-- GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) → TopicList of the broker's system topics.
-
+Owns: GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208),
+GET_CONSUMER/PRODUCER_CONNECTION_LIST (203/204), QUERY_TOPIC_CONSUME_BY_WHO (300),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_ALL_CONSUMER/DELAY_OFFSET (43/45), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
 Invariants: nothing here changes state. Thread-safety: runs on the broker's event loop.
+Details: docs/BROKER_DESIGN.md, 'Admin statistics requests'.
 """
 
 from __future__ import annotations

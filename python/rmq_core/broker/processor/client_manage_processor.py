@@ -1,32 +1,14 @@
 """ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35) and CHECK_CLIENT_CONFIG (46), as RocketMQ's
 ``br/processor/ClientManageProcessor.java`` answers them.
 
-CHECK_CLIENT_CONFIG (body ``{"clientId","group","subscriptionData"}``, sent by the Java client before its first
-heartbeat when it subscribes with SQL92): a TAG subscription → SUCCESS; SQL92 while ``enable_property_filter`` is off
-→ SYSTEM_ERROR "The broker does not support consumer to filter message by SQL92"; an expression that does not compile
-→ SUBSCRIPTION_PARSE_FAILED with the parser's message; otherwise SUCCESS.
-
-HEART_BEAT (body ``HeartbeatData``): one ``ClientChannelInfo(conn, clientID, request language, request version, now)``
-for the whole heartbeat; for each consumer data:
-1. find the subscription group config (auto-created when ``auto_create_subscription_group``);
-2. when there is one: create the retry topic ``%RETRY%<group>`` with its ``retryQueueNums``, perm RW (topic sys flag
-   UNIT_SUB for unit-mode consumers) — whatever the message model, as both 4.9 and 5.x do — and take the group's
-   ``notifyConsumerIdsChangedEnable``; when there is none (auto-create off, unknown group) the consumer is still
-   registered with notification on, as 4.9 does (5.x skips it; its pulls then fail SUBSCRIPTION_GROUP_NOT_EXIST
-   either way);
-3. ``consumer_manager.register_consumer(...)`` (which fires CHANGE / REGISTER to the DefaultConsumerIdsChangeListener).
-Each producer data registers the channel with the ProducerManager. The answer is SUCCESS with 5.x's extFields
-``IS_SUPPORT_HEART_BEAT_V2=true`` and ``IS_SUB_CHANGE=true`` (the latter makes a 5.x client keep sending full
-heartbeats, so subscriptions are always carried). A 5.x ``withoutSub`` heartbeat keeps the group's current
-subscriptions instead of clearing them.
-
-UNREGISTER_CLIENT: unregisters the producer group and/or the consumer group named in the header for this connection;
-the ConsumerManager then fires CHANGE (if the group's flag allows) and UNREGISTER when the group is empty.
-
+Owns: a heartbeat's registrations (the subscription group, the retry topic ``%RETRY%<group>``, the consumer and
+producer managers; 5.x's ``IS_SUPPORT_HEART_BEAT_V2``/``IS_SUB_CHANGE`` answer), their removal, and the SQL92 check of
+CHECK_CLIENT_CONFIG.
 Invariants: a heartbeat whose body is missing or not HeartbeatData JSON, or that names a consumer group RocketMQ's
-validator refuses (the Java client checks before sending; the broker does not), is answered SYSTEM_ERROR and registers
-nothing; a missing ``clientID`` header on UNREGISTER_CLIENT is answered SYSTEM_ERROR naming it.
+validator refuses, is answered SYSTEM_ERROR and registers nothing; a missing ``clientID`` header on
+UNREGISTER_CLIENT is answered SYSTEM_ERROR naming it.
 Thread-safety: runs on the broker's event loop only.
+Details: docs/BROKER_DESIGN.md, 'Heartbeats and client registration'.
 """
 
 from __future__ import annotations

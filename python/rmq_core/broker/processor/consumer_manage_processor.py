@@ -1,25 +1,12 @@
 """ConsumerManageProcessor: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15) and GET_CONSUMER_LIST_BY_GROUP
 (38), as RocketMQ's ``br/processor/ConsumerManageProcessor.java`` answers them.
 
-QUERY_CONSUMER_OFFSET, in order:
-1. a committed offset ≥ 0 → SUCCESS with it;
-2. the request says ``setZeroIfNotFound=false`` (5.x) → QUERY_NOT_FOUND;
-3. the queue's min offset ≤ 0 and unit 0 is still "hot" → SUCCESS with offset 0 (a new group starts from the first
-   message while the queue's head is recent);
-4. otherwise QUERY_NOT_FOUND (the client then starts per its consumeFromWhere).
-"Hot" is 4.9's ``!checkInDiskByConsumeOffset(topic, queueId, 0)``: no unit 0 at all counts as hot; else the commit
-log bytes written after unit 0's message must not exceed ``total_physical_memory × access_message_in_memory_max_ratio
-/ 100`` of the store config (5.x asks the OS page cache instead — not reproducible, and 4.9's rule is deterministic).
-
-UPDATE_CONSUMER_OFFSET: a topic the broker does not hold → TOPIC_NOT_EXIST (5.x's check), a queue id outside the
-topic's queues or a group name RocketMQ would refuse → INVALID_PARAMETER (rmq_core's: 4.9 commits anything, so any
-client could grow ``consumerOffset.json`` with made-up topics and queues); else committed. A group need not exist
-yet (4.9; 5.x also refuses an unknown group, which a consumer committing before its heartbeat's group creation, a
-Spark query or an admin tool would meet). Clients send it oneway, so the answer is usually dropped by the transport.
-
+Owns: the committed offset or 0 for a new group while the queue's head is "hot" (4.9's rule), else QUERY_NOT_FOUND;
+a commit only for a topic and queue the broker holds and a valid group name (stricter than 4.9).
 Invariants: a missing required header field is answered SYSTEM_ERROR naming it (``HeaderError`` through the
 transport); nothing is committed for a request that does not decode.
 Thread-safety: runs on the broker's event loop only, like every manager it calls.
+Details: docs/BROKER_DESIGN.md, 'Consumer offsets over the wire'.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """EndTransactionProcessor (4.9 ``br/processor/EndTransactionProcessor.java``): END_TRANSACTION (37), a producer's
 commit or rollback of a half message, oneway or not.
 
-In order:
-1. a slave → SLAVE_NOT_AVAILABLE;
-2. ``commitOrRollback`` NOT (UNKNOW) or not a transaction value → no answer, nothing done (the check will ask);
-3. the half message at ``commitLogOffset`` (none, or a record that is no half message — not in
-   ``RMQ_SYS_TRANS_HALF_TOPIC`` or without ``TRAN_MSG=true`` — → SYSTEM_ERROR "Find prepared transaction message
-   failed"; deviation: 4.9.7 and 5.x commit any record carrying ``PGROUP``/``REAL_TOPIC``/``REAL_QID``); its
-   ``PGROUP`` must be ``producerGroup`` ("The producer group wrong"), its queue offset ``tranStateTableOffset``
-   ("The transaction state table offset wrong") and its commitlog offset ``commitLogOffset`` ("The commit log offset
-   wrong"), each SYSTEM_ERROR;
-4. COMMIT: ``REAL_TOPIC``/``REAL_QID`` checked as a client's send to them is (``InnerPutGuard``: known or creatable,
-   writable, not a topic clients may not send to, the queue there; refused → that answer, nothing stored, the half
-   message left open for the check; deviation: Apache puts unchecked); the message is put to them (body, flag, born time and host, reconsume times as the
-   half message's; sys flag transaction value COMMIT; preparedTransactionOffset = the half message's commitlog offset; ``REAL_TOPIC``/``REAL_QID``/``TRAN_MSG`` removed; tags code
-   from its TAGS) — a DELAY it carries then applies (4.9's CommitLog does it for COMMIT messages); once stored, the op
-   message; the put's status → the response code (4.9's ``sendFinalMessage``);
-   ROLLBACK: the op message only; SUCCESS.
-An op message (tag ``d``, body = the half queue offset) is what makes a half message resolved, for the check and
-after a restart. A second END_TRANSACTION for a half message already resolved (``TransactionalMessageService.
-is_resolved``) is answered SUCCESS and stores nothing (deviation: 4.9 keeps no state here and stores a commit again).
-
+Owns the steps: a slave → SLAVE_NOT_AVAILABLE; UNKNOW → no answer; only a real half message (else SYSTEM_ERROR
+"Find prepared transaction message failed") with 4.9's PGROUP / queue offset / commitlog offset checks; COMMIT puts
+it to ``REAL_TOPIC``/``REAL_QID`` (``InnerPutGuard`` first) then writes the op message; ROLLBACK writes the op
+message only.
+Invariant: a second END_TRANSACTION of a resolved half message answers SUCCESS and stores nothing.
 Thread-safety: the broker's event loop only.
+Details: docs/BROKER_DESIGN.md, 'Transactions: END_TRANSACTION'.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """PullMessageProcessor: PULL_MESSAGE (11), RocketMQ 4.9's broker/processor/PullMessageProcessor.java#processRequest
-step by step, in its order, and LITE_PULL_MESSAGE (361),
-which RocketMQ 5.x clients send for a DefaultLitePullConsumer's pulls (the LITE_PULL sys flag): 5.x's processor runs
-it through the same steps, with one more check after step 1 (``lite_pull_message_enable``, else NO_PERMISSION
-"... for lite pull consumer is forbidden").
+step by step, in its order, and LITE_PULL_MESSAGE (361) (5.x's lite pull consumers: one more check,
+``lite_pull_message_enable``).
 
- 1. broker readable (NO_PERMISSION); 2. subscription group exists (SUBSCRIPTION_GROUP_NOT_EXIST) and may consume
- (NO_PERMISSION); 3. sys flags; 4. topic exists (TOPIC_NOT_EXIST) and is readable (NO_PERMISSION); 5. queue id in
- [0, readQueueNums) (SYSTEM_ERROR, as 4.9); 6. the subscription: from the request when it has the SUBSCRIPTION flag
- (SUBSCRIPTION_PARSE_FAILED), else from the heartbeat (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden
- broadcast, SUBSCRIPTION_NOT_LATEST, FILTER_DATA_NOT_EXIST, FILTER_DATA_NOT_LATEST); 7. SQL92 needs
- enable_property_filter (SYSTEM_ERROR); 8. the message filter; 9. ``MessageStore.get_message``; 10. the response
- header and the GetMessageStatus → response code table (remark = status name); 11. the consume-message hooks;
- 12. SUCCESS → statistics and the records byte for byte as body; PULL_NOT_FOUND on a first pass with the SUSPEND flag
- → parked in the PullRequestHoldService (no response now); PULL_OFFSET_MOVED → an OffsetMovedEvent message on a
- master, PULL_RETRY_IMMEDIATELY on a slave without offset_check_in_slave; 13. the client's commit offset (first pass,
- COMMIT_OFFSET flag, not a slave).
-
-Deviations from 4.9, on purpose:
-- ConsumerFilterManager.build returning None for an SQL92 expression (Java: parse error → null, then
-  ``assert consumerFilterData != null``, which production JVMs skip) is answered SUBSCRIPTION_PARSE_FAILED, as Java
-  does with assertions on.
-- A store that is closed or not readable (StoreError) is Java's "getMessage returned null": SYSTEM_ERROR
-  "store getMessage return null".
-- transfer_msg_by_heap=false (Netty zero-copy FileRegion) sends the same bytes in an ordinary response.
-Kept from 4.9 as is: on a SLAVE without slave_read_enable the PULL_RETRY_IMMEDIATELY set before the status table is
-overwritten by it (the table sets the code for every status), so such a slave answers by status with
-suggestWhichBrokerId = 0 (MASTER_ID).
-
+Owns the pull's 13 steps (permissions, group, topic, queue, subscription and filter checks; ``get_message``; the
+status → response code table; hooks; statistics; parking with the PullRequestHoldService; OffsetMovedEvent; the
+client's commit offset) and ``execute_request_when_wakeup``; a few deliberate deviations from 4.9.
 Invariants: every response echoes the request's opaque; a request is either answered once or parked (None).
 Thread-safety: runs on the broker loop. The processing itself is synchronous (store calls are inline, as the
 threading model says), so a wake-up or a shutdown can answer a parked pull without awaiting.
+Details (the steps, the deviations): docs/BROKER_DESIGN.md, 'Pull requests'.
 """
 
 from __future__ import annotations

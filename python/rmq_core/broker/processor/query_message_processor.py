@@ -1,20 +1,12 @@
 """QueryMessageProcessor: VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12), as RocketMQ's
 ``br/processor/QueryMessageProcessor.java`` answers them.
 
-- VIEW_MESSAGE_BY_ID: header ``offset`` = a commit-log physical offset (what an offset msgId encodes). The answer's
-  body is that one stored record, byte for byte (its TOTALSIZE read first, then the record). An offset that is not the
-  start of a message record — past the end, in a deleted file, on BLANK padding, or inside another record (the
-  record's PHYSICALOFFSET field must equal the offset) — is answered SYSTEM_ERROR
-  "can not find message by the offset, <offset>" as RocketMQ does.
-- QUERY_MESSAGE (by key or UNIQ_KEY): answered from the store's index files (``MessageStore.query_message_result``,
-  4.9's ``DefaultMessageStore.queryMessage``): header topic/key/maxNum/beginTimestamp/endTimestamp; the ext field
-  ``_UNIQUE_KEY_QUERY=true`` replaces maxNum by ``defaultQueryMaxNum`` (32). The response header carries
-  indexLastUpdateTimestamp/indexLastUpdatePhyoffset; the body is the matching records concatenated (CommitLog order);
-  none → QUERY_NOT_FOUND "can not find message, maybe time range not correct" (4.9's remark). A store opened with
-  ``message_index_enable=False`` finds nothing.
-
-Invariants: a response body is only ever a whole record the store wrote; a missing header field is SYSTEM_ERROR naming it.
+Owns: the one record at a commit-log offset (SYSTEM_ERROR "can not find message by the offset, <offset>" when it is
+not a record's start), and the records a key or UNIQ_KEY finds in the store's index files (4.9's remark when none).
+Invariants: a response body is only ever a whole record the store wrote; a missing header field is SYSTEM_ERROR
+naming it.
 Thread-safety: runs on the broker's event loop only (store reads are thread-safe).
+Details: docs/BROKER_DESIGN.md, 'Queries by offset and key'.
 """
 
 from __future__ import annotations

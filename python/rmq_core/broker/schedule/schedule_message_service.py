@@ -1,33 +1,14 @@
 """ScheduleMessageService: RocketMQ's delay levels (4.9 ``st/schedule/ScheduleMessageService.java``).
 
-A message sent with property ``DELAY`` = L > 0 (clamped to the highest level) is stored in topic
-``SCHEDULE_TOPIC_XXXX``, queue L − 1, with ``REAL_TOPIC``/``REAL_QID`` naming where it belongs
-(``redirect_to_schedule_topic``: what 4.9's ``CommitLog.putMessage`` does; our store does not, so the send processor
-calls it). For every level this service keeps the offset of the next message to deliver in that queue. Once a
-message's deliver time (its store timestamp + the level's delay) has passed, it is put again — ``messageTimeup`` —
-to ``REAL_TOPIC``/``REAL_QID`` with the same body, flag, properties (``UNIQ_KEY`` included; ``DELAY`` removed),
-sys flag, born host, born timestamp and reconsume times, and the level's offset moves past it.
-
-Differences from RocketMQ, on purpose:
-* 4.9 stores the deliver time as the ConsumeQueue unit's tagsCode of a schedule message and reads it from there; our
-  store computes tagsCode from ``TAGS`` only, so the deliver time is computed from the record's store timestamp.
-  Messages of one level share one delay, so each level queue is in deliver-time order and only its head can be due.
-* ``REAL_TOPIC``/``REAL_QID`` stay on the delivered message, as 4.9's ``messageTimeup`` leaves them; ``DELAY`` is
-  removed from the stored properties (4.9 removes it from the map but its records may still carry it).
-* A schedule record without a usable ``REAL_TOPIC``/``REAL_QID`` is logged and skipped (4.9 retries it forever).
-* A ``REAL_TOPIC`` the ``InnerPutGuard`` refuses (unknown and not creatable, not writable, a topic clients may not
-  send to, a queue it does not have) is logged and dropped as 4.9 drops one naming RMQ_SYS_TRANS_HALF_TOPIC (4.9
-  checks nothing else).
-
-Offsets are persisted to ``config/delayOffset.json`` as RocketMQ lays it out (``{"offsetTable":{1:0,2:5}}``, level
-keys unquoted) every ``flush_consumer_offset_interval`` by the controller and at ``shutdown()``. After a clean
-shutdown nothing is delivered twice or lost; after a crash the messages delivered since the last persist are
-delivered again (at least once, as in RocketMQ). ``load()`` clamps each offset into its queue's [min, max].
-
-Thread-safety: all state is owned by the broker's event loop: one ``call_later`` timer per level (no long-lived tasks,
-so ``shutdown()`` stops everything synchronously). Under SYNC_FLUSH a re-put runs in the loop's default executor and
-its completion callback comes back to the loop. The store's arrival listener may run on an executor thread; it only
-hops to the loop with ``call_soon_threadsafe``.
+Owns the delivery of messages stored in ``SCHEDULE_TOPIC_XXXX`` queue L − 1 (``redirect_to_schedule_topic``, called
+by the send processor): once due (store timestamp + the level's delay) each is put again to its
+``REAL_TOPIC``/``REAL_QID`` (``DELAY`` removed; a topic the ``InnerPutGuard`` refuses is logged and dropped).
+Format: ``config/delayOffset.json`` (``{"offsetTable":{1:0,2:5}}``, the next offset per level, persisted by the
+controller and at ``shutdown()``). Invariants: each level queue is in deliver-time order, so only its head can be
+due; after a clean shutdown nothing is delivered twice or lost, after a crash at least once.
+Thread-safety: the broker's event loop only (one ``call_later`` timer per level); under SYNC_FLUSH a re-put runs in
+the loop's default executor; the store's arrival listener only hops to the loop.
+Details: docs/BROKER_DESIGN.md, 'Delay levels'.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """BrokerMetrics: the broker's figures as a Prometheus text endpoint, under RocketMQ 5's metric names and labels
-(broker/metrics/BrokerMetricsConstant.java), served by ``prometheus_client`` — an optional dependency
-(``pip install rmq_core[metrics]``); without it, starting the endpoint raises a RuntimeError saying so.
+(broker/metrics/BrokerMetricsConstant.java), served by the optional ``prometheus_client`` (``rmq_core[metrics]``;
+without it, starting the endpoint raises a RuntimeError saying so).
 
-Metrics (labels ``cluster``, ``node_type="broker"``, ``node_id`` = broker name on every sample, plus):
-- ``rocketmq_messages_in_total{topic}`` / ``rocketmq_throughput_in_total{topic}`` (bytes): TOPIC_PUT_NUMS/SIZE;
-- ``rocketmq_messages_out_total{topic,consumer_group}`` / ``rocketmq_throughput_out_total{…}`` (bytes):
-  GROUP_GET_NUMS/SIZE;
-- ``rocketmq_consumer_lag_messages{topic,consumer_group}``: Σ over the topic's queues of max offset − committed
-  offset (the groups with committed offsets);
-- ``rocketmq_storage_size`` (bytes of the store's commitlog and consumequeue files), ``rocketmq_topic_number``,
-  ``rocketmq_consumer_group_number``, ``rocketmq_producer_connections``, ``rocketmq_consumer_connections``.
-RocketMQ 5's ``rocketmq_rpc_latency`` histogram is not exported: it would need a timing on every request of the
-send/pull path, which the broker does not take (its stats come from counters the processors already keep).
-
-Every figure is read when scraped: ``collect()`` runs the snapshot on the broker's loop (``call_on_loop``), so no
-per-message work is added anywhere and the scrape thread never reads the loop's tables while they change.
+Owns the ``rocketmq_*`` metrics (messages and bytes in/out, consumer lag, storage size, topic/group/connection
+counts); RocketMQ 5's ``rocketmq_rpc_latency`` is not exported.
+Invariant: every figure is read when scraped, on the broker's loop (``call_on_loop``): no per-message work anywhere,
+and the scrape thread never reads the loop's tables while they change.
 Thread-safety: ``collect`` runs on the HTTP server's thread and hops to the loop; start/stop from any thread.
+Details (the metric list): docs/BROKER_DESIGN.md, 'Prometheus metrics'.
 """
 
 from __future__ import annotations

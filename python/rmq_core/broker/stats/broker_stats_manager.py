@@ -1,19 +1,14 @@
 """BrokerStatsManager: the broker's put/get statistics under RocketMQ's stat names (store/stats/BrokerStatsManager.java,
-4.9), and the consume-message hooks the pull path calls (broker/mqtrace/ConsumeMessageHook.java,
-ConsumeMessageContext.java).
+4.9), and the consume-message hooks the pull path calls (broker/mqtrace/ConsumeMessageHook.java).
 
-Each stat name (``GROUP_GET_NUMS``, ``TOPIC_PUT_NUMS`` …) holds a table of stat keys built as RocketMQ builds them
-(``topic@group``, ``topic@queueId``, ``queueId@topic@group``, the cluster name for the broker-wide counters) to a
-``StatsItem`` (``value`` = sum of the increments, ``times`` = number of increments). Unlike RocketMQ there is no
-per-minute/hour sampling: the counters are cumulative since start; ``snapshot()`` returns a plain copy.
-
-Invariants:
+Owns, per stat name (``GROUP_GET_NUMS``, ``TOPIC_PUT_NUMS`` …), a table of RocketMQ's stat keys to a ``StatsItem``
+(``value``, ``times``), cumulative since start (no sampling); ``snapshot()`` returns a plain copy. Invariants:
 1. Counters only grow (except the moment stats ``GROUP_GET_FALL_SIZE``/``GROUP_GET_FALL_TIME``, which hold the last
    value set) until ``on_topic_deleted``/``on_group_deleted`` drops their keys, as RocketMQ does.
 2. A hook that raises is logged and never stops the pull that called it (RocketMQ swallows hook exceptions).
-
 Thread-safety: counters are guarded by one lock (processors run on the broker loop, but a SYNC_FLUSH send may finish
 on an executor thread); hooks run on the caller's thread.
+Details: docs/BROKER_DESIGN.md, 'Put and get statistics'.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The send-side rules of timer messages: RocketMQ 5's ``HookUtils.checkIfTimerMessage`` / ``transformTimerMessage``.
 
-A message sent with ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS`` or ``TIMER_DELIVER_MS`` (looked at in that order, as 5.x)
-and no delay level is a timer message. Its deliver time ``deliverMs`` is now + the delay, or the given epoch ms:
-* not a number → refused: MESSAGE_ILLEGAL (5.x ``WHEEL_TIMER_MSG_ILLEGAL``);
-* ``deliverMs`` ≤ now (past, zero or negative) → an ordinary message: stored to its topic at once, properties kept;
-* more than ``timerMaxDelaySec`` ahead → refused: MESSAGE_ILLEGAL with 5.x's remark;
-* else ``TIMER_OUT_MS`` = ``deliverMs`` rounded down to the precision (one precision less when it is a multiple of
-  it), ``REAL_TOPIC``/``REAL_QID`` = where it belongs, and it is stored to ``rmq_sys_wheel_timer`` queue 0.
-A delay level > 0 wins: the timer properties are removed and the delay level applies (5.x). A message that already
-carries ``TIMER_OUT_MS`` (a delivered timer message sent again, e.g. back to a retry topic) is not a timer message.
-``timerWheelEnable=false`` → SYSTEM_ERROR "accurate timer message is not enabled, timerWheelEnable is false".
-5.x's flow control by ``timerCongestNumEachSlot`` (default Integer.MAX_VALUE: off) is not implemented.
-
+Owns the decision for a message with ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS`` or ``TIMER_DELIVER_MS``: refused
+(MESSAGE_ILLEGAL: not a number, beyond ``timerMaxDelaySec``; SYSTEM_ERROR: ``timerWheelEnable=false``), stored at
+once (due already), or redirected to ``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS`` and
+``REAL_TOPIC``/``REAL_QID``. A delay level wins; a message already carrying ``TIMER_OUT_MS`` is not a timer message.
 Thread-safety: pure functions of their arguments.
+Details: docs/BROKER_DESIGN.md, 'Timer messages: the send side'.
 """
 
 from __future__ import annotations

@@ -1,41 +1,15 @@
 """TimerMessageStore: delivers timer messages at their time, RocketMQ 5's ``store/timer/TimerMessageStore.java``.
 
-The flow is 5.x's. A timer message is stored (by the send processor, ``timer_message_hook``) to ``rmq_sys_wheel_timer``
-queue 0 with ``TIMER_OUT_MS`` (its slot), ``REAL_TOPIC``/``REAL_QID``. **Enqueue** reads that ConsumeQueue from
-``curr_queue_offset`` and files each message in the wheel: a 52-byte unit appended to the timer log, linked to the
-previous unit of the same slot, and the slot's first/last positions updated (``timer_log.py``, ``timer_wheel.py``).
-A message more than ``timerRollWindowSlot`` slots ahead is filed at the end (or the middle) of the window with
-MAGIC_ROLL and, when that slot comes, put again to ``rmq_sys_wheel_timer`` (``TIMER_ROLL_TIMES`` + 1) to be filed
-anew. **Dequeue** walks slot after slot (``curr_read_time_ms``), reads each slot's units back through ``prev_pos``,
-reads the messages from the CommitLog and puts them to ``REAL_TOPIC``/``REAL_QID`` (``REAL_*`` kept in the record
-as 5.x's bytes have them, ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added, body, flag, sys flag, born host/time, reconsume times kept, the
-store not waited for: 5.x's ``setWaitStoreMsgOK(false)``); a ``REAL_TOPIC`` the ``InnerPutGuard`` refuses (unknown and
-not creatable, not writable, a topic clients may not send to, a queue it does not have) is logged and dropped
-(5.x puts it unchecked). Every ``timerFlushIntervalMs`` the timer log, the wheel
-and ``config/timercheck`` are flushed.
-
-Departure from 5.x (documented in ``_reference/format/timer.py``): 5.x delivers a slot once it has fully passed, so
-a timer is 0..precision (1 s) late. rmq_core writes the exact deliver time in the unit's reserved field, loads a slot
-``LOAD_AHEAD_MS`` before it begins into a small heap ordered by deliver time, and delivers each timer at its own time
-(never before it; 5.x's own units, reserved 0, at the end of their slot as 5.x would).
-
-Durability (kill -9, restart), the invariants:
-1. ``commit_queue_offset``: every timer message below it is in the timer log or delivered. It stops at the first
-   message handed straight to the heap (its slot already read) until that one is delivered.
-2. ``commit_read_time_ms``: every slot below it is delivered (a loaded slot counts until its last timer is put).
-3. The checkpoint stores (2), (1) and the timer log position where (1) was reached. On start, recovery (5.x
-   ``recover``) re-links the slots from the units written since that position (5.x: since one file before it; we
-   do so only when the unit before the position is not valid), re-links slots that point past the valid end (5.x's
-   recheck), drops a torn tail,
-   and enqueues again from (1), skipping the messages whose units are after the stored position (already filed);
-   reading resumes at (2). So nothing is lost and nothing is early; the timers delivered between the last
-   checkpoint and the crash are delivered again (they were due), and a roll put again twice is filed twice.
-Memory: the heap holds the loaded slots only (at most ``HEAP_CAP`` timers are loaded ahead of delivery); the wheel
-and timer log are mappings whose resident pages the kernel may drop. 1 000 000 pending timers: see benches.
-
-Thread-safety: everything runs on the broker's event loop (three tasks: enqueue, dequeue, flush); the store's
-arrival listener only hops to the loop. Why Python and not Rust: measured ≈ 25 µs per timer end to end of which the
-store's put and decode (Rust) are most; the unit and slot writes are one ``struct.pack`` each.
+Owns the flow from ``rmq_sys_wheel_timer`` queue 0 to each message's ``REAL_TOPIC``/``REAL_QID``: enqueue (the timer
+queue → timer log + wheel; rolls beyond ``timerRollWindowSlot``), dequeue (each timer put at its exact time, never
+before; a ``REAL_TOPIC`` the ``InnerPutGuard`` refuses is logged and dropped), recovery, and the flush of the timer
+log, the wheel and ``config/timercheck`` every ``timerFlushIntervalMs``. Formats: ``timer_log.py``, ``timer_wheel.py``.
+Invariants (durability across kill -9): 1. every timer message below ``commit_queue_offset`` is filed or delivered;
+2. every slot below ``commit_read_time_ms`` is delivered; 3. the checkpoint stores (2), (1) and the timer log
+position of (1): nothing is lost or early; timers delivered since the last checkpoint are delivered again.
+Thread-safety: the broker's event loop only (three tasks: enqueue, dequeue, flush); the store's arrival listener
+only hops to the loop.
+Details (flow, departure from 5.x, recovery, memory): docs/BROKER_DESIGN.md, 'Timer messages: the timer store'.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """TimerWheel: the slots of the timing wheel, RocketMQ 5's ``store/timer/TimerWheel.java``.
 
-Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each), slot reads and writes. The
-file is created when the first timer is filed (a broker that never gets one has none) and preallocated (5.x's
-``setLength`` makes it sparse; a mapped write into a hole on a full disk would be a SIGBUS). Byte layout: ``rmq_core._reference.format.timer``.
-
-Departure from 5.x, same file content: 5.x works on an in-memory copy of the whole wheel and writes it back every
-``timerFlushIntervalMs``; rmq_core reads and writes the shared mapping itself, so a slot change is in the page cache
-at once (it survives a kill -9 of the broker; ``flush()`` msyncs it for a machine crash). Only touched pages are
-resident, so the wheel costs at most its 37 MiB of page cache whatever the number of pending timers. Before the
-file exists every slot reads empty.
-
+Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each), slot reads and writes, on the
+shared mapping itself (5.x: an in-memory copy). Created with the first timer, preallocated. Byte layout:
+``rmq_core._reference.format.timer``.
 Invariants: the file is exactly ``WHEEL_LENGTH`` bytes (another length is refused, as 5.x does); a slot is valid for
-time t only when its stored time equals ``t // precision``.
+time t only when its stored time equals ``t // precision``; before the file exists every slot reads empty.
 Thread-safety: none; owned by the broker's event loop.
+Details: docs/BROKER_DESIGN.md, 'Timer wheel'.
 """
 
 from __future__ import annotations

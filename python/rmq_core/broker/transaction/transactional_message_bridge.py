@@ -1,22 +1,14 @@
 """TransactionalMessageBridge (4.9 ``br/transaction/queue/TransactionalMessageBridge.java``): the store operations of
 transactional messages.
 
-- ``parse_half_message_inner(msg, queue_id, sys_flag)``: a prepared message becomes its half message —
-  ``REAL_TOPIC``/``REAL_QID`` = where it was sent, topic ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, the sys flag's
-  transaction bits reset to NOT (so the half queue's ConsumeQueue indexes it).
-- ``put_op_message(half)``: the op message of a resolved half message: topic ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, the half
-  message's queue id, tag ``d`` (REMOVETAG), body = the half queue offset as decimal text, born/store host = the
-  broker, a fresh UNIQ_KEY (``addRemoveTagInTransactionOp``).
-- ``renew_half_message(msg_ext)`` / ``renew_immunity_half_message``: the half message put again at the tail of the
-  half queue (a check that found it undecided; the immunity form records ``TRAN_PREPARED_QUEUE_OFFSET``).
-- ``get_half_message`` / ``get_op_message``: read the half or op queue of the check's group ``CID_RMQ_SYS_TRANS``;
-  bodies as stored (a compressed body stays compressed, as 4.9's ``decode(bb, true, false)``).
-- ``fetch_consume_offset`` / ``update_consume_offset``: the check's progress, kept as the group's consumer offset
-  (the queue's min offset when none).
-
-Byte formats: none of its own (records through the MessageStore). Invariant: every put is a plain
-``MessageStore.put_message``; nothing here waits for a flush (4.9 sets ``waitStoreMsgOK=false``).
+Owns the half message (``parse_half_message_inner``: ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0), the op message
+(``put_op_message``: ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, tag ``d``, body = the half queue offset), the put-backs
+(``renew_half_message`` / ``renew_immunity_half_message``), the reads of both queues and the check's offsets (group
+``CID_RMQ_SYS_TRANS``). Byte formats: none of its own (records through the MessageStore).
+Invariant: every put is a plain ``MessageStore.put_message``; nothing here waits for a flush (4.9's
+``waitStoreMsgOK=false``).
 Thread-safety: the broker's event loop only.
+Details: docs/BROKER_DESIGN.md, 'Transactions: the store operations'.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """TransactionalMessageService (4.9 ``br/transaction/queue/TransactionalMessageServiceImpl.java``): which half
 messages are still open, and the check that asks their producers about them.
 
-``check(transaction_timeout, transaction_check_max, listener)``, per half queue (4.9's rules, kept):
-1. read from the half queue's offset of group ``CID_RMQ_SYS_TRANS`` and the op queue's; the op messages (tag ``d``,
-   body = a half offset) from the op offset fill ``remove_map`` (half offset → op offset), those below the half
-   offset are done at once;
-2. walk the half queue: an offset in ``remove_map`` is resolved (skip); else read the half message —
-   checked ``transaction_check_max`` times already (``TRANSACTION_CHECK_TIMES``) or older than the file reserved time
-   → discarded (``listener.resolve_discard_msg``, to ``TRANS_CHECK_MAX_TIME_TOPIC``); stored after this check began
-   → stop; younger than its immunity (``CHECK_IMMUNITY_TIME_IN_SECONDS`` × 1000, else ``transaction_timeout``) →
-   stop (with an immunity property: put it back with ``TRAN_PREPARED_QUEUE_OFFSET`` unless resolved under its first
-   offset); else, when no op message may still be coming (none read, or the last read was born more than
-   ``transaction_timeout`` after the check began, or the message's born time is in the future), put it back at the
-   tail of the half queue with ``TRANSACTION_CHECK_TIMES`` + 1 and ask the producer
-   (``listener.resolve_half_msg``); otherwise read more op messages and look again;
-3. the half offset moves past everything walked; the op offset past the contiguous run of done op offsets.
-A run stops after ``MAX_PROCESS_TIME_LIMIT_MS`` per queue.
-
-``commit_message`` / ``rollback_message``: the half message at the request's commitLogOffset (or SYSTEM_ERROR "Find
-prepared transaction message failed", also when the record there is not a half message: not in
-``RMQ_SYS_TRANS_HALF_TOPIC`` or without ``TRAN_MSG=true`` — deviation: 4.9.7 and 5.x take any record, so a COMMIT
-naming an ordinary message that carries ``PGROUP``/``REAL_TOPIC``/``REAL_QID`` wrote it to any topic); ``delete_prepare_message``: its op message. ``is_resolved``: an op message
-for that half message was written since start or is still in the op queue past the check's offset (``load()`` at
-start reads them): END_TRANSACTION uses it so that a second end (a late retry, a restart between end and check)
-does not store the message twice (4.9 stores it again).
-
+Owns ``check(transaction_timeout, transaction_check_max, listener)`` (4.9's rules: op map, immunity,
+``TRANSACTION_CHECK_TIMES``, discard, put back), ``commit_message`` / ``rollback_message`` (only a real half
+message), ``delete_prepare_message`` (its op message) and ``is_resolved`` (the resolved-half-message set, read at
+start by ``load()``), so a second END_TRANSACTION stores nothing.
 Thread-safety: the broker's event loop only (the check is a synchronous pass over the store).
+Details: docs/BROKER_DESIGN.md, 'Transactions: the check'.
 """
 
 from __future__ import annotations

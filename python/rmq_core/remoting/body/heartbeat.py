@@ -1,25 +1,12 @@
 """HEART_BEAT, CHECK_CLIENT_CONFIG and GET_CONSUMER_LIST_BY_GROUP bodies (rp/heartbeat/*.java,
 rp/body/CheckClientRequestBody, rp/body/GetConsumerListByGroupResponseBody).
 
-HeartbeatData as a Java client sends it (fastjson, fields sorted)::
-
-    {"clientID":"10.0.0.1@1234#5678",
-     "consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY",
-        "groupName":"g","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,
-        "codeSet":[2598919],"expressionType":"TAG","subString":"TagA","subVersion":1700000000000,
-        "tagsSet":["TagA"],"topic":"T"}],"unitMode":false}],
-     "producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}],
-     "heartbeatFingerprint":0, "withoutSub":false}          <- 5.x only
-
-CheckClientRequestBody (a consumer's start, for each subscription that is not TAG)::
-
-    {"clientId":"10.0.0.1@1234#5678","group":"g","subscriptionData":{...SubscriptionData as above...}}
-
-Enums travel as names; ``decode`` also accepts their ordinals (fastjson parses both). ``ConsumeType``,
-``MessageModel``, ``ConsumeFromWhere`` are ``str`` enums, so they compare equal to their names.
-``decode`` accepts bytes or str, fastjson or standard JSON, and raises ``ValueError`` on a malformed body.
-
+Format: fastjson, fields sorted, as a Java client sends them (``HeartbeatData``: ``clientID``, ``consumerDataSet``,
+``producerDataSet``, 5.x's ``heartbeatFingerprint``/``withoutSub``); enums travel as names (ordinals accepted too)
+and are ``str`` enums, equal to their names.
+Invariant: ``decode`` accepts bytes or str, fastjson or standard JSON, and raises ``ValueError`` on a malformed body.
 Plain data; no shared state.
+Details (the JSON): docs/BROKER_DESIGN.md, 'Heartbeat bodies'.
 """
 
 from __future__ import annotations

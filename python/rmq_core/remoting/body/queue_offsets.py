@@ -1,22 +1,12 @@
 """The per-queue offset tables of the admin requests (rp/admin/TopicStatsTable.java, TopicOffset.java,
-ConsumeStats.java, OffsetWrapper.java):
+ConsumeStats.java, OffsetWrapper.java).
 
-- GET_TOPIC_STATS_INFO (202) → TopicStatsTable ``{"offsetTable":{MQ:{"lastUpdateTimestamp","maxOffset","minOffset"}}}``
-- GET_CONSUME_STATS (208) → ConsumeStats ``{"consumeTps":d,"offsetTable":{MQ:{"brokerOffset","consumerOffset",
-  "lastTimestamp"}}}``
-- RESET_CONSUMER_CLIENT_OFFSET (220) and INVOKE_BROKER_TO_RESET_OFFSET (222) → ResetOffsetBody
-  ``{"offsetTable":{MQ:offset}}``
-- INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) → GetConsumerStatusBody ``{"consumerTable":{clientId:{MQ:offset}},
-  "messageQueueTable":{}}``; each client's table is passed on as the client wrote it (``fastjson.RawValue``).
-- GET_CONSUMER_STATUS_FROM_CLIENT (221), a client's answer → GetConsumerStatusBody ``{"consumerTable":{},
-  "messageQueueTable":{MQ:offset}}``.
-
-where ``MQ`` is a MessageQueue JSON object used as the map key, as fastjson writes ``Map<MessageQueue, …>``
-(``{"brokerName","queueId","topic"}``; see ``fastjson.RawKey``). Fields in alphabetical order, as fastjson writes them.
-TopicStatsTable, ConsumeStats and ResetOffsetBody are also read back (``decode``: the admin commands' side), through
-``fastjson.map_items``; a body that is not of that shape raises ``BodyDecodeError``.
-
+Owns TopicStatsTable (202), ConsumeStats (208), ResetOffsetBody (220/222) and GetConsumerStatusBody (221/223): maps
+keyed by a MessageQueue JSON object (``{"brokerName","queueId","topic"}``, ``fastjson.RawKey``), fields in
+alphabetical order, as fastjson writes ``Map<MessageQueue, …>``.
+Invariant: a body read back (``decode``) that is not of that shape raises ``BodyDecodeError``.
 Plain data; no shared state.
+Details (each body's JSON): docs/BROKER_DESIGN.md, 'Queue offset tables'.
 """
 
 from __future__ import annotations

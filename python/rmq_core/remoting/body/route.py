@@ -1,21 +1,13 @@
 """Route bodies: what name servers and brokers exchange about where topics live (``rp/route/*.java``,
 ``rp/body/ClusterInfo.java``, ``rp/body/TopicList.java``, ``rp/body/RegisterBrokerBody.java``), and the client-side
-reading of a route into MessageQueues (``MQClientInstance#topicRouteData2TopicPublishInfo`` /
-``#topicRouteData2TopicSubscribeInfo``).
+reading of a route into MessageQueues (``MQClientInstance#topicRouteData2TopicPublishInfo`` / ``…SubscribeInfo``).
 
-Wire forms:
-- ``encode(standard_json=True)`` writes standard JSON: quoted keys, non-ASCII escaped, map keys sorted (fastjson's
-  BrowserCompatible + QuoteFieldNames + MapSortField, what name servers answer clients ≥ V4_9_4 or asking
-  ``acceptStandardJsonOnly``). ``standard_json=False`` writes fastjson's default: integer map keys bare
-  (``"brokerAddrs":{0:"10.0.0.1:10911"}``). Object fields are in alphabetical order, as fastjson's SortField writes them;
-  null fields are omitted.
-- ``decode`` accepts both forms; anything that is not the expected shape raises ``BodyDecodeError`` naming what is
-  wrong (never a partly built object).
-- ``RegisterBrokerBody`` also has RocketMQ's compressed form (``encode(compressed=True)`` / ``decode(data, compressed=True)``):
-  a zlib (``Deflater``) stream of int32-length-prefixed DataVersion JSON, topic count, ``TopicConfig#encode`` strings
-  (``name read write perm filterType[ attributesJson]``) and the filter server list JSON.
-
+Format: standard JSON (``encode(standard_json=True)``) or fastjson's default (bare integer map keys), fields in
+alphabetical order, nulls omitted; ``RegisterBrokerBody`` also in RocketMQ's zlib-compressed form.
+Invariant: ``decode`` accepts both forms; anything that is not the expected shape raises ``BodyDecodeError`` naming
+what is wrong (never a partly built object).
 Thread-safety: plain value objects; not synchronised.
+Details: docs/BROKER_DESIGN.md, 'Route bodies'.
 """
 
 from __future__ import annotations
