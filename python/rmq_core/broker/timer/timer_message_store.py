@@ -14,7 +14,7 @@ not creatable, not writable, a topic clients may not send to, a queue it does no
 (5.x puts it unchecked). Every ``timerFlushIntervalMs`` the timer log, the wheel
 and ``config/timercheck`` are flushed.
 
-Departure from 5.x (documented in ``_reference/format/timer.py``): 5.x delivers a slot once it has fully passed, so
+Departure from 5.x (documented in ``format/timer.py``): 5.x delivers a slot once it has fully passed, so
 a timer is 0..precision (1 s) late. rmq_core writes the exact deliver time in the unit's reserved field, loads a slot
 ``LOAD_AHEAD_MS`` before it begins into a small heap ordered by deliver time, and delivers each timer at its own time
 (never before it; 5.x's own units, reserved 0, at the end of their slot as 5.x would).
@@ -49,12 +49,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.broker.timer.timer_checkpoint import TimerCheckpoint
 from rmq_core.broker.timer.timer_log import TimerLog
 from rmq_core.broker.timer.timer_message_hook import TIMER_TOPIC, normalize_precision_ms
 from rmq_core.broker.timer.timer_wheel import TimerWheel
 from rmq_core.common.clock import now_ms
+from rmq_core.format import timer as fmt
 from rmq_core.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,

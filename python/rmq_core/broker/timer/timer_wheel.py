@@ -2,7 +2,7 @@
 
 Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each), slot reads and writes. The
 file is created when the first timer is filed (a broker that never gets one has none) and preallocated (5.x's
-``setLength`` makes it sparse; a mapped write into a hole on a full disk would be a SIGBUS). Byte layout: ``rmq_core._reference.format.timer``.
+``setLength`` makes it sparse; a mapped write into a hole on a full disk would be a SIGBUS). Byte layout: ``rmq_core.format.timer``.
 
 Departure from 5.x, same file content: 5.x works on an in-memory copy of the whole wheel and writes it back every
 ``timerFlushIntervalMs``; rmq_core reads and writes the shared mapping itself, so a slot change is in the page cache
@@ -20,8 +20,8 @@ from __future__ import annotations
 import mmap
 import os
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.errors import StoreError
+from rmq_core.format import timer as fmt
 
 
 class TimerWheel:
