@@ -29,10 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rmq_core import _backend
-from rmq_core._reference.store_reader import list_mapped_files
 from rmq_core.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
 from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT
-from rmq_core.format.file_name import offset_to_file_name
+from rmq_core.format.file_name import list_mapped_files, offset_to_file_name
 from rmq_core.format.message import (
     BLANK_MAGIC,
     BODYCRC_POSITION,
