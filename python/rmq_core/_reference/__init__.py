@@ -2,8 +2,8 @@
 disk, same results. One module per file of ``rust/rmq-store/src``:
 
   config.py             StoreConfig (constructor keys, defaults, validation)
-  mapped_file.py        one mmap'ed, posix_fallocate'd store file
-  mapped_file_queue.py  an ordered run of mapped files in a directory
+  mapped_file_queue.py  an ordered run of mapped files in a directory (each a ``rmq_core.mapped_file.MappedFile``:
+                        mapped_file.rs's twin, shared with the broker's timer)
   commit_log.py         appends with BLANK roll-over, raw reads, old-file deletion
   consume_queue.py      one (topic, queue id) index, pre-blank filling, its own recovery
   flush.py              the flush thread (async periodic flush, sync group commit)

@@ -26,8 +26,8 @@ import os
 
 from rmq_core.format import COMMITLOG_DIR
 from rmq_core.format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
+from rmq_core.mapped_file import RESERVE_STEP, MappedFile
 
-from .mapped_file import RESERVE_STEP, MappedFile
 from .mapped_file_queue import MappedFileQueue
 
 

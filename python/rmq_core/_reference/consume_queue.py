@@ -33,8 +33,8 @@ from rmq_core.format.cq_unit import (
     encode_unit,
     is_pre_blank,
 )
+from rmq_core.mapped_file import MappedFile
 
-from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 
 U = CQ_STORE_UNIT_SIZE

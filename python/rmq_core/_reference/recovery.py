@@ -49,11 +49,11 @@ from rmq_core.format.message import (
     record_layout,
     tags_code_of,
 )
+from rmq_core.mapped_file import MappedFile
 
 from .checkpoint import StoreCheckpoint
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueue
-from .mapped_file import MappedFile
 
 BLANK = -1
 INVALID = -2

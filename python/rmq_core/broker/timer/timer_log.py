@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 
-from rmq_core._reference.mapped_file import MappedFile
 from rmq_core.errors import StoreError
 from rmq_core.format import timer as fmt
 from rmq_core.format.file_name import offset_to_file_name, parse_file_name
+from rmq_core.mapped_file import MappedFile
 
 
 class TimerLog:
