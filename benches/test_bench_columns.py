@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from rmq_core import _backend
-from rmq_core._reference.format.message import encode_host, encode_properties, encode_record
+from rmq_core.format.message import encode_host, encode_properties, encode_record
 from rmq_core.message import decode_messages
 from rmq_core.spark.arrow_rows import records_to_record_batch
 

@@ -38,7 +38,6 @@ import tempfile
 from collections.abc import Callable
 
 from rmq_core import _backend
-from rmq_core._reference.format.message import body_crc
 from rmq_core.broker.broker_config import BrokerConfig, parse_properties
 from rmq_core.broker.config_manager import ConfigManager
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
@@ -48,6 +47,7 @@ from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq_core.broker.topic_config_manager import TopicConfigManager
 from rmq_core.errors import CorruptRecordError, RmqError, StoreError
 from rmq_core.filter.sql92 import FilterParseError, Sql92Filter
+from rmq_core.format.message import body_crc
 from rmq_core.message import Message
 from rmq_core.message import decode_messages as decode_message_objects
 from rmq_core.remoting import header as header_module

@@ -139,8 +139,8 @@ def _size(n: int | None) -> str:
 
 def cmd_store_inspect(args: argparse.Namespace) -> int:
     """Read-only (no recovery, no lock): files, mapped file sizes, and every queue's offsets."""
-    from rmq_core._reference.format import ABORT_FILE, COMMITLOG_DIR
-    from rmq_core._reference.store_reader import list_mapped_files
+    from rmq_core.format import ABORT_FILE, COMMITLOG_DIR
+    from rmq_core.format.file_name import list_mapped_files
     from rmq_core.store_reader import StoreReader
 
     root, sizes = _store_root_and_sizes(args)

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmq_core import _backend
-from rmq_core._reference.format.message import (
+from rmq_core.errors import CorruptRecordError
+from rmq_core.format.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     COMPRESSION_CODE_ZLIB,
@@ -49,8 +50,7 @@ from rmq_core._reference.format.message import (
     TRANSACTION_ROLLBACK_TYPE,
     compression_type,
 )
-from rmq_core._reference.format.message import decode_offset_msg_id as _decode_offset_msg_id
-from rmq_core.errors import CorruptRecordError
+from rmq_core.format.message import decode_offset_msg_id as _decode_offset_msg_id
 
 _untrack_message = _backend.impl.untrack_message
 

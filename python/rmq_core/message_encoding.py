@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from rmq_core import _backend
-from rmq_core._reference.format.batch import (
+from rmq_core.format.batch import (
     BATCH_BLOCK_HEAD,
     BATCH_BLOCK_OVERHEAD,
     BATCH_PROP_LEN,
     append_batch_properties,
 )
-from rmq_core._reference.format.message import (
+from rmq_core.format.message import (
     MAX_PROPERTIES_SIZE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,

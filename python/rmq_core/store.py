@@ -32,13 +32,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from rmq_core import _backend
-from rmq_core._reference.format.batch import NO_BLOCK_IN_BATCH as NO_BLOCK_IN_BATCH  # the reason put_batch gives
-from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE
-from rmq_core._reference.format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType, MessageSelector
 from rmq_core.filter.sql92 import Sql92Filter
 from rmq_core.filter.subscription_data import build_subscription_data
+from rmq_core.format.batch import NO_BLOCK_IN_BATCH as NO_BLOCK_IN_BATCH  # the reason put_batch gives
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE
+from rmq_core.format.index import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, MAX_MSGS_NUM_BATCH
 from rmq_core.message import (
     PROPERTY_TAGS,
     UNIQ_KEY,

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rmq_core._reference.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
-from rmq_core._reference.format.file_name import parse_file_name
-from rmq_core._reference.format.index import INDEX_DIR
 from rmq_core.common.clock import now_ms
 from rmq_core.common.disk_usage import disk_partition_space_used_percent
+from rmq_core.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
+from rmq_core.format.file_name import parse_file_name
+from rmq_core.format.index import INDEX_DIR
 
 if TYPE_CHECKING:
     from rmq_core.store import MessageStore

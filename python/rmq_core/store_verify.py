@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rmq_core import _backend
-from rmq_core._reference.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
-from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT
-from rmq_core._reference.format.file_name import offset_to_file_name
-from rmq_core._reference.format.message import (
+from rmq_core.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT
+from rmq_core.format.file_name import list_mapped_files, offset_to_file_name
+from rmq_core.format.message import (
     BLANK_MAGIC,
     BODYCRC_POSITION,
     PHY_POS_POSITION,
@@ -32,7 +32,6 @@ from rmq_core._reference.format.message import (
     body_crc,
     record_layout,
 )
-from rmq_core._reference.store_reader import list_mapped_files
 from rmq_core.store_reader import StoreReader, mapped_file_size
 
 _ZERO_CHUNK = 16 << 20

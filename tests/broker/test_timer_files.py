@@ -1,4 +1,4 @@
-"""The timer's files as RocketMQ 5 lays them out (broker/timer/, layout in _reference/format/timer.py): 52-byte
+"""The timer's files as RocketMQ 5 lays them out (broker/timer/, layout in format/timer.py): 52-byte
 timer log units that never straddle files (a blank fills a file's tail), recovery that keeps the valid units and drops
 a torn tail, the wheel's 32-byte slots twice round 7 days (a slot of another time reads empty; a file of another
 length is refused), and the checkpoint page."""
@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.broker.timer.timer_checkpoint import TimerCheckpoint
 from rmq_core.broker.timer.timer_log import TimerLog
 from rmq_core.broker.timer.timer_wheel import TimerWheel
 from rmq_core.errors import StoreError
+from rmq_core.format import timer as fmt
 
 
 def _unit(prev: int, i: int) -> bytes:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.timer.timer_message_hook import normalize_precision_ms, transform_timer_message
+from rmq_core.format import timer as fmt
 from rmq_core.message import Message, decode_messages
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode

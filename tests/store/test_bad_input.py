@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from rmq_core._reference.format.message import COMPRESSED_FLAG, SYSFLAG_POSITION
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
+from rmq_core.format.message import COMPRESSED_FLAG, SYSFLAG_POSITION
 from rmq_core.message import Message, decode_messages
 from rmq_core.store import MessageStore, StoreConfig
 from rmq_core.store import PutMessageStatus as P

@@ -338,7 +338,7 @@ def test_offset_msg_id_and_tags_hash_functions(backend):
 def test_record_accessors_equal_the_decoder(born, store_h):
     """The format module's per-field accessors (what the pull and query processors use) read what decode_messages
     and the independent spec parser read, for IPv4 and IPv6 hosts, at any position of a pull body."""
-    from rmq_core._reference.format import message as fm
+    from rmq_core.format import message as fm
 
     recs = [
         sp.build_record(

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from rmq_core._reference.format.index import (
+from rmq_core.format.index import (
     INDEX_HEADER_SIZE,
     IndexHeader,
     entry_position,

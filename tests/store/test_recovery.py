@@ -15,7 +15,7 @@ import struct
 
 import pytest
 
-from rmq_core._reference.format.message import QUEUE_OFFSET_POSITION
+from rmq_core.format.message import QUEUE_OFFSET_POSITION
 from rmq_core.message import Message
 from rmq_core.store import GetMessageStatus as S
 

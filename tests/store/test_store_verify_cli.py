@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from rmq_core._reference.format.message import record_layout
+from rmq_core.format.message import record_layout
 from rmq_core.message import Message
 from rmq_core.store import MessageStore, StoreConfig
 

@@ -2,13 +2,8 @@
 disk, same results. One module per file of ``rust/rmq-store/src``:
 
   config.py             StoreConfig (constructor keys, defaults, validation)
-  format/message.py     CommitLog record layout, encode/decode, properties, tags hash, offset msg id
-  format/columns.py     records → Arrow-layout column buffers (decode_columns)
-  format/gather.py      byte runs of a mapped file → one buffer (gather_runs)
-  format/cq_unit.py     the 20-byte ConsumeQueue unit
-  format/file_name.py   20-digit mapped file names
-  mapped_file.py        one mmap'ed, posix_fallocate'd store file
-  mapped_file_queue.py  an ordered run of mapped files in a directory
+  mapped_file_queue.py  an ordered run of mapped files in a directory (each a ``rmq_core.mapped_file.MappedFile``:
+                        mapped_file.rs's twin, shared with the broker's timer)
   commit_log.py         appends with BLANK roll-over, raw reads, old-file deletion
   consume_queue.py      one (topic, queue id) index, pre-blank filling, its own recovery
   flush.py              the flush thread (async periodic flush, sync group commit)
@@ -20,8 +15,10 @@ disk, same results. One module per file of ``rust/rmq-store/src``:
   remoting_frames.py    the remoting frame codec's fast path (split_frames, split_client_frames, encode_frames,
                         encode_send_request; rmq-py/src/remoting.rs)
   send_requests.py      a chunk's plain sends as columns, stored in one put, answered as frames (rmq-py/src/send_request.rs)
-  format/send_request.py  a plain send's header fields and stored properties
-  format/batch.py       a SEND_BATCH_MESSAGE body's blocks and the properties their records store
+
+The byte layouts are the package's format layer, ``rmq_core.format`` (format/*.rs); the names it gives the backend
+API (``decode_columns``, ``split_batch``, ``tags_hash``...) are re-exported here. Only ``rmq_core._backend`` and
+tests import this package (the ``twin-behind-backend`` contract in ``.importlinter``).
 
 This package never imports ``rmq_core._core``.
 """
@@ -34,10 +31,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .format.batch import encode_batch_messages, split_batch
-    from .format.columns import decode_columns
-    from .format.gather import gather_runs
-    from .format.message import (
+    from rmq_core.format.batch import encode_batch_messages, split_batch
+    from rmq_core.format.columns import decode_columns
+    from rmq_core.format.gather import gather_runs
+    from rmq_core.format.message import (
         assign_uniq_keys,
         create_offset_msg_id,
         decode_messages,
@@ -46,6 +43,7 @@ if TYPE_CHECKING:
         java_hash_map_order,
         tags_hash,
     )
+
     from .message_store import StoreEngine
     from .remoting_frames import encode_frames, encode_send_request, split_client_frames, split_frames
     from .send_requests import SendAnswerSpec, SendRequestColumns, SendRequestParser
@@ -53,20 +51,20 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-# Loaded on first use (PEP 562): importing a format module (``rmq_core.message`` imports format.message) must not
-# load the whole twin engine.
+# Loaded on first use (PEP 562): ``rmq_core._backend`` imports this package while ``rmq_core.message`` is still
+# loading; no engine module is loaded before one of its names is used.
 _WHERE = {
-    "decode_columns": ".format.columns",
-    "split_batch": ".format.batch",
-    "encode_batch_messages": ".format.batch",
-    "gather_runs": ".format.gather",
-    "assign_uniq_keys": ".format.message",
-    "create_offset_msg_id": ".format.message",
-    "decode_messages": ".format.message",
-    "decode_properties": ".format.message",
-    "encode_properties": ".format.message",
-    "java_hash_map_order": ".format.message",
-    "tags_hash": ".format.message",
+    "decode_columns": "rmq_core.format.columns",
+    "split_batch": "rmq_core.format.batch",
+    "encode_batch_messages": "rmq_core.format.batch",
+    "gather_runs": "rmq_core.format.gather",
+    "assign_uniq_keys": "rmq_core.format.message",
+    "create_offset_msg_id": "rmq_core.format.message",
+    "decode_messages": "rmq_core.format.message",
+    "decode_properties": "rmq_core.format.message",
+    "encode_properties": "rmq_core.format.message",
+    "java_hash_map_order": "rmq_core.format.message",
+    "tags_hash": "rmq_core.format.message",
     "StoreEngine": ".message_store",
     "encode_frames": ".remoting_frames",
     "encode_send_request": ".remoting_frames",

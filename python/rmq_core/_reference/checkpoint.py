@@ -25,8 +25,7 @@ import os
 import struct
 
 from rmq_core.errors import StoreError
-
-from .format import CHECKPOINT_FILE_SIZE, CHECKPOINT_USED_BYTES
+from rmq_core.format import CHECKPOINT_FILE_SIZE, CHECKPOINT_USED_BYTES
 
 _LAYOUT = struct.Struct(">qqqqq")
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 
-from .format import COMMITLOG_DIR
-from .format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
-from .mapped_file import RESERVE_STEP, MappedFile
+from rmq_core.format import COMMITLOG_DIR
+from rmq_core.format.message import END_FILE_MIN_BLANK_LENGTH, encode_blank
+from rmq_core.mapped_file import RESERVE_STEP, MappedFile
+
 from .mapped_file_queue import MappedFileQueue
 
 

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import os
 
-from .format import CONSUMEQUEUE_DIR
-from .format.cq_unit import (
+from rmq_core.format import CONSUMEQUEUE_DIR
+from rmq_core.format.cq_unit import (
     CQ_STORE_UNIT_SIZE,
     PRE_BLANK_BYTES,
     UNIT,
     encode_unit,
     is_pre_blank,
 )
-from .mapped_file import MappedFile
+from rmq_core.mapped_file import MappedFile
+
 from .mapped_file_queue import MappedFileQueue
 
 U = CQ_STORE_UNIT_SIZE

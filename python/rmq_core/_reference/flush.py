@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Callable
 
-from .format import FLUSH_LEAST_PAGES, OS_PAGE_SIZE
+from rmq_core.format import FLUSH_LEAST_PAGES, OS_PAGE_SIZE
 
 
 class FlushService:

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, to_int32
+from rmq_core.format.message import RecordFormatError, record_matches_unit, record_properties
 from rmq_core.store_status import GetMessageStatus
 
 from .commit_log import CommitLog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue
-from .format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, to_int32
-from .format.message import RecordFormatError, record_matches_unit, record_properties
 
 LONG_MIN = -(2**63)
 

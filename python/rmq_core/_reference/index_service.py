@@ -27,8 +27,7 @@ import os
 import time
 
 from rmq_core.errors import StoreError
-
-from .format.index import (
+from rmq_core.format.index import (
     ENTRY,
     INDEX_DIR,
     INDEX_HEADER_SIZE,

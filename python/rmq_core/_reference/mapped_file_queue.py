@@ -21,10 +21,9 @@ import bisect
 import os
 
 from rmq_core.errors import StoreError
-
-from .format import OS_PAGE_SIZE
-from .format.file_name import offset_to_file_name, parse_file_name
-from .mapped_file import MappedFile
+from rmq_core.format import OS_PAGE_SIZE
+from rmq_core.format.file_name import offset_to_file_name, parse_file_name
+from rmq_core.mapped_file import MappedFile
 
 
 class MappedFileQueue:

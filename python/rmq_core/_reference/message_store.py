@@ -55,16 +55,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.errors import CorruptRecordError, IllegalTopicError, StoreError
-from rmq_core.store_status import PutMessageStatus
-
-from . import get_message as _get_message
-from . import replica as _replica
-from .checkpoint import StoreCheckpoint
-from .commit_log import CommitLog
-from .config import StoreConfig
-from .consume_queue import ConsumeQueue
-from .flush import FlushService
-from .format import (
+from rmq_core.format import (
     ABORT_FILE,
     BOOT_ID_PATH,
     CHECKPOINT_FILE,
@@ -76,9 +67,9 @@ from .format import (
     LOCK_FILE,
     decode_abort_boot_id,
 )
-from .format.batch import batch_records, join_offset_msg_ids
-from .format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
-from .format.message import (
+from rmq_core.format.batch import batch_records, join_offset_msg_ids
+from rmq_core.format.index import QUERY_ROUNDS, index_keys, is_indexed_sys_flag, record_has_index_key
+from rmq_core.format.message import (
     BODYCRC_POSITION,
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_SIZE,
@@ -99,6 +90,15 @@ from .format.message import (
     record_store_timestamp,
     tags_code_of,
 )
+from rmq_core.store_status import PutMessageStatus
+
+from . import get_message as _get_message
+from . import replica as _replica
+from .checkpoint import StoreCheckpoint
+from .commit_log import CommitLog
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .flush import FlushService
 from .index_service import IndexService
 from .recovery import iter_records, recover
 

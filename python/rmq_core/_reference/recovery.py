@@ -33,11 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .checkpoint import StoreCheckpoint
-from .commit_log import CommitLog
-from .consume_queue import ConsumeQueue
-from .format import RECOVER_NORMAL_FILE_COUNT
-from .format.message import (
+from rmq_core.format import RECOVER_NORMAL_FILE_COUNT
+from rmq_core.format.message import (
     _HEADER8,
     _I32,
     _I64,
@@ -52,7 +49,11 @@ from .format.message import (
     record_layout,
     tags_code_of,
 )
-from .mapped_file import MappedFile
+from rmq_core.mapped_file import MappedFile
+
+from .checkpoint import StoreCheckpoint
+from .commit_log import CommitLog
+from .consume_queue import ConsumeQueue
 
 BLANK = -1
 INVALID = -2

@@ -24,9 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.errors import CorruptRecordError, StoreError
-
-from .format.index import is_indexed_sys_flag
-from .format.message import (
+from rmq_core.format.index import is_indexed_sys_flag
+from rmq_core.format.message import (
     _HEADER8,
     _I32,
     _I64,

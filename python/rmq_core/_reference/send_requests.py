@@ -17,8 +17,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .format.message import append_property, create_offset_msg_id
-from .format.send_request import PlainPropertyRules, parse_decimal, parse_java_bool, rewrite_plain_properties
+from rmq_core.format.message import append_property, create_offset_msg_id
+from rmq_core.format.send_request import PlainPropertyRules, parse_decimal, parse_java_bool, rewrite_plain_properties
 
 FIELDS = 13
 REQUIRED = 8

@@ -27,10 +27,10 @@ import mmap
 import os
 from collections.abc import Sequence
 
-from .format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
-from .format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, is_pre_blank, to_int32
-from .format.file_name import infer_mapped_file_size, offset_to_file_name, parse_file_name
-from .format.message import (
+from rmq_core.format import COMMITLOG_DIR, CONSUMEQUEUE_DIR
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, UNIT, is_pre_blank, to_int32
+from rmq_core.format.file_name import infer_mapped_file_size, list_mapped_files, offset_to_file_name
+from rmq_core.format.message import (
     MIN_RECORD_LEN_V1_IPV4,
     RECORD_HEADER_LEN,
     RecordFormatError,
@@ -42,21 +42,6 @@ from .format.message import (
 )
 
 _U = CQ_STORE_UNIT_SIZE
-
-
-def list_mapped_files(d: str) -> list[tuple[int, str]]:
-    """The numbered store files of ``d``, sorted by start (empty when ``d`` is missing)."""
-    try:
-        names = os.listdir(d)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    out = []
-    for n in names:
-        start = parse_file_name(n)
-        if start is not None:
-            out.append((start, os.path.join(d, n)))
-    out.sort()
-    return out
 
 
 def _length(path: str) -> int:

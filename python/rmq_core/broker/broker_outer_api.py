@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rmq_core._reference.format.message import body_crc
+from rmq_core.format.message import body_crc
 from rmq_core.remoting import fastjson
 from rmq_core.remoting.body.route import RegisterBrokerBody, RegisterBrokerResult
 from rmq_core.remoting.codes import RequestCode, ResponseCode

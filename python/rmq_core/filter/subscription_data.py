@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rmq_core._reference.format.cq_unit import to_int32
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector
+from rmq_core.format.cq_unit import to_int32
 from rmq_core.message import tags_hash
 
 

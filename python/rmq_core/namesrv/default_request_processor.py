@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rmq_core._reference.format.message import body_crc
 from rmq_core.common.log_text import clip
+from rmq_core.format.message import body_crc
 from rmq_core.namesrv.kv_config_manager import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
 from rmq_core.remoting import fastjson

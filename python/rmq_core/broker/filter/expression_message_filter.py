@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rmq_core._reference.format.cq_unit import to_int32
 from rmq_core.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from rmq_core.filter.message_selector import SUB_ALL, ExpressionType, MessageSelector
 from rmq_core.filter.subscription_data import SubscriptionData
+from rmq_core.format.cq_unit import to_int32
 from rmq_core.message import PROPERTY_RETRY_TOPIC
 
 log = logging.getLogger(__name__)

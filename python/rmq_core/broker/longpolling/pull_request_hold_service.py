@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.common.clock import now_ms
 from rmq_core.filter.subscription_data import SubscriptionData
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:

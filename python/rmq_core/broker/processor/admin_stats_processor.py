@@ -16,11 +16,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.broker.stats.broker_runtime_stats import GET, PUT, java_double
 from rmq_core.common.disk_usage import disk_partition_space_used_percent, human_readable_byte_count
 from rmq_core.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from rmq_core.common.mq_version import version_desc
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.message import MessageQueue
 from rmq_core.remoting.body.connection import Connection as ConnectionBody
 from rmq_core.remoting.body.connection import ConsumerConnection, ProducerConnection

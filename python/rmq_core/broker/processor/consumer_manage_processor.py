@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from rmq_core._reference.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.common.mix_all import validate_group
+from rmq_core.format.cq_unit import CQ_STORE_UNIT_SIZE, decode_unit
 from rmq_core.remoting.body.heartbeat import GetConsumerListByGroupResponseBody
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand

@@ -19,12 +19,6 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rmq_core._reference.format.message import (
-    record_store_timestamp,
-    record_sys_flag,
-    store_timestamp_position,
-    walk_records,
-)
 from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq_core.broker.filter.expression_message_filter import (
     ExpressionForRetryMessageFilter,
@@ -44,6 +38,12 @@ from rmq_core.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
+from rmq_core.format.message import (
+    record_store_timestamp,
+    record_sys_flag,
+    store_timestamp_position,
+    walk_records,
+)
 from rmq_core.message import PROPERTY_DELAY_TIME_LEVEL, Message
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand

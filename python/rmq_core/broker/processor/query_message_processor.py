@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmq_core._reference.format.index import DEFAULT_QUERY_MAX_NUM
-from rmq_core._reference.format.message import (
+from rmq_core.format.index import DEFAULT_QUERY_MAX_NUM
+from rmq_core.format.message import (
     MIN_RECORD_LEN_V1_IPV4,
     RECORD_HEADER_LEN,
     is_message_magic,

@@ -1,6 +1,6 @@
 """TimerCheckpoint: the timer's progress, RocketMQ 5's ``store/timer/TimerCheckpoint.java``.
 
-Owns: ``<root>/config/timercheck`` (one 4 096-byte page, layout in ``rmq_core._reference.format.timer``): the read
+Owns: ``<root>/config/timercheck`` (one 4 096-byte page, layout in ``rmq_core.format.timer``): the read
 time up to which every slot has been delivered (``last_read_time_ms``), the timer log position matching the queue
 offset below (``last_timer_log_flush_pos``), the offset of ``rmq_sys_wheel_timer`` queue 0 below which every message
 is in the timer log or delivered (``last_timer_queue_offset``, and ``master_timer_queue_offset``, the same on a
@@ -15,8 +15,8 @@ from __future__ import annotations
 import mmap
 import os
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.errors import StoreError
+from rmq_core.format import timer as fmt
 
 
 class TimerCheckpoint:

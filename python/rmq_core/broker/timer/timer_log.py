@@ -3,7 +3,7 @@
 Owns: ``<root>/timerlog/<20-digit start offset>`` mapped files of ``mapped_file_size_timer_log`` bytes (created on the
 first append, preallocated), the write position, appending a 52-byte unit (a blank fills a file's tail that cannot
 hold one more unit + a blank: 5.x's rule), reading a unit at a global position, recovery's truncation and the
-deletion of whole files that no pending timer refers to. Byte layout: ``rmq_core._reference.format.timer``.
+deletion of whole files that no pending timer refers to. Byte layout: ``rmq_core.format.timer``.
 
 Invariants: 1. units never straddle files; a position is ``file start + offset in file``. 2. ``write_pos`` is the
 end of the last valid unit (recovery sets it with ``truncate_dirty``). 3. files are deleted only from the head.
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 
-from rmq_core._reference.format import timer as fmt
-from rmq_core._reference.format.file_name import offset_to_file_name, parse_file_name
-from rmq_core._reference.mapped_file import MappedFile
 from rmq_core.errors import StoreError
+from rmq_core.format import timer as fmt
+from rmq_core.format.file_name import offset_to_file_name, parse_file_name
+from rmq_core.mapped_file import MappedFile
 
 
 class TimerLog:

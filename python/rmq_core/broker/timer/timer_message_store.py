@@ -23,12 +23,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.broker.timer.timer_checkpoint import TimerCheckpoint
 from rmq_core.broker.timer.timer_log import TimerLog
 from rmq_core.broker.timer.timer_message_hook import TIMER_TOPIC, normalize_precision_ms
 from rmq_core.broker.timer.timer_wheel import TimerWheel
 from rmq_core.common.clock import now_ms
+from rmq_core.format import timer as fmt
 from rmq_core.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,

@@ -2,7 +2,7 @@
 
 Owns: ``<root>/timerwheel`` (38 707 200 bytes: 7 days of slots × 2, 32 bytes each), slot reads and writes, on the
 shared mapping itself (5.x: an in-memory copy). Created with the first timer, preallocated. Byte layout:
-``rmq_core._reference.format.timer``.
+``rmq_core.format.timer``.
 Invariants: the file is exactly ``WHEEL_LENGTH`` bytes (another length is refused, as 5.x does); a slot is valid for
 time t only when its stored time equals ``t // precision``; before the file exists every slot reads empty.
 Thread-safety: none; owned by the broker's event loop.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import mmap
 import os
 
-from rmq_core._reference.format import timer as fmt
 from rmq_core.errors import StoreError
+from rmq_core.format import timer as fmt
 
 
 class TimerWheel:

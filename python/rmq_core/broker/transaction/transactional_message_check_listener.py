@@ -9,7 +9,7 @@
 - ``resolve_discard_msg(msg_ext)``: a message checked ``transactionCheckMax`` times goes to
   ``TRANS_CHECK_MAX_TIME_TOPIC`` (1 queue, created RW on first use) as it is, half-message properties included.
 
-Byte format: the request body is a v1 record (``_reference/format/message.py``'s layout).
+Byte format: the request body is a v1 record (``format/message.py``'s layout).
 Thread-safety: the broker's event loop only (``Connection.send``).
 """
 
@@ -18,15 +18,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from rmq_core._reference.format.message import (
+from rmq_core.common import mix_all
+from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
+from rmq_core.format.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
     encode_host,
     encode_properties,
     encode_record,
 )
-from rmq_core.common import mix_all
-from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,

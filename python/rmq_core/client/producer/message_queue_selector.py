@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from rmq_core._reference.format.cq_unit import to_int32
+from rmq_core.format.cq_unit import to_int32
 from rmq_core.message import Message, MessageQueue, tags_hash
 
 

@@ -1,15 +1,17 @@
 """Mapped file names: the file's global start byte offset, decimal, zero-padded to 20 digits (``UtilAll.offset2FileName``).
 
 Owns: :func:`offset_to_file_name`, :func:`parse_file_name`, :func:`infer_mapped_file_size` (a directory's mapped
-file size from its files, for readers that are not given it).
+file size from its files, for readers that are not given it), :func:`list_mapped_files` (a directory's store files
+by their names: the one function here that reads the disk, a directory listing, for the readers that are no engine).
 Format: exactly 20 ASCII digits, e.g. ``00000000001073741824``.
 Invariants:
   1. A name that is not exactly 20 ASCII digits is not a store file; loaders ignore it.
-Thread-safety: pure functions.
+Thread-safety: pure functions (``list_mapped_files``: no state of its own).
 """
 
 from __future__ import annotations
 
+import os
 from itertools import pairwise
 
 FILE_NAME_LEN = 20
@@ -23,6 +25,21 @@ def parse_file_name(name: str) -> int | None:
     if len(name) != FILE_NAME_LEN or not (name.isascii() and name.isdigit()):
         return None
     return int(name)
+
+
+def list_mapped_files(d: str) -> list[tuple[int, str]]:
+    """The numbered store files of ``d`` as ``(start, path)``, sorted by start (empty when ``d`` is missing)."""
+    try:
+        names = os.listdir(d)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for n in names:
+        start = parse_file_name(n)
+        if start is not None:
+            out.append((start, os.path.join(d, n)))
+    out.sort()
+    return out
 
 
 def infer_mapped_file_size(files: list[tuple[int, int]]) -> int | None:

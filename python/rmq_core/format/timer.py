@@ -32,7 +32,7 @@ import mmap
 import struct
 from typing import NamedTuple
 
-from rmq_core._reference.format.message import tags_hash
+from .message import tags_hash
 
 TIMER_WHEEL_TTL_DAY = 7
 DAY_SECS = 24 * 3600

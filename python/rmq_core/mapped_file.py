@@ -1,4 +1,5 @@
-"""One memory-mapped store file (a CommitLog or ConsumeQueue segment), RocketMQ's ``MappedFile``.
+"""One memory-mapped store file, RocketMQ's ``MappedFile`` (twin of ``rust/rmq-store/src/mapped_file.rs``): the pure-Python
+engine's CommitLog and ConsumeQueue segments, and the broker timer's timerlog files (Python under either backend).
 
 Owns: the file at ``<dir>/<20-digit start offset>``, its shared read-write mapping, its write and flush positions.
 Format: a file of exactly ``size`` bytes, zero-filled; the content is whatever the owner writes. Its blocks are
@@ -11,7 +12,7 @@ Invariants:
   2. ``read(pos, n)`` returns data only if ``[pos, pos+n)`` lies wholly below ``wrote``.
   3. A file that failed creation is removed; a created file is always full size.
   4. I/O errors raise ``StoreError`` naming the file.
-Thread-safety: none of its own; the engine's lock serialises every call.
+Thread-safety: none of its own; its owner serialises every call (the twin engine's lock; the timer's: the broker's loop).
 """
 
 from __future__ import annotations

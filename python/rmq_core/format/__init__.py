@@ -1,8 +1,10 @@
-"""Byte layouts and file names: every magic number of the store lives in this package.
+"""The format layer: byte layouts and file names; every magic number of the store lives in this package.
 
-Owns: ``message`` (CommitLog record layout, properties, tags hash, offset msg id), ``cq_unit`` (the 20-byte
-ConsumeQueue unit), ``file_name`` (20-digit mapped file names), ``index``
-(index files), and the checkpoint / directory constants here.
+Mirrors ``rust/rmq-store/src/format/`` module for module (``message``, ``batch``, ``columns``, ``cq_unit``,
+``file_name``, ``gather``, ``index``, ``send_request``; ``remoting.rs``'s frames are ``rmq_core.remoting.command``'s);
+``timer`` (5.x's timer files) is Python only. Public to the package: the store facade, the broker, the CLI and the
+pure-Python engine twin (``_reference``) read the layouts here. Owns the checkpoint layout and the store's directory
+and file name constants below.
 Format: all integers big-endian (Java ByteBuffer).
 Invariants: constants mirror RocketMQ 4.9 (``CommitLog``, ``MessageDecoder``, ``ConsumeQueue``, ``StoreCheckpoint``).
 Thread-safety: pure functions and constants.

@@ -551,7 +551,7 @@ def decode_messages(buf: bytes, decompress: bool = True) -> list:
     """Decode concatenated v1/v2 records (a pull body). BLANK, garbage or a truncated tail raise
     ``CorruptRecordError(offset=<index in buf>)``. Bodies are returned as stored: ``decompress`` is accepted for
     signature parity and ignored (the wrapper in ``rmq_core.message`` inflates, for both backends)."""
-    from rmq_core.message import MessageExt  # late: rmq_core.message imports this package through _backend
+    from rmq_core.message import MessageExt  # late: rmq_core.message imports this module
 
     out = []
     pos = 0
