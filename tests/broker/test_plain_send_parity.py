@@ -22,7 +22,7 @@ from rmq_core.common.perm_name import PERM_READ
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import decode_messages
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import encode_frames, split_frames
+from rmq_core.remoting.frame_codec import encode_frames, split_frames
 
 from support.admin_helpers import add_topic_config
 from support.send_corpus import MAX_MESSAGE_SIZE, MULTI_TAG_TOPIC, READ_ONLY_TOPIC, send_corpus
