@@ -38,7 +38,7 @@ class _Conn:
 
 
 def _frames(requests: list[RemotingCommand], responses: list[Any]) -> list[bytes | None]:
-    """Each answer's frame as the server writes it (``RemotingServer._process_batch``), None where none is sent."""
+    """Each answer's frame as the server writes it (``batch_serving.process_batch``), None where none is sent."""
     out: list[bytes | None] = []
     for cmd, response in zip(requests, responses):
         if response is None or cmd.is_oneway:

@@ -1,7 +1,7 @@
 """``RemotingServer``: accepts connections (the name server's and the broker's) and serves each request with the
-processor registered for its code: as a task of its own, inline in the connection's read loop, or a run at a time by
-a batch processor (``register_batch``: the fast path of the broker's plain sends, which must answer as their
-processors one by one do). It bounds what peers may hold: connections, idle time, unfinished frames.
+processor registered for its code: as a task of its own, or inline in the connection's read loop; or a run at a
+time by a batch processor (``register_batch``, a fast path: ``batch_serving.py``). It bounds what peers may hold:
+connections, idle time, unfinished frames, requests in progress.
 
 Invariants it enforces (numbered in docs/REMOTING_DESIGN.md, "Invariants"): 3 (unknown code, processor failure),
 4 (no answer to a oneway request), 5 (``MAX_TASKS_PER_CONNECTION``), 7 (connection cap, idle timeout, frame
@@ -17,10 +17,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
+from rmq_core.remoting.batch_serving import AccessCheck, BatchProcessor, BatchProcessors
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
+from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.connection import Connection, Processor, invoke_on
 from rmq_core.remoting.event_loop import new_event_loop
 from rmq_core.remoting.frame_protocol import REFUSED_LOG_INTERVAL_S, FrameBudget, FrameProtocol, serve_connection
@@ -38,12 +40,6 @@ SERVER_MAX_CONNECTIONS = 10_000
 SERVER_CHANNEL_MAX_IDLE_TIME_S = 120
 FRAME_DEADLINE_S = 60
 PARTIAL_FRAMES_MAX = 256 * 1024 * 1024
-# A batch processor answers each request with a command, None (no answer), or the answer's frame already encoded;
-# the answers come at once (a list) when it had nothing to wait for, else as an awaitable
-BatchAnswers = list[RemotingCommand | bytes | None]
-BatchProcessor = Callable[[Connection, list[RemotingCommand]], BatchAnswers | Awaitable[BatchAnswers]]
-# A check of every request before it is served (the broker's ACL): None serves it, a command is the refusal to answer
-AccessCheck = Callable[[Connection, RemotingCommand], RemotingCommand | None]
 
 
 def _connection_cap(wanted: int) -> int:
@@ -85,9 +81,8 @@ class RemotingServer:
         self._refused_logged_at = -REFUSED_LOG_INTERVAL_S
         self._processors: dict[int, Processor] = {}
         self._inline: set[int] = set()
-        self._batch: dict[int, tuple[BatchProcessor, bool]] = {}
+        self._batch = BatchProcessors()
         self.access_check: AccessCheck | None = None
-        self._batch_processors: dict[BatchProcessor, tuple[int, ...]] = {}  # as registered (before any check)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self.on_close: list[Callable[[Connection], None]] = []
@@ -100,7 +95,7 @@ class RemotingServer:
         task per request): for processors that do not wait on anything, where it saves the task's cost; requests
         on that connection are then handled one after another, as a single-threaded Netty executor does."""
         self._processors[code] = processor
-        self._batch.pop(code, None)  # the last registration for a code wins
+        self._batch.by_code.pop(code, None)  # the last registration for a code wins
         if inline:
             self._inline.add(code)
         else:
@@ -111,41 +106,14 @@ class RemotingServer:
         ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
         them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
         one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
-        self._batch_processors[processor] = tuple(int(c) for c in codes)
-        if self.access_check is not None:  # its requests checked before it sees them (invariant 9)
-            processor = self._checked_batch(processor, self.access_check)
-        for code in codes:
-            self._batch[int(code)] = (processor, inline)  # the last registration for a code wins
+        self._batch.register(codes, processor, inline, self.access_check)
 
     def set_access_check(self, check: AccessCheck) -> None:
         """Run ``check`` on every request before it is served (its refusal answered in its place, the processor
         not called), whatever its code, known or not, and whichever path serves it: a batch processor registered
         before or after gets only the requests that passed (invariant 9). Set it before serving."""
         self.access_check = check
-        for processor, codes in self._batch_processors.items():
-            checked = self._checked_batch(processor, check)
-            for code in codes:
-                if code in self._batch and self._batch[code][0] is processor:
-                    self._batch[code] = (checked, self._batch[code][1])
-
-    @staticmethod
-    def _checked_batch(processor: BatchProcessor, check: AccessCheck) -> BatchProcessor:
-        """``processor`` behind ``check``: the refused requests answered with their refusals, the others handed to
-        ``processor`` (all of them, the same list, when none is refused: the common case costs one check each)."""
-
-        def checked(conn: Connection, cmds: list[RemotingCommand]) -> BatchAnswers | Awaitable[BatchAnswers]:
-            refusals = [check(conn, c) for c in cmds]
-            if all(r is None for r in refusals):
-                return processor(conn, cmds)
-            allowed = [c for c, r in zip(cmds, refusals, strict=True) if r is None]
-            if not allowed:
-                return list(refusals)
-            answers = processor(conn, allowed)
-            if isinstance(answers, list):
-                return _merge_answers(refusals, answers)
-            return _merge_answers_later(refusals, answers)
-
-        return checked
+        self._batch.set_access_check(check)
 
     @property
     def address(self) -> str:
@@ -302,37 +270,13 @@ class RemotingServer:
                 return start(self._process(conn, cmd))
 
             batch = self._batch
-
-            def on_batch(cmds: list[RemotingCommand]) -> Awaitable[None] | None:
-                processor, inline_batch = batch[cmds[0].code]
-                registrations = {batch[c.code] for c in cmds}
-                if len(registrations) > 1:  # codes of different batch processors: their runs one after another
-                    if all(inline for _, inline in registrations):
-                        return self._process_runs(conn, cmds)
-                    return start(self._process_runs(conn, cmds))
-                if inline_batch:
-                    return self._process_batch(conn, processor, cmds)
-                return start(self._run_batch(conn, processor, cmds))
-
-            def serve_now(cmds: list[RemotingCommand]) -> bool:
-                """A chunk of requests of one inline batch processor, handled at once (invariant 6)."""
-                registration = batch.get(cmds[0].code)
-                if registration is None or not registration[1]:
-                    return False
-                for c in cmds:
-                    if c.flag & RPC_TYPE_RESPONSE or batch.get(c.code) != registration:
-                        return False
-                work = self._process_batch(conn, registration[0], cmds)
-                if work is not None:
-                    assert proto is not None  # serve_now is set on the protocol only
-                    proto.hand_over(work)
-                return True
-
+            by_code = batch.by_code
             proto: FrameProtocol | None = conn.protocol if isinstance(conn.protocol, FrameProtocol) else None
-            if batch and proto is not None:
-                proto.serve_now = serve_now
+            if by_code and proto is not None:  # a chunk of inline batch requests handled at once (invariant 6)
+                proto.serve_now = partial(batch.serve_now, conn, proto)
+            on_batch = partial(batch.serve, conn, start) if by_code else None
             try:
-                await serve_connection(conn, on_request, on_batch if batch else None, frozenset(batch))
+                await serve_connection(conn, on_request, on_batch, frozenset(by_code))
             finally:
                 if proto is not None:
                     proto.serve_now = None
@@ -346,68 +290,6 @@ class RemotingServer:
                     cb(conn)
                 except Exception:
                     log.exception("connection close callback failed")
-
-    async def _process_runs(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
-        """Commands of different batch processors, split into runs of one processor each, handled in order."""
-        start = 0
-        for i in range(1, len(cmds) + 1):
-            if i == len(cmds) or self._batch[cmds[i].code] != self._batch[cmds[start].code]:
-                await self._run_batch(conn, self._batch[cmds[start].code][0], cmds[start:i])
-                start = i
-
-    async def _run_batch(self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]) -> None:
-        """``_process_batch`` as a coroutine (a task's, or one run of ``_process_runs``)."""
-        work = self._process_batch(conn, processor, cmds)
-        if work is not None:
-            await work
-
-    def _process_batch(
-        self, conn: Connection, processor: BatchProcessor, cmds: list[RemotingCommand]
-    ) -> Awaitable[None] | None:
-        """``processor`` on ``cmds``, its answers sent: None when that is done, else an awaitable finishing it
-        (the processor had to wait for something)."""
-        try:
-            responses = processor(conn, cmds)
-        except Exception as e:  # a processor bug answers SYSTEM_ERROR, never kills the connection
-            responses = self._batch_failed(cmds, e)
-        if isinstance(responses, list):
-            self._answer_batch(conn, cmds, responses)
-            return None
-        return self._answer_batch_later(conn, cmds, responses)
-
-    async def _answer_batch_later(
-        self, conn: Connection, cmds: list[RemotingCommand], pending: Awaitable[BatchAnswers]
-    ) -> None:
-        try:
-            responses = await pending
-        except Exception as e:  # as in _process_batch
-            responses = self._batch_failed(cmds, e)
-        self._answer_batch(conn, cmds, responses)
-
-    @staticmethod
-    def _batch_failed(cmds: list[RemotingCommand], e: Exception) -> BatchAnswers:
-        log.exception("batch processor for code %d failed", cmds[0].code, exc_info=e)
-        return [
-            RemotingCommand.response_to(cmd, ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}")
-            for cmd in cmds
-        ]
-
-    def _answer_batch(self, conn: Connection, cmds: list[RemotingCommand], responses: BatchAnswers) -> None:
-        out: list[RemotingCommand | bytes] = []
-        for cmd, response in zip(cmds, responses):
-            if response is None or cmd.is_oneway:
-                continue
-            if isinstance(response, bytes):  # an answer the processor encoded itself (to this request)
-                out.append(response)
-                continue
-            response.opaque = cmd.opaque
-            response.flag |= 1
-            response.serialize_type = cmd.serialize_type  # 4.9 answers in the request's serialize type
-            out.append(response)
-        try:
-            conn.send_all(out)
-        except ConnectionError:
-            log.info("could not answer %s: connection closed", conn.remote_address)
 
     async def _process(self, conn: Connection, cmd: RemotingCommand) -> None:
         processor = self._processors.get(cmd.code)
@@ -443,16 +325,3 @@ class RemotingServer:
     async def invoke(self, conn: Connection, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Server → client request (e.g. NOTIFY_CONSUMER_IDS_CHANGED is oneway; others wait for a response)."""
         return await invoke_on(conn, request, timeout)
-
-
-def _merge_answers(refusals: list[RemotingCommand | None], answers: BatchAnswers) -> BatchAnswers:
-    """The answers of a batch some of whose requests were refused: each refusal in its request's place, the
-    processor's answers (to the others, in order) in the remaining places."""
-    rest = iter(answers)
-    return [next(rest) if r is None else r for r in refusals]
-
-
-async def _merge_answers_later(
-    refusals: list[RemotingCommand | None], pending: Awaitable[BatchAnswers]
-) -> BatchAnswers:
-    return _merge_answers(refusals, await pending)
