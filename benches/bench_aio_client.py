@@ -13,7 +13,7 @@ Phases (each round runs every phase once, sync and async alternating; medians of
                threads, batch 1: bench_client's consume_throughput) / ``AsyncPushConsumer`` (an ``async def``
                listener, 20 workers, batch 1) / ``AsyncPullConsumer`` (``async for``); the clock runs from the first
                delivery to the last
-The async client runs on each of --loops: uvloop (``rmq_core.remoting.transport.new_event_loop``, the loop the
+The async client runs on each of --loops: uvloop (``rmq_core.remoting.event_loop.new_event_loop``, the loop the
 blocking client's thread uses) and the stdlib's asyncio loop. The ratio column is async / sync of the medians; the
 pull consumer is compared with the sync push consumer (the sync PullConsumer has no stream to compare). The machine
 is shared (2 cores, other work running): noisy.
@@ -40,7 +40,7 @@ from bench_client import QUEUES, consume_throughput, create_topic, fill_backlog,
 from rmq_core.aio import AsyncProducer, AsyncPullConsumer, AsyncPushConsumer
 from rmq_core.client import ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rmq_core.message import Message
-from rmq_core.remoting.transport import new_event_loop
+from rmq_core.remoting.event_loop import new_event_loop
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": new_event_loop,  # the loop the blocking client's thread runs (uvloop where installed)

@@ -37,7 +37,7 @@ from lean_clients import QUEUES, lean_pull, lean_send, p50_p99, pull_request, se
 
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import PullMessageResponseHeader, decode_header
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 
 def start_broker(store_dir: str, conf: str | None = None) -> tuple[subprocess.Popen[str], str]:

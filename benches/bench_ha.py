@@ -43,7 +43,7 @@ from lean_clients import QUEUES, lean_send, p50_p99, send_frames
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import GetMaxOffsetRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from support.apache_rocketmq import ApacheRocketMQ

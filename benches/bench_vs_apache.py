@@ -70,7 +70,7 @@ from lean_clients import QUEUES, lean_pull, lean_send, p50_p99, send_frames, wak
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import GetMaxOffsetRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))

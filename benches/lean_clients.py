@@ -28,7 +28,7 @@ from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import PullMessageRequestHeader, SendMessageRequestHeader
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 GROUP = "bench_group"
 QUEUES = 4

@@ -71,7 +71,7 @@ def broker(tmp_path):
 @pytest.fixture
 def client():
     """A blocking remoting client for talking to brokers and name servers over TCP."""
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
     with BlockingRemotingClient() as c:
         yield c

@@ -23,7 +23,7 @@ from rmq_core.remoting.body.lock_batch import (
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import CreateTopicRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 TOPIC = "AdminTopic"
 GROUP = "admin_group"

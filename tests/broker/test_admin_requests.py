@@ -27,7 +27,7 @@ from rmq_core.remoting.header import (
     PutKVConfigRequestHeader,
     encode_header,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.pull_helpers import GROUP, SMALL_FILES, TOPIC, add_topic, heartbeat, pull, running_broker, update_offset
 from support.send_helpers import send_request

@@ -14,7 +14,7 @@ from rmq_core.broker import Broker
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import MAX_FRAME_LENGTH, RemotingCommand
 from rmq_core.remoting.header import SendMessageRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 
 def _send(client: BlockingRemotingClient, addr: str, body: bytes) -> RemotingCommand:

@@ -1,4 +1,4 @@
-"""Resource exhaustion: the transport's memory bounds (invariant 5 of rmq_core.remoting.transport) checked in-process
+"""Resource exhaustion: the transport's memory bounds (invariant 5, docs/REMOTING_DESIGN.md) checked in-process
 on real TCP, then benches/exhaust_broker.py's scenarios at their quick size against `rmq-core broker` in its own
 process (idle connections, slowloris, a client that never reads its answers, a pipelined flood, a consumer group
 joining and leaving, a full disk).
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting import transport as transport_mod
-from rmq_core.remoting.transport import RemotingServer
+from rmq_core.remoting import RemotingCommand, remoting_server
+from rmq_core.remoting.remoting_server import RemotingServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
 from exhaust_broker import format_table, run
@@ -68,7 +67,7 @@ def test_a_peer_that_never_reads_is_not_served_until_it_does():
 def test_requests_processed_at_once_per_connection_are_capped(monkeypatch):
     """Past MAX_TASKS_PER_CONNECTION requests in progress (long polls parked, say) the connection waits for one to
     finish before starting the next; none is dropped."""
-    monkeypatch.setattr(transport_mod, "MAX_TASKS_PER_CONNECTION", 4)
+    monkeypatch.setattr(remoting_server, "MAX_TASKS_PER_CONNECTION", 4)
 
     async def main():
         running = 0

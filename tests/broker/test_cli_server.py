@@ -21,7 +21,7 @@ from rmq_core.remoting.header import (
     UpdateConsumerOffsetRequestHeader,
     encode_header,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 CLI = [sys.executable, "-m", "rmq_core.cli"]
 

@@ -30,7 +30,7 @@ from rmq_core.remoting.body.heartbeat import (
 )
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 GROUP = "cmp_client_group"
 TOPIC = "ClientTopic"
@@ -341,7 +341,7 @@ def _check_client_config(broker, expression_type: str, expression: str):  # type
     import json
 
     from rmq_core.remoting.command import RemotingCommand as _Cmd
-    from rmq_core.remoting.transport import BlockingRemotingClient as _Client
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient as _Client
 
     body = json.dumps(
         {

@@ -21,7 +21,7 @@ from rmq_core.message import Message
 from rmq_core.remoting.body.heartbeat import ConsumerData, HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 from rmq_core.store import StoreConfig
 
 from support.admin_helpers import add_topic_config

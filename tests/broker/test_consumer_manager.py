@@ -19,7 +19,7 @@ from rmq_core.broker.client.consumer_manager import (
 from rmq_core.broker.client.producer_manager import ProducerManager
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
 from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
-from rmq_core.remoting.transport import Connection
+from rmq_core.remoting.connection import Connection
 
 PUSH, CLUSTERING, LAST = (
     ConsumeType.CONSUME_PASSIVELY,

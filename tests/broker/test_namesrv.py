@@ -28,7 +28,7 @@ from rmq_core.remoting.body.route import (
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import RegisterBrokerRequestHeader, encode_header
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 RW = PERM_READ | PERM_WRITE
 CLUSTER = "DefaultCluster"

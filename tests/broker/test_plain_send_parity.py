@@ -22,7 +22,7 @@ from rmq_core.common.perm_name import PERM_READ
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import decode_messages
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import encode_frames, split_frames
+from rmq_core.remoting.frame_codec import encode_frames, split_frames
 
 from support.admin_helpers import add_topic_config
 from support.send_corpus import MAX_MESSAGE_SIZE, MULTI_TAG_TOPIC, READ_ONLY_TOPIC, send_corpus
@@ -38,7 +38,7 @@ class _Conn:
 
 
 def _frames(requests: list[RemotingCommand], responses: list[Any]) -> list[bytes | None]:
-    """Each answer's frame as the server writes it (``RemotingServer._process_batch``), None where none is sent."""
+    """Each answer's frame as the server writes it (``batch_serving.process_batch``), None where none is sent."""
     out: list[bytes | None] = []
     for cmd, response in zip(requests, responses):
         if response is None or cmd.is_oneway:

@@ -21,7 +21,7 @@ from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import SendMessageRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.pull_helpers import (
     ALL_FLAGS,

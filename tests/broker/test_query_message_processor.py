@@ -15,7 +15,7 @@ from rmq_core.broker import Broker
 from rmq_core.message import Message, decode_messages
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 TOPIC = "ViewTopic"
 

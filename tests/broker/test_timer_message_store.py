@@ -441,7 +441,7 @@ def test_kill_9_while_timers_are_being_sent_loses_no_acknowledged_one(root, clie
     import random
     import threading
 
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
     log = tmp_path / "broker.log"
     port = free_port()

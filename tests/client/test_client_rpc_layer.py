@@ -39,7 +39,7 @@ from rmq_core.remoting.header import (
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 from support.client_helpers_core import SilentServer, cluster
 from support.send_helpers import send_header

@@ -37,7 +37,7 @@ from rmq_core.remoting.body.consumer_running_info import (
 from rmq_core.remoting.body.lock_batch import mq_from_json_dict
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.client_helpers_e2e import FAST_CLIENT, Cluster, Deliveries, cluster, wait_until
 

@@ -20,8 +20,9 @@ from rmq_core.client.producer.producer import ASYNC, SYNC
 from rmq_core.message import Message
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.connection import Connection
 from rmq_core.remoting.header import SendMessageResponseHeader, encode_header
-from rmq_core.remoting.transport import Connection, RemotingServer
+from rmq_core.remoting.remoting_server import RemotingServer
 
 from support.client_helpers_core import SilentServer, cluster, fake_broker_registration, wait_until
 from support.remoting_link import count_queued_flushes

@@ -23,6 +23,7 @@ from rmq_core.namesrv.name_server import NameServer
 from rmq_core.remoting.body.heartbeat import ConsumerData, HeartbeatData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.frame_protocol import SERVE_BUDGET
 from rmq_core.remoting.header import (
     GetKVConfigRequestHeader,
     PutKVConfigRequestHeader,
@@ -31,7 +32,6 @@ from rmq_core.remoting.header import (
     encode_header,
 )
 from rmq_core.remoting.request_limits import FASTJSON_FALLBACK_MAX, INFLATED_BODY_MAX, REQUEST_BODY_LIMITS
-from rmq_core.remoting.transport import SERVE_BUDGET
 
 from support.helpers import wait_until
 
@@ -235,7 +235,7 @@ def _sendall_quietly(s: socket.socket, data: bytes) -> None:
 
 # --- 4. connections: a cap, idleness, unfinished frames ------------------------------------------------------------------
 def test_connections_past_the_cap_are_refused_with_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="rmq_core.remoting.transport")
+    caplog.set_level(logging.WARNING, logger="rmq_core.remoting.remoting_server")
     with NameServer(listen_port=0, max_connections=3) as ns:
         kept = [_connect(ns.address) for _ in range(3)]
         for s in kept:

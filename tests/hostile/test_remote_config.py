@@ -15,7 +15,7 @@ from rmq_core.broker.broker_configuration import FILE_NAME
 from rmq_core.broker.remote_config_policy import LIVE_TUNABLE, MASK, MAX_UPDATE_BODY
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.pull_helpers import running_broker
 

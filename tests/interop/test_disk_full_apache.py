@@ -19,7 +19,7 @@ from rmq_core.message_encoding import encode_batch, properties_to_string
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import GetMaxOffsetRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.apache_rocketmq import ApacheRocketMQ
 from support.send_helpers import SMALL_FILES, send_request

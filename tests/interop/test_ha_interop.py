@@ -20,7 +20,7 @@ from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.apache_rocketmq import ApacheRocketMQ, free_broker_port
 from support.ha_helpers import HA_TOPIC, commit_log_bytes, send_n

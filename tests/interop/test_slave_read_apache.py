@@ -22,7 +22,7 @@ from rmq_core.message import Message, MessageQueue
 from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import create_topic
 from support.apache_rocketmq import ApacheRocketMQ

@@ -20,7 +20,7 @@ from rmq_core.client.consumer.listener import ConsumeFromWhere
 from rmq_core.message import Message, MessageExt
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import wait_for_route
 from support.apache_rocketmq import ApacheRocketMQ

@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting.transport import RemotingClient, RemotingServer
+from rmq_core.remoting.remoting_client import RemotingClient
+from rmq_core.remoting.remoting_server import RemotingServer
 
 ECHO = 9001
 BOOM = 9002

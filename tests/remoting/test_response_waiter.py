@@ -13,13 +13,14 @@ from collections.abc import Iterator
 import pytest
 
 from rmq_core.remoting import RemotingCommand
+from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 from rmq_core.remoting.response_waiter import (
     BlockingResponseWaiter,
     CallbackResponseWaiter,
     PendingInvoke,
     begin_invoke_from_thread,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
 from support.remoting_link import echo, remoting_link
@@ -200,7 +201,7 @@ def test_a_chunk_of_responses_and_a_server_request_reaches_everyone() -> None:
     request of its own between the answers, all in one write; both waiters and the request handler get theirs."""
     import socket
 
-    from rmq_core.remoting.transport import RemotingClient
+    from rmq_core.remoting.remoting_client import RemotingClient
 
     handled: list[RemotingCommand] = []
 

@@ -15,13 +15,14 @@ from collections.abc import Iterator
 import pytest
 
 from rmq_core.remoting import RemotingCommand
+from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 from rmq_core.remoting.response_waiter import (
     BlockingResponseWaiter,
     CallbackResponseWaiter,
     PendingInvoke,
     begin_invoke_from_thread,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient, Connection
 
 from support.helpers import wait_until
 from support.remoting_link import count_queued_flushes, echo, remoting_link

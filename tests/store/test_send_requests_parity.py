@@ -13,8 +13,8 @@ from rmq_core.message import UNIQ_KEY, decode_messages
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RPC_ONEWAY, RPC_TYPE_RESPONSE
+from rmq_core.remoting.frame_codec import encode_frames, split_frames
 from rmq_core.remoting.header import SendMessageRequestHeader, field_names
-from rmq_core.remoting.transport import encode_frames, split_frames
 from rmq_core.store import MessageStore, StoreConfig
 
 from support.send_corpus import send_corpus

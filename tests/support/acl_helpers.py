@@ -10,8 +10,8 @@ import time
 from rmq_core.remoting.acl_signer import SessionCredentials
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.frame_codec import split_frames
 from rmq_core.remoting.header import encode_header
-from rmq_core.remoting.transport import split_frames
 
 from support.send_helpers import send_request
 

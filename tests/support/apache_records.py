@@ -15,7 +15,7 @@ from typing import NamedTuple
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.command import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.apache_rocketmq import ApacheRocketMQ
 from support.send_helpers import SMALL_FILES

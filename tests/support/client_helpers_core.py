@@ -24,7 +24,7 @@ from rmq_core.remoting.body.route import RegisterBrokerBody
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import RegisterBrokerRequestHeader, encode_header
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import wait_for_route
 from support.helpers import wait_until  # noqa: F401 (re-exported to the tests)

@@ -18,7 +18,7 @@ from rmq_core.remoting.header import (
     SendMessageResponseHeader,
     decode_header,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import create_topic
 from support.helpers import wait_until  # noqa: F401 (re-exported to the tests)

@@ -10,7 +10,7 @@ from typing import Any
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.send_helpers import SMALL_FILES, send_request
 

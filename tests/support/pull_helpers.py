@@ -25,7 +25,7 @@ from rmq_core.remoting.header import (
     UpdateConsumerOffsetRequestHeader,
     encode_header,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import add_topic_config
 from support.helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files

@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from rmq_core.remoting import RemotingCommand
-from rmq_core.remoting.transport import BlockingRemotingClient, Connection, RemotingServer
+from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
+from rmq_core.remoting.remoting_server import RemotingServer
 
 Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand]]
 

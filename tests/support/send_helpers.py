@@ -20,7 +20,7 @@ from rmq_core.remoting.header import (
     SendMessageRequestHeader,
     encode_header,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.helpers import wait_until  # noqa: F401 - the one poll helper, re-exported for the test files
 

@@ -241,7 +241,7 @@ def _topics_of(namesrv: str) -> set[str]:
     from rmq_core.remoting.body.route import TopicList
     from rmq_core.remoting.codes import RequestCode
     from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
     with BlockingRemotingClient() as c:
         r = c.invoke_sync(namesrv, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))

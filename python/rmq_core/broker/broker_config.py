@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq_core.common.perm_name import DEFAULT_PERM
-from rmq_core.remoting.transport import FRAME_DEADLINE_S, SERVER_CHANNEL_MAX_IDLE_TIME_S, SERVER_MAX_CONNECTIONS
+from rmq_core.remoting.remoting_server import FRAME_DEADLINE_S, SERVER_CHANNEL_MAX_IDLE_TIME_S, SERVER_MAX_CONNECTIONS
 from rmq_core.store import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class BrokerConfig:
     broker_id: int = 0
     broker_ip1: str = field(default_factory=_local_ip)
     listen_port: int = 10911
-    # the remoting server's bounds (transport invariant 7; read at start): 4.9 NettyServerConfig's
+    # the remoting server's bounds (remoting invariant 7; read at start): 4.9 NettyServerConfig's
     # serverChannelMaxIdleTimeSeconds (a connection neither reading nor writing this long is closed), and rmq_core's
     # cap on open connections and seconds a begun frame may take to arrive (0: no limit)
     server_channel_max_idle_time_seconds: int = SERVER_CHANNEL_MAX_IDLE_TIME_S

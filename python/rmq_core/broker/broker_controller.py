@@ -71,7 +71,9 @@ from rmq_core.broker.transaction.transactional_message_check_service import Tran
 from rmq_core.broker.transaction.transactional_message_service import TransactionalMessageService
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
-from rmq_core.remoting.transport import RemotingClient, RemotingServer, new_event_loop
+from rmq_core.remoting.event_loop import new_event_loop
+from rmq_core.remoting.remoting_client import RemotingClient
+from rmq_core.remoting.remoting_server import RemotingServer
 from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -260,7 +262,7 @@ class BrokerController:
         for processor, codes in table:
             for code in codes:
                 server.register(int(code), processor.process_request, inline=int(code) in inline)
-        if self.access_validator is not None:  # every request checked before it is served (transport invariant 7)
+        if self.access_validator is not None:  # every request checked before it is served (remoting invariant 9)
             server.set_access_check(self.access_validator.check)
         # the sends read from one chunk are handled together: consecutive single sends stored with one put
         server.register_batch(

@@ -29,7 +29,7 @@ from rmq_core.remoting.header import (
     decode_header,
     encode_header,
 )
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from rmq_core.remoting.header import (
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rmq_core.remoting.transport import BlockingRemotingClient, RemotingClient
+from rmq_core.remoting.remoting_client import BlockingRemotingClient, RemotingClient
 
 T = TypeVar("T")
 

@@ -90,7 +90,7 @@ from rmq_core.remoting.header import (
     encode_header,
     field_names,
 )
-from rmq_core.remoting.transport import RemotingClient
+from rmq_core.remoting.remoting_client import RemotingClient
 
 if TYPE_CHECKING:
     from rmq_core.client.pull_result import PullResultExt

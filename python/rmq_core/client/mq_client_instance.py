@@ -78,6 +78,8 @@ from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOff
 from rmq_core.remoting.body.route import BodyDecodeError, TopicRouteData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand, RemotingCommandError
+from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.event_loop import new_event_loop
 from rmq_core.remoting.header import (
     CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
@@ -87,7 +89,7 @@ from rmq_core.remoting.header import (
     ResetOffsetRequestHeader,
     decode_header,
 )
-from rmq_core.remoting.transport import Connection, RemotingClient, new_event_loop
+from rmq_core.remoting.remoting_client import RemotingClient
 
 if TYPE_CHECKING:
     from rmq_core.client.producer.producer import Producer

@@ -23,11 +23,11 @@ from typing import Any, Self, TypeVar
 from rmq_core.namesrv.default_request_processor import DefaultRequestProcessor
 from rmq_core.namesrv.kv_config_manager import KVConfigManager
 from rmq_core.namesrv.route_info_manager import RouteInfoManager
-from rmq_core.remoting.transport import (
+from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.remoting_server import (
     FRAME_DEADLINE_S,
     SERVER_CHANNEL_MAX_IDLE_TIME_S,
     SERVER_MAX_CONNECTIONS,
-    Connection,
     RemotingServer,
 )
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.01
@@ -29,7 +29,7 @@ class TopicAdminError(RuntimeError):
 
 
 def _client() -> BlockingRemotingClient:
-    from rmq_core.remoting.transport import BlockingRemotingClient
+    from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
     return BlockingRemotingClient(name="rmq-core-testing")
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
-    from rmq_core.remoting.transport import Connection, RemotingServer
+    from rmq_core.remoting.connection import Connection
+    from rmq_core.remoting.remoting_server import RemotingServer
     from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)

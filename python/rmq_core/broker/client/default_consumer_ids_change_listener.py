@@ -27,7 +27,7 @@ from rmq_core.remoting.header import (
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
     from rmq_core.broker.consumer_filter_manager import ConsumerFilterManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from rmq_core.remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
-    from rmq_core.remoting.transport import Connection, RemotingServer
+    from rmq_core.remoting.connection import Connection
+    from rmq_core.remoting.remoting_server import RemotingServer
     from rmq_core.store import MessageStore
 
 #: How a woken pull is run again: ``PullMessageProcessor.run_request_when_wakeup(conn, request)``.

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
     from rmq_core.broker.client.broker_to_client import BrokerToClient
     from rmq_core.broker.client.consumer_manager import ConsumerManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
     from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)

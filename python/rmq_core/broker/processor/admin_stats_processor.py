@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
     from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)

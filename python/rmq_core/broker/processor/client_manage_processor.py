@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.client.producer_manager import ProducerManager
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 

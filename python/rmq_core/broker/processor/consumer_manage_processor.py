@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
     from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)

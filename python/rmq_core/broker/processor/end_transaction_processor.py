@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.broker.transaction.transactional_message_bridge import TransactionalMessageBridge
     from rmq_core.broker.transaction.transactional_message_service import TransactionalMessageService
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 

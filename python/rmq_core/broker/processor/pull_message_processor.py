@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.stats.broker_stats_manager import BrokerStatsManager
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
     from rmq_core.broker.topic_config_manager import TopicConfigManager
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
     from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from rmq_core.remoting.header import (
 )
 
 if TYPE_CHECKING:
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
     from rmq_core.store import MessageStore, StoreConfig
 
 RECORD_SIZE_SLACK = 64 * 1024  # a record may be this much larger than max_message_size (headers, topic, properties)

@@ -84,7 +84,7 @@ from rmq_core.remoting.response_waiter import (
 if TYPE_CHECKING:
     from rmq_core.client.mq_client_instance import MQClientInstance
     from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.transport import Connection
+    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
