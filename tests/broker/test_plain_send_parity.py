@@ -92,7 +92,7 @@ def _run(tmp_path, name: str, requests: list[RemotingCommand], plain_path: bool)
             "stats": {
                 name: {k: (v.value, v.times) for k, v in t.items()} for name, t in stats.items() if "PUT" in name
             },
-            "plain": sum(1 for k in proc._plain_sends.parse(requests, cfg.broker_cluster_name).key_of if k >= 0),
+            "plain": sum(1 for k in proc._plain_fast_path.read(requests).key_of if k >= 0),
         }
 
 
