@@ -25,7 +25,7 @@ from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.frame_codec import encode_frames, split_frames
 
 from support.admin_helpers import add_topic_config
-from support.send_corpus import MAX_MESSAGE_SIZE, MULTI_TAG_TOPIC, READ_ONLY_TOPIC, send_corpus
+from support.send_corpus import MAX_MESSAGE_SIZE, MULTI_TAG_TOPIC, READ_ONLY_TOPIC, batch_corpus, send_corpus
 from support.send_helpers import SMALL_FILES
 
 _UNIQ = re.compile(r"[0-9A-F]{32}")
@@ -73,9 +73,12 @@ def _run(tmp_path, name: str, requests: list[RemotingCommand], plain_path: bool)
         proc = b.controller.send_message_processor
         proc._random = random.Random(5)
 
+        at_once: list[bool] = []
+
         async def go() -> list[Any]:
             if plain_path:
                 answers = proc.process_batch(_Conn(), requests)  # type: ignore[arg-type]
+                at_once.append(isinstance(answers, list))
                 return answers if isinstance(answers, list) else await answers
             responses: list[Any] = [None] * len(requests)
             await proc._process_general(_Conn(), requests, range(len(requests)), responses)  # type: ignore[arg-type]
@@ -92,7 +95,8 @@ def _run(tmp_path, name: str, requests: list[RemotingCommand], plain_path: bool)
             "stats": {
                 name: {k: (v.value, v.times) for k, v in t.items()} for name, t in stats.items() if "PUT" in name
             },
-            "plain": sum(1 for k in proc._plain_sends.parse(requests, cfg.broker_cluster_name).key_of if k >= 0),
+            "plain": sum(1 for k in proc._plain_fast_path.read(requests).key_of if k >= 0),
+            "at_once": at_once == [True],
         }
 
 
@@ -142,6 +146,19 @@ def test_the_plain_path_stores_and_answers_what_the_general_path_does(tmp_path, 
     assert _comparable(fast["records"], sent_uniq) == _comparable(general["records"], sent_uniq)
     assigned = [m.properties["UNIQ_KEY"] for m in fast["records"] if m.properties.get("UNIQ_KEY") not in sent_uniq]
     assert assigned and len(set(assigned)) == len(assigned)
+    assert fast["stats"] == general["stats"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_chunk_of_batch_sends_answered_at_once_is_what_the_general_path_gives(tmp_path, seed):
+    """A chunk of SEND_BATCH_MESSAGEs only, under ASYNC_FLUSH, is answered at once (``_send_batch_now``, no
+    coroutine): the same answers, records and put stats as each through ``process_request``."""
+    fast = _run(tmp_path, "plain", _wire(batch_corpus(seed)), plain_path=True)
+    general = _run(tmp_path, "general", _wire(batch_corpus(seed)), plain_path=False)
+    assert fast["at_once"] and fast["plain"] == 0
+    assert len(fast["records"]) > 10  # good batches were stored, not only refused
+    assert fast["frames"] == general["frames"]
+    assert _comparable(fast["records"], set()) == _comparable(general["records"], set())
     assert fast["stats"] == general["stats"]
 
 

@@ -281,7 +281,7 @@ def assert_judged_as_the_coroutine_way(p: Producer, fast: list[SendResult], mode
 def test_an_async_answer_is_read_as_its_fields_and_judged_as_the_command_would_be(fake) -> None:  # type: ignore[no-untyped-def]
     """A fast ASYNC send's answer reaches its waiter as the few fields it reads (``on_fields``: no command built),
     and gives the result the coroutine way gives for the same answer."""
-    from rmq_core.client.producer.producer import _AsyncSend
+    from rmq_core.client.producer.fast_send import _AsyncSend
 
     _broker, p = fake
     p.send(Message("FastTopic", b"warm"))

@@ -106,3 +106,52 @@ def send_corpus(seed: int, n: int = 160) -> list[RemotingCommand]:
         req.opaque = i + 1
         out.append(req)
     return out
+
+
+def _batch_kinds(rng: random.Random, i: int) -> dict[str, RemotingCommand]:
+    q = rng.randrange(4)
+
+    def batch(
+        topic: str = PLAIN_TOPIC, body: bytes | None = None, props: str | None = None, **kw: object
+    ) -> RemotingCommand:
+        kw.setdefault("queue_id", q)
+        kw.setdefault("born_timestamp", 1_700_000_000_000 + i)
+        if body is None:
+            body = encode_batch([Message(topic, f"b{i}.{j}".encode(), tags="TagA") for j in range(rng.randrange(1, 4))])
+        props = properties_to_string({"WAIT": "true"}) if props is None else props
+        return send_request(topic, body, code=RequestCode.SEND_BATCH_MESSAGE, properties=props, batch=True, **kw)
+
+    bad_int = batch()
+    bad_int.ext_fields["g"] = "12x"
+    return {
+        "good": batch(),
+        "multi_tag": batch(MULTI_TAG_TOPIC),
+        "random_queue": batch(queue_id=-1),
+        "illegal_queue": batch(queue_id=99),
+        "retry_topic": batch("%RETRY%G"),
+        "transaction": batch(sys_flag=4),
+        "delay": batch(props=properties_to_string({"DELAY": "2"})),
+        "oversized": batch(body=bytes(MAX_MESSAGE_SIZE + 1)),
+        "malformed": batch(body=b"\x00\x00\x00\x10garbage"),
+        "empty": batch(body=b""),
+        "new_topic": batch(f"ParityBatchNew{i % 3}"),
+        "illegal_topic": batch("bad topic!"),
+        "forbidden_topic": batch("SCHEDULE_TOPIC_XXXX"),
+        "read_only_topic": batch(READ_ONLY_TOPIC),
+        "bad_int": bad_int,
+    }
+
+
+def batch_corpus(seed: int, n: int = 40) -> list[RemotingCommand]:
+    """``n`` SEND_BATCH_MESSAGE requests only (what ``process_batch`` answers at once under ASYNC_FLUSH): good batches
+    interleaved with every kind a batch check refuses (retry topic, transaction sysFlag, DELAY, oversized, malformed
+    or empty body, bad queue, unknown, illegal, forbidden or read-only topic, a bad header field); opaques 1..n."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kinds = _batch_kinds(rng, i)
+        name = "good" if rng.random() < 0.5 else rng.choice(sorted(kinds))
+        req = kinds[name]
+        req.opaque = i + 1
+        out.append(req)
+    return out

@@ -50,13 +50,12 @@ a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
 once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
 answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
 
-A chunk's sends (``process_batch``): the plain single sends (no delay, transaction or timer property, WAIT not false,
-a queue id >= 0, not a batch, not to a ``%RETRY%`` topic) are read into columns by the store engine
-(``SendRequestParser``), checked once per (topic, queue id, unit mode, default topic) with the checks above, stored
-with one ``put_send_requests`` per run and answered with frames the engine encodes; every other request takes the
-general path (``_process_general``) in its turn. Both give the same records, answers and stats
-(tests/broker/test_plain_send_parity.py). A put of many sends that one send fails validation (an oversized body)
-appends nothing, so such a run is put again send by send: each send gets its own verdict.
+A chunk's sends (``process_batch``): the plain single sends take the fast path beside this one
+(``send_plain_fast_path.py``, its gate written there: read into columns by the store engine, checked once per key with
+the checks above, stored with one put per run, answered with frames the engine encodes); every other request takes
+the general path (``_process_general``) in its turn. Both give the same records, answers and stats
+(tests/broker/test_plain_send_parity.py; every fast path: docs/FAST_PATHS.md). A put of many sends that one send
+fails validation (an oversized body) appends nothing, so such a run is put again send by send.
 
 Threading: runs on the broker's loop; the store put runs inline (µs). ``process_batch`` answers at once (a list, no
 coroutine) when nothing has to wait, which lets the transport handle a chunk in ``data_received``; else it returns an
@@ -68,15 +67,21 @@ property is ``false`` is answered without waiting, as 4.9 does. Nothing is store
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rmq_core import _backend
 from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.inner_put_guard import InnerPutGuard
+from rmq_core.broker.processor.send_outcome import (
+    ANSWER_KEYS,
+    REFUSED_BY_VALIDATION,
+    SEND_OK,
+    SendRefused,
+    parse_address,
+)
+from rmq_core.broker.processor.send_plain_fast_path import PlainSendFastPath
 from rmq_core.broker.schedule.schedule_message_service import (
     delay_level_of,
     redirect_to_schedule_topic,
@@ -108,7 +113,6 @@ from rmq_core.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
-    UNIQ_KEY,
     Message,
     MessageExt,
     decode_messages,
@@ -121,7 +125,7 @@ from rmq_core.message_encoding import (
     string_to_properties,
 )
 from rmq_core.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
-from rmq_core.remoting.command import RPC_ONEWAY, RPC_TYPE_RESPONSE, RemotingCommand
+from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rmq_core.remoting.header import (
     PROPERTY_MSG_REGION,
     PROPERTY_TRACE_SWITCH,
@@ -131,13 +135,11 @@ from rmq_core.remoting.header import (
     SendMessageResponseHeader,
     decode_header,
     encode_header,
-    field_names,
 )
 from rmq_core.store import NO_BLOCK_IN_BATCH, BatchPutResult
 from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
-    from rmq_core import _core
     from rmq_core.broker.broker_config import BrokerConfig
     from rmq_core.broker.ha.replication import Replication
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
@@ -152,22 +154,7 @@ log = logging.getLogger(__name__)
 DLQ_NUMS_PER_GROUP = 1
 TRANSACTION_TYPE_MASK = 0xC
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
-_SEND_OK = {
-    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-}
 _SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-# a single send's answer: extFields in this order (MSG_REGION, TRACE_ON, then SendMessageResponseHeader's fields)
-_ANSWER_KEYS = (PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId", "queueOffset")
-# per PutMessageStatus ordinal: the answer's code of a stored single send (-1: answered with its error remark)
-_ANSWER_CODES = [int(_SEND_OK[s]) if s in _SEND_OK else -1 for s in PutMessageStatus]
-_COUNTED = [s in _SEND_OK for s in PutMessageStatus]  # the statuses whose sends the put stats count
-# a put of many sends that one of them fails validation appends none of them, each answered with that status: the
-# sends are then put one by one, so that each gets its own verdict (as 4.9 puts each send on its own)
-_REFUSED_BY_VALIDATION = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-_HEADER_FIELDS = 13  # SendMessageRequestHeader's fields a send reads (all but brokerName)
 
 
 def _stored(results: Iterable[PutMessageResult]) -> list[tuple[int, int, int]]:
@@ -193,26 +180,6 @@ def topic_config_to_string(cfg: TopicConfig) -> str:
         f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, "
         f"order={str(cfg.order).lower()}]"
     )
-
-
-@functools.lru_cache(maxsize=4096)
-def parse_address(address: str) -> tuple[str, int]:
-    """``"ip:port"`` (IPv6 ``"::1:port"`` or ``"[::1]:port"``) → (ip, port)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    try:
-        return host, int(port)
-    except ValueError:
-        raise ValueError(f"not an ip:port address: {address!r}") from None
-
-
-class _Refused(Exception):
-    """A check failed: answer ``code`` with ``remark`` (nothing stored)."""
-
-    def __init__(self, code: int, remark: str | None) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
 
 
 class _PreparedSend(NamedTuple):
@@ -266,25 +233,8 @@ class SendMessageProcessor:
         self.group_commit_service = group_commit_service or GroupCommitService(message_store)
         self.replication = replication
         self._sync_master = replication is not None and replication.is_sync_master
-        # the plain single sends of a chunk, read in one call of the store's engine (a delayed, transactional,
-        # timer, retry-topic, batch or unusual send takes the general path below)
-        self._plain_sends = _backend.load(message_store.backend).SendRequestParser(
-            (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2)),
-            field_names(SendMessageRequestHeader)[:_HEADER_FIELDS],
-            field_names(SendMessageRequestHeader, short_names=True)[:_HEADER_FIELDS],
-            [PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREPARED, *TIMER_PROPERTIES],
-            PROPERTY_WAIT_STORE_MSG_OK,
-            PROPERTY_CLUSTER,
-            UNIQ_KEY,
-            message_store.assigns_uniq_keys_in_batch,
-            RPC_ONEWAY,
-            "JAVA",
-            RPC_TYPE_RESPONSE,
-            list(_ANSWER_KEYS),
-        )
-        self._backend = _backend.load(message_store.backend)
-        # the answer settings of the plain sends, rebuilt when the broker's region or trace switch changes
-        self._answer_spec: tuple[tuple[str, bool], _core.SendAnswerSpec] | None = None
+        # the plain single sends of a chunk: stored and answered by the fast path beside this one (its gate there)
+        self._plain_fast_path = PlainSendFastPath(self)
 
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -299,7 +249,7 @@ class SendMessageProcessor:
             if header.batch or code == RequestCode.SEND_BATCH_MESSAGE:
                 return await self._send_batch_message(conn, request, header)
             return await self._send_message(conn, request, header)
-        except _Refused as e:
+        except SendRefused as e:
             return self._send_response(request, e.code, e.remark)
         except HeaderError as e:
             return self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
@@ -328,8 +278,8 @@ class SendMessageProcessor:
             ext.update(encode_header(header))
         return RemotingCommand.response_to(request, code, remark=remark, ext_fields=ext)
 
-    def _broker_forbidden(self) -> _Refused:
-        return _Refused(
+    def _broker_forbidden(self) -> SendRefused:
+        return SendRefused(
             ResponseCode.NO_PERMISSION,
             f"the broker[{self.broker_config.broker_ip1}] sending message is forbidden",
         )
@@ -346,7 +296,7 @@ class SendMessageProcessor:
 
     def _random_queue(self, queue_nums: int, topic: str) -> int:
         if queue_nums <= 0:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no writable queue")
+            raise SendRefused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no writable queue")
         return self._random.randrange(99999999) % queue_nums
 
     def _must_wait_flush(self, wait_store_msg_ok: bool = True) -> bool:
@@ -368,7 +318,7 @@ class SendMessageProcessor:
         else FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
         if not self._sync_master or self.replication is None:
             return None
-        ends = [offset + wrote for status, offset, wrote in stored if status in _SEND_OK and wrote > 0]
+        ends = [offset + wrote for status, offset, wrote in stored if status in SEND_OK and wrote > 0]
         if not ends:
             return None
         status = await self.replication.wait_for_slave(max(ends))
@@ -381,12 +331,12 @@ class SendMessageProcessor:
         status = await self._replica_status(_stored(results))
         if status is not None:
             for r in results:
-                if r.status in _SEND_OK:
+                if r.status in SEND_OK:
                     r.status = status
 
     # --- msgCheck --------------------------------------------------------------------------------------------
     def msg_check(self, conn: Connection, header: SendMessageRequestHeader) -> TopicConfig:
-        """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``_Refused``."""
+        """``AbstractSendMessageProcessor.msgCheck``: the topic's config (created if need be) or ``SendRefused``."""
         return self._check_topic(
             conn, header.topic, header.queueId, header.unitMode, header.defaultTopic, header.defaultTopicQueueNums
         )
@@ -405,9 +355,9 @@ class SendMessageProcessor:
             raise self._broker_forbidden()
         reason = mix_all.validate_topic(topic)
         if reason is not None:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, reason)
+            raise SendRefused(ResponseCode.SYSTEM_ERROR, reason)
         if topic in mix_all.NOT_ALLOWED_SEND_TOPICS:
-            raise _Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            raise SendRefused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tcm = self.topic_config_manager
         topic_config = tcm.select_topic_config(topic)
         if topic_config is None:
@@ -425,7 +375,7 @@ class SendMessageProcessor:
             if topic_config is None and mix_all.is_retry_topic(topic):
                 topic_config = self._create_back_topic(topic, 1, PERM_WRITE | PERM_READ, topic_sys_flag)
             if topic_config is None:
-                raise _Refused(
+                raise SendRefused(
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please!{suggest_todo(FAQ_URL)}",
                 )
@@ -436,9 +386,9 @@ class SendMessageProcessor:
                 f"Producer: {conn.remote_address}"
             )
             log.warning(info)
-            raise _Refused(ResponseCode.SYSTEM_ERROR, info)
+            raise SendRefused(ResponseCode.SYSTEM_ERROR, info)
         if not is_writeable(topic_config.perm):
-            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            raise SendRefused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         return topic_config
 
     def _pre_send(self, conn: Connection, header: SendMessageRequestHeader) -> tuple[TopicConfig, int]:
@@ -471,14 +421,14 @@ class SendMessageProcessor:
     def _prepare_send(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> _PreparedSend:
-        """The checks of a single send and the message to store (``_Refused`` when a check fails)."""
+        """The checks of a single send and the message to store (``SendRefused`` when a check fails)."""
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic
         reconsume_times = header.reconsumeTimes or 0
         properties = string_to_properties(header.properties)
         prepared = properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
         if prepared and self.broker_config.reject_transaction_message:
-            raise _Refused(
+            raise SendRefused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden",
             )
@@ -508,7 +458,7 @@ class SendMessageProcessor:
             msg.properties.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         born_host = parse_address(conn.remote_address)
         if self.broker_config.is_slave:
-            raise _Refused(
+            raise SendRefused(
                 ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
             )
         return _PreparedSend(
@@ -521,14 +471,14 @@ class SendMessageProcessor:
         """The response to a single send once stored: the status's code, or SUCCESS with msgId, queueId and
         queueOffset (the stats counted, unless ``count`` is False: the caller counts a chunk's at once)."""
         code, remark = self._status_to_code(result.status)
-        if code not in _SEND_OK.values():
+        if code not in SEND_OK.values():
             return self._send_response(request, code, remark)
         queue_id = send.queue_id
         if count:
             self._count_puts(((send, result),))
         # SendMessageResponseHeader (msgId, queueId, queueOffset) written straight into extFields: the hot path
         cfg = self.broker_config
-        region, trace, msg_id, answer_queue_id, queue_offset = _ANSWER_KEYS
+        region, trace, msg_id, answer_queue_id, queue_offset = ANSWER_KEYS
         ext = {
             region: cfg.region_id,
             trace: "true" if cfg.trace_on else "false",
@@ -553,7 +503,7 @@ class SendMessageProcessor:
         per_topic: dict[str, list[int]] = {}
         stats = self.broker_stats_manager
         for send, result in stored:
-            if result.status not in _SEND_OK:
+            if result.status not in SEND_OK:
                 continue
             topic = send.msg.topic
             if topic == mix_all.RMQ_SYS_SCHEDULE_TOPIC:
@@ -573,46 +523,18 @@ class SendMessageProcessor:
         self, conn: Connection, requests: list[RemotingCommand]
     ) -> list[RemotingCommand | bytes | None] | Awaitable[list[RemotingCommand | bytes | None]]:
         """The send requests read from one chunk of a connection, answered in order (an answer may come as its
-        encoded frame). The plain single sends (no delay, transaction or timer property, WAIT not false, a queue id
-        >= 0, not to a ``%RETRY%`` topic: what producers send most) are read into columns by the store
-        engine's ``SendRequestParser``; the checks of ``msg_check`` run once per distinct (topic, queue id, unit
-        mode, default topic) of the chunk, and each run of consecutive plain sends that passed them is stored with
-        one ``put_send_requests`` and answered by the engine: the same records and answers as the general path
-        gives each of them. Every other request takes the general path (``_process_general``) in its turn, so the
-        store keeps the arrival order.
+        encoded frame). A chunk with plain single sends takes the plain-send fast path (``send_plain_fast_path.py``:
+        its gate, and the same records, answers and stats as this path gives each send), which hands every other
+        request back to ``_process_general`` in its turn; a chunk without one takes the general path whole.
 
-        The answers come at once (a list) when nothing has to wait: every send of the chunk plain or refused by
-        its checks, and the broker neither SYNC_FLUSH nor SYNC_MASTER (most chunks: no coroutine, no task). Else
-        an awaitable of them; either way the work is done once, in order."""
-        responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
-        sends = self._plain_sends.parse(requests, self.broker_config.broker_cluster_name)
-        keys = sends.keys
-        if not keys:
-            if self._waits_for_nothing() and all(r.code == RequestCode.SEND_BATCH_MESSAGE for r in requests):
-                return [self._send_batch_now(conn, r) for r in requests]  # batch sends only: answered at once
-            return self._process_general_batch(conn, requests, responses)
-        sys_flag_or: list[int] = []
-        verdicts: list[int | _Refused | None] = []
-        every_key_passed = True
-        for key in keys:
-            verdict = self._plain_verdict(conn, key)
-            verdicts.append(verdict)
-            if isinstance(verdict, int):
-                sys_flag_or.append(verdict)
-            else:
-                sys_flag_or.append(0)
-                every_key_passed = False
-        topics = [key[0] for key in keys]
-        at_once = self._waits_for_nothing()
-        if at_once and every_key_passed and sends.all_plain:  # the common chunk: one run of plain sends
-            self._put_plain_at_once(conn, requests, sends, topics, 0, len(requests), sys_flag_or, responses)
-            return responses
-        segments = sends.segments([isinstance(v, int) for v in verdicts])
-        if at_once and all(plain for _, _, plain in segments):
-            for start, end, _ in segments:
-                self._put_plain_at_once(conn, requests, sends, topics, start, end, sys_flag_or, responses)
-            return responses
-        return self._process_segments(conn, requests, sends, verdicts, topics, sys_flag_or, segments, responses)
+        The answers come at once (a list) when nothing has to wait (``_waits_for_nothing``: plain and refused sends,
+        or batch sends only); else an awaitable of them. Either way the work is done once, in order."""
+        sends = self._plain_fast_path.read(requests)
+        if sends.keys:  # at least one plain send
+            return self._plain_fast_path.process(conn, requests, sends)
+        if self._waits_for_nothing() and all(r.code == RequestCode.SEND_BATCH_MESSAGE for r in requests):
+            return [self._send_batch_now(conn, r) for r in requests]  # batch sends only: answered at once
+        return self._process_general_batch(conn, requests)
 
     def _waits_for_nothing(self) -> bool:
         """A stored send is answered without awaiting anything: neither a flush (SYNC_FLUSH) nor a slave
@@ -620,172 +542,11 @@ class SendMessageProcessor:
         return not self._must_wait_flush() and not (self._sync_master and self.replication is not None)
 
     async def _process_general_batch(
-        self, conn: Connection, requests: list[RemotingCommand], responses: list[RemotingCommand | bytes | None]
+        self, conn: Connection, requests: list[RemotingCommand]
     ) -> list[RemotingCommand | bytes | None]:
+        responses: list[RemotingCommand | bytes | None] = [None] * len(requests)
         await self._process_general(conn, requests, range(len(requests)), responses)
         return responses
-
-    async def _process_segments(
-        self,
-        conn: Connection,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        verdicts: list[int | _Refused | None],
-        topics: list[str],
-        sys_flag_or: list[int],
-        segments: list[tuple[int, int, bool]],
-        responses: list[RemotingCommand | bytes | None],
-    ) -> list[RemotingCommand | bytes | None]:
-        """``process_batch`` when something may wait: each segment in turn, plain runs through ``_put_plain``,
-        the others answered with their key's refusal or through the general path."""
-        key_of: list[int] | None = None
-        for start, end, plain in segments:
-            if plain:
-                await self._put_plain(conn, requests, sends, topics, start, end, sys_flag_or, responses)
-                continue
-            if key_of is None:
-                key_of = sends.key_of
-            general = []
-            for i in range(start, end):
-                verdict = verdicts[key_of[i]] if key_of[i] >= 0 else None
-                if isinstance(verdict, _Refused):
-                    responses[i] = self._send_response(requests[i], verdict.code, verdict.remark)
-                else:
-                    general.append(i)
-            await self._process_general(conn, requests, general, responses)
-        return responses
-
-    def _plain_verdict(self, conn: Connection, key: tuple[str, int, bool, str, int]) -> int | _Refused | None:
-        """The checks of ``_prepare_send`` for the plain sends of one key, once: the sys flag bits to or in (an int),
-        the refusal every such send gets, or None for the general path (a ``%RETRY%`` topic: its group decides)."""
-        topic, queue_id, unit_mode, default_topic, default_topic_queue_nums = key
-        if mix_all.is_retry_topic(topic):
-            return None
-        try:
-            topic_config = self._check_topic(conn, topic, queue_id, unit_mode, default_topic, default_topic_queue_nums)
-        except _Refused as e:
-            return e
-        except Exception:  # the general path meets it again, and answers each send with it
-            return None
-        if self.broker_config.is_slave:
-            return _Refused(
-                ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
-            )
-        return MULTI_TAGS_FLAG if topic_config.topic_filter_type == "MULTI_TAG" else 0
-
-    async def _put_plain(
-        self,
-        conn: Connection,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        topics: list[str],
-        start: int,
-        end: int,
-        sys_flag_or: list[int],
-        responses: list[RemotingCommand | bytes | None],
-    ) -> None:
-        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call, waits for the flush
-        (SYNC_FLUSH) and the slave (SYNC_MASTER) as ``_put_run`` does, and answers each."""
-        raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
-        if raw is None:
-            return
-        if self._must_wait_flush() and not await self._flushed((t[0], t[1], t[3]) for t in raw):
-            raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
-        replica = await self._replica_status((t[0], t[1], t[3]) for t in raw)
-        if replica is not None:
-            raw = [(replica, *t[1:]) if t[0] in _SEND_OK else t for t in raw]
-        self._answer_plain(requests, sends, topics, start, end, raw, responses)
-
-    def _put_plain_at_once(
-        self,
-        conn: Connection,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        topics: list[str],
-        start: int,
-        end: int,
-        sys_flag_or: list[int],
-        responses: list[RemotingCommand | bytes | None],
-    ) -> None:
-        """``_put_plain`` when nothing has to be awaited (``_waits_for_nothing``)."""
-        raw = self._store_plain(conn, requests, sends, start, end, sys_flag_or, responses)
-        if raw is not None:
-            self._answer_plain(requests, sends, topics, start, end, raw, responses)
-
-    def _store_plain(
-        self,
-        conn: Connection,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        start: int,
-        end: int,
-        sys_flag_or: list[int],
-        responses: list[RemotingCommand | bytes | None],
-    ) -> list[tuple[int, int, int, int]] | None:
-        """The plain sends ``[start, end)`` stored with one call (the flush not awaited): the store's result of
-        each; None when the store refused the run before appending anything (every send then answered
-        SYSTEM_ERROR). A run that one send fails validation (``_REFUSED_BY_VALIDATION``: nothing appended) is
-        put again send by send, so each gets its own verdict."""
-        born_host = parse_address(conn.remote_address)
-        store = self.message_store
-        try:
-            raw = store.put_send_requests(sends, start, end, sys_flag_or, born_host, wait_flush=False)
-            if end - start > 1 and raw[0][0] in _REFUSED_BY_VALIDATION:  # one send's verdict, not the run's
-                raw = [
-                    t
-                    for i in range(start, end)
-                    for t in store.put_send_requests(sends, i, i + 1, sys_flag_or, born_host, wait_flush=False)
-                ]
-        except Exception as e:  # refused before anything was appended: every send of the run gets the error
-            log.exception("storing %d sends failed", end - start)
-            for i in range(start, end):
-                responses[i] = RemotingCommand.response_to(
-                    requests[i], ResponseCode.SYSTEM_ERROR, remark=f"{type(e).__name__}: {e}"
-                )
-            return None
-        return raw
-
-    def _answer_plain(
-        self,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        topics: list[str],
-        start: int,
-        end: int,
-        raw: list[tuple[int, int, int, int]],
-        responses: list[RemotingCommand | bytes | None],
-    ) -> None:
-        """The answers of the stored plain sends ``[start, end)`` (``raw``: each one's final status and store
-        result) into ``responses``, and their put stats."""
-        answers, totals = sends.answer(start, end, raw, self._plain_answer_spec())
-        responses[start:end] = answers
-        if None in answers:  # oneway sends (no answer) and sends the store refused (their error's answer)
-            for j, answer in enumerate(answers):
-                request = requests[start + j]
-                if answer is None and not request.is_oneway:
-                    code, remark = self._status_to_code(PutMessageStatus(raw[j][0]))
-                    responses[start + j] = self._send_response(request, code, remark)
-        stats = self.broker_stats_manager
-        for key, n, size in totals:
-            stats.inc_put(topics[key], n, size, times=n)
-
-    def _plain_answer_spec(self) -> _core.SendAnswerSpec:
-        """The engine's settings of a plain send's answer (codes, counted statuses, region, trace switch, store
-        host), built once and again when the broker's region or trace switch changes."""
-        cfg = self.broker_config
-        current = (cfg.region_id, cfg.trace_on)
-        cached = self._answer_spec
-        if cached is not None and cached[0] == current:
-            return cached[1]
-        spec = self._backend.SendAnswerSpec(
-            _ANSWER_CODES,
-            _COUNTED,
-            cfg.region_id,
-            "true" if cfg.trace_on else "false",
-            self.message_store.config.store_host,
-        )
-        self._answer_spec = (current, spec)
-        return spec
 
     async def _process_general(
         self,
@@ -809,7 +570,7 @@ class SendMessageProcessor:
                     if not header.batch:
                         run.append((i, self._prepare_send(conn, request, header)))
                         continue
-                except _Refused as e:
+                except SendRefused as e:
                     responses[i] = self._send_response(request, e.code, e.remark)
                     continue
                 except HeaderError as e:
@@ -850,7 +611,7 @@ class SendMessageProcessor:
 
         try:
             stored = put(sends)
-            if len(sends) > 1 and stored[0].status in _REFUSED_BY_VALIDATION:  # one send's verdict, not the run's
+            if len(sends) > 1 and stored[0].status in REFUSED_BY_VALIDATION:  # one send's verdict, not the run's
                 stored = [r for send in sends for r in put([send])]
         except Exception as e:  # refused before anything was appended: every send of the run gets the error
             log.exception("storing %d sends failed", len(run))
@@ -885,7 +646,7 @@ class SendMessageProcessor:
         group = topic[len(mix_all.RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
-            raise _Refused(
+            raise SendRefused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {group} {suggest_todo(FAQ_URL)}",
             )
@@ -897,7 +658,7 @@ class SendMessageProcessor:
         dlq = mix_all.get_dlq_topic(group)
         dlq_config = self._create_back_topic(dlq, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
         if dlq_config is None:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+            raise SendRefused(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
         properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         return dlq, self._random.randrange(99999999) % DLQ_NUMS_PER_GROUP
 
@@ -913,7 +674,7 @@ class SendMessageProcessor:
             queue_id = self._transform_timer(msg, queue_id)  # 5.x: timer first, a delay level wins over it
             return redirect_to_schedule_topic(msg, queue_id, self.schedule_message_service.max_delay_level)
         except ValueError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
 
     def _transform_timer(self, msg: Message, queue_id: int) -> int:
         """RocketMQ 5's timer messages (``broker/timer/timer_message_hook.py``): to ``rmq_sys_wheel_timer``."""
@@ -929,11 +690,11 @@ class SendMessageProcessor:
                 now_ms=now_ms(),
             )
         except TimerMessageRefused as e:
-            raise _Refused(e.code, e.remark) from None
+            raise SendRefused(e.code, e.remark) from None
 
     def _status_to_code(self, status: PutMessageStatus) -> tuple[int, str | None]:
         """``handlePutMessageResult``: PutMessageStatus → (response code, remark)."""
-        ok = _SEND_OK.get(status)
+        ok = SEND_OK.get(status)
         if ok is not None:
             return ok, None
         if status == PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
@@ -979,7 +740,7 @@ class SendMessageProcessor:
         try:
             header = self.parse_request_header(request)
             queue_id, result = self._store_batch(conn, request, header)
-        except _Refused as e:
+        except SendRefused as e:
             return self._send_response(request, e.code, e.remark)
         except HeaderError as e:
             return self._send_response(request, ResponseCode.SYSTEM_ERROR, str(e))
@@ -989,28 +750,28 @@ class SendMessageProcessor:
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> tuple[int, BatchPutResult]:
         """The checks of a batch send, then its put (the flush and the slave not awaited): the queue id stored to
-        and the store's result, or ``_Refused`` (nothing stored). The store's engine reads the body's blocks
+        and the store's result, or ``SendRefused`` (nothing stored). The store's engine reads the body's blocks
         (``MessageStore.put_batch``): each record's properties are the block's followed by the batch-level ones."""
         topic_config, queue_id = self._pre_send(conn, header)
         topic = header.topic  # at most TOPIC_MAX_LENGTH long: msg_check's validate_topic
         if mix_all.is_retry_topic(topic):
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         sys_flag = header.sysFlag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
         batch_props = string_to_properties(header.properties)
         batch_props[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         try:
             if delay_level_of(batch_props) > 0:
-                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed (DELAY property)")
+                raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed (DELAY property)")
         except ValueError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
         body = request.body or b""
         limit = self.store_config.max_message_size
         if len(body) > limit:
-            raise _Refused(
+            raise SendRefused(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"message body size exceeded, msg body size: {len(body)}, maxMessageSize: {limit}",
             )
@@ -1018,12 +779,12 @@ class SendMessageProcessor:
             try:  # a malformed body is refused as such first, as on a master
                 blocks = decode_batch(body)
             except BatchDecodeError as e:
-                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(str(e))) from None
+                raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(str(e))) from None
             if blocks:
-                raise _Refused(
+                raise SendRefused(
                     ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now, messages are put to the slave"
                 )
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, NO_BLOCK_IN_BATCH)
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, NO_BLOCK_IN_BATCH)
         result = self.message_store.put_batch(
             topic,
             queue_id,
@@ -1037,7 +798,7 @@ class SendMessageProcessor:
             wait_flush=False,
         )
         if result.malformed is not None:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(result.malformed))
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, _malformed_remark(result.malformed))
         return queue_id, result
 
     def _batch_answer(
@@ -1047,7 +808,7 @@ class SendMessageProcessor:
         its error, or msgId (the records' offset ids joined with ','), queueId and the first queueOffset, the put
         stats counted."""
         code, remark = self._status_to_code(status)
-        if status not in _SEND_OK:
+        if status not in SEND_OK:
             return self._send_response(request, code, remark)
         stats = self.broker_stats_manager
         stats.inc_topic_put_nums(topic, result.stored, 1)
@@ -1125,7 +886,7 @@ class SendMessageProcessor:
         msg.properties = properties
         try:
             queue_id = self._redirect_delay(msg, queue_id, msg_ext.sys_flag)
-        except _Refused as e:
+        except SendRefused as e:
             return answer(e.code, e.remark)
         if self.broker_config.is_slave:
             return answer(ResponseCode.SYSTEM_ERROR, PutMessageStatus.SERVICE_NOT_AVAILABLE.name)

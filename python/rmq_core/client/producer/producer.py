@@ -11,14 +11,10 @@ Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
    within ``timeout_ms`` overall; ordered sends (selector) and oneway sends never retry.
 4. A topic unknown to the name server is sent with the default topic TBW102's route, so a broker auto-creates it.
 
-Fast path: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
-builds and encodes its first attempt on the caller's thread, as sendKernelImpl does, and hands the loop only the
-write (a SYNC send writes it itself when nothing is queued before it; else the frame is queued for the loop's next
-write of the connection, ``begin_invoke_from_thread``; a loop job only where the connection takes no frames from
-threads: ``PendingInvoke`` / ``_AsyncSend`` through ``MQClientInstance.submit_job``); the answer comes back through a
-waiter (``rmq_core.remoting.response_waiter``): the SYNC caller judges it on its own thread, an ASYNC send on the
-loop. A failed first attempt goes on as the ``_send_default_impl`` coroutine with its ``_SendState``; one judge
-(``_attempt_done``) for both ways; the frames are the same.
+Fast send: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
+makes its first attempt on the caller's thread, with no task or coroutine (``fast_send.py``: its gate, and the same
+frame, result and attempts as ``_send_default_impl`` gives; every fast path: docs/FAST_PATHS.md); a failed first
+attempt goes on as the ``_send_default_impl`` coroutine with its ``SendState``; one judge (``_attempt_done``).
 
 Thread-safety: public methods may be called from any thread except the client's loop thread (they block on it via
 ``run_sync`` or a response waiter); ``send_async`` returns a ``concurrent.futures.Future`` (a ``LightFuture``). The
@@ -30,11 +26,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import logging
 import time
 import zlib
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from rmq_core import _backend
@@ -51,12 +46,16 @@ from rmq_core.client.exceptions import (
     suggest_todo,
 )
 from rmq_core.client.message_batch import MessageBatch
+from rmq_core.client.producer import fast_send
 from rmq_core.client.producer.message_queue_selector import MessageQueueSelector
 from rmq_core.client.producer.mq_fault_strategy import MQFaultStrategy
+from rmq_core.client.producer.send_state import ASYNC as ASYNC  # the send modes, importable from here too
+from rmq_core.client.producer.send_state import ONEWAY as ONEWAY
+from rmq_core.client.producer.send_state import SYNC as SYNC
+from rmq_core.client.producer.send_state import SendState, monotonic_ms
 from rmq_core.client.send_result import SendResult
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
-from rmq_core.common.light_future import LightFuture
 from rmq_core.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -73,22 +72,11 @@ from rmq_core.message import (
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.header import SendMessageRequestHeader
-from rmq_core.remoting.response_waiter import (
-    BlockingSendAnswerWaiter,
-    PendingInvoke,
-    SendAnswerWaiter,
-    begin_invoke,
-    begin_invoke_from_thread,
-)
 
 if TYPE_CHECKING:
     from rmq_core.client.mq_client_instance import MQClientInstance
-    from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
-
-SYNC, ASYNC, ONEWAY = "SYNC", "ASYNC", "ONEWAY"
 
 COMPRESS_LEVEL = 5
 SEND_MSG_FAILED_URL = "http://rocketmq.apache.org/docs/faq/"
@@ -108,10 +96,6 @@ Selector = MessageQueueSelector | Callable[[list[MessageQueue], Message, Any], M
 _PROPERTIES = [f.name for f in dataclasses.fields(SendMessageRequestHeader)].index("properties")
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def _wire_copy(msg: Message, body: bytes) -> Message:
     """A shallow copy of ``msg`` with another body (the compressed one), sharing its properties; ``msg`` itself when
     the body is its own (nothing to copy: one object fewer per send in flight)."""
@@ -120,108 +104,6 @@ def _wire_copy(msg: Message, body: bytes) -> Message:
     m = Message.__new__(Message)
     m.topic, m.body, m.flag, m.properties = msg.topic, body, msg.flag, msg.properties
     return m
-
-
-class _SendState:
-    """sendDefaultImpl's state across its attempts (the fast path hands its first attempt's on to the coroutine)."""
-
-    __slots__ = ("begin_first", "brokers_sent", "call_timeout", "exception", "mq", "send_result", "times")
-
-    def __init__(self, begin_first: int) -> None:
-        self.begin_first = begin_first
-        self.times = 0
-        self.mq: MessageQueue | None = None
-        self.exception: BaseException | None = None
-        self.send_result: SendResult | None = None
-        self.call_timeout = False
-        self.brokers_sent: list[str] = []
-
-
-class _FastAttempt(_SendState):
-    """A default send's first attempt, encoded on the caller's thread (``Producer._fast_attempt``), and the send's
-    state from there on."""
-
-    __slots__ = ("addr", "begin", "conn", "frame", "opaque", "remaining_ms", "wire")
-
-    def __init__(
-        self,
-        begin_first: int,
-        mq: MessageQueue,
-        addr: str,
-        conn: Connection,
-        opaque: int,
-        frame: bytes,
-        wire: Message,
-        begin: int,
-        remaining_ms: int,
-    ) -> None:
-        # _SendState's fields after one attempt, set here (no super() call: one of these is made per send)
-        self.begin_first, self.times, self.mq, self.brokers_sent = begin_first, 1, mq, [mq.broker_name]
-        self.exception, self.send_result, self.call_timeout = None, None, False
-        self.addr, self.conn, self.opaque, self.frame = addr, conn, opaque, frame
-        self.wire, self.begin, self.remaining_ms = wire, begin, remaining_ms
-
-
-class _AsyncSend(SendAnswerWaiter):
-    """An ASYNC send on the fast path: the loop job starting its first attempt and that attempt's waiter, judged on
-    the loop when the answer comes (its fields, ``on_fields``, as the connection reads them; or the command, or an
-    error, ``on_response``); its outcome goes to ``future`` (a retry continues as the sendDefaultImpl coroutine, its
-    outcome there too)."""
-
-    __slots__ = ("fa", "future", "instance", "msg", "producer", "timeout_ms")
-
-    def __init__(
-        self, producer: Producer, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
-    ) -> None:
-        self._done, self.deadline = False, None  # CallbackResponseWaiter's, set here (no super() call per send)
-        self.producer, self.instance, self.msg, self.fa, self.timeout_ms = producer, instance, msg, fa, timeout_ms
-        self.future: LightFuture[SendResult] = LightFuture()
-
-    def run(self) -> None:  # LoopJob
-        fa = self.fa
-        begin_invoke(fa.conn, fa.opaque, fa.frame, self, max(fa.remaining_ms, 1) / 1000.0)
-
-    def fail(self, error: BaseException) -> None:  # LoopJob
-        self.fail_now(error)
-
-    def set_result(self, result: RemotingCommand, /) -> None:
-        """The answer, on the loop (``CallbackResponseWaiter.set_result`` with the delivery inlined: once per send)."""
-        if not self._done:
-            self._done = True
-            try:
-                self.on_response(result, None)
-            except Exception:
-                log.exception("a response callback raised")
-
-    def on_fields(self, item: tuple[Any, ...]) -> None:
-        try:
-            result, err = self.producer._fields_outcome(self.instance, self.fa, item)
-        except BaseException as e:
-            self.future.settle(exception=e)
-            return
-        self._judge(result, err)
-
-    def on_response(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        try:
-            result, err = self.producer._fast_outcome(self.instance, self.fa, response, error)
-        except BaseException as e:
-            self.future.settle(exception=e)
-            return
-        self._judge(result, err)
-
-    def _judge(self, result: SendResult | None, err: RemotingError | MQBrokerException | None) -> None:
-        """The first attempt's outcome: the future's result or error, or the retries' coroutine."""
-        future, fa, producer = self.future, self.fa, self.producer
-        try:
-            done = producer._attempt_done(fa, ASYNC, fa.mq, fa.begin, result, err)  # type: ignore[arg-type]
-        except BaseException as e:
-            future.settle(exception=e)
-            return
-        if done:
-            future.settle(fa.send_result)
-            return
-        coro = producer._send_default_impl(self.msg, ASYNC, self.timeout_ms, fa)
-        self.instance.start_task(cast("Coroutine[Any, Any, SendResult]", coro), future)
 
 
 class Producer:
@@ -422,11 +304,11 @@ class Producer:
             coro = self._send_select_impl(msg, selector, arg, SYNC, timeout)
         else:
             try:
-                fa = self._fast_attempt(instance, msg, timeout)
+                fa = fast_send.first_attempt(self, instance, msg, timeout)  # the fast send's gate (fast_send.py)
             except ValueError:  # the encoder refused the properties: _check_properties names why
                 fa = None
             if fa is not None:
-                return self._send_sync_fast(instance, msg, fa, timeout)
+                return fast_send.send_sync(self, instance, msg, fa, timeout)
             self._check_properties(msg)
             coro = self._send_default_impl(msg, SYNC, timeout)
         result = instance.run_sync(coro, self._sync_wait_s(timeout))
@@ -445,15 +327,12 @@ class Producer:
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
         if selector is None:
             try:
-                self._prepare(msg, properties=False)  # the properties: checked as _fast_attempt encodes them
-                fa = self._fast_attempt(instance, msg, timeout)
+                self._prepare(msg, properties=False)  # the properties: checked as first_attempt encodes them
+                fa = fast_send.first_attempt(self, instance, msg, timeout)  # the fast send's gate (fast_send.py)
             except Exception:  # the coroutine way checks again (the properties too) and fails the future with it
                 fa = None
             if fa is not None:
-                send = _AsyncSend(self, instance, msg, fa, timeout)
-                if not begin_invoke_from_thread(fa.conn, fa.opaque, fa.frame, send, max(fa.remaining_ms, 1) / 1000.0):
-                    instance.submit_job(send)
-                return send.future
+                return fast_send.send_async(self, instance, msg, fa, timeout)
         # an ASYNC send_on_loop always returns a SendResult (None is ONEWAY's)
         return cast(
             "concurrent.futures.Future[SendResult]",
@@ -567,11 +446,11 @@ class Producer:
         return f", because {error}" if error else ""
 
     async def _send_default_impl(
-        self, msg: Message, mode: str, timeout_ms: int, state: _SendState | None = None
+        self, msg: Message, mode: str, timeout_ms: int, state: SendState | None = None
     ) -> SendResult | None:
         """sendDefaultImpl: up to ``1 + retry times`` attempts, each on a queue avoiding the broker of the last one;
         ``state`` carries the attempts made already (the fast path's first one)."""
-        st = state if state is not None else _SendState(_now_ms())
+        st = state if state is not None else SendState(monotonic_ms())
         tp_info = self.topic_publish_info_table.get(msg.topic)
         if tp_info is None or not tp_info.ok():  # a known route is what try_to_find_topic_publish_info returns
             tp_info = await self.try_to_find_topic_publish_info(msg.topic)
@@ -585,7 +464,7 @@ class Producer:
             last_broker = st.mq.broker_name if st.mq is not None else None
             mq = st.mq = self.mq_fault_strategy.select_one_message_queue(tp_info, last_broker)
             st.brokers_sent.append(mq.broker_name)
-            begin = _now_ms()
+            begin = monotonic_ms()
             cost = begin - st.begin_first
             if timeout_ms < cost:
                 st.call_timeout = True
@@ -603,7 +482,7 @@ class Producer:
 
     def _attempt_done(
         self,
-        st: _SendState,
+        st: SendState,
         mode: str,
         mq: MessageQueue,
         begin: int,
@@ -616,13 +495,13 @@ class Producer:
         if error is None:
             strategy = self.mq_fault_strategy
             if strategy.send_latency_fault_enable:  # (update_fault_item does nothing otherwise: no clock read)
-                strategy.update_fault_item(mq.broker_name, _now_ms() - begin, False)
+                strategy.update_fault_item(mq.broker_name, monotonic_ms() - begin, False)
             st.send_result = send_result
             if mode != SYNC:
                 return True
             assert send_result is not None
             return send_result.send_status.value == "SEND_OK" or not self.retry_another_broker_when_not_store_ok
-        self.mq_fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, True)
+        self.mq_fault_strategy.update_fault_item(mq.broker_name, monotonic_ms() - begin, True)
         st.exception = error
         if not isinstance(error, MQBrokerException):
             log.warning("send to %s failed, retry another broker: %s", mq, error)
@@ -634,14 +513,14 @@ class Producer:
             return True
         raise error
 
-    def _send_failed(self, msg: Message, st: _SendState) -> SendResult:
+    def _send_failed(self, msg: Message, st: SendState) -> SendResult:
         """The end of sendDefaultImpl when no attempt settled it: the last result, or the error of every attempt."""
         if st.send_result is not None:
             return st.send_result
         if st.call_timeout:
             raise RemotingTooMuchRequestError("sendDefaultImpl call timeout")
         info = (
-            f"Send [{st.times}] times, still failed, cost [{_now_ms() - st.begin_first}]ms, Topic: {msg.topic}, "
+            f"Send [{st.times}] times, still failed, cost [{monotonic_ms() - st.begin_first}]ms, Topic: {msg.topic}, "
             f"BrokersSent: {st.brokers_sent}" + suggest_todo(SEND_MSG_FAILED_URL)
         )
         exception = st.exception
@@ -660,7 +539,7 @@ class Producer:
     async def _send_select_impl(
         self, msg: Message, selector: Selector, arg: Any, mode: str, timeout_ms: int
     ) -> SendResult | None:
-        begin = _now_ms()
+        begin = monotonic_ms()
         tp_info = await self.try_to_find_topic_publish_info(msg.topic)
         if tp_info is None or not tp_info.ok():
             self._validate_name_server_setting()
@@ -675,7 +554,7 @@ class Producer:
                 mq = selector(mqs, msg, arg)
         except Exception as e:
             raise MQClientException(-1, "select message queue threw exception.", e) from e
-        cost = _now_ms() - begin
+        cost = monotonic_ms() - begin
         if timeout_ms < cost:
             raise RemotingTooMuchRequestError("sendSelectImpl call timeout")
         if mq is None:
@@ -684,7 +563,7 @@ class Producer:
 
     async def _send_kernel_impl(self, msg: Message, mq: MessageQueue, mode: str, timeout_ms: int) -> SendResult | None:
         instance = self._make_sure_state_ok()
-        begin = _now_ms()
+        begin = monotonic_ms()
         broker_addr = instance.find_broker_address_in_publish(mq.broker_name)
         if broker_addr is None:
             await self.try_to_find_topic_publish_info(mq.topic)
@@ -692,7 +571,7 @@ class Producer:
         if broker_addr is None:
             raise MQClientException(-1, f"The broker[{mq.broker_name}] not exist" + suggest_todo())
         header, wire = self._send_header(msg, mq)
-        cost = _now_ms() - begin
+        cost = monotonic_ms() - begin
         if timeout_ms < cost:
             raise RemotingTooMuchRequestError("sendKernelImpl call timeout")
         return await instance.mq_client_api.send_message(
@@ -746,105 +625,6 @@ class Producer:
             None,  # brokerName
         ]
         return fields, _wire_copy(msg, body)
-
-    # --- the fast path: a default send's first attempt without a coroutine ------------------------------------
-    def _fast_attempt(self, instance: MQClientInstance, msg: Message, timeout_ms: int) -> _FastAttempt | None:
-        """The first attempt of a default (no selector) SYNC or ASYNC send, built on the caller's thread as
-        sendKernelImpl builds it — when nothing in it needs the loop: the topic's route, the chosen broker's address
-        and an open connection to it are known. None otherwise (the send then goes the coroutine way, whole)."""
-        if instance.on_caller_loop or instance.in_loop_thread():
-            return None
-        tp_info = self.topic_publish_info_table.get(msg.topic)
-        if tp_info is None or not tp_info.ok():
-            return None
-        begin_first = _now_ms()
-        mq = self.mq_fault_strategy.select_one_message_queue(tp_info, None)
-        addr = instance.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            return None
-        conn = instance.remoting_client.open_connection(addr)
-        if conn is None:
-            return None
-        begin = _now_ms()
-        fields, wire = self._send_fields(msg, mq)
-        opaque, frame = instance.mq_client_api.encode_send(fields, wire.body, isinstance(msg, MessageBatch))
-        # sendDefaultImpl's timeout - costTime (the encode takes microseconds: no clock read after it)
-        return _FastAttempt(begin_first, mq, addr, conn, opaque, frame, wire, begin, timeout_ms - (begin - begin_first))
-
-    def _fast_outcome(
-        self,
-        instance: MQClientInstance,
-        fa: _FastAttempt,
-        response: RemotingCommand | None,
-        error: BaseException | None,
-    ) -> tuple[SendResult | None, RemotingError | MQBrokerException | None]:
-        """The fast attempt's answer as ``send_message`` would have returned or raised it."""
-        api = instance.mq_client_api
-        if error is not None:
-            if not isinstance(error, OSError):
-                raise error
-            return None, api.transport_error(fa.addr, error, fa.remaining_ms)
-        assert response is not None
-        try:
-            mq = cast(MessageQueue, fa.mq)
-            return api.process_send_response(mq.broker_name, fa.wire, response, fa.addr, mq), None
-        except MQBrokerException as e:
-            return None, e
-
-    @staticmethod
-    def _fields_outcome(
-        instance: MQClientInstance, fa: _FastAttempt, item: tuple[Any, ...]
-    ) -> tuple[SendResult | None, MQBrokerException | None]:
-        """The fast attempt's answer read as its fields (``SendAnswerWaiter``: ``(waiter, code, remark, *values)``),
-        as ``_fast_outcome`` judges the command."""
-        mq: MessageQueue = fa.mq  # type: ignore[assignment]  # set: an attempt was made (no cast() per answer)
-        try:
-            return instance.mq_client_api.send_result(
-                mq.broker_name, fa.wire, item[1], item[2], item[3:], fa.addr, mq
-            ), None
-        except MQBrokerException as e:
-            return None, e
-
-    def _send_sync_fast(
-        self, instance: MQClientInstance, msg: Message, fa: _FastAttempt, timeout_ms: int
-    ) -> SendResult:
-        """A SYNC send whose first attempt is ``fa``: the caller's thread encodes, waits on a lock and judges the
-        answer; the loop only writes the frame and hands the answer over (its fields, read without a command, as an
-        async send's are; a command only when it comes another way). Retries go the coroutine way."""
-        waiter = BlockingSendAnswerWaiter()
-        error: BaseException | None = None
-        answer: tuple[Any, ...] | RemotingCommand | None = None
-        if fa.remaining_ms >= 0:
-            conn = fa.conn
-            # written on this thread when nothing is queued before it, else queued for the loop's next write
-            if not conn.send_frame_from_thread(fa.opaque, fa.frame, waiter) and not conn.queue_frame_from_thread(
-                fa.opaque, fa.frame, waiter
-            ):
-                instance.submit_job(PendingInvoke(conn, fa.opaque, fa.frame, waiter))
-            try:
-                answer = waiter.wait(max(fa.remaining_ms, 1) / 1000.0)
-            except TimeoutError as e:
-                instance.call_soon(functools.partial(fa.conn.pending.pop, fa.opaque, None))
-                error = e
-            except OSError as e:
-                error = e
-        else:  # over its time before it was sent (sendKernelImpl's check)
-            error = RemotingTooMuchRequestError("sendKernelImpl call timeout")
-        result: SendResult | None
-        err: RemotingError | MQBrokerException | None
-        if answer.__class__ is tuple:  # the answer's fields (a SendAnswerWaiter's)
-            result, err = self._fields_outcome(instance, fa, cast("tuple[Any, ...]", answer))
-        elif isinstance(error, RemotingError):
-            result, err = None, error
-        else:
-            result, err = self._fast_outcome(instance, fa, cast("RemotingCommand | None", answer), error)
-        if self._attempt_done(fa, SYNC, cast(MessageQueue, fa.mq), fa.begin, result, err):
-            assert fa.send_result is not None
-            return fa.send_result
-        coro = self._send_default_impl(msg, SYNC, timeout_ms, fa)
-        result = instance.run_sync(coro, self._sync_wait_s(timeout_ms))
-        assert result is not None
-        return result
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_group}, {self.service_state}, client_id={self.client_id})"
