@@ -25,10 +25,9 @@ Invariants:
 Thread-safety: registration tables are guarded by a lock; everything else runs on the loop. Public blocking calls
 go through ``run_sync`` from other threads.
 
-Parts: the pull message service, the rebalance service and the inner producer are built from ``ClientParts``, which
-the package's composition root (``rmq_core/client/__init__.py``) sets once on ``MQClientInstance.parts``: RocketMQ's
-instance constructs them itself, here that would make the instance import the consumers and the producer that import
-it (the import-linter contract ``client-acyclic``).
+Parts: the instance builds its pull message service, rebalance service and inner producer itself, as RocketMQ's does;
+all three sit below it (``rmq_core.client.pull_message_service``, ``.rebalance_service``, ``.client_inner_producer``)
+and see it through Protocols, so it imports nothing of the producers and consumers that use it (``client-acyclic``).
 """
 
 from __future__ import annotations
@@ -45,11 +44,14 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.client_inner_producer import ClientInnerProducer
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
+from rmq_core.client.pull_message_service import PullMessageService
+from rmq_core.client.rebalance_service import RebalanceService
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.light_future import LightFuture
@@ -89,24 +91,11 @@ from rmq_core.remoting.header import (
 )
 from rmq_core.remoting.transport import Connection, RemotingClient, new_event_loop
 
-if TYPE_CHECKING:
-    from rmq_core.client.producer.producer import Producer
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 LOCK_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class ClientParts:
-    """What an instance starts: ``pull_message_service(instance)``, ``rebalance_service(instance)`` and
-    ``inner_producer(group)`` (RocketMQ's CLIENT_INNER_PRODUCER, a ``Producer``)."""
-
-    pull_message_service: Callable[[MQClientInstance], Any]
-    rebalance_service: Callable[[MQClientInstance], Any]
-    inner_producer: Callable[[str], Producer]
 
 
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
@@ -170,8 +159,6 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class MQClientInstance:
-    parts: ClassVar[ClientParts | None] = None  # set by rmq_core/client/__init__.py (the composition root)
-
     # resetOffset's wait between dropping the process queues and moving the offsets (4.9 sleeps 10 s): pulls and
     # listener calls in flight see the drop and commit nothing (both check ``dropped`` before they touch offsets)
     RESET_OFFSET_SETTLE_S: ClassVar[float] = 1.0
@@ -204,7 +191,7 @@ class MQClientInstance:
         self.broker_version_table: dict[str, dict[str, int]] = {}
         self.pull_message_service: Any = None
         self.rebalance_service: Any = None
-        self.default_mq_producer: Producer | None = None
+        self.default_mq_producer: ClientInnerProducer | None = None
         self.service_state = CREATE_JUST
         self._state_lock = threading.RLock()
         self._table_lock = threading.Lock()
@@ -385,25 +372,18 @@ class MQClientInstance:
         self._start_inner_producer()
 
     async def _start_async(self) -> None:
-        parts = self._parts()
         if self.pull_message_service is None:
-            self.pull_message_service = parts.pull_message_service(self)
+            self.pull_message_service = PullMessageService(self)
         if self.rebalance_service is None:
-            self.rebalance_service = parts.rebalance_service(self)
+            self.rebalance_service = RebalanceService(self)
         for svc in (self.pull_message_service, self.rebalance_service):
             if svc is not None:
                 await _maybe_await(svc.start())
         self._start_scheduled_task()
 
-    @classmethod
-    def _parts(cls) -> ClientParts:
-        if cls.parts is None:
-            raise MQClientException(-1, "MQClientInstance.parts is not set: import rmq_core.client first")
-        return cls.parts
-
     def _start_inner_producer(self) -> None:
-        """The instance's own producer (CLIENT_INNER_PRODUCER) consumers fall back to for send-back."""
-        producer = self._parts().inner_producer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
+        """The instance's own producer registration (CLIENT_INNER_PRODUCER): heartbeats name it."""
+        producer = ClientInnerProducer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
         producer.start_with_instance(self)
         self.default_mq_producer = producer
 
