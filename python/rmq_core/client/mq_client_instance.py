@@ -3,10 +3,8 @@ that the producers and consumers of a process share. It owns an asyncio event lo
 (``rmq-client-<client_id>``) on which all network I/O runs — or, for ``rmq_core.aio``, it runs on the caller's loop
 (``MQClientInstance(..., loop=asyncio.get_running_loop())``, ``await start_async()`` / ``await shutdown_async()``;
 no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
-(whose request handler serves the broker→client requests: NOTIFY_CONSUMER_IDS_CHANGED, and the introspection of
-``mqadmin``: RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
-CONSUME_MESSAGE_DIRECTLY, and a transactional producer's CHECK_TRANSACTION_STATE, answered as 4.9's
-ClientRemotingProcessor answers them), the pull and rebalance
+(whose request handler, ``client_remoting_processor.ClientRemotingProcessor``, serves the broker→client
+requests), the pull and rebalance
 services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 
 Invariants:
@@ -38,16 +36,15 @@ import copy
 import functools
 import inspect
 import logging
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.client_inner_producer import ClientInnerProducer
+from rmq_core.client.client_remoting_processor import ClientRemotingProcessor
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.pull_message_service import PullMessageService
@@ -60,7 +57,7 @@ from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.message import PROPERTY_PRODUCER_GROUP, MessageExt, MessageQueue, decode_messages
+from rmq_core.message import MessageExt, MessageQueue
 from rmq_core.remoting.body.consumer_running_info import (
     PROP_CLIENT_VERSION,
     PROP_CONSUME_TYPE,
@@ -76,20 +73,10 @@ from rmq_core.remoting.body.heartbeat import (
     MessageModel,
     ProducerData,
 )
-from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOffsetBody
-from rmq_core.remoting.body.route import BodyDecodeError, TopicRouteData
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand, RemotingCommandError
-from rmq_core.remoting.header import (
-    CheckTransactionStateRequestHeader,
-    ConsumeMessageDirectlyResultRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumerStatusRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
-    ResetOffsetRequestHeader,
-    decode_header,
-)
-from rmq_core.remoting.transport import Connection, RemotingClient, new_event_loop
+from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.command import DEFAULT_VERSION
+from rmq_core.remoting.transport import RemotingClient, new_event_loop
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +166,7 @@ class MQClientInstance:
         # the caller's loop (rmq_core.aio: no thread of ours) or a loop of our own run on a daemon thread
         self.on_caller_loop = loop is not None
         self.loop = loop if loop is not None else new_event_loop()
-        self.remoting_client = RemotingClient(request_handler=self._process_request)
+        self.remoting_client = RemotingClient(request_handler=ClientRemotingProcessor(self).process_request)
         self.mq_client_api = MQClientAPIImpl(self.remoting_client, client_config)
         self.producer_table: dict[str, Any] = {}
         self.consumer_table: dict[str, Any] = {}
@@ -325,7 +312,7 @@ class MQClientInstance:
         elif self._thread is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(fn)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
         task = self.loop.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -389,14 +376,14 @@ class MQClientInstance:
 
     def _start_scheduled_task(self) -> None:
         cfg = self.client_config
-        self._spawn(
+        self.spawn(
             self._periodic(
                 10, lambda: cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server_all
             ),
             "route-refresh",
         )
-        self._spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat), "heartbeat")
-        self._spawn(
+        self.spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat), "heartbeat")
+        self.spawn(
             self._periodic(10000, lambda: cfg.persist_consumer_offset_interval, self.persist_all_consumer_offset),
             "persist-offsets",
         )
@@ -549,7 +536,7 @@ class MQClientInstance:
             return
         coro = self._unregister_client(producer_group, consumer_group)
         if self.in_loop_thread():
-            self._spawn(coro, "unregister-client")
+            self.spawn(coro, "unregister-client")
             return
         try:
             self.run_sync(coro, self.client_config.mq_client_api_timeout / 1000 * 2 + 1)
@@ -866,116 +853,6 @@ class MQClientInstance:
             except Exception:
                 log.exception("persistConsumerOffset of group %s failed", group)
 
-    # --- broker → client requests ------------------------------------------------------------------------------
-    async def _process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            try:
-                h = decode_header(NotifyConsumerIdsChangedRequestHeader, request.ext_fields)
-                log.info(
-                    "receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
-                    conn.remote_address,
-                    h.consumerGroup,
-                )
-            except ValueError as e:
-                log.warning("bad NOTIFY_CONSUMER_IDS_CHANGED from %s: %s", conn.remote_address, e)
-            self.rebalance_immediately()
-            return None
-        handler = self._request_handlers.get(request.code)
-        if handler is not None:
-            try:
-                response = await handler(self, conn, request)
-            except (ValueError, RemotingCommandError, BodyDecodeError) as e:
-                log.warning("bad request %d from %s: %s", request.code, conn.remote_address, e)
-                if request.is_oneway:
-                    return None
-                response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
-            if response is None:
-                return None
-        else:
-            response = RemotingCommand.response_to(
-                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
-            )
-        response.language = self.client_config.language
-        return response
-
-    async def _on_reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        """RESET_CONSUMER_CLIENT_OFFSET (oneway from the broker: no answer)."""
-        # isForce is not used here; a broker that leaves it out (rmq_core's did) still gets its reset done
-        h = decode_header(ResetOffsetRequestHeader, {"isForce": "false", **request.ext_fields})
-        log.info(
-            "invoke reset offset operation from broker. brokerAddr=%s, topic=%s, group=%s, timestamp=%s",
-            conn.remote_address,
-            h.topic,
-            h.group,
-            h.timestamp,
-        )
-        table = ResetOffsetBody.decode(bytes(request.body)).offset_table if request.body else {}
-        self._spawn(self.reset_offset(h.topic, h.group, table), "reset-offset")
-        return None
-
-    async def _on_get_consumer_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(GetConsumerStatusRequestHeader, request.ext_fields)
-        body = GetConsumerStatusBody(message_queue_table=self.get_consumer_status(h.topic, h.group))
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
-
-    async def _on_get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
-        info = self.consumer_running_info(h.consumerGroup)
-        if info is None:
-            return RemotingCommand.response_to(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
-            )
-        if h.jstackEnable:
-            info.jstack = thread_stacks()
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=info.encode())
-
-    async def _on_consume_message_directly(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
-        msgs = decode_messages(bytes(request.body or b""))
-        if len(msgs) != 1:
-            raise ValueError(f"CONSUME_MESSAGE_DIRECTLY carries {len(msgs)} messages, not one")
-        result = await self.consume_message_directly(msgs[0], h.consumerGroup, h.brokerName or "")
-        if result is None:
-            return RemotingCommand.response_to(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
-            )
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=result.encode())
-
-    async def _on_check_transaction_state(self, conn: Connection, request: RemotingCommand) -> None:
-        """CHECK_TRANSACTION_STATE (oneway from the broker): the half message's producer runs its check on its own
-        executor and ends the transaction (4.9 ClientRemotingProcessor.checkTransactionState)."""
-        h = decode_header(CheckTransactionStateRequestHeader, request.ext_fields)
-        msgs = decode_messages(bytes(request.body or b""))
-        if not msgs:
-            log.warning("checkTransactionState, decode message failed")
-            return None
-        msg = msgs[0]
-        group = msg.properties.get(PROPERTY_PRODUCER_GROUP)
-        if group is None:
-            log.warning("checkTransactionState, pick producer group failed")
-            return None
-        producer = self.select_producer(group)
-        check = getattr(producer, "check_transaction_state", None)
-        if check is None:
-            log.debug("checkTransactionState, pick producer by group[%s] failed", group)
-            return None
-        check(conn.remote_address, msg, h)
-        return None
-
-    _request_handlers: ClassVar[
-        dict[int, Callable[[MQClientInstance, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]]
-    ] = {
-        RequestCode.RESET_CONSUMER_CLIENT_OFFSET: _on_reset_offset,
-        RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: _on_get_consumer_status,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: _on_get_consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_consume_message_directly,
-        RequestCode.CHECK_TRANSACTION_STATE: _on_check_transaction_state,
-    }
-
     # --- introspection (4.9 MQClientInstance#resetOffset, getConsumerStatus, consumerRunningInfo,
     # consumeMessageDirectly) ---------------------------------------------------------------------------------
     async def reset_offset(self, topic: str, group: str, offset_table: dict[MessageQueue, int]) -> None:
@@ -1049,15 +926,6 @@ class MQClientInstance:
 
     def __repr__(self) -> str:
         return f"MQClientInstance({self.client_id}, {self.service_state})"
-
-
-def thread_stacks() -> str:
-    """Every thread's stack, as ``jstack`` prints them for GET_CONSUMER_RUNNING_INFO's ``jstackEnable``."""
-    names = {t.ident: t.name for t in threading.enumerate()}
-    out = []
-    for ident, frame in sys._current_frames().items():
-        out.append(f"Thread: {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)))
-    return "\n".join(out)
 
 
 def _copy_outcome(cfut: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
