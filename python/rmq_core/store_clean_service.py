@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rmq_core.common.clock import now_ms
 from rmq_core.common.disk_usage import disk_partition_space_used_percent
@@ -29,9 +29,51 @@ from rmq_core.format.file_name import parse_file_name
 from rmq_core.format.index import INDEX_DIR
 
 if TYPE_CHECKING:
-    from rmq_core.store import MessageStore
+    from rmq_core.store_running_flags import RunningFlags
 
 log = logging.getLogger(__name__)
+
+
+class RetentionConfig(Protocol):
+    """The retention settings of ``rmq_core.store.StoreConfig`` (MessageStoreConfig's names) these services read."""
+
+    @property
+    def delete_when(self) -> str: ...
+    @property
+    def file_reserved_time(self) -> int: ...
+    @property
+    def disk_max_used_space_ratio(self) -> int: ...
+    @property
+    def disk_space_warning_level_ratio(self) -> int: ...
+    @property
+    def disk_space_clean_forcibly_ratio(self) -> int: ...
+    @property
+    def clean_file_forcibly_enable(self) -> bool: ...
+    @property
+    def delete_commit_log_files_interval(self) -> int: ...
+    @property
+    def delete_file_batch_max(self) -> int: ...
+    @property
+    def clean_resource_interval(self) -> int: ...
+
+
+class CleanedStore(Protocol):
+    """What retention needs of ``rmq_core.store.MessageStore``: a Protocol, so that the store imports its services and
+    not the other way round."""
+
+    @property
+    def root_dir(self) -> str: ...
+    @property
+    def config(self) -> RetentionConfig: ...
+    @property
+    def running_flags(self) -> RunningFlags: ...
+    @property
+    def min_physical_offset(self) -> int: ...
+    @property
+    def max_physical_offset(self) -> int: ...
+    def delete_commit_log_files_before(self, offset: int) -> int: ...
+    def correct_min_offsets(self) -> None: ...
+
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
 CLEAN_FIRST_DELAY_S = 60.0  # 4.9 addScheduleTask: cleanFilesPeriodically from one minute after start
@@ -65,7 +107,7 @@ class CleanCommitLogService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: CleanedStore,
         *,
         clock: Callable[[], int] = now_ms,
         disk_usage: DiskUsage = disk_partition_space_used_percent,
@@ -235,7 +277,7 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """``CleanConsumeQueueService(store)``: after CommitLog files went, the queues' min offsets and files follow."""
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: CleanedStore) -> None:
         self.store = store
         self.last_physical_min_offset = 0
 
@@ -255,7 +297,7 @@ class StoreCleanService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: CleanedStore,
         *,
         clock: Callable[[], int] = now_ms,
         disk_usage: DiskUsage = disk_partition_space_used_percent,

@@ -11,15 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rmq_core.client import (
-    ClientConfig,
-    MQBrokerException,
-    MQClientException,
-    MQClientInstance,
-    MQClientManager,
-    Producer,
-)
+from rmq_core.client import MQBrokerException, MQClientException, Producer
+from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import RemotingConnectError, RemotingTimeoutError
+from rmq_core.client.mq_client_instance import MQClientInstance
+from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.common.sys_flag import FLAG_SUBSCRIPTION
 from rmq_core.message import Message, MessageQueue
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody

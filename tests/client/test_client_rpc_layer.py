@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rmq_core.client import (
-    BlockingMQClientAPI,
-    ClientConfig,
-    MQBrokerException,
-    MQClientAPIImpl,
-    MQClientException,
-    RocketMQRpcError,
-)
+from rmq_core.client import MQBrokerException, MQClientException, RocketMQRpcError
+from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.client.client_config import ClientConfig
 from rmq_core.client.exceptions import RemotingConnectError, RemotingError, RemotingTimeoutError
 from rmq_core.client.message_batch import MessageBatch
+from rmq_core.client.mq_client_api import MQClientAPIImpl
 from rmq_core.client.name_server_selector import NameServerSelector
 from rmq_core.client.pull_result import PullStatus
 from rmq_core.client.send_result import SendStatus

@@ -29,9 +29,7 @@ import pytest
 
 from rmq_core.broker import Broker
 from rmq_core.client import (
-    ClientConfig,
     ConsumeConcurrentlyStatus,
-    MQClientManager,
     Producer,
     PullConsumer,
     PullStatus,
@@ -39,6 +37,8 @@ from rmq_core.client import (
     SendStatus,
 )
 from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.mq_client_manager import MQClientManager
 from rmq_core.common.mix_all import MASTER_ID
 from rmq_core.message import Message, MessageQueue, decode_messages
 from rmq_core.namesrv import NameServer

@@ -13,7 +13,7 @@ import pytest
 
 from rmq_core.client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rmq_core.client.consumer.push_consumer import PushConsumer
-from rmq_core.client.consumer.rebalance_service import RebalanceService
+from rmq_core.client.rebalance_service import RebalanceService
 from rmq_core.message import MessageQueue
 
 from support.client_helpers_e2e import cluster, wait_until

@@ -21,7 +21,7 @@ Thread-safety: the caller holds the engine's lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmq_core.errors import CorruptRecordError, StoreError
 from rmq_core.format.index import is_indexed_sys_flag
@@ -45,7 +45,25 @@ from rmq_core.format.message import (
 )
 
 if TYPE_CHECKING:
-    from .message_store import StoreEngine
+    from .commit_log import CommitLog
+    from .consume_queue import ConsumeQueue
+    from .index_service import IndexService
+
+
+class StoreEngine(Protocol):
+    """What replication needs of ``message_store.StoreEngine`` (its internals: these functions are its HA half, kept
+    in their own module). A Protocol, so that the engine imports this module and not the other way round."""
+
+    _commit_log: CommitLog
+    _reput_from: int
+    _index: IndexService | None
+    _index_stop_reason: str | None
+    _last_physic_ts: int
+
+    def _queue_or_create(self, topic: str, queue_id: int) -> ConsumeQueue: ...
+    def _note_redispatched(self, store_timestamp: int) -> None: ...
+    def _stop_index(self, e: Exception) -> None: ...
+
 
 _INCOMPLETE = -1
 _BLANK = -2

@@ -3,10 +3,8 @@ that the producers and consumers of a process share. It owns an asyncio event lo
 (``rmq-client-<client_id>``) on which all network I/O runs — or, for ``rmq_core.aio``, it runs on the caller's loop
 (``MQClientInstance(..., loop=asyncio.get_running_loop())``, ``await start_async()`` / ``await shutdown_async()``;
 no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
-(whose request handler serves the broker→client requests: NOTIFY_CONSUMER_IDS_CHANGED, and the introspection of
-``mqadmin``: RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
-CONSUME_MESSAGE_DIRECTLY, and a transactional producer's CHECK_TRANSACTION_STATE, answered as 4.9's
-ClientRemotingProcessor answers them), the pull and rebalance
+(whose request handler, ``client_remoting_processor.ClientRemotingProcessor``, serves the broker→client
+requests), the pull and rebalance
 services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 
 Invariants:
@@ -25,10 +23,9 @@ Invariants:
 Thread-safety: registration tables are guarded by a lock; everything else runs on the loop. Public blocking calls
 go through ``run_sync`` from other threads.
 
-Parts: the pull message service, the rebalance service and the inner producer are built from ``ClientParts``, which
-the package's composition root (``rmq_core/client/__init__.py``) sets once on ``MQClientInstance.parts``: RocketMQ's
-instance constructs them itself, here that would make the instance import the consumers and the producer that import
-it (the import-linter contract ``client-acyclic``).
+Parts: the instance builds its pull message service, rebalance service and inner producer itself, as RocketMQ's does;
+all three sit below it (``rmq_core.client.pull_message_service``, ``.rebalance_service``, ``.client_inner_producer``)
+and see it through Protocols, so it imports nothing of the producers and consumers that use it (``client-acyclic``).
 """
 
 from __future__ import annotations
@@ -39,17 +36,19 @@ import copy
 import functools
 import inspect
 import logging
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from rmq_core.client.client_config import ClientConfig
+from rmq_core.client.client_inner_producer import ClientInnerProducer
+from rmq_core.client.client_remoting_processor import ClientRemotingProcessor
 from rmq_core.client.exceptions import MQBrokerException, MQClientException, RemotingError, RemotingTimeoutError
 from rmq_core.client.mq_client_api import MQClientAPIImpl
+from rmq_core.client.pull_message_service import PullMessageService
+from rmq_core.client.rebalance_service import RebalanceService
 from rmq_core.client.topic_publish_info import TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.common.light_future import LightFuture
@@ -58,7 +57,7 @@ from rmq_core.common.mq_version import version_desc
 from rmq_core.common.tasks import cancel_and_wait
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData
-from rmq_core.message import PROPERTY_PRODUCER_GROUP, MessageExt, MessageQueue, decode_messages
+from rmq_core.message import MessageExt, MessageQueue
 from rmq_core.remoting.body.consumer_running_info import (
     PROP_CLIENT_VERSION,
     PROP_CONSUME_TYPE,
@@ -74,41 +73,17 @@ from rmq_core.remoting.body.heartbeat import (
     MessageModel,
     ProducerData,
 )
-from rmq_core.remoting.body.queue_offsets import GetConsumerStatusBody, ResetOffsetBody
-from rmq_core.remoting.body.route import BodyDecodeError, TopicRouteData
-from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand, RemotingCommandError
-from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.body.route import TopicRouteData
+from rmq_core.remoting.codes import ResponseCode
+from rmq_core.remoting.command import DEFAULT_VERSION
 from rmq_core.remoting.event_loop import new_event_loop
-from rmq_core.remoting.header import (
-    CheckTransactionStateRequestHeader,
-    ConsumeMessageDirectlyResultRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumerStatusRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
-    ResetOffsetRequestHeader,
-    decode_header,
-)
 from rmq_core.remoting.remoting_client import RemotingClient
-
-if TYPE_CHECKING:
-    from rmq_core.client.producer.producer import Producer
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 LOCK_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class ClientParts:
-    """What an instance starts: ``pull_message_service(instance)``, ``rebalance_service(instance)`` and
-    ``inner_producer(group)`` (RocketMQ's CLIENT_INNER_PRODUCER, a ``Producer``)."""
-
-    pull_message_service: Callable[[MQClientInstance], Any]
-    rebalance_service: Callable[[MQClientInstance], Any]
-    inner_producer: Callable[[str], Producer]
 
 
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, START_FAILED = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY", "START_FAILED"
@@ -172,8 +147,6 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class MQClientInstance:
-    parts: ClassVar[ClientParts | None] = None  # set by rmq_core/client/__init__.py (the composition root)
-
     # resetOffset's wait between dropping the process queues and moving the offsets (4.9 sleeps 10 s): pulls and
     # listener calls in flight see the drop and commit nothing (both check ``dropped`` before they touch offsets)
     RESET_OFFSET_SETTLE_S: ClassVar[float] = 1.0
@@ -194,7 +167,7 @@ class MQClientInstance:
         # the caller's loop (rmq_core.aio: no thread of ours) or a loop of our own run on a daemon thread
         self.on_caller_loop = loop is not None
         self.loop = loop if loop is not None else new_event_loop()
-        self.remoting_client = RemotingClient(request_handler=self._process_request)
+        self.remoting_client = RemotingClient(request_handler=ClientRemotingProcessor(self).process_request)
         self.mq_client_api = MQClientAPIImpl(self.remoting_client, client_config)
         self.producer_table: dict[str, Any] = {}
         self.consumer_table: dict[str, Any] = {}
@@ -206,7 +179,7 @@ class MQClientInstance:
         self.broker_version_table: dict[str, dict[str, int]] = {}
         self.pull_message_service: Any = None
         self.rebalance_service: Any = None
-        self.default_mq_producer: Producer | None = None
+        self.default_mq_producer: ClientInnerProducer | None = None
         self.service_state = CREATE_JUST
         self._state_lock = threading.RLock()
         self._table_lock = threading.Lock()
@@ -340,7 +313,7 @@ class MQClientInstance:
         elif self._thread is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(fn)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
         task = self.loop.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -387,38 +360,31 @@ class MQClientInstance:
         self._start_inner_producer()
 
     async def _start_async(self) -> None:
-        parts = self._parts()
         if self.pull_message_service is None:
-            self.pull_message_service = parts.pull_message_service(self)
+            self.pull_message_service = PullMessageService(self)
         if self.rebalance_service is None:
-            self.rebalance_service = parts.rebalance_service(self)
+            self.rebalance_service = RebalanceService(self)
         for svc in (self.pull_message_service, self.rebalance_service):
             if svc is not None:
                 await _maybe_await(svc.start())
         self._start_scheduled_task()
 
-    @classmethod
-    def _parts(cls) -> ClientParts:
-        if cls.parts is None:
-            raise MQClientException(-1, "MQClientInstance.parts is not set: import rmq_core.client first")
-        return cls.parts
-
     def _start_inner_producer(self) -> None:
-        """The instance's own producer (CLIENT_INNER_PRODUCER) consumers fall back to for send-back."""
-        producer = self._parts().inner_producer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
+        """The instance's own producer registration (CLIENT_INNER_PRODUCER): heartbeats name it."""
+        producer = ClientInnerProducer(mix_all.CLIENT_INNER_PRODUCER_GROUP)
         producer.start_with_instance(self)
         self.default_mq_producer = producer
 
     def _start_scheduled_task(self) -> None:
         cfg = self.client_config
-        self._spawn(
+        self.spawn(
             self._periodic(
                 10, lambda: cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server_all
             ),
             "route-refresh",
         )
-        self._spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat), "heartbeat")
-        self._spawn(
+        self.spawn(self._periodic(1000, lambda: cfg.heartbeat_broker_interval, self._clean_and_heartbeat), "heartbeat")
+        self.spawn(
             self._periodic(10000, lambda: cfg.persist_consumer_offset_interval, self.persist_all_consumer_offset),
             "persist-offsets",
         )
@@ -571,7 +537,7 @@ class MQClientInstance:
             return
         coro = self._unregister_client(producer_group, consumer_group)
         if self.in_loop_thread():
-            self._spawn(coro, "unregister-client")
+            self.spawn(coro, "unregister-client")
             return
         try:
             self.run_sync(coro, self.client_config.mq_client_api_timeout / 1000 * 2 + 1)
@@ -888,116 +854,6 @@ class MQClientInstance:
             except Exception:
                 log.exception("persistConsumerOffset of group %s failed", group)
 
-    # --- broker → client requests ------------------------------------------------------------------------------
-    async def _process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            try:
-                h = decode_header(NotifyConsumerIdsChangedRequestHeader, request.ext_fields)
-                log.info(
-                    "receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
-                    conn.remote_address,
-                    h.consumerGroup,
-                )
-            except ValueError as e:
-                log.warning("bad NOTIFY_CONSUMER_IDS_CHANGED from %s: %s", conn.remote_address, e)
-            self.rebalance_immediately()
-            return None
-        handler = self._request_handlers.get(request.code)
-        if handler is not None:
-            try:
-                response = await handler(self, conn, request)
-            except (ValueError, RemotingCommandError, BodyDecodeError) as e:
-                log.warning("bad request %d from %s: %s", request.code, conn.remote_address, e)
-                if request.is_oneway:
-                    return None
-                response = RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=str(e))
-            if response is None:
-                return None
-        else:
-            response = RemotingCommand.response_to(
-                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {request.code} not supported"
-            )
-        response.language = self.client_config.language
-        return response
-
-    async def _on_reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        """RESET_CONSUMER_CLIENT_OFFSET (oneway from the broker: no answer)."""
-        # isForce is not used here; a broker that leaves it out (rmq_core's did) still gets its reset done
-        h = decode_header(ResetOffsetRequestHeader, {"isForce": "false", **request.ext_fields})
-        log.info(
-            "invoke reset offset operation from broker. brokerAddr=%s, topic=%s, group=%s, timestamp=%s",
-            conn.remote_address,
-            h.topic,
-            h.group,
-            h.timestamp,
-        )
-        table = ResetOffsetBody.decode(bytes(request.body)).offset_table if request.body else {}
-        self._spawn(self.reset_offset(h.topic, h.group, table), "reset-offset")
-        return None
-
-    async def _on_get_consumer_status(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(GetConsumerStatusRequestHeader, request.ext_fields)
-        body = GetConsumerStatusBody(message_queue_table=self.get_consumer_status(h.topic, h.group))
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=body.encode())
-
-    async def _on_get_consumer_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
-        info = self.consumer_running_info(h.consumerGroup)
-        if info is None:
-            return RemotingCommand.response_to(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
-            )
-        if h.jstackEnable:
-            info.jstack = thread_stacks()
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=info.encode())
-
-    async def _on_consume_message_directly(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
-        msgs = decode_messages(bytes(request.body or b""))
-        if len(msgs) != 1:
-            raise ValueError(f"CONSUME_MESSAGE_DIRECTLY carries {len(msgs)} messages, not one")
-        result = await self.consume_message_directly(msgs[0], h.consumerGroup, h.brokerName or "")
-        if result is None:
-            return RemotingCommand.response_to(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"The Consumer Group <{h.consumerGroup}> not exist in this consumer",
-            )
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=result.encode())
-
-    async def _on_check_transaction_state(self, conn: Connection, request: RemotingCommand) -> None:
-        """CHECK_TRANSACTION_STATE (oneway from the broker): the half message's producer runs its check on its own
-        executor and ends the transaction (4.9 ClientRemotingProcessor.checkTransactionState)."""
-        h = decode_header(CheckTransactionStateRequestHeader, request.ext_fields)
-        msgs = decode_messages(bytes(request.body or b""))
-        if not msgs:
-            log.warning("checkTransactionState, decode message failed")
-            return None
-        msg = msgs[0]
-        group = msg.properties.get(PROPERTY_PRODUCER_GROUP)
-        if group is None:
-            log.warning("checkTransactionState, pick producer group failed")
-            return None
-        producer = self.select_producer(group)
-        check = getattr(producer, "check_transaction_state", None)
-        if check is None:
-            log.debug("checkTransactionState, pick producer by group[%s] failed", group)
-            return None
-        check(conn.remote_address, msg, h)
-        return None
-
-    _request_handlers: ClassVar[
-        dict[int, Callable[[MQClientInstance, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]]
-    ] = {
-        RequestCode.RESET_CONSUMER_CLIENT_OFFSET: _on_reset_offset,
-        RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: _on_get_consumer_status,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: _on_get_consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_consume_message_directly,
-        RequestCode.CHECK_TRANSACTION_STATE: _on_check_transaction_state,
-    }
-
     # --- introspection (4.9 MQClientInstance#resetOffset, getConsumerStatus, consumerRunningInfo,
     # consumeMessageDirectly) ---------------------------------------------------------------------------------
     async def reset_offset(self, topic: str, group: str, offset_table: dict[MessageQueue, int]) -> None:
@@ -1071,15 +927,6 @@ class MQClientInstance:
 
     def __repr__(self) -> str:
         return f"MQClientInstance({self.client_id}, {self.service_state})"
-
-
-def thread_stacks() -> str:
-    """Every thread's stack, as ``jstack`` prints them for GET_CONSUMER_RUNNING_INFO's ``jstackEnable``."""
-    names = {t.ident: t.name for t in threading.enumerate()}
-    out = []
-    for ident, frame in sys._current_frames().items():
-        out.append(f"Thread: {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)))
-    return "\n".join(out)
 
 
 def _copy_outcome(cfut: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:

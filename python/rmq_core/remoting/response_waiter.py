@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rmq_core.remoting.command import RemotingCommand
-    from rmq_core.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,22 @@ class ResponseWaiter(Protocol):
     def done(self) -> bool: ...
     def set_result(self, result: RemotingCommand, /) -> None: ...
     def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+class WaiterConnection(Protocol):
+    """What the waiters' helpers need of a ``rmq_core.remoting.connection.Connection``: its table of pending
+    requests, its deadline sweep, and its frame queues. A Protocol, so that the transport imports this module and
+    not the other way round."""
+
+    remote_address: str
+    pending: dict[int, ResponseWaiter]
+    waiter_sweep: tuple[float, asyncio.TimerHandle] | None
+    closed: bool
+
+    def send_frame(self, frame: bytes) -> None: ...
+    def queue_frame_from_thread(
+        self, opaque: int, frame: bytes, waiter: ResponseWaiter, deadline: float | None = None
+    ) -> bool: ...
 
 
 class BlockingResponseWaiter:
@@ -187,14 +202,14 @@ class BlockingSendAnswerWaiter(SendAnswerWaiter):
 SWEEP_SLACK_S = 0.005  # deadlines this close to the sweep's are failed by it: a timeout fires at most this late
 
 
-def _arm_sweep(conn: Connection, loop: asyncio.AbstractEventLoop, when: float) -> None:
+def _arm_sweep(conn: WaiterConnection, loop: asyncio.AbstractEventLoop, when: float) -> None:
     armed = conn.waiter_sweep
     if armed is not None:
         armed[1].cancel()
     conn.waiter_sweep = (when, loop.call_at(when + SWEEP_SLACK_S, _sweep, conn))
 
 
-def _sweep(conn: Connection) -> None:
+def _sweep(conn: WaiterConnection) -> None:
     """The connection's callback waiters past their deadline fail with TimeoutError (and leave ``pending``); the
     sweep is armed again for the nearest deadline left, or not at all."""
     conn.waiter_sweep = None
@@ -218,7 +233,7 @@ def _sweep(conn: Connection) -> None:
 
 
 def begin_invoke(
-    conn: Connection,
+    conn: WaiterConnection,
     opaque: int,
     frame: bytes,
     waiter: BlockingResponseWaiter | CallbackResponseWaiter,
@@ -240,7 +255,7 @@ def begin_invoke(
     conn.send_frame(frame)
 
 
-def watch_deadline(conn: Connection, deadline: float) -> None:
+def watch_deadline(conn: WaiterConnection, deadline: float) -> None:
     """On the loop: the connection's sweep armed no later than ``deadline`` (a callback waiter's, in ``pending``)."""
     armed = conn.waiter_sweep
     if armed is None or deadline < armed[0]:
@@ -248,7 +263,7 @@ def watch_deadline(conn: Connection, deadline: float) -> None:
 
 
 def begin_invoke_from_thread(
-    conn: Connection, opaque: int, frame: bytes, waiter: CallbackResponseWaiter, timeout_s: float
+    conn: WaiterConnection, opaque: int, frame: bytes, waiter: CallbackResponseWaiter, timeout_s: float
 ) -> bool:
     """From a thread other than the loop's: ``begin_invoke`` without a job on the loop (``waiter`` registered and
     ``frame`` queued by ``Connection.queue_frame_from_thread``, its deadline ``timeout_s`` from now watched from the
@@ -266,7 +281,7 @@ class PendingInvoke:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: WaiterConnection,
         opaque: int,
         frame: bytes,
         waiter: BlockingResponseWaiter | CallbackResponseWaiter,

@@ -18,20 +18,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rmq_core.broker.ha.ha_protocol import REPORT, encode_frame_header
 
 if TYPE_CHECKING:
-    from rmq_core.broker.ha.ha_service import HAService
+    from rmq_core.store import MessageStore
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024
 
 
+class ConnectionOwner(Protocol):
+    """What a connection needs of its ``HAService``: the store, the transfer settings, the wake-up event and the two
+    callbacks. A Protocol, so that the service imports its connections and not the other way round."""
+
+    message_store: MessageStore
+    mapped_file_size_commit_log: int
+    ha_transfer_batch_size: int
+    ha_send_heartbeat_interval: int
+    ha_housekeeping_interval: int
+    data_event: asyncio.Event
+
+    def notify_transfer_some(self, offset: int) -> None: ...
+    def remove_connection(self, conn: HAConnection) -> None: ...
+
+
 class HAConnection:
-    def __init__(self, service: HAService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, service: ConnectionOwner, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.service = service
         self.reader = reader
         self.writer = writer

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rmq_core.broker.ha.ha_client import HAClient
 from rmq_core.broker.ha.ha_service import HAService
@@ -25,15 +25,40 @@ from rmq_core.broker.ha.slave_synchronize import SYNC_INTERVAL_S, SlaveSynchroni
 from rmq_core.store_status import PutMessageStatus
 
 if TYPE_CHECKING:
-    from rmq_core.broker.broker_controller import BrokerController
+    from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.broker_outer_api import BrokerOuterAPI
+    from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
+    from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
+    from rmq_core.broker.topic_config_manager import TopicConfigManager
+    from rmq_core.remoting.remoting_server import RemotingServer
+    from rmq_core.store import MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
 SYNC_MASTER = "SYNC_MASTER"
 
 
+class ReplicatedBroker(Protocol):
+    """What replication needs of its broker (the ``BrokerController``): a Protocol, so that ha/ imports nothing of
+    the controller that owns it (the import-linter contract ``broker-acyclic``)."""
+
+    broker_config: BrokerConfig
+    message_store: MessageStore
+    message_store_config: StoreConfig
+    remoting_server: RemotingServer
+    broker_outer_api: BrokerOuterAPI
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    schedule_message_service: ScheduleMessageService
+    subscription_group_manager: SubscriptionGroupManager
+    master_addr: str | None
+
+    def register_broker_all(self) -> None: ...
+
+
 class Replication:
-    def __init__(self, controller: BrokerController) -> None:
+    def __init__(self, controller: ReplicatedBroker) -> None:
         self.controller = controller
         cfg = controller.broker_config
         self.is_slave = cfg.is_slave

@@ -1,4 +1,4 @@
-"""PullMessageService (cl/impl/consumer/PullMessageService.java): one per client instance, an asyncio task on the
+"""PullMessageService (cl/impl/consumer/PullMessageService.java): one per client instance (which builds it), an asyncio task on the
 instance's loop taking PullRequests from an ``asyncio.Queue`` and handing each to its consumer's
 ``impl.pull_message(pr)``.
 
@@ -17,18 +17,25 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from rmq_core.client.consumer.pull_request import PullRequest
 from rmq_core.common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
+class PullRequestView(Protocol):
+    """What the service needs of a consumer's PullRequest (``rmq_core.client.consumer.pull_request``): the group
+    whose registered consumer pulls it. A Protocol, so that the service sits below the consumers."""
+
+    @property
+    def consumer_group(self) -> str: ...
+
+
 class PullMessageService:
     def __init__(self, instance: Any) -> None:
         self.instance = instance
-        self._queue: asyncio.Queue[PullRequest] = asyncio.Queue()
+        self._queue: asyncio.Queue[PullRequestView] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._timers: set[asyncio.TimerHandle] = set()
@@ -88,12 +95,12 @@ class PullMessageService:
         return self._stopped
 
     # --- requests -------------------------------------------------------------------------------------------------
-    def execute_pull_request_immediately(self, pull_request: PullRequest) -> None:
+    def execute_pull_request_immediately(self, pull_request: PullRequestView) -> None:
         if self._stopped:
             return
         self._call_on_loop(self._queue.put_nowait, pull_request)
 
-    def execute_pull_request_later(self, pull_request: PullRequest, time_delay_ms: int) -> None:
+    def execute_pull_request_later(self, pull_request: PullRequestView, time_delay_ms: int) -> None:
         if self._stopped:
             log.warning("PullMessageServiceScheduledThread has shutdown")
             return
