@@ -3,10 +3,10 @@
 Owns: the checkpoint file, reading it at open and rewriting it on every full flush.
 Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp, @24
 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
-Invariants: 1. written only after the CommitLog (then the ConsumeQueues due) were msynced; 2. physicMsgTimestamp /
-logicsMsgTimestamp are the last appended / dispatched record's STORETIMESTAMP as of the last durable flush;
-3. opening creates a missing file, and a missing or short file reads as zeros; 4. each write rewrites all 4096
-bytes, truncates to 4096 and fdatasyncs.
+Invariants: 1. written only after the CommitLog (then the ConsumeQueues due) were msynced; 2. physicMsgTimestamp
+is the last appended record's STORETIMESTAMP, logicsMsgTimestamp the last dispatched one's as of the last thorough
+flush; 3. opening creates a missing file, and a missing or short file reads as zeros; 4. each write rewrites all
+4096 bytes, truncates to 4096 and fdatasyncs.
 Thread-safety: none of its own; the engine serialises flushes.
 Details (each invariant in full): docs/CORE_API.md, 'Checkpoint file'.
 """

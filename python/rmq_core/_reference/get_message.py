@@ -4,9 +4,9 @@ Owns: the offset checks, the one-file ConsumeQueue scan and the batch limits.
 Format: reads 20-byte units from one ConsumeQueue file and whole records from the CommitLog; writes nothing.
 Invariants: 1. the offset checks in 4.9's order and statuses (NO_MATCHED_LOGIC_QUEUE ... OFFSET_FOUND_NULL);
 2. the scan covers one file's written units from ``offset``, bounded, next = offset + scanned/20; 3. per unit,
-4.9's order (slave hint, batch full, tag filter, availability, ``record_matches_unit``, property filter), a record
-that is not the unit's is never served; 4. "in disk" compares with ``memory_threshold()`` in integers; 5. the tag
-filter compares tagsCode truncated to int32.
+4.9's order (next_phy_file_start skip, batch full, tag filter, availability, ``record_matches_unit``, property
+filter), a record that is not the unit's is never served; 4. "in disk" compares with ``memory_threshold()`` in
+integers; 5. the tag filter compares tagsCode truncated to int32.
 Thread-safety: runs under the engine lock (the property filter callback too).
 Details (each invariant in full): docs/CORE_API.md, 'Pull read path'.
 """

@@ -5,9 +5,9 @@ Owns the event loop all network I/O runs on (a daemon thread ``rmq-client-<clien
 ``rmq_core.aio``), the ``MQClientAPIImpl``, the pull and rebalance services, the inner producer, the route tables
 and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
 Invariants: 1. the route tables are written on the loop only and published whenever they change or are asked for;
-2. at most one producer and one consumer per group; ``shutdown()`` waits for the last; 3. ``run_sync`` refuses the
-loop thread; handed-over coroutines and jobs start in submission order, one wake-up per burst; 4. an unknown topic
-gets TBW102's route for a producer (queues capped at ``default_topic_queue_nums``).
+2. at most one producer and one consumer per group; ``shutdown()`` does nothing while one is registered;
+3. ``run_sync`` refuses the loop thread; handed-over coroutines and jobs start in submission order, one wake-up per
+burst; 4. an unknown topic gets TBW102's route for a producer (queues capped at ``default_topic_queue_nums``).
 Thread-safety: registration tables under a lock; everything else on the loop; blocking calls go through
 ``run_sync`` from other threads.
 Details (the invariants in full, the parts and the acyclic imports): docs/CLIENT_DESIGN.md, 'Client instance'.

@@ -8,7 +8,7 @@ Invariants: 1. a record decodes only if its magic is v1/v2, TOTALSIZE >= 91 and 
 TOTALSIZE; 2. the engine writes v1 only (topics <= 127 chars), v2 is read; 3. properties are ``name \\x01 value \\x02``
 per entry; 4. tags hash = Java ``String.hashCode``; 5. ``decode_messages`` never inflates bodies.
 Thread-safety: pure functions.
-Details (the byte offsets, each invariant and the decisions the Rust side matches): docs/CORE_API.md, 'CommitLog record'.
+Details (byte offsets, each invariant, the decisions the Rust side matches): docs/CORE_API.md, 'CommitLog record'.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns: the byte layouts of ``<root>/timerwheel``, the ``<root>/timerlog/`` units and ``<root>/config/timercheck``,
 their encode/decode, the magic bits and the file-size rules. The broker's ``broker/timer/`` package does the I/O.
 Format (big-endian, as Java's ByteBuffer): the wheel is 7 days × 86 400 slots × 2 of 32 bytes (38 707 200 bytes);
-the timer log is 100 MiB mapped files of 52-byte units linked backwards per slot, a blank filling a file's tail;
+the timer log is mapped files (100 MiB) of 52-byte units linked backwards per slot, a blank filling a file's tail;
 timercheck is one 4 096-byte page. Departure from 5.x: a unit's ``reserved`` field holds the exact deliver time
 (0: the end of the slot); 5.x reads our units unchanged.
 Invariants: 1. a unit is valid when ``size == 52`` and ``(magic | 0xF) == 0xF`` (5.x ``isMagicOK``); an all-zero

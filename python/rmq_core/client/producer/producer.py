@@ -7,8 +7,9 @@ zlib-compressed, the caller's ``msg.body`` untouched; 3. SYNC sends retry ``retr
 avoiding the last failed broker, within ``timeout_ms``; ordered and oneway sends never retry; 4. a topic unknown to
 the name server is sent with TBW102's route, so a broker auto-creates it.
 Fast send: a default SYNC or ASYNC send's first attempt runs on the caller's thread (``fast_send.py``, its gate).
-Thread-safety: public methods from any thread except the client's loop thread (they block on it);
-``send_async`` returns a ``LightFuture``; queue selection, the fault table and the encoding are safe on any thread.
+Thread-safety: public methods from any thread except the client's loop thread (they block on it); ``send_async``
+returns a ``concurrent.futures.Future`` (a ``LightFuture``); queue selection, the fault table and the encoding are
+safe on any thread.
 Details (the invariants and the threading in full): docs/CLIENT_DESIGN.md, 'Producer'.
 """
 
