@@ -2,17 +2,13 @@
 engine's CommitLog and ConsumeQueue segments, and the broker timer's timerlog files (Python under either backend).
 
 Owns: the file at ``<dir>/<20-digit start offset>``, its shared read-write mapping, its write and flush positions.
-Format: a file of exactly ``size`` bytes, zero-filled; the content is whatever the owner writes. Its blocks are
-reserved with ``posix_fallocate`` — all at creation, or (``reserve=``, the CommitLog's files) the first ``reserve``
-bytes and then ``RESERVE_STEP`` at a time ahead of the writer (``ensure_reserved``) — so a full disk fails a creation
-or a write with a clear error, never SIGBUS on a mapped write, and a file costs what it holds plus less than a step.
-Invariants:
-  1. ``0 <= flushed <= wrote <= size``; bytes below ``wrote`` are the file's data, bytes above are zero
-     (recovery zeroes them).
-  2. ``read(pos, n)`` returns data only if ``[pos, pos+n)`` lies wholly below ``wrote``.
-  3. A file that failed creation is removed; a created file is always full size.
-  4. I/O errors raise ``StoreError`` naming the file.
+Format: a file of exactly ``size`` bytes, zero-filled, its blocks reserved with ``posix_fallocate`` (all at once, or
+ahead of the writer), so a full disk fails with a clear error, never SIGBUS.
+Invariants: 1. ``0 <= flushed <= wrote <= size``, bytes above ``wrote`` zero; 2. ``read(pos, n)`` returns data only
+below ``wrote``; 3. a file that failed creation is removed, a created file is full size; 4. I/O errors raise
+``StoreError`` naming the file.
 Thread-safety: none of its own; its owner serialises every call (the twin engine's lock; the timer's: the broker's loop).
+Details (the reservation steps): docs/CORE_API.md, 'Mapped files'.
 """
 
 from __future__ import annotations

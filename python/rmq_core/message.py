@@ -2,24 +2,14 @@
 MessageQueue (topic, broker, queue id), and the decoding of pull bodies.
 
 Invariants:
-1. Tags, keys and the delay level live in ``properties`` (``TAGS``, ``KEYS`` space-joined, ``DELAY``), as in Java's
-   ``Message``; the ``tags``/``keys`` attributes are views of them. The store encodes ``properties`` in dict order.
-2. ``MessageExt`` instances are created by the decoders (Rust or the Python twin) without ``__init__``: every slot is set.
-3. ``msg_id`` on a MessageExt is the *offset* msg id (store host + commitlog offset); ``uniq_key`` is the producer's id.
-4. With the Rust engine ``Message`` (exactly that class) is not a garbage-collected type: ``message_class`` makes a
-   native copy of the class written below (``rust/rmq-py/src/message_class.rs``: the same attributes, the four fields
-   in its own layout). A Message refers only to str, bytes, an int and its str → str properties, so it is never in a
-   reference cycle (a property value referring back to its message would be one: never collected); the tuples of a
-   ``[(message, queue_id)]`` batch are then untracked by the collector's first look, as tuples of atoms are.
-   Subclasses (``MessageExt``, a user's) are GC types. The Python twin keeps the class as written (a GC type; the
-   ``untrack_message`` its ``__init__`` calls is a no-op there). The ``MessageExt`` objects the Rust decoder builds
-   are untracked for the same reason (a consumer's cache of tens of thousands would otherwise be walked by every
-   full collection: ``benches/bench_store_api.py``'s ``decode live``); a cycle a caller builds through one (a property
-   value referring back to it) is never collected.
-5. ``Message.__init__``: the Rust engine's class runs the common call natively (an instance of exactly ``Message``;
-   topic, a ``bytes`` body, ``tags`` None or a str, any ``flag``, the other arguments absent or at their defaults)
-   with the results of the ``__init__`` written below, which it calls for every other call; the twin's class has that
-   ``__init__`` as is.
+1. Tags, keys and the delay level live in ``properties`` (``TAGS``, ``KEYS``, ``DELAY``), as in Java's ``Message``.
+2. ``MessageExt`` instances are created by the decoders without ``__init__``: every slot is set.
+3. ``msg_id`` on a MessageExt is the *offset* msg id; ``uniq_key`` is the producer's id.
+4. With the Rust engine ``Message`` is not a garbage-collected type (a native copy of the class below), nor are the
+   ``MessageExt`` objects its decoder builds; a cycle through one is never collected.
+5. ``Message.__init__``: the Rust engine's class runs the common call natively, with this ``__init__``'s results.
+Thread-safety: plain objects with no locks of their own (as Java's Message).
+Details (each invariant in full): docs/CORE_API.md, 'Message objects'.
 """
 
 from __future__ import annotations

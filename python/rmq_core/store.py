@@ -1,22 +1,15 @@
 """The message store facade: RocketMQ's DefaultMessageStore as Python users see it.
 
-It owns the configuration, the result types, message-filter translation, UNIQ_KEY assignment, the arrival
-listeners, the running flags and the retention services (``store_clean_service.py``: when files are deleted); the engine (Rust ``_core.StoreEngine`` or the Python twin, see docs/CORE_API.md) owns the files, the
-append, dispatch to ConsumeQueues, the get_message scan, flushing and recovery.
-
-Invariants:
-1. Arrival listeners are called after a message is appended *and* dispatched, once per stored message, in append order,
-   on the thread that put it; an exception in a listener is logged and never undoes the write.
-2. ``get_message`` never returns a record the engine did not validate; its body is the records byte for byte.
-3. After ``close()`` every method raises StoreError.
-4. While ``running_flags`` say the store is not writeable (DISK_FULL: ``store_clean_service.py``), every put
-   (``put_message``, ``put_messages``, ``put_send_requests``, ``put_batch`` of a well-formed body) answers
-   SERVICE_NOT_AVAILABLE for each message and stores nothing (4.9 ``checkStoreStatus``); the HA slave's
-   ``append_commit_log`` is not refused (as in 4.9).
-5. While ``running_flags`` say the store is not readable, ``get_message`` raises StoreError (4.9's getMessage returns
-   null: "message store is not readable, so getMessage is forbidden").
-
+Owns the configuration, the result types, message-filter translation, UNIQ_KEY assignment, the arrival listeners,
+the running flags and the retention services; the engine (Rust or the Python twin, docs/CORE_API.md) owns the files,
+the append, dispatch, the get_message scan, flushing and recovery.
+Invariants: 1. arrival listeners run once per stored message, after append and dispatch, in order, on the putting
+thread, and their exceptions never undo the write; 2. ``get_message`` returns only records the engine validated;
+3. after ``close()`` every method raises StoreError; 4. while not writeable (DISK_FULL) every put answers
+SERVICE_NOT_AVAILABLE and stores nothing (the HA slave's append is not refused); 5. while not readable
+``get_message`` raises StoreError.
 Thread-safety: safe to share between threads (the engine serialises writes; reads run concurrently).
+Details (each invariant in full): docs/CORE_API.md, 'Store facade'.
 """
 
 from __future__ import annotations

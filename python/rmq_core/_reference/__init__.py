@@ -1,26 +1,13 @@
 """The pure-Python twin of the Rust store engine (``rmq_core._core``): same contract (docs/CORE_API.md), same bytes on
-disk, same results. One module per file of ``rust/rmq-store/src``:
+disk, same results. One module per file of ``rust/rmq-store/src`` (config, mapped_file_queue, commit_log,
+consume_queue, flush, checkpoint, recovery, get_message, message_store, store_reader, remoting_frames, send_requests).
 
-  config.py             StoreConfig (constructor keys, defaults, validation)
-  mapped_file_queue.py  an ordered run of mapped files in a directory (each a ``rmq_core.mapped_file.MappedFile``:
-                        mapped_file.rs's twin, shared with the broker's timer)
-  commit_log.py         appends with BLANK roll-over, raw reads, old-file deletion
-  consume_queue.py      one (topic, queue id) index, pre-blank filling, its own recovery
-  flush.py              the flush thread (async periodic flush, sync group commit)
-  checkpoint.py         <root>/checkpoint
-  recovery.py           normal/abnormal CommitLog recovery, dirty-unit truncation, re-dispatch
-  get_message.py        the RocketMQ 4.9 pull scan and isTheBatchFull
-  message_store.py      StoreEngine
-  store_reader.py       StoreReader: a read-only view of a store directory (no lock, no recovery, no writes)
-  remoting_frames.py    the remoting frame codec's fast path (split_frames, split_client_frames, encode_frames,
-                        encode_send_request; rmq-py/src/remoting.rs)
-  send_requests.py      a chunk's plain sends as columns, stored in one put, answered as frames (rmq-py/src/send_request.rs)
-
-The byte layouts are the package's format layer, ``rmq_core.format`` (format/*.rs); the names it gives the backend
-API (``decode_columns``, ``split_batch``, ``tags_hash``...) are re-exported here. Only ``rmq_core._backend`` and
-tests import this package (the ``twin-behind-backend`` contract in ``.importlinter``).
-
-This package never imports ``rmq_core._core``.
+Format: the byte layouts are the format layer's, ``rmq_core.format`` (format/*.rs); the names it gives the backend
+API (``decode_columns``, ``split_batch``, ``tags_hash``...) are re-exported here.
+Invariants: only ``rmq_core._backend`` and tests import this package (the ``twin-behind-backend`` contract in
+``.importlinter``); it never imports ``rmq_core._core``.
+Thread-safety: per module (the engine's lock serialises the store's files).
+Details (what each module owns): docs/CORE_API.md, 'The Python twin'.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """``<root>/checkpoint``, RocketMQ's ``StoreCheckpoint`` (5.x layout): what was durable at the last flush.
 
 Owns: the checkpoint file, reading it at open and rewriting it on every full flush.
-Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp (the newest index entry's store
-timestamp msynced before this write; 0 with no index),
-@24 masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
-Invariants:
-  1. Written only after the CommitLog (then the ConsumeQueues due) were msynced: ``confirm_phy_offset`` is the
-     flushed CommitLog offset; abnormal recovery starts from the file holding it (and from where the ConsumeQueues'
-     own last units end, if earlier).
-  2. physicMsgTimestamp = STORETIMESTAMP of the last record appended (in this or an earlier run);
-     logicsMsgTimestamp = STORETIMESTAMP of the last record that got a ConsumeQueue unit (puts and re-dispatch,
-     the latter as a running max) as of the last flush that left no ConsumeQueue unit unflushed (the flush thread's
-     tick skips queues with few dirty pages, as 4.9's FlushConsumeQueueService, which also advances it only at its
-     thorough flushes). Both keep the values loaded at open until something newer is durable.
-  3. Opening creates the file if missing (empty until the first write); a missing or shorter-than-40-byte file
-     reads as all zeros.
-  4. Each write rewrites the whole 4096 bytes at offset 0, truncates the file to 4096, and fdatasyncs it.
+Format: 4096 bytes; i64 BE @0 physicMsgTimestamp, @8 logicsMsgTimestamp, @16 indexMsgTimestamp, @24
+masterFlushedOffset (always 0), @32 confirmPhyOffset; the rest zero.
+Invariants: 1. written only after the CommitLog (then the ConsumeQueues due) were msynced; 2. physicMsgTimestamp
+is the last appended record's STORETIMESTAMP, logicsMsgTimestamp the last dispatched one's as of the last thorough
+flush; 3. opening creates a missing file, and a missing or short file reads as zeros; 4. each write rewrites all
+4096 bytes, truncates to 4096 and fdatasyncs.
 Thread-safety: none of its own; the engine serialises flushes.
+Details (each invariant in full): docs/CORE_API.md, 'Checkpoint file'.
 """
 
 from __future__ import annotations

@@ -2,22 +2,14 @@
 
 Owns: ``<root>/commitlog/`` (a MappedFileQueue), the write position, appends (with the BLANK roll-over), raw
 reads, and deletion of old files. PutMessageStatus comes from rmq_core.store_status.
-Format: ``<root>/commitlog/<20-digit start offset>``, files of ``mapped_file_size_commit_log`` bytes holding v1
-records back to back (see format/message.py); a file ends with an 8-byte BLANK (TOTALSIZE = bytes left, MAGIC
-``BLANK_MAGIC``) followed by zeros.
-Invariants:
-  1. ``write_offset`` (= max physical offset) is the end of the last record; every byte below it is immutable.
-  2. A record is written only where ``len + 8 <= bytes left in its file``; otherwise the BLANK is written and the
-     record goes to the start of the next file. So a file never ends exactly at a record end, and a record of more
-     than ``file_size - 8`` bytes can never be written (MESSAGE_ILLEGAL).
-  3. Roll-over creates the next file *first*, then writes the BLANK and marks the current file full (write offset =
-     its end). If the creation fails nothing changes: the put reports CREATE_MAPPED_FILE_FAILED, the max physical
-     offset stays at the last record's end, and the next put retries (tests/store/test_bad_input.py full-disk tests
-     expect exactly this). Recovery ends at the file end after a BLANK in the last file.
-  4. A fresh store has no files; the first append creates ``00000000000000000000``. With no files both the min and
-     the max physical offset are 0. Appends always go to the last file.
-  5. ``delete_files_before`` never deletes the last file.
+Format: ``<root>/commitlog/<20-digit start offset>`` files of v1 records back to back (format/message.py), each
+ending with an 8-byte BLANK followed by zeros.
+Invariants: 1. every byte below ``write_offset`` is immutable; 2. a record needs ``len + 8`` bytes left in its file,
+else BLANK and the next file; 3. roll-over creates the next file first, and a failed creation changes nothing
+(CREATE_MAPPED_FILE_FAILED); 4. a fresh store has no files, the first append creates ``00000000000000000000``;
+5. ``delete_files_before`` never deletes the last file.
 Thread-safety: none of its own; the engine's lock serialises every call.
+Details (each invariant in full): docs/CORE_API.md, 'CommitLog files'.
 """
 
 from __future__ import annotations

@@ -4,21 +4,12 @@ Owns: ``<root>/consumequeue/<topic>/<queueId>/`` (a MappedFileQueue), the min/ma
 last indexed record (for idempotent re-dispatch), unit writes with pre-blank filling, and the queue's recovery.
 Format: files of ``mapped_file_size_consume_queue`` bytes (a multiple of 20) named by their start *byte* offset;
 logical offset N is the unit at byte N×20 (see format/cq_unit.py).
-Invariants:
-  1. Units ``[min_offset, max_offset)`` are the queue's messages; ``max_offset`` is the next offset to assign.
-  2. Every file before the one holding ``max_offset × 20`` is full; bytes above the written end are zero.
-  3. A unit is only ever written at ``max_offset`` or beyond; a gap (a new queue whose first unit is not at its
-     file's start, or a re-dispatched unit past the end) is filled with pre-blank units ``(0, 2**31-1, 0)``.
-     When a queue that had no file gets its first unit, ``min_offset`` becomes that unit's offset.
-  4. ``max_physic_offset`` = offset + size of the last non-pre-blank unit (-1 when there is none); re-dispatch skips
-     records ending at or below it.
-  5. On load: the last valid unit (offset >= 0 and size > 0; pre-blank counts) is found scanning back from the end
-     of the last file, file by file; max = after it; earlier files are full; the rest of its file is zeroed (up to
-     the last non-zero byte) and every later file is deleted. No valid unit at all: the first file is kept, empty
-     (max = its start), the others deleted. ``min_offset`` = the first unit from the first file's start that is
-     not pre-blank (``max_offset`` if none); the engine's recovery then corrects it against the CommitLog's min
-     offset (``correct_min_offset_only``).
+Invariants: 1. units ``[min_offset, max_offset)`` are the queue's messages; 2. files before the last are full, bytes
+above the written end zero; 3. a unit is written only at ``max_offset`` or beyond, gaps pre-blank filled;
+4. ``max_physic_offset`` is the end of the last real unit (re-dispatch skips below it); 5. load finds the last valid
+unit, zeroes after it and deletes later files.
 Thread-safety: none of its own; the engine's lock serialises every call.
+Details (each invariant in full): docs/CORE_API.md, 'ConsumeQueue files'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """The background flush thread: RocketMQ's ``FlushRealTimeService`` (ASYNC_FLUSH), ``GroupCommitService``
 (SYNC_FLUSH) and the periodic ConsumeQueue/checkpoint flush, in one daemon thread.
 
-Owns: the thread and the condition variable writers wait on.
-Format: none on disk (it calls back into the engine to msync files and write the checkpoint).
-Invariants:
-  1. Every ``flush_interval_commit_log`` ms the thread runs ``flush_all`` (the CommitLog, the ConsumeQueues with at
-     least FLUSH_CONSUME_QUEUE_LEAST_PAGES dirty — every one each FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS —, the
-     full index files, the checkpoint), whatever the flush mode.
-  2. ASYNC_FLUSH with ``flush_commit_log_timed`` (4.9.7's default): puts do not wake the thread, the tick of
-     invariant 1 flushes the CommitLog. With it off: a put wakes the thread; a wake-up msyncs the CommitLog when the
-     last CommitLog file has at least FLUSH_LEAST_PAGES × 4096 unflushed bytes.
-  3. SYNC_FLUSH (group commit): a put publishes the offset it needs and waits on the condition up to
-     ``sync_flush_timeout``; the thread msyncs the CommitLog once for every writer waiting at that moment and
-     publishes the flushed offset. A writer is satisfied iff the flushed offset covers it (False on timeout or if
-     the msync failed).
-  4. ``stop`` makes a final CommitLog flush (answering waiters), then joins the thread.
-  5. The thread holds the engine only weakly (WeakMethod callbacks), so an engine dropped without ``close`` is
-     collected; its ``__del__`` stops the thread.
+Owns: the thread and the condition variable writers wait on. Format: none on disk (it calls back into the engine).
+Invariants: 1. every ``flush_interval_commit_log`` ms ``flush_all`` runs, whatever the mode; 2. ASYNC_FLUSH with
+``flush_commit_log_timed``: puts do not wake the thread (invariant 1 flushes), without it a put wakes it;
+3. SYNC_FLUSH: one msync for every writer waiting, a writer satisfied iff the flushed offset covers it;
+4. ``stop`` flushes the CommitLog once more, then joins; 5. the engine is held only weakly.
 Thread-safety: the condition guards ``_flushed``/``_requested``/``_woken``/``_stopping``; the callbacks take the
 engine lock themselves and are never called with the condition held.
+Details (each invariant in full): docs/CORE_API.md, 'Flush thread'.
 """
 
 from __future__ import annotations

@@ -2,27 +2,13 @@
 
 Owns: the offset checks, the one-file ConsumeQueue scan and the batch limits.
 Format: reads 20-byte units from one ConsumeQueue file and whole records from the CommitLog; writes nothing.
-Invariants:
-  1. Checks in order: no queue → NO_MATCHED_LOGIC_QUEUE (next 0, min = max = 0; the read never creates a queue);
-     max == 0 → NO_MESSAGE_IN_QUEUE (next 0); offset < min → OFFSET_TOO_SMALL (next min); offset == max →
-     OFFSET_OVERFLOW_ONE (next offset); offset > max → OFFSET_OVERFLOW_BADLY (next 0 if min == 0 else max); the
-     file holding ``offset`` missing (or ``offset`` not in its written data) → OFFSET_FOUND_NULL (next
-     roll_next_file(offset)).
-  2. The scan covers the written units of that one file from ``offset``, at most
-     ``max(max_filter_message_size, max_msg_nums*20)`` bytes; ``i`` counts scanned bytes; a unit that makes the
-     batch full breaks the loop and is not counted. next = offset + i/20.
-  3. Per unit, in order: max_phy_offset_pulling = offsetPy; skip if below next_phy_file_start; batch full → break;
-     tag filter miss → skip; record unavailable → MESSAGE_WAS_REMOVING if nothing found yet and
-     next_phy_file_start = the CommitLog roll_next_file(offsetPy); a record that is not the whole, intact record the
-     unit names (``record_matches_unit``) → skipped like a filter miss, never served; property filter miss → skip; else append, FOUND,
-     next_phy_file_start reset. The property filter gets the record's decoded properties ({} if the referenced
-     bytes do not decode as a record); a unit size <= 0 reads as unavailable. As in 4.9's code, a filter miss (tag or property) while nothing has been
-     found yet sets the status back to NO_MATCHED_MESSAGE (so a removed unit followed by a filtered one reports
-     NO_MATCHED_MESSAGE).
-  4. "In disk" and "suggest pulling from slave" compare ``max_phy − offset`` with ``memory_threshold()`` =
-     ``total_physical_memory * ratio / 100`` in integers (truncated).
-  5. The tag filter compares the unit's tagsCode truncated to int32 with the given codes; ``None`` matches all.
+Invariants: 1. the offset checks in 4.9's order and statuses (NO_MATCHED_LOGIC_QUEUE ... OFFSET_FOUND_NULL);
+2. the scan covers one file's written units from ``offset``, bounded, next = offset + scanned/20; 3. per unit,
+4.9's order (next_phy_file_start skip, batch full, tag filter, availability, ``record_matches_unit``, property
+filter), a record that is not the unit's is never served; 4. "in disk" compares with ``memory_threshold()`` in
+integers; 5. the tag filter compares tagsCode truncated to int32.
 Thread-safety: runs under the engine lock (the property filter callback too).
+Details (each invariant in full): docs/CORE_API.md, 'Pull read path'.
 """
 
 from __future__ import annotations

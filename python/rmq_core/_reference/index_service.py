@@ -1,23 +1,13 @@
 """The index service (RocketMQ 4.9 ``IndexService`` + ``IndexFile``). Twin of rust/rmq-store/src/index_service.rs.
 
 Owns: the list of ``<root>/index/`` files, building entries on dispatch, the key walk of a query, loading (with 4.9's
-abnormal-exit rule) and refusing bad files.
-Format: ``format.index``.
-Invariants:
-  1. Entries are appended in CommitLog order; a record below the last file's endPhyOffset is not indexed again.
-  2. A file is created with the blocks of its header, slots and first ``INDEX_RESERVE_STEP`` of entries reserved
-     (``posix_fallocate``, nothing written), the rest sparse; a put reserves the next step before writing an entry
-     there. A file costs its slots plus the entries it holds plus less than a step, and a full disk fails a creation
-     or a put (the file counts as full) instead of a mapped write (SIGBUS).
-  3. When the last file is full a new one starts with the begin/end phy offset and timestamp of the full one.
-  4. A file whose size or header does not fit the geometry is refused at load: moved to ``<root>/index_refused/``
-     with every later file (nothing deleted), its records re-indexed from the CommitLog.
-  5. After an abnormal exit, files whose endTimestamp is above the checkpoint's indexMsgTimestamp are deleted —
-     unless the abort file names this boot (a process crash: the mapped writes are intact); then the files are kept
-     and a put the crash cut short (slot written, header not: a slot equal to indexCount) gets its slot back from
-     the entry's prevIndex.
-  6. A query walk never loops: each link goes to a smaller index.
+abnormal-exit rule) and refusing bad files. Format: ``format.index``.
+Invariants: 1. entries in CommitLog order, never indexed twice; 2. blocks reserved ahead of the writer (a full disk
+fails a creation or a put, never SIGBUS); 3. a new file starts where the full one ended; 4. a file that does not fit
+the geometry is moved to ``<root>/index_refused/`` and re-indexed; 5. after an abnormal exit, files newer than the
+checkpoint are deleted unless the crash was within this boot (then kept and repaired); 6. a query walk never loops.
 Thread-safety: none of its own; the engine's lock serialises every call.
+Details (each invariant in full; the layout: §9): docs/CORE_API.md, 'Index service'.
 """
 
 from __future__ import annotations

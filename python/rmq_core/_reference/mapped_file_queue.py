@@ -2,17 +2,12 @@
 
 Owns: the directory's files (by start offset), lookup by global offset, creation of the next file, truncation of
 dirty tails and deletion of old files.
-Format: ``<dir>/<20-digit start offset>``, every file ``file_size`` bytes, start offsets multiples of ``file_size``.
-Names that are not 20 digits are ignored; a 20-digit name that is not a multiple of ``file_size``, or a file of
-another size, makes the layout unreadable (``StoreError``) — except that a newest file shorter than ``file_size``
-and all zero (a crash between creating and sizing it) is deleted at load.
-Invariants:
-  1. ``files`` is sorted by ``start``; ``starts`` mirrors it (for bisect). Gaps are possible only if someone removed
-     files by hand; lookups then miss.
-  2. ``truncate(end)`` keeps every file with ``start <= end`` (the one holding ``end`` gets ``wrote`` = end − start,
-     and its bytes up to the old write position are zeroed), and deletes files with ``start > end`` (RocketMQ's
-     truncateDirtyFiles).
+Format: ``<dir>/<20-digit start offset>``, every file ``file_size`` bytes, start offsets multiples of ``file_size``;
+another name is ignored, a misplaced start or size is refused (``StoreError``), a zero stub newest file is deleted.
+Invariants: 1. ``files`` is sorted by ``start`` (``starts`` mirrors it for bisect); 2. ``truncate(end)`` keeps the
+files with ``start <= end`` (the holding one zeroed past ``end``) and deletes the rest (truncateDirtyFiles).
 Thread-safety: none of its own; the engine's lock serialises every call.
+Details (the load rules, gaps): docs/CORE_API.md, 'Mapped file queue'.
 """
 
 from __future__ import annotations

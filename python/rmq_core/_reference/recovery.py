@@ -1,31 +1,14 @@
 """Recovery on open (docs/CORE_API.md §7): make the CommitLog and the ConsumeQueues agree on a validated end.
 
 Owns: the CommitLog scan (normal and abnormal), the truncation of dirty ConsumeQueue units, the re-dispatch of
-records after a crash, and the recovery report. Each ConsumeQueue's own recovery is
-``ConsumeQueue.load_and_recover`` (run before this).
+records after a crash, and the recovery report (each ConsumeQueue's own recovery runs before this).
 Format: reads ``commitlog/``, ``consumequeue/``, ``checkpoint``; zeroes torn bytes in place; deletes files wholly
 beyond the end; writes re-dispatched units.
-Invariants:
-  1. The CommitLog is scanned record by record (magic v1/v2, lengths adding up to TOTALSIZE, BODYCRC when
-     ``check_crc_on_recover``) from the start of: normal → the last 3 files; abnormal → the last file whose start
-     <= the checkpoint's confirmPhyOffset (the first file when that is 0, the checkpoint is missing, or it lies
-     below every file). BLANK (or reaching a file's end) → the next file; BLANK in the last file → the end is that
-     file's end. The first invalid record (zeros included) is the end, even with valid records after it.
-  2. After the end: earlier files are full; the file holding the end keeps ``end - start`` written bytes and is
-     zeroed from there up to the last non-zero byte; files starting after the end are deleted (one starting
-     exactly at the end is kept, empty). ``truncated_bytes`` = (global offset just after the last non-zero byte
-     at/after the end, in the holding file or a later one) − end, or 0.
-  3. Both modes: every queue loses its trailing units whose CommitLog offset >= end (a pre-blank unit stops the
-     removal; RocketMQ 4.9 truncates dirty logic files in recoverNormally too); ``cq_truncated_units`` counts them.
-  4. Abnormal only: re-dispatch every record from
-     ``clamp(min(confirmPhyOffset, min over queues with a real unit of their last unit end), cl_min, end)`` to the
-     end, walking the written data (BLANK → next file; no CRC check here; stop at the first invalid record).
-     PREPARED/ROLLBACK records are skipped; a record is skipped when ``offset + size <= the queue's last unit end``
-     or its QUEUEOFFSET < the queue's max; the unit's offset is the record's position; tagsCode comes from its TAGS.
-     Records whose topic is not a legal topic or whose queue id is < 0 are skipped too (they cannot name a
-     ConsumeQueue directory safely). ``redispatched`` counts units written; each raises the logics timestamp to
-     the record's STORETIMESTAMP (running max).
+Invariants: 1. the scan (from the last 3 files, or the checkpoint's file after a crash) ends at the first invalid
+record; 2. after the end, bytes are zeroed and later files deleted; 3. both modes drop every queue's trailing units
+at or past the end; 4. abnormal only: records are re-dispatched from the earliest undispatched point to the end.
 Thread-safety: runs inside the engine constructor, before any other thread exists.
+Details (each invariant in full): docs/CORE_API.md, 'Recovery scan'.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """The pure-Python twin of the remoting frame codec's fast path (``rust/rmq-py/src/remoting.rs`` over
 ``rust/rmq-store/src/format/remoting.rs``): one call per received chunk and per burst of answers, and one per
-producer send (``encode_send_request``). The frame layout
-and the per-frame codec are ``rmq_core.remoting.command``'s (passed in, so this package imports nothing above the
-store); this twin hands every frame to it, the Rust side only the frames outside the shape it decodes itself.
+producer send (``encode_send_request``).
 
-Frame (big-endian): ``int32 length`` (of what follows, at least 4), then the frame ``decode_frame`` takes.
-
-Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` is
-``b"".join(encode_one(c) for c in cmds)`` (a ``bytes`` item: an encoded frame, as it is); ``encode_send_request``
-is ``encode_one``'s frame (or error) for the same arguments; ``split_client_frames`` is ``split_frames`` with the
-answers of the ``light_type`` waiters in ``pending`` (up to the chunk's first request) as field tuples, those waiters
-taken out of ``pending``.
-
+Owns nothing of the layout: the per-frame codec is ``rmq_core.remoting.command``'s (passed in, so this package
+imports nothing above the store). Format: ``int32 length`` (at least 4), then the frame ``decode_frame`` takes.
+Invariants: the same commands, bytes consumed and error text as the Rust side for any buffer; ``encode_frames`` and
+``encode_send_request`` are ``encode_one``'s frames; ``split_client_frames`` is ``split_frames`` plus the answers
+of the ``light_type`` waiters.
 Thread-safety: pure functions.
+Details: docs/REMOTING_DESIGN.md, 'Frame codec twin'.
 """
 
 from __future__ import annotations

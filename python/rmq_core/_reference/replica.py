@@ -1,22 +1,14 @@
 """Master/slave replication at the store level, the twin of ``rust/rmq-store/src/replica.rs`` (4.9's
 ``DefaultMessageStore.getCommitLogData`` / ``appendToCommitLog`` and the slave's ``ReputMessageService``).
 
-Owns: ``get_commit_log_data``, ``append_commit_log`` and the parse of appended bytes; the engine
-(``message_store.StoreEngine``) holds the dispatch position ``reput_from`` and calls these under its lock.
-Format: raw CommitLog bytes (records, BLANK, the zeros after a BLANK) as ``format/message.py`` lays them out.
-Invariants (the Rust module's, same results and the same error types):
-  1. ``get_commit_log_data(offset, max)``: the written bytes of the one file holding ``offset``, from ``offset`` to
-     that file's written end, at most ``max`` bytes; never across a file end; None when nothing is written there.
-  2. ``append_commit_log(offset, data)`` appends only at the CommitLog's end, or, into an empty CommitLog, at a file
-     boundary; never across a file end; anything else → ValueError and nothing is written.
-  3. Before anything is published the bytes from the dispatch position to the end of the new data are parsed: every
-     whole record must decode, carry its own offset as PHYSICALOFFSET and fit its file; a BLANK must fill its file.
-     Otherwise CorruptRecordError and the new bytes are zeroed, unpublished. A record cut by the end of the data
-     waits for the next append.
-  4. Each whole record is dispatched once, in order: its ConsumeQueue unit at its own QUEUEOFFSET (not for
-     PREPARED/ROLLBACK), then its index keys; the result lists ``(topic, queue_id, max_offset)`` per queue that got
-     units, in order of first appearance.
+Owns: ``get_commit_log_data``, ``append_commit_log`` and the parse of appended bytes; the engine holds the dispatch
+position ``reput_from``. Format: raw CommitLog bytes (records, BLANK, zeros) as ``format/message.py`` lays them out.
+Invariants (the Rust module's, same results and errors): 1. reads never cross a file end; 2. appends only at the
+end (or a file boundary of an empty CommitLog), else ValueError, nothing written; 3. new bytes are parsed before
+they are published, and a bad record is CorruptRecordError with the new bytes zeroed; 4. each whole record is
+dispatched once, in order.
 Thread-safety: the caller holds the engine's lock.
+Details (each invariant in full): docs/CORE_API.md, 'Replication at the store level'.
 """
 
 from __future__ import annotations

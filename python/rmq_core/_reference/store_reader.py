@@ -3,22 +3,13 @@
 
 Owns: ``StoreReader`` (queues, min/max logical offsets, a queue range's CommitLog records, a record by its physical
 offset) and ``mapped_file_size`` (a directory's mapped file size from its files).
-Format: ``<root>/commitlog/<20-digit start>`` records, ``<root>/consumequeue/<topic>/<queue id>/<20-digit start
-byte>`` 20-byte units. A CommitLog offset is in the listed file with the greatest start at or below it; unit N in the
-queue file with the greatest start at or below N×20; the sizes (given, else from the files) bound a record to its file.
-Invariants:
-  1. Nothing under the root is created, written, locked or deleted: files are opened read-only, CommitLog files
-     mapped read-only (``ACCESS_READ``), ConsumeQueue units read with ``pread``.
-  2. A file that is missing or too short is listed/mapped again once, then treated as not there yet.
-  3. A record is served only inside its file's mapped bytes and if ``record_head_matches`` (TOTALSIZE = the unit's
-     size, a message magic, PHYSICALOFFSET = the unit's offset); a range read stops at the first unit that is not
-     written or whose record fails, and returns where.
-  4. ``max_offset``: end of the written units (a prefix of each file, binary search on size ≠ 0) of the last
-     non-empty file, minus trailing units whose record fails invariant 3's check. ``min_offset``: first written
-     unit, not pre-blank, at or above the CommitLog's first file start, capped at ``max_offset``.
-  5. Units below the CommitLog's min, pre-blank units and tag misses are skipped; queue files missing below the last
-     one are skipped.
+Format: ``commitlog/`` records and ``consumequeue/<topic>/<queue id>/`` 20-byte units, each offset in the file with
+the greatest start at or below it.
+Invariants: 1. nothing under the root is created, written, locked or deleted; 2. a missing or short file is
+looked at again once; 3. a record is served only if ``record_head_matches`` its unit; 4. ``max_offset`` /
+``min_offset`` count only written, valid units; 5. units below the CommitLog's min, pre-blanks and tag misses skip.
 Thread-safety: one reader per thread (the map cache is not locked); the Rust reader may be shared.
+Details (each invariant in full): docs/CORE_API.md, 'Store reader'.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """AsyncConsumeMessageConcurrentlyService: the concurrent consume service of ``AsyncPushConsumer``, running an
 ``async def`` listener as tasks on the consumer's event loop instead of on consume threads.
 
-It is ``ConsumeMessageConcurrentlyService`` with the pool replaced: the batching, the listener's context, the status
-rules (an exception or None is RECONSUME_LATER), the acknowledgement (``acknowledge`` / ``finish_consume_result``:
-send back after ``ack_index``, re-consume locally when the send-back fails, ProcessQueue removal and the offset
-store) are the sync service's own steps; only the listener call and the send-back are awaited here
-(``send_message_back_async``). ``consume_thread_min`` worker tasks (not threads) take the consume requests from
-an ``asyncio.Queue``, so at most that many listener calls run at once; messages stay in the ProcessQueue until acknowledged, so the push consumer's pull thresholds bound what
-is cached. The consume timeout (``consume_timeout`` minutes): a watchdog task cancels a listener call running
-longer, and its messages count as RECONSUME_LATER (the sync service's periodic clean-up of expired messages, done
-the asyncio way; one check per second rather than a timer per call, which cost 13% of the consume path).
-
+Owns only the pool: ``consume_thread_min`` worker tasks take consume requests from an ``asyncio.Queue``, await the
+listener and the send-back (``send_message_back_async``); the batching, status rules and acknowledgement are the
+sync ``ConsumeMessageConcurrentlyService``'s own steps. A watchdog task (one check per second) cancels a listener
+call running past ``consume_timeout`` minutes; its messages count as RECONSUME_LATER.
 Invariants: ``shutdown_async`` cancels every worker and awaits it (nothing is left pending on the loop); a
 cancelled consume acknowledges nothing, so its messages are delivered again to the queue's next owner.
 Thread-safety: none; the consumer's loop only.
+Details: docs/CLIENT_DESIGN.md, 'Async concurrent consumption'.
 """
 
 from __future__ import annotations

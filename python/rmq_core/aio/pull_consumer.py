@@ -1,24 +1,15 @@
 """AsyncPullConsumer: ``async for msg in consumer.messages(topic, "TagA || TagB")`` with explicit offset commits, on
 the caller's event loop.
 
-Built on the blocking client's ``rmq_core.client.PullConsumer`` (the MQConsumerInner, its RebalancePullImpl, the
-PullAPIWrapper pull path ``_pull_async`` with the client-side tag filter, the offset stores) over an
-``MQClientInstance`` on the caller's loop. What it adds is the stream: ``messages(topic, expression)`` joins the
-topic to the group's rebalance (CLUSTERING: each queue to exactly one consumer of the group; BROADCASTING: every
-queue) and runs one fetch task per assigned queue, long-polling the broker (the broker holds a pull up to
-``broker_suspend_max_time_millis``), into a bounded ``asyncio.Queue`` the iterator reads — so a slow reader stops
-the fetching (at most ``max_buffered_messages`` wait, plus one pull batch per queue).
-
-Offsets: a queue starts at the group's committed offset, else at ``consume_from_where`` (``compute_pull_from_where``,
-the push consumer's rule). Nothing is committed implicitly: ``await commit()`` commits, for every queue, the offset
-after the last message the iterator handed out; ``await commit(msg)`` up to and including ``msg``;
-``await commit(mq, offset)`` sets it. A commit is acknowledged by the broker (CLUSTERING) or written to the offset
-file (BROADCASTING) before it returns. ``shutdown`` persists the committed offsets once more.
-
+Owns the stream over the blocking client's ``PullConsumer`` parts: ``messages(topic, expression)`` joins the
+group's rebalance and runs one long-polling fetch task per assigned queue into a bounded ``asyncio.Queue`` (a slow
+reader stops the fetching), and the commits (``await commit()``, ``commit(msg)``, ``commit(mq, offset)``: nothing
+implicit; acknowledged by the broker or written to the offset file before returning).
 Invariants: a queue taken away by a rebalance has its fetch task cancelled and its buffered messages are not handed
 out any more (its next owner starts at the committed offset: at-least-once); ``shutdown`` (and leaving
 ``async for``) cancels and awaits every fetch task, and ends a running iteration.
 Thread-safety: none; the caller's loop only.
+Details (start offsets, buffering bound, commits): docs/CLIENT_DESIGN.md, 'Async pull consumer'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The one error hierarchy of RocketMQ RPCs (``MQClientAPIImpl`` and its blocking face): every failed request raises
-a ``RocketMQRpcError``, as RocketMQ's client raises them (``MQClientException``, ``MQBrokerException``,
-``RemotingConnectException`` / ``RemotingTimeoutException`` / ``RemotingTooMuchRequestException``), and the client
-error codes (``ClientErrorCode``).
+a ``RocketMQRpcError``, as RocketMQ's client raises them, and the client error codes (``ClientErrorCode``).
 
-    RocketMQRpcError                       response_code, remark, addr
-    ├── MQClientException                  a client-side failure, or an answer the client names (TOPIC_NOT_EXIST)
-    ├── MQBrokerException                  a broker or name server answered a code that is not success
-    └── RemotingError                      no answer: response_code -1
-        ├── RemotingConnectError           (also a ConnectionError)
-        ├── RemotingTimeoutError           (also a TimeoutError)
-        └── RemotingTooMuchRequestError
-
+Owns: ``RocketMQRpcError`` (response_code, remark, addr) and its subclasses ``MQClientException``,
+``MQBrokerException`` and ``RemotingError`` (``RemotingConnectError``, ``RemotingTimeoutError``,
+``RemotingTooMuchRequestError``).
 Invariants: ``response_code`` is a broker ResponseCode or a ClientErrorCode (or -1 when neither, and for every
 ``RemotingError``); ``remark`` is the broker's remark (or the client's message); ``addr`` is where the request went
 (None when it is not one address). Messages follow RocketMQ's wording.
 Thread-safety: plain exception classes.
+Details (the tree, what each class means): docs/CLIENT_DESIGN.md, 'RPC errors'.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
-"""MQClientAPIImpl (4.9 ``org.apache.rocketmq.client.impl.MQClientAPIImpl``): the one RocketMQ RPC layer. Every
-request a client, the Spark source, the CLI, the pipeline, the benchmarks or a test makes to a name server or broker
-is built and its answer decoded here, as ``async def`` methods over one ``RemotingClient``; the blocking face
-(``rmq_core.client.blocking_mq_client_api``) runs these same methods on its own loop thread.
+"""MQClientAPIImpl (4.9 ``org.apache.rocketmq.client.impl.MQClientAPIImpl``): the one RocketMQ RPC layer.
 
-RPCs: name server: GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER; broker: send
-(SEND_MESSAGE_V2, SEND_BATCH_MESSAGE), PULL_MESSAGE, GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP,
-QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP, HEART_BEAT, UNREGISTER_CLIENT,
-CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, QUERY_MESSAGE (by key / UNIQ_KEY) and VIEW_MESSAGE_BY_ID,
-and the admin UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_BROKER_RUNTIME_INFO,
-GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET (``rmq-core admin``).
-
-Invariants:
-1. Requests carry RocketMQ's request codes and custom headers (``rmq_core.remoting.header``) and JSON bodies
-   (``rmq_core.remoting.body.*``); sends use SEND_MESSAGE_V2 with the short header names (SEND_BATCH_MESSAGE for a
-   ``MessageBatch``), as ``sendSmartMsg=true`` does.
-2. Response codes map as in RocketMQ: a send answers SUCCESS / FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
-   SLAVE_NOT_AVAILABLE → ``SendResult``; a pull answers SUCCESS → FOUND, PULL_NOT_FOUND → NO_NEW_MSG,
-   PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, PULL_OFFSET_MOVED → OFFSET_ILLEGAL; a route query TOPIC_NOT_EXIST →
-   ``MQClientException(17, remark)``; every other unexpected code → ``MQBrokerException(code, remark, addr)``.
-   Every failure is a ``RocketMQRpcError`` (``rmq_core.client.exceptions``) carrying the code and remark.
-3. Transport failures surface as ``RemotingTimeoutError`` (no response in time) or ``RemotingConnectError``.
-5. With ``access_key``/``secret_key`` in the client config, every request ``invoke``/``invoke_oneway`` send is
-   signed (AccessKey + Signature, as 4.9's AclClientRPCHook), and so is the producer's fast path (``encode_send``).
-4. Name server requests follow ``NameServerSelector``'s rule (RocketMQ's): the chosen name server while it can be
-   reached, else the next one round robin.
-
+Owns every request a client, the Spark source, the CLI, the pipeline, the benchmarks or a test makes to a name server
+or broker: built and its answer decoded here, as ``async def`` methods over one ``RemotingClient``; the blocking face
+(``rmq_core.client.blocking_mq_client_api``) runs the same methods on its own loop thread.
+Invariants: 1. RocketMQ's request codes, custom headers and JSON bodies; sends as SEND_MESSAGE_V2 (short header
+names) or SEND_BATCH_MESSAGE; 2. response codes map as RocketMQ's (SendResult, pull status, TOPIC_NOT_EXIST →
+``MQClientException(17)``, else ``MQBrokerException``), every failure a ``RocketMQRpcError``; 3. transport failures
+are ``RemotingTimeoutError`` or ``RemotingConnectError``; 4. name server requests follow ``NameServerSelector``;
+5. with ``access_key``/``secret_key`` every request (and the fast send) is signed as 4.9's AclClientRPCHook.
 Thread-safety: call only on the owner's event loop (the ``RemotingClient`` is loop-bound).
+Details (the RPC list, the invariants in full): docs/CLIENT_DESIGN.md, 'RPC layer'.
 """
 
 from __future__ import annotations

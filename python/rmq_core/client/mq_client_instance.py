@@ -1,31 +1,16 @@
 """MQClientInstance (4.9 ``org.apache.rocketmq.client.impl.factory.MQClientInstance``): the one client per client id
-that the producers and consumers of a process share. It owns an asyncio event loop on a daemon thread
-(``rmq-client-<client_id>``) on which all network I/O runs — or, for ``rmq_core.aio``, it runs on the caller's loop
-(``MQClientInstance(..., loop=asyncio.get_running_loop())``, ``await start_async()`` / ``await shutdown_async()``;
-no thread, and ``run_sync`` refuses): the ``MQClientAPIImpl`` over one ``RemotingClient``
-(whose request handler, ``client_remoting_processor.ClientRemotingProcessor``, serves the broker→client
-requests), the pull and rebalance
-services, and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
+that the producers and consumers of a process share.
 
-Invariants:
-1. ``topic_route_table`` / ``broker_addr_table`` / ``broker_version_table`` are written on the loop thread only; a
-   route is published to producers (``TopicPublishInfo``) and consumers (subscribe queues) whenever it changes or one
-   of them asks for it (``is_publish_topic_need_update`` / ``is_subscribe_topic_need_update``).
-2. At most one producer and one consumer per group are registered; ``shutdown()`` does nothing while any
-   (other than the internal CLIENT_INNER_PRODUCER) is still registered.
-3. ``run_sync`` refuses to run on the loop thread (it would deadlock) and never leaves a coroutine un-awaited.
-   Coroutines handed over from other threads (``run_sync``, ``run_async``) and jobs (``submit_job``: the producer's
-   send fast path) start on the loop in submission order; a burst of them costs one loop wake-up (``_enqueue``),
-   not one each.
-4. A producer asking for a topic the name server does not know gets the default topic TBW102's route, its queue
-   counts capped at the producer's ``default_topic_queue_nums`` (RocketMQ's isDefault path), so brokers auto-create it.
-
-Thread-safety: registration tables are guarded by a lock; everything else runs on the loop. Public blocking calls
-go through ``run_sync`` from other threads.
-
-Parts: the instance builds its pull message service, rebalance service and inner producer itself, as RocketMQ's does;
-all three sit below it (``rmq_core.client.pull_message_service``, ``.rebalance_service``, ``.client_inner_producer``)
-and see it through Protocols, so it imports nothing of the producers and consumers that use it (``client-acyclic``).
+Owns the event loop all network I/O runs on (a daemon thread ``rmq-client-<client_id>``, or the caller's loop for
+``rmq_core.aio``), the ``MQClientAPIImpl``, the pull and rebalance services, the inner producer, the route tables
+and the scheduled tasks (route refresh, clean offline brokers + heartbeat, persist consumer offsets).
+Invariants: 1. the route tables are written on the loop only and published whenever they change or are asked for;
+2. at most one producer and one consumer per group; ``shutdown()`` does nothing while one is registered;
+3. ``run_sync`` refuses the loop thread; handed-over coroutines and jobs start in submission order, one wake-up per
+burst; 4. an unknown topic gets TBW102's route for a producer (queues capped at ``default_topic_queue_nums``).
+Thread-safety: registration tables under a lock; everything else on the loop; blocking calls go through
+``run_sync`` from other threads.
+Details (the invariants in full, the parts and the acyclic imports): docs/CLIENT_DESIGN.md, 'Client instance'.
 """
 
 from __future__ import annotations

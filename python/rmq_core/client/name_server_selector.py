@@ -1,18 +1,12 @@
 """Which name server a request goes to: RocketMQ's rule (4.9 ``NettyRemotingClient#getAndCreateNameserverChannel``),
 the one rule every name-server RPC of ``MQClientAPIImpl`` (and so of its blocking face) follows.
 
-The rule:
-1. A chosen address is kept and every name-server request goes to it while it can be reached.
-2. When there is none, or it cannot be reached, the next address is taken round robin from an index that starts at
-   a random value (so clients given the same list spread over the name servers) and advances once per choice; the
-   first address that can be reached becomes the chosen one. When none can be reached the request fails with the
-   last connect error.
-3. Only a failed connect (or a connection lost during the request) moves the choice; an answer that is not
-   success, or a timeout on a connected name server, does not: that name server stays the chosen one (as in
-   RocketMQ, where the choice is made when the channel connects).
-
+The rule: 1. a chosen address is kept while it can be reached; 2. else the next address round robin (from a
+random start, one step per choice) that can be reached becomes the chosen one, and when none can the request fails
+with the last connect error; 3. only a failed connect (or a connection lost during the request) moves the choice.
 Invariants: ``chosen`` is None or an address that answered; ``rotation`` yields each address of the list once.
 Thread-safety: used from one event loop (the owning ``MQClientAPIImpl``'s).
+Details (the rule in full): docs/CLIENT_DESIGN.md, 'Name server choice'.
 """
 
 from __future__ import annotations

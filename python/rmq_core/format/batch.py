@@ -1,22 +1,14 @@
 """The pure-Python twin of ``rust/rmq-store/src/format/batch.rs``: the SEND_BATCH_MESSAGE body (4.9's
 ``MessageDecoder.encodeMessages`` layout) read block by block, and each block's stored properties as 4.9.7's
-``CommitLog.MessageExtBatchEncoder`` writes them (the block's property string byte for byte, a ``\\x02`` when it is
-non-empty and does not end with one, then the batch's property string: header properties + CLUSTER).
+``CommitLog.MessageExtBatchEncoder`` writes them (block properties, then the batch's: header properties + CLUSTER).
 
 Format (per block, big-endian): TOTALSIZE i32 · MAGIC i32 · BODYCRC i32 · FLAG i32 · BODYLEN i32 + BODY ·
-PROPLEN i16 + PROPERTIES (MAGIC and BODYCRC not read: the CRC is recomputed, as 4.9's encoder does).
-
-``encode_batch_messages`` writes a producer's batch body (4.9's ``MessageDecoder.encodeMessage`` per message), the
-messages' missing UNIQ_KEYs set on the way.
-
-Invariants (the Rust module's):
-1. ``split_batch`` returns every block or raises ValueError with the reason the body is malformed (naming the block
-   and its byte position), never part of it: TOTALSIZE must equal the block's real size, no length may be negative
-   or run past the body, the properties must be UTF-8.
-2. ``batch_records`` gives each block the properties ``append_batch_properties`` writes, and a block whose stored
-   properties hold no UNIQ_KEY the caller's next id appended last.
-
+PROPLEN i16 + PROPERTIES. ``encode_batch_messages`` writes a producer's batch body, missing UNIQ_KEYs set.
+Invariants (the Rust module's): 1. ``split_batch`` returns every block or raises ValueError naming the block and its
+byte position, never part of it; 2. ``batch_records`` gives each block the properties ``append_batch_properties``
+writes, and a block without UNIQ_KEY the caller's next id appended last.
 Thread-safety: pure functions.
+Details (the separator rule, what is malformed): docs/CORE_API.md, 'Batch bodies'.
 """
 
 from __future__ import annotations

@@ -2,30 +2,14 @@
 column buffers, the same dict and the same bytes as ``rmq_core._core.decode_columns`` (which hands out Rust-owned
 ``ColumnBuffer`` objects that compare equal to these ``bytes``).
 
-Result of :func:`decode_columns` (every buffer little-endian ``bytes``):
-  ``num_rows``                                   int
-  ``queue_id``, ``reconsume_times``              i32 values
-  ``queue_offset``, ``commitlog_offset``,
-  ``born_timestamp``, ``store_timestamp``        i64 values (ms for the timestamps)
-  ``topic``, ``msg_id``, ``tags``, ``keys``,
-  ``body``                                       ``(validity bitmap | None, i32 offsets (rows + 1), data)``
-  ``properties``                                 ``(list offsets, key offsets, key data, value offsets, value data)``:
-                                                 Arrow's map<utf8, utf8> = list<struct<key, value>>, entries never null
-
-Decisions (shared with the Rust side):
-  * Rows equal ``rmq_core.message.decode_messages`` on the same bytes: ``msg_id`` is the offset msg id; ``tags`` /
-    ``keys`` are the TAGS / KEYS properties (null when absent); ``properties`` holds every property (nothing
-    excluded) in order of first appearance, a later duplicate overwriting the value; bodies are inflated when the
-    COMPRESSED sys flag is set (ZLIB, or the legacy type 0).
-  * Strings are UTF-8 with U+FFFD for invalid bytes.
-  * ``tag_filter`` keeps rows whose TAGS is one of the strings (rows without TAGS dropped; None keeps all, an empty
-    list keeps none); ``min_queue_offset`` drops rows with a smaller queue offset. Dropped rows are still checked
-    structurally, their bodies are not inflated.
-  * Errors: a bad record or a body that does not inflate → ``CorruptRecordError(offset=<index in buf>)``; another
-    compression type or a column over 2 GiB → ``ValueError``. Validity bitmaps (LSB first) only for columns with a
-    null.
-
+Format: :func:`decode_columns` returns a dict of little-endian buffers: ``num_rows``, fixed-width i32/i64 columns,
+``(validity, offsets, data)`` string/binary columns and a ``properties`` map<utf8, utf8> column.
+Invariants (shared with the Rust side): rows equal ``rmq_core.message.decode_messages`` on the same bytes (bodies
+inflated, every property kept, a later duplicate wins); strings are UTF-8 with U+FFFD; filtered rows are still
+checked structurally; a bad record → ``CorruptRecordError(offset=<index in buf>)``, an unknown compression or a
+column over 2 GiB → ``ValueError``.
 Thread-safety: pure function.
+Details (every column, the filters, the decisions): docs/CORE_API.md, 'Columnar decode'.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """The CommitLog record: layout constants, encode, decode (v1 and v2 magic, IPv4/IPv6 hosts), the properties
 string, the tags hash and the offset msg id.
 
-Format (big-endian; offsets for IPv4 hosts):
-  0 TOTALSIZE i32 · 4 MAGIC i32 (v1 0xDAA320A7, v2 0xDAA320AB) · 8 BODYCRC i32 (crc32 & 0x7FFFFFFF) · 12 QUEUEID i32
-  · 16 FLAG i32 · 20 QUEUEOFFSET i64 · 28 PHYSICALOFFSET i64 · 36 SYSFLAG i32 · 40 BORNTIMESTAMP i64
-  · 48 BORNHOST (4|16 ip + i32 port) · STORETIMESTAMP i64 · STOREHOST (4|16 ip + i32 port) · RECONSUMETIMES i32
-  · PREPARED_TX_OFFSET i64 · BODYLEN i32 + body · TOPICLEN (u8 v1 | u16 v2) + topic · PROPLEN i16 + properties.
-  The fixed part of a v1 record with IPv4 hosts is 91 bytes.
-  BLANK (end of a mapped file): TOTALSIZE = bytes left in the file, MAGIC 0xCBD43194; the rest stays zero.
-
-Invariants:
-  1. A record decodes only if its magic is v1/v2, TOTALSIZE >= 91, and every length fits and the lengths add up to
-     exactly TOTALSIZE (RocketMQ's ``checkMessageAndReturnSize`` rule).
-  2. The engine writes v1 only (topics <= 127 chars); v2 is read.
-  3. Properties: ``name \\x01 value \\x02`` per entry; parsing follows ``MessageDecoder.string2messageProperties``.
-  4. tags hash = Java ``String.hashCode`` over UTF-16 code units, int32 wrap-around.
-  5. ``decode_messages`` returns bodies as stored; it never inflates (``rmq_core.message`` does, for both backends).
-
-Decisions where the contract is silent (the Rust side matches them):
-  * IPv6 hosts render with ``socket.inet_ntop`` (RFC 5952, like Rust's ``Ipv6Addr`` Display).
-  * Invalid UTF-8 in topics/properties decodes with U+FFFD replacement (``errors="replace"``).
-  * BODYCRC is not checked when decoding (only recovery checks it, when ``check_crc_on_recover``).
-  * An ip is IPv6 iff it contains ':'; it must be a literal (no name resolution), else ``ValueError``.
-
+Format (big-endian): TOTALSIZE · MAGIC · BODYCRC · QUEUEID · FLAG · QUEUEOFFSET · PHYSICALOFFSET · SYSFLAG ·
+BORNTIMESTAMP · BORNHOST · STORETIMESTAMP · STOREHOST · RECONSUMETIMES · PREPARED_TX_OFFSET · body · topic ·
+properties (91 fixed bytes for v1 with IPv4 hosts); BLANK (MAGIC 0xCBD43194) ends a mapped file.
+Invariants: 1. a record decodes only if its magic is v1/v2, TOTALSIZE >= 91 and the lengths add up to exactly
+TOTALSIZE; 2. the engine writes v1 only (topics <= 127 chars), v2 is read; 3. properties are ``name \\x01 value \\x02``
+per entry; 4. tags hash = Java ``String.hashCode``; 5. ``decode_messages`` never inflates bodies.
 Thread-safety: pure functions.
+Details (byte offsets, each invariant, the decisions the Rust side matches): docs/CORE_API.md, 'CommitLog record'.
 """
 
 from __future__ import annotations

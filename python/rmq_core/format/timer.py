@@ -2,28 +2,14 @@
 
 Owns: the byte layouts of ``<root>/timerwheel``, the ``<root>/timerlog/`` units and ``<root>/config/timercheck``,
 their encode/decode, the magic bits and the file-size rules. The broker's ``broker/timer/`` package does the I/O.
-Format (all integers big-endian, as Java's ByteBuffer):
-
-* ``timerwheel``: ``TIMER_WHEEL_TTL_DAY`` (7) × 86 400 slots × 2 (the wheel is twice its span), 32 bytes each, so
-  38 707 200 bytes whatever the precision (5.x refuses a file of another length). Slot i holds the slot whose
-  ``time_ms / precision_ms % (slots_total × 2) == i``: ``time_ms / precision_ms i64 · first_pos i64 · last_pos i64 ·
-  num i32 · magic i32`` (``first_pos``/``last_pos``: timerlog positions of the slot's first and last unit; the units
-  of one slot form a list linked backwards through ``prev_pos``; -1 ends it). A slot whose stored time differs from
-  the asked one is empty (``Slot(-1, -1, -1)``).
-* ``timerlog/<20-digit start offset>``: mapped files of ``mappedFileSizeTimerLog`` (100 MiB), 52-byte units:
-  ``size i32 (52) · prev_pos i64 · magic i32 · curr_write_time_ms i64 · delay_ms i32 (slot time − write time) ·
-  offset_py i64 (CommitLog offset of the rmq_sys_wheel_timer record) · size_py i32 · real topic hash i32 (Java
-  String.hashCode) · reserved i64``. A unit never straddles files: when fewer than 52 + 16 bytes remain, a blank
-  ``remaining i32 · 0 i64 · BLANK_MAGIC_CODE i32`` fills the rest and the next unit starts the next file.
-  **Departure**: rmq_core writes the timer's exact deliver time (ms since the epoch) into ``reserved`` (5.x writes 0
-  and never reads it); 0 there means "unknown: the end of the slot". 5.x reads our units unchanged.
-* ``config/timercheck``: one 4 096-byte page; ``last_read_time_ms i64 @0 · last_timer_log_flush_pos i64 @8 ·
-  last_timer_queue_offset i64 @16 · master_timer_queue_offset i64 @24 · data version state i64 @32 · timestamp i64
-  @40 · counter i64 @48``.
-
+Format (big-endian, as Java's ByteBuffer): the wheel is 7 days × 86 400 slots × 2 of 32 bytes (38 707 200 bytes);
+the timer log is mapped files (100 MiB) of 52-byte units linked backwards per slot, a blank filling a file's tail;
+timercheck is one 4 096-byte page. Departure from 5.x: a unit's ``reserved`` field holds the exact deliver time
+(0: the end of the slot); 5.x reads our units unchanged.
 Invariants: 1. a unit is valid when ``size == 52`` and ``(magic | 0xF) == 0xF`` (5.x ``isMagicOK``); an all-zero
 unit ends the written data. 2. slot index and slot time use integer division by the precision.
 Thread-safety: pure functions and constants.
+Details (every field): docs/CORE_API.md, 'Timer files'.
 """
 
 from __future__ import annotations

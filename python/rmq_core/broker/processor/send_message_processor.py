@@ -2,67 +2,15 @@
 CONSUMER_SEND_MSG_BACK (36), as Apache RocketMQ 4.9's ``br/processor/SendMessageProcessor.java`` and
 ``AbstractSendMessageProcessor.java`` answer them.
 
-Send, in order (``msgCheck`` then the put):
-1. broker permission not writable → NO_PERMISSION; topic invalid (TopicValidator: the whole name, at most 127
-   characters, retry and DLQ topics too: what a CommitLog record holds) → SYSTEM_ERROR (4.9's code);
-   a topic clients may not send to (``mix_all.NOT_ALLOWED_SEND_TOPICS``: SCHEDULE_TOPIC_XXXX, the transaction topics,
-   SELF_TEST_TOPIC, OFFSET_MOVED_EVENT as Apache, and ``rmq_sys_wheel_timer``, which 5.x accepts) → NO_PERMISSION
-   "Sending message to topic[X] is forbidden."; the plain path runs these checks once per key, so they refuse
-   each of its sends;
-2. unknown topic → created from the default topic (TBW102) when auto-creation allows, a ``%RETRY%`` topic through the
-   send-back path, else TOPIC_NOT_EXIST; queueId ≥ max(read, write queue nums) → SYSTEM_ERROR; queueId < 0 → a random
-   writable queue; topic not writable → NO_PERMISSION;
-3. the message: header properties (string codec), ``CLUSTER`` = the broker's cluster, ``WAIT`` not stored (unless
-   a delay or a half message rewrites the properties: 4.9.7 puts it back first), born host = the TCP peer, born
-   timestamp / flag / sysFlag (| MULTI_TAGS for MULTI_TAG topics) / reconsumeTimes from the header; ``UNIQ_KEY``
-   kept (the store assigns one when missing, appended last); the properties stored byte for byte as 4.9.7's
-   ``messageProperties2String`` writes its ``HashMap`` (``java_hash_map_order``, no ``\x02`` after the last entry);
-4. ``%RETRY%<group>`` topics: reconsumeTimes ≥ maxReconsumeTimes → ``%DLQ%<group>`` (1 queue, perm RW);
-5. ``DELAY`` > 0 → SCHEDULE_TOPIC_XXXX queue level−1 with REAL_TOPIC/REAL_QID (4.9 ``CommitLog.putMessage``);
-   a prepared message (``TRAN_MSG=true``) is refused with NO_PERMISSION under ``rejectTransactionMessage``, else
-   stored as its half message (``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, ``REAL_TOPIC``/``REAL_QID``, transaction bits
-   reset: ``broker/transaction/transactional_message_bridge.py``), its DELAY left for the commit; the response
-   names the queue it was sent to and the half queue offset (what END_TRANSACTION's tranStateTableOffset must be);
-   else RocketMQ 5's timer properties → ``rmq_sys_wheel_timer`` (``broker/timer/timer_message_hook.py``);
-6. PutMessageStatus → response code (4.9 ``handlePutMessageResult``); response header msgId (offset msg id), queueId
-   (the request's, also for a delayed or timer message, as 4.9/5.x), queueOffset (of the queue stored to).
-Every send response carries extFields ``MSG_REGION`` (region id) and ``TRACE_ON``, errors included.
-
-Batch (SEND_BATCH_MESSAGE): the same checks, then a ``%RETRY%`` topic, a transaction
-sysFlag, a batch-level DELAY, a body over ``max_message_size`` or a body that does not decode → MESSAGE_ILLEGAL and
-nothing stored; each block becomes one record (consecutive queue offsets) whose properties are the block's property
-string followed byte for byte by the batch-level one (header properties + CLUSTER, in the order 4.9.7's HashMap
-iterates them, no ``\x02`` after the last, as its ``messageProperties2String`` writes them), as 4.9.7's batch encoder
-stores them (a name in both is there twice); the store's engine reads the body and stores the records in one call
-(``MessageStore.put_batch``); msgId is the comma-joined offset ids. A batch send is answered at once when nothing has
-to be awaited (``process_batch``: a chunk of batch sends only).
-
-CONSUMER_SEND_MSG_BACK: group must exist (SUBSCRIPTION_GROUP_NOT_EXIST); broker not writable → NO_PERMISSION;
-retryQueueNums ≤ 0 → SUCCESS doing nothing; the record at ``offset`` is put again to ``%RETRY%<group>`` (random
-queue, through the delay level 3 + reconsumeTimes when the request says 0) or, past maxReconsumeTimes or with
-delayLevel < 0, to ``%DLQ%<group>`` (either checked by the ``InnerPutGuard`` first: a read-only DLQ refuses with
-NO_PERMISSION, which 4.9 does not check), with reconsumeTimes + 1, ``RETRY_TOPIC`` (the original topic) and
-``ORIGIN_MESSAGE_ID`` (the original's, else its offset msg id).
-
-Deviations from 4.9 (on purpose): a non-writable broker refuses every send (4.9 only refuses order topics there and
-relies on the name server routes for the rest) and a non-writable topic refuses sends (4.9 does not check);
-a message sent to a ``%RETRY%`` topic that goes to the DLQ is stored there at
-once (4.9.8 keeps its DELAY and delivers it to the DLQ through the schedule topic); a header that does not decode is
-answered SYSTEM_ERROR with MSG_REGION/TRACE_ON too.
-
-A chunk's sends (``process_batch``): the plain single sends take the fast path beside this one
-(``send_plain_fast_path.py``, its gate written there: read into columns by the store engine, checked once per key with
-the checks above, stored with one put per run, answered with frames the engine encodes); every other request takes
-the general path (``_process_general``) in its turn. Both give the same records, answers and stats
-(tests/broker/test_plain_send_parity.py; every fast path: docs/FAST_PATHS.md). A put of many sends that one send
-fails validation (an oversized body) appends nothing, so such a run is put again send by send.
-
-Threading: runs on the broker's loop; the store put runs inline (µs). ``process_batch`` answers at once (a list, no
-coroutine) when nothing has to wait, which lets the transport handle a chunk in ``data_received``; else it returns an
-awaitable. Under SYNC_FLUSH the put does not wait for the
-flush: the send then awaits the GroupCommitService, which lets every in-flight sync send share one flush (4.9's group
-commit), and answers FLUSH_DISK_TIMEOUT when the flush does not come in ``sync_flush_timeout``; a send whose ``WAIT``
-property is ``false`` is answered without waiting, as 4.9 does. Nothing is stored for a request that fails a check.
+Owns the send checks (4.9's ``msgCheck``: permission, topic name and auto-creation, queue id, forbidden topics),
+the stored message (properties byte for byte as 4.9.7 writes them), the retry → DLQ, delay, half-message and timer
+rewrites, the PutMessageStatus → response code map, batch sends (one ``put_batch``) and the send-back to
+``%RETRY%``/``%DLQ%``. Plain single sends of a chunk take ``send_plain_fast_path.py`` (same records and answers).
+Invariants: nothing is stored for a request that fails a check; every send response carries ``MSG_REGION`` and
+``TRACE_ON``, errors included; a put that one send fails appends nothing (the run is put again send by send).
+Thread-safety: the broker's loop; the put runs inline; ``process_batch`` answers at once (a list) when nothing has
+to wait, else returns an awaitable (SYNC_FLUSH sends share one group-commit flush).
+Details (each step, batch, send-back, deviations from 4.9): docs/BROKER_DESIGN.md, 'Sends'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PlainSendFastPath: a received chunk's plain single sends, read into columns by the store engine, checked once per
 key, stored with one ``put_send_requests`` per run and answered with frames the engine encodes. It must give what
 SendMessageProcessor's general path gives each send (the same records, answers and put stats:
-tests/broker/test_plain_send_parity.py; every fast path: docs/FAST_PATHS.md).
+tests/broker/test_plain_send_parity.py; every fast path: docs/FAST_PATHS.md). Thread-safety: the broker's loop.
 
 The gate, all of it here:
 1. a request is plain when the engine's ``SendRequestParser`` reads it so (``__init__``): SEND_MESSAGE or
@@ -12,7 +12,6 @@ The gate, all of it here:
    ``_waits_for_nothing``: neither SYNC_FLUSH nor SYNC_MASTER); else an awaitable.
 Every other request goes back to the general path (``_process_general``) in its turn: the store keeps arrival order.
 A run that one send fails validation appends nothing and is put again send by send (each its own verdict).
-Thread-safety: the broker's loop.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """ConsumeMessageConcurrentlyService (cl/impl/consumer/ConsumeMessageConcurrentlyService.java).
 
-Pulled messages are cut into batches of ``consume_message_batch_max_size`` and run on a pool of
-``consume_thread_min`` threads (RocketMQ's pool has an unbounded queue, so it never grows past its core size; we keep
-that). Each ConsumeRequest: dropped check, retry-topic reset, ``CONSUME_START_TIME``, the listener (an exception or
-``None`` counts as RECONSUME_LATER), consume RT statistics, then processConsumeResult on the same thread:
-
-- CLUSTERING: messages after ``ack_index`` are sent back (CONSUMER_SEND_MSG_BACK, the impl falls back to a resend);
-  those whose send-back failed stay in the ProcessQueue and are consumed again locally 5 s later.
-- BROADCASTING: failed messages are dropped with a warning.
-- The rest are removed from the ProcessQueue and the offset store gets the ProcessQueue's answer (the smallest offset
-  still cached, increase-only) unless the queue was dropped meanwhile.
-
-Every ``consume_timeout`` minutes the process queues are cleaned of messages whose consumption started longer ago
-(ProcessQueue.clean_expired_msg).
-
-The pool is a lean one (a ``queue.SimpleQueue`` of callables, no Future per task): submitting costs one C-level put.
-Thread-safety: ``submit_consume_request`` may be called from any thread; results are processed on consume threads.
+Owns concurrent consumption: pulled messages cut into batches of ``consume_message_batch_max_size``, run on a lean
+pool of ``consume_thread_min`` threads, their results (CLUSTERING: send back the failed ones; BROADCASTING: drop them
+with a warning), the offset update and the periodic clean of expired messages.
+Invariants: the offset store gets the ProcessQueue's answer (the smallest offset still cached, increase-only) unless
+the queue was dropped; a listener exception or ``None`` counts as RECONSUME_LATER.
+Thread-safety: ``submit_consume_request`` from any thread; results are processed on consume threads.
+Details: docs/CLIENT_DESIGN.md, 'Concurrent consumption'.
 """
 
 from __future__ import annotations

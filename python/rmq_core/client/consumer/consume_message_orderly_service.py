@@ -1,29 +1,14 @@
 """ConsumeMessageOrderlyService (4.9 client/impl/consumer/ConsumeMessageOrderlyService): orderly consumption.
 
-Invariants (as 4.9):
-- One consume thread per message queue at a time (``MessageQueueLock``: a ``threading.Lock`` per queue), and the
-  listener runs under the ProcessQueue's ``consume_lock`` (so a rebalance never unlocks a queue mid-batch).
-- CLUSTERING: a queue is consumed only while its ProcessQueue is ``locked`` and the lock is not expired (30 s);
-  otherwise the request retries after locking the queue on the broker (10 ms when the lock is taken, 3000 ms when not;
-  100 ms when the queue was not locked on entry). Every 20 s (first after 1 s) ``lock_all`` relocks every queue.
-- A ConsumeRequest takes up to ``consume_message_batch_max_size`` messages with ``ProcessQueue.take_messages`` and
-  loops until the queue is empty, a result suspends it, or 60 s of continuous consumption (then it yields for 10 ms).
-- Results with ``auto_commit`` (default): SUCCESS (and the deprecated COMMIT/ROLLBACK, logged) commit; SUSPEND_CURRENT_
-  QUEUE_A_MOMENT (or an exception / None) puts the batch back (``make_message_to_consume_again``) and resubmits after
-  ``suspend_current_queue_time_millis`` (context value, else the consumer's, clamped to 10 ms..30 s), unless every
-  message reached ``max_reconsume_times`` (orderly default: Integer.MAX_VALUE) and went to the DLQ — then commit.
-  Without auto_commit: COMMIT commits, ROLLBACK rolls back and resubmits, SUCCESS only counts.
-  A committed offset is written to the offset store unless the queue was dropped.
-- shutdown (CLUSTERING) unlocks every queue on its broker.
-
-Deviation from 4.9.7 (reported): a message past ``max_reconsume_times`` goes to the DLQ with CONSUMER_SEND_MSG_BACK and
-delay level -1 (the broker moves it straight to ``%DLQ%group``) instead of a send of a copy to ``%RETRY%group`` through
-the instance's inner producer that the broker then diverts to the DLQ; the message ends up in the same place.
-
-Threading: listeners run on this service's thread pool; timers (delayed resubmits, lock retries, periodic relock) run
-on one scheduler thread (Java's ScheduledExecutorService); broker calls go to the instance loop with
-``instance.run_sync``. ``submit_consume_request`` may be called from any thread (the pull callback calls it on the loop;
-it never blocks).
+Owns the orderly consume loop: per-queue consume requests, the broker queue locks (relocked every 20 s), the
+results (commit, suspend and resubmit, DLQ past ``max_reconsume_times``) and the unlock at shutdown.
+Invariants (as 4.9): one consume thread per message queue at a time, the listener under the ProcessQueue's
+``consume_lock``; CLUSTERING consumes a queue only while it is locked and the lock is not expired (30 s); a
+committed offset is written unless the queue was dropped. Deviation (reported): a message past
+``max_reconsume_times`` goes to the DLQ with CONSUMER_SEND_MSG_BACK, delay level -1.
+Thread-safety: listeners on this service's pool; timers on one scheduler thread; broker calls via
+``instance.run_sync``; ``submit_consume_request`` from any thread (never blocks).
+Details (retry delays, batch loop, results with and without auto_commit): docs/CLIENT_DESIGN.md, 'Orderly consumption'.
 """
 
 from __future__ import annotations

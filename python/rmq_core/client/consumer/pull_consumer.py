@@ -1,32 +1,14 @@
 """PullConsumer (4.9 DefaultMQPullConsumer + DefaultMQPullConsumerImpl): the application pulls queues itself.
 
-Usage as 004_96be2e13167097c8.txt's example::
-
-    consumer = PullConsumer("simpleConsumer", namesrv_addr=ns)
-    consumer.start()
-    for mq in consumer.fetch_subscribe_message_queues("T"):
-        offset = consumer.fetch_consume_offset(mq, True)          # -1: nothing stored yet
-        result = consumer.pull_block_if_not_found(mq, None, max(offset, 0), 32)
-        ...                                                        # FOUND / NO_NEW_MSG / NO_MATCHED_MSG / OFFSET_ILLEGAL
-        consumer.update_consume_offset(mq, result.next_begin_offset)
-    consumer.shutdown()                                            # persists the offsets
-
-Behaviour (4.9): ``pull`` builds the subscription with FilterAPI (``build_subscription_data``: tags or an SQL92
-``MessageSelector``), sends PULL_MESSAGE with the subscription flag (no commit offset), through ``PullAPIWrapper``
-(client-side tag re-filter, MIN/MAX_OFFSET properties); ``pull_block_if_not_found`` adds the suspend flag: the broker
-holds the request up to ``broker_suspend_max_time_millis`` (20 s) and the client waits
-``consumer_timeout_millis_when_suspend`` (30 s, must exceed the former). A pulled topic is subscribed automatically
-(``*``) for the rebalance. Registered topics (``register_message_queue_listener`` / ``register_topics``) are listed in
-the heartbeat with subVersion 0. Offsets: RemoteBrokerOffsetStore (clustering) or LocalFileOffsetStore
-(broadcasting), persisted every ``persist_consumer_offset_interval`` and at shutdown.
-
-Difference from 4.9 (reported): persisting covers the queues of the rebalance *and* every queue the application
-gave an offset with ``update_consume_offset`` (4.9 persists only the rebalanced queues, so an offset set before the
-first rebalance could be dropped at shutdown).
-
-Threading: the public methods block on the client instance's loop (``instance.run_sync``) and must not be called on
-that loop's thread; the MQConsumerInner hooks (``do_rebalance``, ``persist_consumer_offset``,
-``update_topic_subscribe_info``) run on the loop. State changes (start/shutdown) are serialized by a lock.
+Owns the pull API (``pull``, ``pull_block_if_not_found``: PULL_MESSAGE with the subscription flag, the latter with the
+suspend flag: broker holds 20 s, client waits 30 s), the automatic ``*`` subscription of pulled topics for the
+rebalance, the registered topics in the heartbeat, and the offsets (RemoteBrokerOffsetStore when clustering,
+LocalFileOffsetStore when broadcasting), persisted every ``persist_consumer_offset_interval`` and at shutdown.
+Invariant (a reported difference from 4.9): persisting covers the rebalanced queues and every queue given an offset
+with ``update_consume_offset``.
+Thread-safety: the public methods block on the client instance's loop (``instance.run_sync``), never call them on
+that loop's thread; the MQConsumerInner hooks run on the loop; start/shutdown are serialized by a lock.
+Details (usage example, 4.9 behaviour): docs/CLIENT_DESIGN.md, 'Pull consumer'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """PushConsumer (DefaultMQPushConsumer) and DefaultMQPushConsumerImpl, following 4.9's Java classes step by step.
 
-``PushConsumer`` holds the settings (4.9's ``DefaultMQPushConsumer`` defaults) and the public API; ``DefaultMQPushConsumerImpl`` (``.impl``)
-is what the client instance knows (MQConsumerInner) and what the PullMessageService calls:
-
-- ``start()``: check the config, copy the subscriptions (``%RETRY%<group>`` with ``*`` in CLUSTERING), instance name
-  → pid, get the shared MQClientInstance, set up the rebalance, the PullAPIWrapper, the offset store (remote for
-  CLUSTERING, local file for BROADCASTING) and the consume service, register with the instance, start it, refresh
-  the subscribed topics' routes, heartbeat to every broker, rebalance now.
-- ``pull_message(pull_request)`` (async, loop thread): dropped → nothing; last pull timestamp; state check (3 s);
-  paused (1 s); flow control by cached count, cached MiB and (concurrent) offset span (50 ms, a warning every 1000th
-  time); orderly: lock check (3 s) and the first-lock offset fix; subscription check (3 s); commit offset flag and
-  value (CLUSTERING, from memory); subscription flag (``post_subscription_when_pull``); then the pull (15 s broker
-  suspend, 30 s timeout) runs in its own task and its result goes through the PullCallback (``_on_pull_success`` /
-  ``_on_pull_exception``).
-- ``send_message_back``: CONSUMER_SEND_MSG_BACK to the queue's broker, falling back to a resend to ``%RETRY%<group>``
-  (delay 3 + reconsume times) through MQClientAPIImpl.send_message.
-
+Owns the settings (4.9's defaults) and public API (``PushConsumer``) and what the client instance and the
+PullMessageService call (``DefaultMQPushConsumerImpl``, ``.impl``): ``start()``, ``pull_message`` (dropped, state,
+pause, flow control, lock and subscription checks, then the pull and its callback) and ``send_message_back``
+(CONSUMER_SEND_MSG_BACK, falling back to a resend to ``%RETRY%<group>``).
 Thread-safety: pull_message and the callback run on the instance loop; consume threads call ``send_message_back``
 (blocking, via ``instance.run_sync``), the ProcessQueue and the offset store (both thread-safe). Public blocking
 methods must not be called on the loop thread.
+Details (each step, its delays and thresholds): docs/CLIENT_DESIGN.md, 'Push consumer'.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """RebalanceImpl (4.9 client/impl/consumer/RebalanceImpl + RebalancePushImpl + RebalancePullImpl).
 
-A consumer's share of its topics' queues. ``do_rebalance(is_order)`` walks ``subscription_inner``: BROADCASTING takes
-every queue of ``topic_subscribe_info_table[topic]``; CLUSTERING asks a broker for the group's consumer ids
-(``instance.find_consumer_id_list``), sorts queues and ids, and lets the allocation strategy pick this client's
-queues. ``update_process_queue_table_in_rebalance`` then drops queues no longer ours (``remove_unnecessary_message_queue``:
-persist and forget the offset; orderly push consumers unlock on the broker, 20 s later when messages are still
-held) and creates a ``ProcessQueue`` + ``PullRequest`` for each new one (orderly: only once its broker lock is held),
-starting at ``compute_pull_from_where``. ``message_queue_changed`` is the subclass hook (push: per-queue pull thresholds
-from the topic thresholds, new subscription version, heartbeat; pull: the user's MessageQueueListener).
-
-Broker queue locks: ``lock(mq)``, ``lock_all()``, ``unlock(mq, oneway)``, ``unlock_all(oneway)`` send
-LOCK_BATCH_MQ / UNLOCK_BATCH_MQ to each broker's master and set ``ProcessQueue.locked`` / ``last_lock_timestamp``.
-
-Threading: every ``async def`` runs on the client instance's loop (``instance.loop``); ``do_rebalance`` calls are
-serialized by an asyncio lock, so two wake-ups never create two PullRequests for one queue. ``process_queue_table``
-is only changed on the loop; other threads may read it (single dict operations are atomic; iterate over a copy).
-Consume threads reach the async methods through ``instance.run_sync``.
-
-Collaborators are duck-typed on docs/CLIENT_DESIGN.md's names. On the loop the offset store's ``*_async`` variants
-are used when present (its plain persist/read block on ``instance.run_sync``).
+Owns a consumer's share of its topics' queues (``do_rebalance``: all of them when BROADCASTING, the allocation
+strategy's pick when CLUSTERING), the process queue table (queues dropped and created, with their PullRequests) and
+the broker queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
+Invariants: ``do_rebalance`` calls are serialized by an asyncio lock, so two wake-ups never create two PullRequests
+for one queue; orderly queues get a PullRequest only once their broker lock is held.
+Thread-safety: every ``async def`` on the instance loop; ``process_queue_table`` changed on the loop only, read by
+other threads (iterate over a copy); consume threads reach the async methods through ``instance.run_sync``.
+Details (the steps, the subclass hooks, the collaborators): docs/CLIENT_DESIGN.md, 'Rebalance'.
 """
 
 from __future__ import annotations

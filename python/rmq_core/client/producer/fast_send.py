@@ -1,18 +1,16 @@
 """The Producer's fast send: a default send's first attempt built, encoded and written on the caller's thread, as
 4.9's sendKernelImpl does, and answered through a waiter (``rmq_core.remoting.response_waiter``) with no task or
 coroutine. It must give what the coroutine way (``Producer._send_default_impl``) gives: the same frame, the same
-result or error, the same count of attempts (tests/client/test_producer_fast_path.py; every fast path:
-docs/FAST_PATHS.md).
+result or error, the same count of attempts (tests/client/test_producer_fast_path.py; docs/FAST_PATHS.md).
 
 The gate, all of it here (``first_attempt``; the Producer asks only for a default send, no selector, SYNC or
 ASYNC): not on the client's loop (nor a caller's loop, ``aio``), the topic's route known and usable, the chosen
 broker's address known and a connection to it open. Else None: the send goes the coroutine way, whole.
 
-A SYNC send (``send_sync``) writes its frame itself when nothing is queued before it, else queues it for the loop's
-next write, and judges the answer on its own thread; an ASYNC one (``send_async``) queues it
-(``begin_invoke_from_thread``, a loop job only where the connection takes no frames from threads) and is judged on
-the loop. Both judge with the Producer's ``_attempt_done``; a failed first attempt goes on as the coroutine with the
-``FastAttempt`` as its ``SendState``. Thread-safety: any thread but the client's loop.
+A SYNC send (``send_sync``) writes its frame itself when nothing is queued before it, else queues it; an ASYNC one
+(``send_async``) queues it (``begin_invoke_from_thread``). Both judge with the Producer's ``_attempt_done``; a
+failed first attempt goes on as the coroutine. Thread-safety: any thread but the client's loop.
+Details (where each is judged, queued): docs/CLIENT_DESIGN.md, 'Producer fast send'.
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """Producer (4.9 ``DefaultMQProducer`` + ``DefaultMQProducerImpl``): sync, async, oneway, ordered (selector) and batch
 sends through the shared ``MQClientInstance``.
 
-Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl):
-1. A message is checked before anything is sent (``check_message``: topic legal and allowed, body non-empty and at
-   most ``max_message_size``, properties encodable); a bad one raises ``MQClientException(13, ...)`` and nothing is
-   stored.
-2. Each message gets a UNIQ_KEY (kept when already set); a body of at least ``compress_msg_body_over_howmuch`` bytes
-   goes zlib-compressed (level 5) with sysFlag COMPRESSED | ZLIB (4.9.7), the caller's ``msg.body`` untouched.
-3. SYNC sends try ``1 + retry_times_when_send_failed`` times, each on a queue avoiding the broker of the last failure,
-   within ``timeout_ms`` overall; ordered sends (selector) and oneway sends never retry.
-4. A topic unknown to the name server is sent with the default topic TBW102's route, so a broker auto-creates it.
-
-Fast send: a default (no selector) SYNC or ASYNC send whose topic route, broker address and connection are known
-makes its first attempt on the caller's thread, with no task or coroutine (``fast_send.py``: its gate, and the same
-frame, result and attempts as ``_send_default_impl`` gives; every fast path: docs/FAST_PATHS.md); a failed first
-attempt goes on as the ``_send_default_impl`` coroutine with its ``SendState``; one judge (``_attempt_done``).
-
-Thread-safety: public methods may be called from any thread except the client's loop thread (they block on it via
-``run_sync`` or a response waiter); ``send_async`` returns a ``concurrent.futures.Future`` (a ``LightFuture``). The
-publish-info table is replaced per topic on the loop and read anywhere; queue selection, the fault table and the
-request's encoding are safe on any thread.
+Invariants (sendDefaultImpl / sendKernelImpl / sendSelectImpl): 1. a message is checked before anything is sent
+(a bad one raises ``MQClientException(13, ...)``, nothing stored); 2. each message gets a UNIQ_KEY; a large body goes
+zlib-compressed, the caller's ``msg.body`` untouched; 3. SYNC sends retry ``retry_times_when_send_failed`` times
+avoiding the last failed broker, within ``timeout_ms``; ordered and oneway sends never retry; 4. a topic unknown to
+the name server is sent with TBW102's route, so a broker auto-creates it.
+Fast send: a default SYNC or ASYNC send's first attempt runs on the caller's thread (``fast_send.py``, its gate).
+Thread-safety: public methods from any thread except the client's loop thread (they block on it); ``send_async``
+returns a ``concurrent.futures.Future`` (a ``LightFuture``); queue selection, the fault table and the encoding are
+safe on any thread.
+Details (the invariants and the threading in full): docs/CLIENT_DESIGN.md, 'Producer'.
 """
 
 from __future__ import annotations

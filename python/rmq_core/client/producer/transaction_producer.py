@@ -2,25 +2,14 @@
 message as a transaction's half message, runs the local transaction and ends it with END_TRANSACTION; answers the
 broker's CHECK_TRANSACTION_STATE for transactions left open.
 
-``send_message_in_transaction(msg, arg)`` (4.9's rules):
-1. no listener → MQClientException; the message's DELAY is dropped (4.9 ignores a delay level here); the message is
-   checked as any send; ``TRAN_MSG=true`` and ``PGROUP=<group>`` are set (the send then carries sys flag
-   TRANSACTION_PREPARED_TYPE); a failed send raises MQClientException("send message Exception") — nothing to end;
-2. SEND_OK → ``listener.execute_local_transaction(msg, arg)`` (None or an exception count as UNKNOW);
-   FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE → ROLLBACK_MESSAGE without running it;
-3. END_TRANSACTION, oneway, to the master of the queue's broker: producerGroup, tranStateTableOffset (the send's
-   queue offset), commitLogOffset (from the offset msg id), commitOrRollback (COMMIT 8 / ROLLBACK 12 / UNKNOW 0),
-   fromTransactionCheck=false, msgId (the UNIQ_KEY), transactionId (the send result's), remark = the local
-   transaction's exception, if any. A failure to send it is logged, not raised (the broker will check back).
-Batches are not transactional: ``send_batch`` on this producer sends a plain batch, as 4.9's does.
-
-Check-back: ``check_transaction_state(addr, msg_ext, header)`` is called on the client's loop (the instance's
-CHECK_TRANSACTION_STATE handler); it submits the check to the producer's ``executor`` (its own single thread unless
-given one, as 4.9's checkExecutor), which runs ``listener.check_local_transaction(msg_ext)`` and sends
-END_TRANSACTION oneway with fromTransactionCheck=true to the broker that asked.
-
-Thread-safety: as ``Producer``; the listener's ``execute_local_transaction`` runs on the calling thread, its
+Owns ``send_message_in_transaction`` (4.9's rules: 1. the half message send, 2. the local transaction, 3. the oneway
+END_TRANSACTION to the queue's master) and the check-back (``check_transaction_state``: the listener's
+``check_local_transaction`` on the producer's ``executor``, then END_TRANSACTION with fromTransactionCheck=true).
+Invariants: a failed half send raises and nothing is to end; a failed END_TRANSACTION is logged, not raised (the
+broker checks back); batches are not transactional (``send_batch`` sends a plain batch, as 4.9's).
+Thread-safety: as ``Producer``; ``execute_local_transaction`` runs on the calling thread,
 ``check_local_transaction`` on the executor's threads.
+Details (each rule's fields and codes): docs/CLIENT_DESIGN.md, 'Transaction producer'.
 """
 
 from __future__ import annotations
