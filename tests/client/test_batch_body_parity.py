@@ -1,4 +1,4 @@
-"""A producer's batch body in one call (``encode_batch_messages``: rust/rmq-py/src/codec.rs and its twin
+"""A producer's batch body in one call (``encode_batch_messages``: rust/rmq-py/src/codec/batch.rs and its twin
 python/rmq_core/format/batch.py): both engines write the body ``message_encoding.encode_batch`` writes
 once each message has its UNIQ_KEY (ids as ``assign_uniq_keys`` gives them), decline (None) at the same message for
 the same reason, and leave the same ids behind; ``Producer.batch`` gives the same batch whichever way it is built,

@@ -66,8 +66,8 @@ _WHERE = {
 
 
 def untrack_message(msg: object) -> None:
-    """The Rust engine takes a ``Message`` out of the cyclic GC's tracking (``rust/rmq-py/src/codec.rs``); pure Python
-    cannot, and nothing a caller sees depends on it: this twin does nothing."""
+    """The Rust engine takes a ``Message`` out of the cyclic GC's tracking (``rust/rmq-py/src/codec/message_fields.rs``);
+    pure Python cannot, and nothing a caller sees depends on it: this twin does nothing."""
 
 
 def message_class(cls: _T, python_init: Callable[..., None]) -> _T:

@@ -118,6 +118,10 @@ def _record_properties(record: bytes | bytearray) -> bytes:
 
 _CREATE_FAILED = (int(PutMessageStatus.CREATE_MAPPED_FILE_FAILED), -1, -1, 0)
 
+# A validated record of a put (``StoreEngine._validate``): topic, queue id, the encoded record (offsets patched when
+# appended), its tags code, whether it gets a ConsumeQueue unit, its sys flag.
+_Prepared = tuple[str, int, bytearray, int, bool, int]
+
 
 def _result_columns(results: list[tuple[int, int, int, int]]) -> tuple[bytes, bytes, bytes, bytes]:
     """``put_messages``' answer (docs/CORE_API.md §3): the statuses (one byte each), CommitLog offsets and queue
@@ -550,28 +554,78 @@ class StoreEngine:
         """``queue_ids`` None: ``msgs`` is the batch of ``(message, queue_id)`` pairs. ``uniq_counter``: first
         ``assign_uniq_keys(msgs, uniq_prefix, uniq_counter)`` (the Rust engine assigns them in its reading pass, with
         the same results and side effects: every message gets its id before a rejected message's error is raised).
-        ``trailing_separator`` False: a message's property string without the ``\x02`` after its last entry."""
+        ``trailing_separator`` False: a message's property string without the ``\x02`` after its last entry.
+
+        The phases of the Rust engine's put (``rust/rmq-store/src/put_message.rs``), with the same names:
+        ``_validate``, then under the engine lock ``_queue_cursor`` and ``_append_one`` per message,
+        ``_index_hand_off``, ``_after_put``; then ``_handle_disk_flush``. The twin has no warm-ahead pacing."""
         if queue_ids is None:
             pairs = msgs
             msgs = [m for m, _ in pairs]
             queue_ids = [q for _, q in pairs]
         if uniq_counter is not None:
             assign_uniq_keys(msgs, uniq_prefix, uniq_counter)
-        cfg = self._config
         if len(msgs) != len(queue_ids):
             raise ValueError(f"{len(msgs)} messages but {len(queue_ids)} queue ids")
         if own_fields is not None and len(own_fields) != len(msgs):
             raise ValueError(f"{len(msgs)} messages but {len(own_fields)} own fields")
+        prepared, first_fail = self._validate(
+            msgs,
+            queue_ids,
+            own_fields,
+            (born_timestamp, sys_flag, reconsume_times),
+            born_host,
+            store_timestamp,
+            prepared_transaction_offset,
+            trailing_separator,
+        )
+        if first_fail is not None:
+            return _result_columns([(int(first_fail), -1, -1, 0)] * len(msgs))
+        results: list[tuple[int, int, int, int]] = []
+        end = -1
+        dispatched_any = False
+        with self._lock:
+            self._check_open()
+            for p in prepared:
+                result = self._append_one(p)
+                if result is None:
+                    break
+                results.append(result)
+                if result[0] != _PUT_OK:
+                    break
+                end = result[1] + result[3]
+                dispatched_any |= p[4]
+            self._index_hand_off(prepared, results, store_timestamp)
+            self._after_put(end, dispatched_any, store_timestamp)
+        while len(results) < len(msgs):
+            results.append(_CREATE_FAILED)
+        return _result_columns(self._handle_disk_flush(results, end, wait_flush))
+
+    def _validate(
+        self,
+        msgs: list,
+        queue_ids: list[int],
+        own_fields: list[tuple[int, int, int]] | None,
+        shared: tuple[int, int, int],
+        born_host: tuple[str, int],
+        store_timestamp: int,
+        prepared_transaction_offset: int,
+        trailing_separator: bool,
+    ) -> tuple[list[_Prepared], PutMessageStatus | None]:
+        """Phase 1, validation (invariant 2; 4.9's ``checkMessage`` and the CommitLog's size checks), before the
+        engine lock is taken: an illegal topic or a negative queue id raises wherever it stands in the put; otherwise
+        the first message over a limit (body over ``max_message_size``, properties over ``MAX_PROPERTIES_SIZE``, a
+        record longer than a CommitLog file holds) names the status every message gets. A message's born timestamp, sys flag and
+        reconsume times are its ``own_fields`` entry, else ``shared``. Every record is encoded here with
+        placeholder offsets (``_append_one`` patches them): ``(topic, queue_id, record, tags_code, dispatch, flags)``."""
+        cfg = self._config
         born_raw = encode_host(born_host)
         host_flags = 0
         if is_v6_host(born_host):
             host_flags |= BORNHOST_V6_FLAG
         if self._store_host_v6:
             host_flags |= STOREHOSTADDRESS_V6_FLAG
-        shared = (born_timestamp, sys_flag, reconsume_times)
-
-        # validation (invariant 2): encode every record with placeholder offsets
-        prepared = []
+        prepared: list[_Prepared] = []
         first_fail = None
         for i, (m, queue_id) in enumerate(zip(msgs, queue_ids)):
             m_born, m_sys, m_reconsume = own_fields[i] if own_fields is not None else shared
@@ -626,61 +680,88 @@ class StoreEngine:
                     flags,
                 )
             )
-        if first_fail is not None:
-            return _result_columns([(int(first_fail), -1, -1, 0)] * len(msgs))
+        return prepared, first_fail
 
-        results: list[tuple[int, int, int, int]] = []
-        last_end = -1
-        dispatched_any = False
-        with self._lock:
-            self._check_open()
-            cl = self._commit_log
-            for topic, queue_id, record, tags_code, dispatch, _flags in prepared:
-                try:
-                    cq = self._queue_or_create(topic, queue_id) if dispatch else None
-                    queue_offset = cq.max_offset if cq is not None else 0
-                    f = cl.allocate(len(record))
-                    if cq is not None:
-                        cq.ensure_file_for(queue_offset)
-                except StoreError:
-                    break
-                phys = cl.write_offset
-                patch_offsets(record, queue_offset, phys)
-                cl.append(f, record)
-                if cq is not None:
-                    try:
-                        cq.put(queue_offset, phys, len(record), tags_code)
-                    except StoreError:
-                        # the record is written but not indexed; recovery would re-dispatch it after a crash
-                        results.append(_CREATE_FAILED)
-                        break
-                last_end = phys + len(record)
-                dispatched_any |= dispatch
-                results.append((_PUT_OK, phys, queue_offset, len(record)))
-            index = self._index
-            if index is not None and results and self._index_stop_reason is None:
-                try:
-                    for (topic, _qid, record, _tc, _dispatch, m_flags), r in zip(prepared, results):
-                        if r[0] == _PUT_OK and is_indexed_sys_flag(m_flags):
-                            index.build_index(topic.encode(), _record_properties(record), r[1], store_timestamp)
-                except StoreError as e:
-                    # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
-                    self._stop_index(e)
-            if last_end >= 0:
-                self._reput_from = last_end
-                self._last_physic_ts = store_timestamp
-                if dispatched_any:
-                    self._last_logics_ts = store_timestamp
-        while len(results) < len(msgs):
-            results.append(_CREATE_FAILED)
-        if last_end >= 0:
-            if cfg.sync_flush:
-                if wait_flush and not self._flush_service.sync(last_end, cfg.sync_flush_timeout):
-                    timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-                    results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
-            elif not cfg.flush_commit_log_timed:
-                self._flush_service.wake()
-        return _result_columns(results)
+    def _queue_cursor(self, topic: str, queue_id: int, dispatch: bool) -> tuple[ConsumeQueue | None, int]:
+        """Phase 2, the queue a record's unit goes to (created, with its directory, at its first dispatched message)
+        and its queue offset (the queue's max offset, 4.9's ``topicQueueTable`` entry); ``(None, 0)`` for a PREPARED
+        or ROLLBACK record, which gets no unit. The twin asks the queue table each time (a dict lookup); the Rust
+        engine keeps a put's queues at hand (``QueueCursors``). StoreError when the queue cannot be created."""
+        if not dispatch:
+            return None, 0
+        cq = self._queue_or_create(topic, queue_id)
+        return cq, cq.max_offset
+
+    def _append_one(self, prepared: _Prepared) -> tuple[int, int, int, int] | None:
+        """Phase 3, one record (4.9's ``doAppend``, then ``CommitLogDispatcherBuildConsumeQueue`` for it): its queue
+        cursor, CommitLog space and the ConsumeQueue file of its unit had before a byte is written (None, nothing
+        written, when one cannot be), then the record's offsets patched in and the record appended, then its unit
+        dispatched (the Rust engine's ``dispatch_consume_queue``); a unit that cannot be written leaves the record
+        stored without it (``_CREATE_FAILED``: recovery would dispatch it again after a crash). Engine lock held."""
+        topic, queue_id, record, tags_code, dispatch, _flags = prepared
+        cl = self._commit_log
+        try:
+            cq, queue_offset = self._queue_cursor(topic, queue_id, dispatch)
+            f = cl.allocate(len(record))
+            if cq is not None:
+                cq.ensure_file_for(queue_offset)
+        except StoreError:
+            return None
+        phys = cl.write_offset
+        patch_offsets(record, queue_offset, phys)
+        cl.append(f, record)
+        if cq is not None:
+            try:
+                cq.put(queue_offset, phys, len(record), tags_code)
+            except StoreError:
+                return _CREATE_FAILED
+        return (_PUT_OK, phys, queue_offset, len(record))
+
+    def _index_hand_off(
+        self, prepared: list[_Prepared], results: list[tuple[int, int, int, int]], store_timestamp: int
+    ) -> None:
+        """Phase 4, the put's keys (4.9's ``CommitLogDispatcherBuildIndex``, invariant 6): the UNIQ_KEY and KEYS of
+        every appended record that is not a rollback, indexed in order. The twin builds every put inline (the Rust
+        engine hands a large put to its builder thread, with the same index). A build error stops the index: the
+        records are stored, the next open re-indexes them. Engine lock held."""
+        index = self._index
+        if index is None or not results or self._index_stop_reason is not None:
+            return
+        try:
+            for (topic, _qid, record, _tc, _dispatch, m_flags), r in zip(prepared, results):
+                if r[0] == _PUT_OK and is_indexed_sys_flag(m_flags):
+                    index.build_index(topic.encode(), _record_properties(record), r[1], store_timestamp)
+        except StoreError as e:
+            # the record is stored; 4.9 stops building the index and the next open re-indexes what is missing
+            self._stop_index(e)
+
+    def _after_put(self, end: int, dispatched_any: bool, store_timestamp: int) -> None:
+        """Phase 5, the end of a put that appended anything (``end`` >= 0, where its last record ends), engine lock
+        held: where the next record to dispatch starts (``replica.py``) and the checkpoint's physic and logics
+        timestamps (logics only when a record got a unit)."""
+        if end >= 0:
+            self._reput_from = end
+            self._last_physic_ts = store_timestamp
+            if dispatched_any:
+                self._last_logics_ts = store_timestamp
+
+    def _handle_disk_flush(
+        self, results: list[tuple[int, int, int, int]], end: int, wait_flush: bool
+    ) -> list[tuple[int, int, int, int]]:
+        """Phase 5, the engine lock released (4.9's ``CommitLog.handleDiskFlush``), when the put appended anything:
+        SYNC_FLUSH waits up to ``sync_flush_timeout`` for a flush covering ``end`` (unless ``wait_flush`` is False) and
+        turns every PUT_OK into FLUSH_DISK_TIMEOUT when none comes (offsets kept); ASYNC_FLUSH wakes the flush thread
+        unless ``flush_commit_log_timed``. Returns the results."""
+        if end < 0:
+            return results
+        cfg = self._config
+        if cfg.sync_flush:
+            if wait_flush and not self._flush_service.sync(end, cfg.sync_flush_timeout):
+                timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                results = [(timeout, *r[1:]) if r[0] == _PUT_OK else r for r in results]
+        elif not cfg.flush_commit_log_timed:
+            self._flush_service.wake()
+        return results
 
     def wait_flushed(self, upto: int) -> bool:
         """Waits (up to ``sync_flush_timeout``) until a CommitLog flush covers ``upto``, the end offset of a put

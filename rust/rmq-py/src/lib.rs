@@ -1,10 +1,10 @@
 //! `rmq_core._core`: thin PyO3 bindings over `rmq-store` (the only crate that uses pyo3).
 //!
 //! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
-//! the module functions, `message_class` the native (not garbage-collected) `Message` class, `message_init`
-//! its `__init__`, `uniq_counter` the default UNIQ_KEY generator's counter, `remoting` the remoting frame
-//! codec's fast path, `errors` the one error table. Bindings borrow arguments, release the GIL (`py.detach`) around
-//! disk work, scans and waits, call the core, and convert results; no store logic lives here.
+//! the module functions (one concern a module), `message_class` the native (not garbage-collected) `Message`
+//! class, `message_init` its `__init__`, `uniq_counter` the default UNIQ_KEY generator's counter, `remoting` the
+//! remoting frame codec's fast path, `errors` the one error table. Bindings borrow arguments, release the GIL
+//! (`py.detach`) around disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
 mod codec;
 mod errors;
@@ -29,27 +29,27 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::StoreEngine>()?;
-    m.add_class::<codec::ColumnBuffer>()?;
+    m.add_class::<codec::columns::ColumnBuffer>()?;
     m.add_class::<store_reader::StoreReader>()?;
     m.add_class::<send_request::SendRequestParser>()?;
     m.add_class::<send_request::SendRequestColumns>()?;
     m.add_class::<send_request::SendAnswerSpec>()?;
     m.add_function(wrap_pyfunction!(store_reader::mapped_file_size, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::tags_hash, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::java_hash_map_order, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::decode_messages, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::assign_uniq_keys, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::encode_batch_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::properties::tags_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::properties::java_hash_map_order, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::properties::encode_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::properties::decode_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::message_ext::decode_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::uniq_keys::assign_uniq_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::batch::encode_batch_messages, m)?)?;
     m.add_class::<uniq_counter::UniqCounter>()?;
     m.add_function(wrap_pyfunction!(uniq_counter::uniq_counter, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::untrack_message, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::message_fields::untrack_message, m)?)?;
     m.add_function(wrap_pyfunction!(message_class::message_class, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::create_offset_msg_id, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::split_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::decode_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(codec::gather_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::hosts::create_offset_msg_id, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::batch::split_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::columns::decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::columns::gather_runs, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::split_frames, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::split_client_frames, m)?)?;
     m.add_function(wrap_pyfunction!(remoting::encode_frames, m)?)?;

@@ -328,7 +328,7 @@ impl SendRequestColumns {
         py: Python<'_>,
         start: usize,
         rows: &[&Row],
-        ids: Option<&codec::UniqIds<'_, '_>>,
+        ids: Option<&codec::uniq_keys::UniqIds<'_, '_>>,
     ) -> PyResult<Vec<(usize, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut id = String::new();
@@ -498,7 +498,7 @@ impl SendAnswerSpec {
             counted,
             region,
             trace_on,
-            store_host: codec::host_from_py(store_host)?,
+            store_host: codec::hosts::host_from_py(store_host)?,
         })
     }
 }

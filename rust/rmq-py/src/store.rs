@@ -80,7 +80,7 @@ fn config_from_dict(config: &Bound<'_, PyDict>) -> PyResult<StoreConfig> {
             FlushDiskType::parse(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
     if let Some(v) = config.get_item("store_host")? {
-        c.store_host = codec::host_from_py(&v)?;
+        c.store_host = codec::hosts::host_from_py(&v)?;
     }
     Ok(c)
 }
@@ -106,7 +106,7 @@ impl MessageFilter for PyFilter {
             return true;
         };
         let res = Python::attach(|py| -> PyResult<bool> {
-            let d = codec::properties_dict(py, properties)?;
+            let d = codec::properties::properties_dict(py, properties)?;
             cb.call1(py, (d,))?.bind(py).is_truthy()
         });
         match res {
@@ -243,7 +243,7 @@ impl StoreEngine {
         let ctx = PutContext {
             sys_flag,
             born_timestamp,
-            born_host: codec::host_from_py(born_host)?,
+            born_host: codec::hosts::host_from_py(born_host)?,
             reconsume_times,
             store_timestamp,
             prepared_transaction_offset,
@@ -260,7 +260,7 @@ impl StoreEngine {
         // assignment (the rest still get theirs, then the first rejection is raised); an assignment error is raised
         // at once
         let ids = uniq_counter
-            .map(|c| codec::UniqIds::new(uniq_prefix, c))
+            .map(|c| codec::uniq_keys::UniqIds::new(uniq_prefix, c))
             .transpose()?;
         let mut id = String::with_capacity(uniq_prefix.len() + 4);
         let mut rejected: Option<PyErr> = None;
@@ -270,7 +270,7 @@ impl StoreEngine {
         let mut prop_ends: Vec<usize> = Vec::with_capacity(n);
         let mut queue_ids = queue_ids;
         let mut arena: Vec<u8> = Vec::with_capacity(n * 32);
-        let fields = codec::MessageFields::get(py)?;
+        let fields = codec::message_fields::MessageFields::get(py)?;
         for (i, m) in items.iter().enumerate() {
             // Message / MessageExt: their four slots read through the descriptors directly; anything else
             // (a subclass, a duck-typed object) through getattr
@@ -323,7 +323,7 @@ impl StoreEngine {
                         .cast::<PyDict>()
                         .map_err(|_| PyTypeError::new_err("message properties must be a dict"))?;
                     let start = arena.len();
-                    codec::encode_properties_into(d, &mut arena)?;
+                    codec::properties::encode_properties_into(d, &mut arena)?;
                     if !trailing_separator && arena.len() > start {
                         arena.pop(); // the last entry's `\x02`: 4.9.7's `messageProperties2String` writes none
                     }
@@ -415,7 +415,7 @@ impl StoreEngine {
         let cols = sends.get();
         let rows = cols.plain_rows(start, end)?;
         let ids = match uniq_counter {
-            Some(c) => Some(codec::UniqIds::new(uniq_prefix, c)?),
+            Some(c) => Some(codec::uniq_keys::UniqIds::new(uniq_prefix, c)?),
             None => None,
         };
         let assigned = cols.assign_uniq_keys(py, start, &rows, ids.as_ref())?;
@@ -423,7 +423,7 @@ impl StoreEngine {
         let ctx = PutContext {
             sys_flag: 0,
             born_timestamp: 0,
-            born_host: codec::host_from_py(born_host)?,
+            born_host: codec::hosts::host_from_py(born_host)?,
             reconsume_times: 0,
             store_timestamp,
             prepared_transaction_offset: 0,
@@ -467,7 +467,7 @@ impl StoreEngine {
         let ctx = PutContext {
             sys_flag,
             born_timestamp,
-            born_host: codec::host_from_py(born_host)?,
+            born_host: codec::hosts::host_from_py(born_host)?,
             reconsume_times,
             store_timestamp,
             prepared_transaction_offset: 0,

@@ -113,7 +113,7 @@ impl StoreReader {
                     .read_records(topic, queue_id, start, end, codes.as_deref(), &mut out);
             (out, range)
         });
-        let buf = codec::buffer(py, data)?;
+        let buf = codec::columns::buffer(py, data)?;
         (buf, range.count, range.next_offset).into_pyobject(py)
     }
 

@@ -1,8 +1,8 @@
 //! `UniqCounter`: the default UNIQ_KEY generator's counter (RocketMQ's `MessageClientIDSetter` counter, whose low 16
-//! bits end every id), as a native iterator: the engine's UNIQ_KEY pass (`codec::UniqIds`) takes the next value with
-//! one atomic add instead of a Python `int` per id.
+//! bits end every id), as a native iterator: the engine's UNIQ_KEY pass (`codec::uniq_keys::UniqIds`) takes the next
+//! value with one atomic add instead of a Python `int` per id.
 //!
-//! Owns: the counter's value. Format: none (the id layout is `codec::UniqIds` and `rmq_core.message`).
+//! Owns: the counter's value. Format: none (the id layout is `codec::uniq_keys::UniqIds` and `rmq_core.message`).
 //!
 //! Invariants: `next()` gives `start`, `start + 1`, … — what `itertools.count(start)` gives (the twin), modulo 2^64,
 //! which the ids' `& 0xFFFF` cannot tell apart; each value is given once.

@@ -33,10 +33,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::format::index::is_indexed_sys_flag;
-use crate::format::INDEX_WARM_STEP_MESSAGES;
 use crate::message_store::Inner;
 use crate::recovery::for_each_record;
 use crate::warm_mapped_file_service::WarmMappedFileService;
+use crate::warm_pacing::WarmPacing;
 
 /// A put of at least this many messages hands its index build to the thread (fewer: built inline, no hand-off).
 pub const BUILD_INDEX_HANDOFF_MESSAGES: usize = 64;
@@ -83,7 +83,7 @@ impl BuildIndexService {
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("rmq-store-index".into())
-            .spawn(move || run(&s, &inner, warm.as_deref()))?;
+            .spawn(move || run(&s, &inner, &WarmPacing::new(warm)))?;
         Ok(BuildIndexService {
             shared,
             handle: Mutex::new(Some(handle)),
@@ -153,7 +153,7 @@ impl BuildIndexService {
     }
 }
 
-fn run(shared: &Shared, inner: &Inner, warm: Option<&WarmMappedFileService>) {
+fn run(shared: &Shared, inner: &Inner, warm: &WarmPacing) {
     let mut batch: Vec<(i64, i64)> = Vec::new();
     loop {
         {
@@ -189,7 +189,7 @@ fn run(shared: &Shared, inner: &Inner, warm: Option<&WarmMappedFileService>) {
 }
 
 /// Indexes the records of `ranges` (invariant 1); a build error stops the index (`Inner::stop_index`).
-fn build(inner: &Inner, warm: Option<&WarmMappedFileService>, ranges: &[(i64, i64)]) {
+fn build(inner: &Inner, warm: &WarmPacing, ranges: &[(i64, i64)]) {
     let Some(index) = &inner.index else {
         return;
     };
@@ -197,27 +197,15 @@ fn build(inner: &Inner, warm: Option<&WarmMappedFileService>, ranges: &[(i64, i6
         return;
     }
     let mut w = index.writer();
-    if let Some(warm) = warm {
-        if w.ensure_file().is_ok() {
-            if let Some((target, upto)) = w.warm_request() {
-                warm.warm(target, upto);
-            }
-        }
-    }
+    warm.index_file(&mut w);
     let mut n = 0usize;
     for &(from, to) in ranges {
         let built = for_each_record(&inner.commit_log, from, to, |off, rec| {
             if !is_indexed_sys_flag(rec.sys_flag) {
                 return Ok(());
             }
+            warm.index_entries(&w, n);
             n += 1;
-            if let Some(warm) = warm {
-                if n.is_multiple_of(INDEX_WARM_STEP_MESSAGES) {
-                    if let Some((target, upto)) = w.warm_request() {
-                        warm.warm(target, upto);
-                    }
-                }
-            }
             w.build_index(rec.topic, rec.properties, off, rec.store_timestamp)
         });
         if let Err(e) = built {

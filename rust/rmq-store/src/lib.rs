@@ -21,10 +21,12 @@ pub mod index_service;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
+mod put_message;
 pub mod recovery;
 pub mod replica;
 pub mod store_reader;
 pub mod warm_mapped_file_service;
+mod warm_pacing;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Error, Result};

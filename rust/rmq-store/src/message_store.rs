@@ -1,5 +1,5 @@
 //! The engine: ties the CommitLog, the ConsumeQueues, the flush thread, the checkpoint and recovery
-//! together behind the contract of docs/CORE_API.md (the write path lives here, dispatch included).
+//! together behind the contract of docs/CORE_API.md (the write path, dispatch included, is `put_message`).
 //!
 //! Owns: the store root (`commitlog/`, `consumequeue/`, `index/`, `checkpoint`, `abort`, `lock`, `config/`), the
 //! queue table, the write mutex, open/close, and the query by key over the index service.
@@ -59,10 +59,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::build_index_service::{BuildIndexService, BUILD_INDEX_HANDOFF_MESSAGES};
+use crate::build_index_service::BuildIndexService;
 use crate::checkpoint::{Checkpoint, CheckpointData};
 use crate::commit_log::{CommitLog, SelectedBuffer};
-use crate::config::{FlushDiskType, StoreConfig};
+use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{Error, Result};
 use crate::flush::{FlushService, FlushTarget};
@@ -72,9 +72,7 @@ use crate::format::index::{
     for_each_index_key, is_indexed_sys_flag, record_has_index_key, QUERY_ROUNDS,
 };
 use crate::format::message::{
-    be_i32, be_i64, body_crc, decode_record, encode_record, is_legal_topic,
-    is_tx_prepared_or_rollback, store_timestamp_position, tags_code_of_properties, Host,
-    RecordFields, BORNHOST_V6_FLAG, MAX_PROPERTIES_SIZE, STOREHOSTADDRESS_V6_FLAG,
+    be_i32, be_i64, body_crc, decode_record, is_legal_topic, store_timestamp_position, Host,
     SYSFLAG_POSITION,
 };
 use crate::format::{
@@ -82,21 +80,15 @@ use crate::format::{
     CONSUMEQUEUE_DIR, LOCK_FILE,
 };
 use crate::format::{
-    CQ_WARM_AHEAD_BYTES, CQ_WARM_STEP_BYTES, FLUSH_CONSUME_QUEUE_LEAST_PAGES,
-    FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS, FLUSH_LEAST_PAGES, INDEX_WARM_STEP_MESSAGES,
-    OS_PAGE_SIZE, WARM_AHEAD_BYTES, WARM_STEP_BYTES,
+    FLUSH_CONSUME_QUEUE_LEAST_PAGES, FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS, FLUSH_LEAST_PAGES,
+    OS_PAGE_SIZE,
 };
 use crate::get_message::{self, GetMessageResult, MessageFilter};
 use crate::index_service::{IndexService, INDEX_REFUSED_DIR};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{self, RecoveryReport};
-use crate::warm_mapped_file_service::{WarmMappedFileService, WarmTarget};
-
-/// How many (topic, queue) a put keeps at hand (searched in order); a batch's further queues are asked of the table.
-const BATCH_QUEUE_CACHE: usize = 16;
-
-/// A queue a put keeps at hand: (topic, queue id, the queue, the queue file its last unit went to).
-type BatchQueue<'a> = (&'a str, i32, Arc<ConsumeQueue>, Option<Arc<MappedFile>>);
+use crate::warm_mapped_file_service::WarmMappedFileService;
+use crate::warm_pacing::WarmPacing;
 
 /// RocketMQ's order; the discriminant is the ordinal the bindings return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +149,7 @@ pub struct PutResult {
 }
 
 impl PutResult {
-    fn failed(status: PutMessageStatus) -> Self {
+    pub(crate) fn failed(status: PutMessageStatus) -> Self {
         PutResult {
             status,
             commitlog_offset: -1,
@@ -246,10 +238,9 @@ pub(crate) struct WriteState {
     /// ASYNC_FLUSH with `flush_commit_log_timed` off wakes the flush thread once per `FLUSH_LEAST_PAGES` pages
     /// appended, not once per put: a wake-up per put costs a futex round trip and a context switch on every
     /// small message, and the periodic tick already bounds how long dirty data waits.
-    next_wake_at: i64,
-    /// The warm-ahead thread is asked again when the writer reaches this (file start, position): once per
-    /// `WARM_STEP_BYTES` written, and at each new file.
-    warm_next_at: (u64, usize),
+    pub(crate) next_wake_at: i64,
+    /// When the put asks the warm-ahead thread for more (the CommitLog's next request position included).
+    pub(crate) warm: WarmPacing,
 }
 
 pub struct MessageStore {
@@ -647,7 +638,7 @@ impl MessageStore {
                 current: None,
                 reput_from: end,
                 next_wake_at: 0,
-                warm_next_at: (u64::MAX, 0),
+                warm: WarmPacing::new(warm.clone()),
             }),
             flush,
             warm,
@@ -766,296 +757,6 @@ impl MessageStore {
         self.put_messages_with(msgs, ctx, true)
     }
 
-    /// `put_messages`; with `wait_flush` false a SYNC_FLUSH put returns once appended and dispatched, and the
-    /// caller waits for the flush with `wait_flushed(end)` (group commit across callers that must not block).
-    pub fn put_messages_with(
-        &self,
-        msgs: &[PutMessage<'_>],
-        ctx: &PutContext,
-        wait_flush: bool,
-    ) -> Result<Vec<PutResult>> {
-        self.check_open()?;
-        let cfg = &self.inner.config;
-        let cl = &self.inner.commit_log;
-        let mut host_flags = 0;
-        if ctx.born_host.is_v6() {
-            host_flags |= BORNHOST_V6_FLAG;
-        }
-        if cfg.store_host.is_v6() {
-            host_flags |= STOREHOSTADDRESS_V6_FLAG;
-        }
-        let with_hosts =
-            |flag: i32| (flag & !(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)) | host_flags;
-        let (born_len, store_len) = (ctx.born_host.encoded_len(), cfg.store_host.encoded_len());
-        // validation (invariant 2)
-        let mut first_fail: Option<PutMessageStatus> = None;
-        let mut last_topic: Option<&str> = None;
-        for m in msgs {
-            if last_topic != Some(m.topic) {
-                if !is_legal_topic(m.topic) {
-                    return Err(Error::IllegalTopic(m.topic.to_string()));
-                }
-                last_topic = Some(m.topic);
-            }
-            if m.queue_id < 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "queue id must be >= 0, got {}",
-                    m.queue_id
-                )));
-            }
-            if first_fail.is_none() {
-                let len = crate::format::message::record_len_v1(
-                    m.body.len(),
-                    m.topic.len(),
-                    m.properties.len(),
-                    born_len,
-                    store_len,
-                );
-                if m.body.len() as u64 > cfg.max_message_size {
-                    first_fail = Some(PutMessageStatus::MessageIllegal);
-                } else if m.properties.len() > MAX_PROPERTIES_SIZE {
-                    first_fail = Some(PutMessageStatus::PropertiesSizeExceeded);
-                } else if !cl.fits_in_a_file(len) {
-                    first_fail = Some(PutMessageStatus::MessageIllegal);
-                }
-            }
-        }
-        if let Some(st) = first_fail {
-            return Ok(vec![PutResult::failed(st); msgs.len()]);
-        }
-        let mut dispatched_any = false;
-        let mut results = Vec::with_capacity(msgs.len());
-        let mut last_end = -1i64;
-        let mut wake_flusher = false;
-        {
-            let mut ws = self.write.lock().unwrap_or_else(|e| e.into_inner());
-            self.check_open()?;
-            // invariant 6: a large put (or any put while earlier ranges are still pending) leaves its index to the
-            // builder thread; otherwise it is built inline below
-            let handoff = self.index_builder.as_ref().is_some_and(|b| {
-                !self.inner.index_stopped.load(Ordering::Acquire)
-                    && (msgs.len() >= BUILD_INDEX_HANDOFF_MESSAGES || !b.is_idle())
-            });
-            if let (Some(warm), Some(index), false) = (&self.warm, &self.inner.index, handoff) {
-                // the index file this put's keys go to, created now rather than after the records, so the warm-ahead
-                // thread faults its slot table while the records are written
-                let indexed = msgs
-                    .iter()
-                    .any(|m| is_indexed_sys_flag(m.own.map_or(ctx.sys_flag, |o| o.sys_flag)));
-                if indexed && !self.inner.index_stopped.load(Ordering::Acquire) {
-                    let mut w = index.writer();
-                    if w.ensure_file().is_ok() {
-                        if let Some((target, upto)) = w.warm_request() {
-                            warm.warm(target, upto);
-                        }
-                    }
-                }
-            }
-            // the queues this batch writes, each looked up once (a batch often cycles through a topic's queues;
-            // a short list searched from the last one used, beyond BATCH_QUEUE_CACHE queues the table is asked)
-            // (topic, queue id, queue, the queue file the last unit went to)
-            let mut queues: Vec<BatchQueue<'_>> = Vec::new();
-            let mut last_q = 0usize;
-            let mut uncached: BatchQueue<'_>;
-            for m in msgs {
-                let own = m.own.unwrap_or(OwnFields {
-                    born_timestamp: ctx.born_timestamp,
-                    sys_flag: ctx.sys_flag,
-                    reconsume_times: ctx.reconsume_times,
-                });
-                let sys_flag = with_hosts(own.sys_flag);
-                let dispatch = !is_tx_prepared_or_rollback(sys_flag);
-                let is_it = |e: &BatchQueue<'_>| e.1 == m.queue_id && e.0 == m.topic;
-                let entry: Option<&mut BatchQueue<'_>> = if !dispatch {
-                    None
-                } else if queues.get(last_q).is_some_and(is_it) {
-                    Some(&mut queues[last_q])
-                } else if let Some(i) = queues.iter().position(is_it) {
-                    last_q = i;
-                    Some(&mut queues[i])
-                } else {
-                    let Ok(found) = self.inner.queue_or_create(m.topic, m.queue_id) else {
-                        break;
-                    };
-                    if queues.len() < BATCH_QUEUE_CACHE {
-                        queues.push((m.topic, m.queue_id, found, None));
-                        last_q = queues.len() - 1;
-                        Some(&mut queues[last_q])
-                    } else {
-                        uncached = (m.topic, m.queue_id, found, None);
-                        Some(&mut uncached)
-                    }
-                };
-                let (q, cq_file) = match entry {
-                    Some((_, _, q, f)) => (Some(&*q), Some(f)),
-                    None => (None, None),
-                };
-                let queue_offset = q.as_ref().map(|q| q.max_offset()).unwrap_or(0);
-                let fields = RecordFields {
-                    queue_id: m.queue_id,
-                    flag: m.flag,
-                    queue_offset,
-                    physical_offset: 0,
-                    sys_flag,
-                    born_timestamp: own.born_timestamp,
-                    born_host: &ctx.born_host,
-                    store_timestamp: ctx.store_timestamp,
-                    store_host: &cfg.store_host,
-                    reconsume_times: own.reconsume_times,
-                    prepared_transaction_offset: ctx.prepared_transaction_offset,
-                    body: m.body,
-                    topic: m.topic.as_bytes(),
-                    properties: m.properties,
-                };
-                let len = fields.encoded_len();
-                let (file, pos) = match Self::allocate(cl, &mut ws, len) {
-                    Ok(x) => x,
-                    Err(_) => break,
-                };
-                let cq_file: Option<&MappedFile> = match (q, cq_file) {
-                    (Some(q), Some(f)) => {
-                        if q.prepare_in(f, queue_offset).is_err() {
-                            break;
-                        }
-                        f.as_deref()
-                    }
-                    _ => None,
-                };
-                if let Some(warm) = &self.warm {
-                    if ws.warm_next_at.0 != file.start() || pos >= ws.warm_next_at.1 {
-                        warm.warm(file.clone() as Arc<dyn WarmTarget>, pos + WARM_AHEAD_BYTES);
-                        ws.warm_next_at = (file.start(), pos + WARM_STEP_BYTES);
-                    }
-                }
-                let physical_offset = (file.start() + pos as u64) as i64;
-                let fields = RecordFields {
-                    physical_offset,
-                    ..fields
-                };
-                // SAFETY: write mutex held; `pos` is the unpublished end of the current file.
-                encode_record(unsafe { file.write_slice(pos, len) }, &fields);
-                file.set_wrote_position(pos + len);
-                if let Some(q) = &q {
-                    let unit = CqUnit {
-                        offset: physical_offset,
-                        size: len as i32,
-                        tags_code: tags_code_of_properties(m.properties),
-                    };
-                    let appended = match cq_file {
-                        Some(f) => q.append_unit_in(f, queue_offset, unit),
-                        None => q.append_unit(queue_offset, unit),
-                    };
-                    if appended.is_err() {
-                        // the record is written but not indexed; recovery would re-dispatch it after a crash
-                        results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
-                        break;
-                    }
-                    if let Some(warm) = &self.warm {
-                        // once per CQ_WARM_STEP_BYTES of units: keep the queue's file faulted ahead
-                        if (queue_offset as usize * CQ_STORE_UNIT_SIZE) % CQ_WARM_STEP_BYTES
-                            < CQ_STORE_UNIT_SIZE
-                        {
-                            if let Some((f, upto)) =
-                                q.warm_request(queue_offset, CQ_WARM_AHEAD_BYTES)
-                            {
-                                warm.warm(f as Arc<dyn WarmTarget>, upto);
-                            }
-                        }
-                    }
-                }
-                last_end = physical_offset + len as i64;
-                dispatched_any |= dispatch;
-                results.push(PutResult {
-                    status: PutMessageStatus::PutOk,
-                    commitlog_offset: physical_offset,
-                    queue_offset,
-                    wrote_bytes: len as i32,
-                });
-            }
-            if let (Some(builder), true) = (&self.index_builder, handoff) {
-                if let Some(first) = results
-                    .first()
-                    .filter(|r| r.status == PutMessageStatus::PutOk)
-                {
-                    builder.submit(first.commitlog_offset, last_end);
-                }
-            } else if let (Some(index), false) = (&self.inner.index, results.is_empty()) {
-                if !self.inner.index_stopped.load(Ordering::Acquire) {
-                    let mut w = index.writer();
-                    for (i, (m, r)) in msgs.iter().zip(results.iter()).enumerate() {
-                        if let Some(warm) = &self.warm {
-                            if i % INDEX_WARM_STEP_MESSAGES == INDEX_WARM_STEP_MESSAGES - 1 {
-                                if let Some((target, upto)) = w.warm_request() {
-                                    warm.warm(target, upto);
-                                }
-                            }
-                        }
-                        let flags = m.own.map_or(ctx.sys_flag, |o| o.sys_flag);
-                        if r.status != PutMessageStatus::PutOk || !is_indexed_sys_flag(flags) {
-                            continue;
-                        }
-                        let built = w.build_index(
-                            m.topic.as_bytes(),
-                            m.properties,
-                            r.commitlog_offset,
-                            ctx.store_timestamp,
-                        );
-                        if let Err(e) = built {
-                            // the record is stored; 4.9 stops building the index (makeIndexFileError) and the next
-                            // open re-indexes what is missing
-                            self.inner.stop_index(&e);
-                            break;
-                        }
-                    }
-                }
-            }
-            if last_end >= 0 {
-                ws.reput_from = last_end;
-            }
-            if last_end >= ws.next_wake_at {
-                ws.next_wake_at = last_end + (FLUSH_LEAST_PAGES * OS_PAGE_SIZE) as i64;
-                wake_flusher = true;
-            }
-            if last_end >= 0 {
-                self.inner
-                    .last_physic_ts
-                    .store(ctx.store_timestamp, Ordering::Release);
-                if dispatched_any {
-                    self.inner
-                        .last_logics_ts
-                        .store(ctx.store_timestamp, Ordering::Release);
-                }
-            }
-        }
-        while results.len() < msgs.len() {
-            results.push(PutResult::failed(PutMessageStatus::CreateMappedFileFailed));
-        }
-        if last_end >= 0 {
-            match cfg.flush_disk_type {
-                FlushDiskType::AsyncFlush => {
-                    if wake_flusher && !cfg.flush_commit_log_timed {
-                        self.flush.wake();
-                    }
-                }
-                FlushDiskType::SyncFlush if !wait_flush => {}
-                FlushDiskType::SyncFlush => {
-                    let ok = self
-                        .flush
-                        .sync(last_end, Duration::from_millis(cfg.sync_flush_timeout_ms));
-                    if !ok {
-                        for r in results
-                            .iter_mut()
-                            .filter(|r| r.status == PutMessageStatus::PutOk)
-                        {
-                            r.status = PutMessageStatus::FlushDiskTimeout;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(results)
-    }
-
     /// SEND_BATCH_MESSAGE's put (4.9 `asyncPutMessages` of a `MessageExtBatch`): the records of `batch` (its blocks,
     /// `format::batch`), all to `topic`/`queue_id` with the shared fields of `ctx`, appended under one write mutex
     /// as `put_messages_with` appends them (same validation, same statuses). Summarised, not per record: see
@@ -1094,24 +795,6 @@ impl MessageStore {
         }
         let timeout = Duration::from_millis(self.inner.config.sync_flush_timeout_ms);
         self.flush.sync(upto, timeout)
-    }
-
-    fn allocate(
-        cl: &CommitLog,
-        ws: &mut WriteState,
-        len: usize,
-    ) -> Result<(Arc<MappedFile>, usize)> {
-        if let Some(f) = &ws.current {
-            let wrote = f.wrote_position();
-            let end = wrote + len + crate::format::message::END_FILE_MIN_BLANK_LENGTH;
-            if cl.fits_in_a_file(len) && end <= f.size() {
-                f.ensure_reserved(end)?; // an atomic load, a posix_fallocate every RESERVE_STEP
-                return Ok((f.clone(), wrote));
-            }
-        }
-        let (f, pos) = cl.allocate(len)?;
-        ws.current = Some(f.clone());
-        Ok((f, pos))
     }
 
     /// §4 `get_message`.

@@ -1,7 +1,7 @@
 //! The SEND_BATCH_MESSAGE body and the records a batch becomes: 4.9's `MessageDecoder.encodeMessages` layout read
 //! block by block, and each block's stored properties as 4.9.7's `CommitLog.MessageExtBatchEncoder` writes them (the
 //! block's own property string byte for byte, a `\x02` when it is non-empty and does not end with one, then the
-//! batch's property string: header properties + CLUSTER). Twin: `python/rmq_core/_reference/format/batch.py`.
+//! batch's property string: header properties + CLUSTER). Twin: `python/rmq_core/format/batch.py`.
 //!
 //! Format (per block, big-endian): TOTALSIZE i32 · MAGIC i32 · BODYCRC i32 · FLAG i32 · BODYLEN i32 + BODY ·
 //! PROPLEN i16 + PROPERTIES. MAGIC and BODYCRC are not read (4.9's encoder recomputes the CRC; so does ours).
