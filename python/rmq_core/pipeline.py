@@ -1,8 +1,10 @@
 """The main job, run by ``rmq-core pipeline`` and ``./dev demo``.
 
-Starts a name server and a broker in this process (or uses ``--namesrv``'s cluster), produces a stream of order
-events, consumes it with a push consumer group of two, and reads the topic with a Spark streaming query and a Spark
-batch query; returns 0 only if every message was consumed exactly once and both queries' per-tag counts and body
+Starts a node (``rmq_core.node.Node``: a name server in this process, ``--brokers`` broker processes; or uses
+``--namesrv``'s cluster), spreads a topic over its brokers, produces a stream of order events (async batch sends), consumes
+it with a push consumer group of two, and reads the topic with a Spark streaming query and a Spark batch query
+(one ``path`` read per broker store); reports produce/consume msg/s in total and per broker and the cores each
+process used; returns 0 only if every message was consumed exactly once and both queries' per-tag counts and body
 bytes equal what was produced, else 1 naming the failed check.
 Invariants: every topic and consumer group is new for each run (a run id in their names), so earlier runs over the
 same directory or cluster never change this run's counts. Everything started here (servers, clients, the Spark
@@ -62,9 +64,9 @@ class PipelineConfig:
     topic: str = "PipelineOrders"  # a run id is appended: every run has its own topic
     queues: int = 8  # per broker (mqadmin updateTopic -c: every master gets them)
     brokers: str = "auto"  # the node's brokers: a number or auto (resolve_brokers)
-    batch: int = 64  # messages per SEND_BATCH_MESSAGE
+    batch: int = 256  # messages per SEND_BATCH_MESSAGE
     window: int = 4  # batch sends in flight
-    pull_batch: int = 32  # the push consumers' pullBatchSize
+    pull_batch: int = 256  # the push consumers' pullBatchSize (the node's brokers allow PULL_BATCH)
     rate: int = 0  # producer target in msg/s; 0 = as fast as it goes
     seed: int = 42
     consume_timeout_s: float = 120.0
