@@ -739,9 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200,000)")
     pl.add_argument("--dir", default="./rmq-store", help="store directory (default ./rmq-store)")
     pl.add_argument("--fresh", action="store_true", help="delete the store directory first")
-    pl.add_argument(
-        "--namesrv", default=None, help="an existing cluster's name server host:port: no in-process broker is started"
-    )
+    pl.add_argument("--namesrv", default=None, help="an existing cluster's name server host:port: no node is started")
     pl.add_argument("--brokers", default="auto", help=BROKERS_HELP)
     pl.add_argument("--no-spark", action="store_true", help="skip the Spark queries")
     pl.add_argument("--topic", default="PipelineOrders", help="topic name prefix (a run id is appended)")
@@ -764,7 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--commit-log-file-mb",
         type=int,
         default=128,
-        help="the in-process broker's CommitLog file size in MiB (default 128)",
+        help="the node's brokers' CommitLog file size in MiB (default 128)",
     )
     pl.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     pl.add_argument(

@@ -45,9 +45,10 @@ MAX_BROKERS = 64
 PULL_BATCH = 1024  # messages per pull of Spark's reads and the brokers' cap (maxTransferCountOnMessageInMemory)
 NODE_LOG = "node.log"
 BROKERS_HELP = (
-    "the node's broker processes: a number, or auto (default): one per 2 cores the process may use, at least 1 "
-    "(measured on 2 cores: the producer, the consumers and Spark run beside the brokers, and a second broker there "
-    "slowed the job; see docs/SPARK_DESIGN.md, 'The main job')"
+    "the node's broker processes: a number, or auto (default): one per 2 cores the process may use, at least 1. "
+    "Measured on 2 cores (the producer, the consumers and Spark share them with the brokers): 2 brokers gave the same "
+    "produce/consume rates as 1 and slower Spark queries (twice the read tasks per micro-batch), so auto gives 1 there "
+    "(docs/SPARK_DESIGN.md, 'The main job')"
 )
 
 
@@ -59,7 +60,7 @@ class PipelineConfig:
     messages: int = 200_000
     dir: str = "./rmq-store"
     fresh: bool = False
-    namesrv: str | None = None  # an existing cluster: no in-process name server or broker
+    namesrv: str | None = None  # an existing cluster: no node of the job's own
     spark: bool = True
     topic: str = "PipelineOrders"  # a run id is appended: every run has its own topic
     queues: int = 8  # per broker (mqadmin updateTopic -c: every master gets them)
@@ -70,7 +71,7 @@ class PipelineConfig:
     rate: int = 0  # producer target in msg/s; 0 = as fast as it goes
     seed: int = 42
     consume_timeout_s: float = 120.0
-    commit_log_file_mb: int = 128  # the in-process broker's CommitLog file size (RocketMQ's default is 1 GiB)
+    commit_log_file_mb: int = 128  # the node's brokers' CommitLog file size (RocketMQ's default is 1 GiB)
     spark_master: str = "local[2]"
     micro_batches: int = 4  # the streaming query's maxOffsetsPerTrigger is messages / micro_batches
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d%H%M%S") + f"{random.randrange(1000):03d}")
@@ -613,8 +614,7 @@ class CpuMeter:
 
 def resolve_brokers(spec: str) -> int:
     """``--brokers``: a number, or ``auto`` (one broker per AUTO_CORES_PER_BROKER cores the process may use, at
-    least 1: on 2 cores the producer, the consumers and Spark need the second core more than a second broker does;
-    see docs/SPARK_DESIGN.md, 'The main job')."""
+    least 1: BROKERS_HELP says what was measured)."""
     from rmq_core.node import cores_available
 
     if spec == "auto":
@@ -831,7 +831,7 @@ def _run(cfg: PipelineConfig, benign: _BenignFilter) -> int:
                         spark,
                         [{"path": d, "brokerName": name} for name, d in cluster.store_dirs.items()],
                         topic,
-                        f"path, the {len(cluster.store_dirs)} running brokers' stores under {cfg.dir}",
+                        f"path, one read per running broker's store under {cfg.dir}: {len(cluster.store_dirs)}",
                     )
             if cfg.namesrv is None:
                 step("shutting down the node (brokers, then the name server)")
