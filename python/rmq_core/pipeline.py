@@ -228,10 +228,11 @@ class EventStream:
         return out
 
 
-def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -> None:
+def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced, queues: int = 1) -> None:
     """Send cfg.messages events in batches of cfg.batch (each batch goes to the next queue of the topic, over every
     broker), with up to cfg.window batch sends in flight (async sends: the next batch is built while the broker
-    stores the previous ones), paced to cfg.rate."""
+    stores the previous ones), paced to cfg.rate. A short run sends smaller batches, at least one to each of the
+    topic's ``queues`` (every consumer of the group gets messages)."""
     from rmq_core.client import Producer
 
     stream = EventStream(cfg.seed)
@@ -259,8 +260,9 @@ def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -
     try:
         started = time.perf_counter()
         made = 0
+        batch = max(1, min(cfg.batch, cfg.messages // queues))
         while made < cfg.messages:
-            n = min(cfg.batch, cfg.messages - made)
+            n = min(batch, cfg.messages - made)
             msgs = stream.batch(topic, made, n)
             made += n
             if len(in_flight) >= cfg.window:
@@ -780,21 +782,21 @@ def _run(cfg: PipelineConfig, benign: _BenignFilter) -> int:
                 stack.callback(c.shutdown)
                 consumers.append(c)
             consumers_split = wait_for_balance(consumers, topic, total_queues)
-            waited = wait_for_refused_pulls(benign)
-            if waited:
-                step(f"waited {waited:.1f} s for the pulls refused while the group rebalanced (retried after 3 s)")
             step(
                 "consumer group "
                 + group
                 + ": "
                 + "; ".join(f"consumer-{i + 1} holds {describe_queues(q)}" for i, q in enumerate(consumers_split))
             )
+            waited = wait_for_refused_pulls(benign)
+            if waited:
+                step(f"waited {waited:.1f} s for the pulls refused while the group rebalanced (retried after 3 s)")
 
             step(f"producing {cfg.messages:,} messages" + (f" at {cfg.rate:,} msg/s" if cfg.rate else ""))
             progress = Progress("consume", cfg.messages)
             meter = CpuMeter(cluster)
             meter.start()
-            produce(namesrv, topic, cfg, produced)
+            produce(namesrv, topic, cfg, produced, total_queues)
 
             deadline = time.monotonic() + cfg.consume_timeout_s
             while recorder.unique < produced.count and time.monotonic() < deadline:
