@@ -550,6 +550,8 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         dir=args.dir,
         fresh=args.fresh,
         namesrv=args.namesrv,
+        brokers=args.brokers,
+        window=args.window,
         spark=not args.no_spark,
         topic=args.topic,
         queues=args.queues,
@@ -724,31 +726,43 @@ def build_parser() -> argparse.ArgumentParser:
     add_credential_args(con)
     con.set_defaults(func=cmd_consume)
 
+    from rmq_core.pipeline import BROKERS_HELP, PipelineConfig
+
     pl = sub.add_parser(
         "pipeline",
-        help="the main job: broker, producer, a consumer group of two, Spark queries",
-        description="Start a name server and a broker in-process over a store directory (or use "
-        "--namesrv), produce a stream of order events, consume it with a push consumer "
+        help="the main job: a node of brokers, producer, a consumer group of two, Spark queries",
+        description="Start a node (a name server in-process and --brokers broker processes) over a store directory "
+        "(or use --namesrv), produce a stream of order events, consume it with a push consumer "
         "group of two, count it per tag with a Spark streaming query and a Spark batch "
         "query, print a report; exit 0 only if every count agrees.",
     )
     pl.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200,000)")
     pl.add_argument("--dir", default="./rmq-store", help="store directory (default ./rmq-store)")
     pl.add_argument("--fresh", action="store_true", help="delete the store directory first")
-    pl.add_argument(
-        "--namesrv", default=None, help="an existing cluster's name server host:port: no in-process broker is started"
-    )
+    pl.add_argument("--namesrv", default=None, help="an existing cluster's name server host:port: no node is started")
+    pl.add_argument("--brokers", default="auto", help=BROKERS_HELP)
     pl.add_argument("--no-spark", action="store_true", help="skip the Spark queries")
     pl.add_argument("--topic", default="PipelineOrders", help="topic name prefix (a run id is appended)")
-    pl.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
-    pl.add_argument("--batch", type=int, default=64, help="messages per batch send (default 64)")
+    pl.add_argument("--queues", type=int, default=8, help="queues of the topic on each broker (default 8)")
+    pl.add_argument(
+        "--batch",
+        type=int,
+        default=PipelineConfig.batch,
+        help=f"messages per batch send (default {PipelineConfig.batch})",
+    )
+    pl.add_argument(
+        "--window",
+        type=int,
+        default=PipelineConfig.window,
+        help=f"batch sends in flight (default {PipelineConfig.window})",
+    )
     pl.add_argument("--rate", type=int, default=0, help="producer target msg/s (default 0 = as fast as it goes)")
     pl.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the consumers (default 120)")
     pl.add_argument(
         "--commit-log-file-mb",
         type=int,
         default=128,
-        help="the in-process broker's CommitLog file size in MiB (default 128)",
+        help="the node's brokers' CommitLog file size in MiB (default 128)",
     )
     pl.add_argument("--spark-master", default="local[2]", help="Spark master (default local[2])")
     pl.add_argument(

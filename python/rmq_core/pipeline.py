@@ -1,8 +1,10 @@
 """The main job, run by ``rmq-core pipeline`` and ``./dev demo``.
 
-Starts a name server and a broker in this process (or uses ``--namesrv``'s cluster), produces a stream of order
-events, consumes it with a push consumer group of two, and reads the topic with a Spark streaming query and a Spark
-batch query; returns 0 only if every message was consumed exactly once and both queries' per-tag counts and body
+Starts a node (``rmq_core.node.Node``: a name server in this process, ``--brokers`` broker processes; or uses
+``--namesrv``'s cluster), spreads a topic over its brokers, produces a stream of order events (async batch sends), consumes
+it with a push consumer group of two, and reads the topic with a Spark streaming query and a Spark batch query
+(one ``path`` read per broker store); reports produce/consume msg/s in total and per broker and the cores each
+process used; returns 0 only if every message was consumed exactly once and both queries' per-tag counts and body
 bytes equal what was produced, else 1 naming the failed check.
 Invariants: every topic and consumer group is new for each run (a run id in their names), so earlier runs over the
 same directory or cluster never change this run's counts. Everything started here (servers, clients, the Spark
@@ -15,7 +17,6 @@ Details: docs/SPARK_DESIGN.md, 'The main job'.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,16 @@ REGIONS: tuple[str, ...] = ("eu-west", "eu-central", "us-east", "us-west", "ap-s
 CURRENCIES: tuple[str, ...] = ("EUR", "USD", "GBP", "JPY", "INR")
 
 PRODUCER_GROUP = "pipeline_producer"
+AUTO_CORES_PER_BROKER = 2  # --brokers auto: measured on 2 cores, see resolve_brokers
+MAX_BROKERS = 64
+PULL_BATCH = 1024  # messages per pull of Spark's reads and the brokers' cap (maxTransferCountOnMessageInMemory)
+NODE_LOG = "node.log"
+BROKERS_HELP = (
+    "the node's broker processes: a number, or auto (default): one per 2 cores the process may use, at least 1. "
+    "Measured on 2 cores (the producer, the consumers and Spark share them with the brokers): 2 brokers gave the same "
+    "produce/consume rates as 1 and slower Spark queries (twice the read tasks per micro-batch), so auto gives 1 there "
+    "(docs/SPARK_DESIGN.md, 'The main job')"
+)
 
 
 # ------------------------------------------------------------------------------------------------ options
@@ -49,15 +60,18 @@ class PipelineConfig:
     messages: int = 200_000
     dir: str = "./rmq-store"
     fresh: bool = False
-    namesrv: str | None = None  # an existing cluster: no in-process name server or broker
+    namesrv: str | None = None  # an existing cluster: no node of the job's own
     spark: bool = True
     topic: str = "PipelineOrders"  # a run id is appended: every run has its own topic
-    queues: int = 8
-    batch: int = 64  # messages per SEND_BATCH_MESSAGE
+    queues: int = 8  # per broker (mqadmin updateTopic -c: every master gets them)
+    brokers: str = "auto"  # the node's brokers: a number or auto (resolve_brokers)
+    batch: int = 256  # messages per SEND_BATCH_MESSAGE
+    window: int = 4  # batch sends in flight
+    pull_batch: int = 256  # the push consumers' pullBatchSize (the node's brokers allow PULL_BATCH)
     rate: int = 0  # producer target in msg/s; 0 = as fast as it goes
     seed: int = 42
     consume_timeout_s: float = 120.0
-    commit_log_file_mb: int = 128  # the in-process broker's CommitLog file size (RocketMQ's default is 1 GiB)
+    commit_log_file_mb: int = 128  # the node's brokers' CommitLog file size (RocketMQ's default is 1 GiB)
     spark_master: str = "local[2]"
     micro_batches: int = 4  # the streaming query's maxOffsetsPerTrigger is messages / micro_batches
     run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d%H%M%S") + f"{random.randrange(1000):03d}")
@@ -69,6 +83,8 @@ class PipelineConfig:
             return "--queues must be in 1..1024"
         if self.batch <= 0 or self.batch > 1024:
             return "--batch must be in 1..1024"
+        if self.window < 1 or self.window > 1024:
+            return "--window must be in 1..1024"
         if self.rate < 0:
             return "--rate must be 0 (unlimited) or positive"
         if self.commit_log_file_mb < 1:
@@ -114,22 +130,39 @@ _BENIGN_LOG_TEMPLATES = (
 )
 
 
+# a pull sent before the consumer's heartbeat reached a broker of the node is refused with SUBSCRIPTION_NOT_LATEST (25)
+# and retried: RocketMQ's push consumer logs it too
+_BENIGN_PULL_REFUSAL = "DESC: the consumer's subscription not latest"
+
+
 class _BenignFilter(logging.Filter):
+    """Drops the benign warnings; remembers when a pull was last refused with SUBSCRIPTION_NOT_LATEST."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_pull_refusal: float | None = None  # time.monotonic()
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg not in _BENIGN_LOG_TEMPLATES
+        if record.msg in _BENIGN_LOG_TEMPLATES:
+            return False
+        if _BENIGN_PULL_REFUSAL in record.getMessage():
+            self.last_pull_refusal = time.monotonic()
+            return False
+        return True
 
 
 @contextlib.contextmanager
-def job_logging() -> Iterator[None]:
+def job_logging() -> Iterator[_BenignFilter]:
     """Client and server warnings on stderr with their logger's name, minus the benign ones above."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_BenignFilter())
+    benign = _BenignFilter()
+    handler.addFilter(benign)
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        yield
+        yield benign
     finally:
         root.removeHandler(handler)
 
@@ -147,11 +180,15 @@ class Produced:
     tags: Counter[str] = field(default_factory=Counter)
     body_bytes: int = 0
     seconds: float = 0.0
+    per_broker: Counter[str] = field(default_factory=Counter)
 
 
 class EventStream:
     """A deterministic stream of order events: tag by TAG_WEIGHTS, key = order id, properties region/amount/
-    currency, a JSON body. Orders are reused (payments and refunds refer to earlier orders)."""
+    currency, a JSON body. Orders are reused (payments and refunds refer to earlier orders). ``batch`` draws the
+    tags of a whole batch at once and writes the body with one format string (valid JSON: every value is ASCII
+    without quotes): twice as fast as a ``json.dumps`` per event, so the job's producer measures the broker, not
+    the event generator."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -160,40 +197,42 @@ class EventStream:
         self.next_order = 100_000
 
     def message(self, topic: str, seq: int) -> Message:
+        return self.batch(topic, seq, 1)[0]
+
+    def batch(self, topic: str, seq: int, n: int) -> list[Message]:
+        """Events ``seq .. seq + n - 1``."""
         rng = self.rng
-        tag = rng.choices(self.tags, self.weights)[0]
-        if tag == "order" or self.next_order == 100_000:
-            self.next_order += 1
-            order = self.next_order
-        else:
-            order = rng.randint(100_001, self.next_order)
-        region = REGIONS[order % len(REGIONS)]
-        currency = CURRENCIES[order % len(CURRENCIES)]
-        amount = f"{rng.uniform(1.0, 2000.0):.2f}"
-        body = json.dumps(
-            {
-                "event": tag,
-                "order_id": f"ORD-{order}",
-                "seq": seq,
-                "customer": f"C{order % 9973:04d}",
-                "amount": amount,
-                "currency": currency,
-                "region": region,
-                "items": rng.randint(1, 9),
-            },
-            separators=(",", ":"),
-        ).encode()
-        return Message(
-            topic,
-            body,
-            tags=tag,
-            keys=f"ORD-{order}",
-            properties={"region": region, "amount": amount, "currency": currency},
-        )
+        out = []
+        for i, tag in enumerate(rng.choices(self.tags, self.weights, k=n)):
+            if tag == "order" or self.next_order == 100_000:
+                self.next_order += 1
+                order = self.next_order
+            else:
+                order = rng.randint(100_001, self.next_order)
+            region = REGIONS[order % len(REGIONS)]
+            currency = CURRENCIES[order % len(CURRENCIES)]
+            amount = f"{rng.uniform(1.0, 2000.0):.2f}"
+            body = (
+                f'{{"event":"{tag}","order_id":"ORD-{order}","seq":{seq + i},"customer":"C{order % 9973:04d}",'
+                f'"amount":"{amount}","currency":"{currency}","region":"{region}","items":{rng.randint(1, 9)}}}'
+            ).encode()
+            out.append(
+                Message(
+                    topic,
+                    body,
+                    tags=tag,
+                    keys=f"ORD-{order}",
+                    properties={"region": region, "amount": amount, "currency": currency},
+                )
+            )
+        return out
 
 
-def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -> None:
-    """Send cfg.messages events in batches of cfg.batch (each batch goes to the next queue), paced to cfg.rate."""
+def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced, queues: int = 1) -> None:
+    """Send cfg.messages events in batches of cfg.batch (each batch goes to the next queue of the topic, over every
+    broker), with up to cfg.window batch sends in flight (async sends: the next batch is built while the broker
+    stores the previous ones), paced to cfg.rate. A short run sends smaller batches, at least one to each of the
+    topic's ``queues`` (every consumer of the group gets messages)."""
     from rmq_core.client import Producer
 
     stream = EventStream(cfg.seed)
@@ -205,28 +244,41 @@ def produce(namesrv: str, topic: str, cfg: PipelineConfig, produced: Produced) -
         poll_name_server_interval=1000,
     )
     p.start()
+    in_flight: deque[tuple[Any, list[Message]]] = deque()
+
+    def settle(fut: Any, msgs: list[Message]) -> None:
+        result = fut.result()
+        if result.send_status.name != "SEND_OK":
+            raise RuntimeError(f"send_batch returned {result.send_status.name} after {produced.count:,} messages")
+        produced.per_broker[result.message_queue.broker_name] += len(msgs)
+        for m in msgs:
+            produced.tags[m.tags or ""] += 1
+            produced.body_bytes += len(m.body)
+        produced.count += len(msgs)
+        progress.update(produced.count)
+
     try:
         started = time.perf_counter()
-        sent = 0
-        while sent < cfg.messages:
-            n = min(cfg.batch, cfg.messages - sent)
-            msgs = [stream.message(topic, sent + i) for i in range(n)]
-            result = p.send_batch(msgs)
-            if result.send_status.name != "SEND_OK":
-                raise RuntimeError(f"send_batch returned {result.send_status.name} after {sent:,} messages")
-            for m in msgs:
-                produced.tags[m.tags or ""] += 1
-                produced.body_bytes += len(m.body)
-            sent += n
-            produced.count = sent
-            progress.update(sent)
+        made = 0
+        batch = max(1, min(cfg.batch, cfg.messages // queues))
+        while made < cfg.messages:
+            n = min(batch, cfg.messages - made)
+            msgs = stream.batch(topic, made, n)
+            made += n
+            if len(in_flight) >= cfg.window:
+                settle(*in_flight.popleft())
+            in_flight.append((p.send_async(p.batch(msgs)), msgs))
             if cfg.rate:
-                ahead = sent / cfg.rate - (time.perf_counter() - started)
+                ahead = made / cfg.rate - (time.perf_counter() - started)
                 if ahead > 0:
                     time.sleep(ahead)
+        while in_flight:
+            settle(*in_flight.popleft())
         produced.seconds = time.perf_counter() - started
-        progress.update(sent, final=True)
+        progress.update(produced.count, final=True)
     finally:
+        for fut, _ in in_flight:
+            fut.cancel()
         p.shutdown()
 
 
@@ -239,6 +291,7 @@ class ConsumeRecorder:
         self._lock = threading.Lock()
         self.seen: set[tuple[str | None, int, int]] = set()
         self.per_consumer: Counter[str] = Counter()
+        self.per_broker: Counter[str] = Counter()
         self.tags: Counter[str] = Counter()
         self.body_bytes = 0
         self.duplicates = 0
@@ -263,6 +316,7 @@ class ConsumeRecorder:
                         continue
                     self.seen.add(key)
                     self.per_consumer[name] += 1
+                    self.per_broker[m.broker_name or ""] += 1
                     self.tags[m.tags or ""] += 1
                     self.body_bytes += len(m.body)
                     self.latencies_ms.append(now_ms - m.born_timestamp)
@@ -284,18 +338,29 @@ def percentile(values: Sequence[int], p: float) -> float:
     return float(s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))])
 
 
-def _held_queues(consumer: Any, topic: str) -> set[int]:
+QueueRef = tuple[str, int]  # (broker name, queue id)
+
+
+def _held_queues(consumer: Any, topic: str) -> set[QueueRef]:
     table = getattr(getattr(consumer.impl, "rebalance_impl", None), "process_queue_table", {})
-    return {mq.queue_id for mq in list(table) if mq.topic == topic}
+    return {(mq.broker_name, mq.queue_id) for mq in list(table) if mq.topic == topic}
 
 
-def wait_for_balance(consumers: Sequence[Any], topic: str, queues: int, timeout_s: float = 30.0) -> list[set[int]]:
+def describe_queues(held: set[QueueRef]) -> str:
+    """``pipeline-0 [0, 1], pipeline-1 [0, 1]``: the queues of each broker."""
+    by_broker: dict[str, list[int]] = {}
+    for b, q in sorted(held):
+        by_broker.setdefault(b, []).append(q)
+    return ", ".join(f"{b} {qs}" for b, qs in by_broker.items()) or "none"
+
+
+def wait_for_balance(consumers: Sequence[Any], topic: str, queues: int, timeout_s: float = 30.0) -> list[set[QueueRef]]:
     """Wait until the consumers hold disjoint sets of the topic's queues covering all of them (so production starts
     on a settled group and a rebalance never hands a queue over mid-stream)."""
     deadline = time.monotonic() + timeout_s
     while True:
         held = [_held_queues(c, topic) for c in consumers]
-        union: set[int] = set().union(*held)
+        union: set[QueueRef] = set().union(*held)
         if (
             len(union) == queues
             and sum(len(h) for h in held) == queues
@@ -321,12 +386,12 @@ def create_topic(namesrv: str, topic: str, queues: int, broker_addrs: Sequence[s
         api.create_topic_and_wait(broker_addrs, TopicConfig(topic, queues, queues), timeout_s)
 
 
-def master_brokers(namesrv: str) -> list[str]:
+def master_brokers(namesrv: str) -> dict[str, str]:
     """The master address of every broker the name server knows (GET_BROKER_CLUSTER_INFO), by broker name."""
     from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 
     with BlockingMQClientAPI(namesrv, ADMIN_TIMEOUT_MS, name="rmq-core-pipeline") as api:
-        return [addr for _name, addr in sorted(api.master_addrs().items())]
+        return dict(sorted(api.master_addrs().items()))
 
 
 # ------------------------------------------------------------------------------------------------ spark
@@ -417,6 +482,7 @@ def spark_streaming(
         .option("topic", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(per_trigger))
+        .option("pullBatchSize", str(PULL_BATCH))
         .load()
     )
     started = time.perf_counter()
@@ -455,14 +521,23 @@ def spark_streaming(
     return fig
 
 
-def spark_batch(spark: Any, options: dict[str, str], topic: str, source: str) -> SparkFigures:
-    """A batch query over the topic: per-tag counts and body bytes in one pass."""
+def spark_batch(spark: Any, readers: Sequence[dict[str, str]], topic: str, source: str) -> SparkFigures:
+    """A batch query over the topic: per-tag counts and body bytes in one pass over the union of ``readers`` (the
+    options of one ``rocketmq`` read each: the path source reads one broker's store directory)."""
     fig = SparkFigures(source=source)
     started = time.perf_counter()
-    reader = spark.read.format("rocketmq").option("topic", topic)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    for r in _tag_rows(reader.load()):
+    frames = [
+        spark.read.format("rocketmq")
+        .option("topic", topic)
+        .option("pullBatchSize", str(PULL_BATCH))
+        .options(**o)
+        .load()
+        for o in readers
+    ]
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    for r in _tag_rows(df):
         fig.tags[r["tags"] or ""] += int(r["n"])
         fig.rows += int(r["n"])
         fig.body_bytes += int(r["bytes"] or 0)
@@ -496,43 +571,138 @@ def _fmt_tags(c: Counter[str]) -> str:
     )
 
 
-@contextlib.contextmanager
-def embedded_cluster(cfg: PipelineConfig) -> Iterator[tuple[str, Any]]:
-    """A name server and one broker in this process over cfg.dir (ports 0); yields (name server address, broker)."""
-    from rmq_core.broker import Broker, BrokerConfig
-    from rmq_core.namesrv import NameServer
+@dataclass
+class Cluster:
+    """Where the job runs: the name server and each master broker (name → address; store directory when the job
+    started the node)."""
 
-    ns = NameServer(listen_port=0)
-    ns.start()
+    namesrv: str
+    brokers: dict[str, str]
+    store_dirs: dict[str, str] = field(default_factory=dict)
+    pids: Callable[[], dict[str, int]] = dict  # the broker processes running now (a node's), by broker name
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds of a process (this one by default) from /proc (0.0 where there is no /proc)."""
     try:
-        bcfg = BrokerConfig(
-            listen_port=0,
-            namesrv_addr=ns.address,
-            store_path_root_dir=os.path.abspath(cfg.dir),
-            broker_name="pipeline-broker",
-            mapped_file_size_commit_log=cfg.commit_log_file_mb << 20,
-            mapped_file_size_consume_queue=300_000 * 20,
+        with open(f"/proc/{pid or 'self'}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class CpuMeter:
+    """Cores used between ``start`` and ``stop`` by this process and by each broker process of a node."""
+
+    cluster: Cluster
+    wall: float = 0.0
+    own: float = 0.0
+    brokers: dict[str, float] = field(default_factory=dict)
+
+    def start(self) -> None:
+        self.wall, self.own = time.perf_counter(), cpu_seconds()
+        self.brokers = {n: cpu_seconds(pid) for n, pid in self.cluster.pids().items()}
+
+    def stop(self) -> str:
+        """``job process 1.2 cores, pipeline-0 0.4, ...`` (cores = CPU seconds / wall seconds)."""
+        wall = max(time.perf_counter() - self.wall, 1e-9)
+        parts = [f"job process (producer, consumers, name server) {(cpu_seconds() - self.own) / wall:.2f} cores"]
+        for n, pid in self.cluster.pids().items():
+            parts.append(f"{n} {(cpu_seconds(pid) - self.brokers.get(n, 0.0)) / wall:.2f}")
+        return ", ".join(parts) + f" over {wall:.1f} s"
+
+
+def resolve_brokers(spec: str) -> int:
+    """``--brokers``: a number, or ``auto`` (one broker per AUTO_CORES_PER_BROKER cores the process may use, at
+    least 1: BROKERS_HELP says what was measured)."""
+    from rmq_core.node import cores_available
+
+    if spec == "auto":
+        return max(1, cores_available() // AUTO_CORES_PER_BROKER)
+    try:
+        n = int(spec)
+    except ValueError:
+        raise ValueError(f"--brokers must be a number or auto, not {spec!r}") from None
+    if not 1 <= n <= MAX_BROKERS:
+        raise ValueError(f"--brokers must be in 1..{MAX_BROKERS} or auto")
+    return n
+
+
+def write_broker_conf(cfg: PipelineConfig, path: str) -> str:
+    """The node's broker.conf: the job's CommitLog file size; pulls of up to PULL_BATCH messages (RocketMQ's
+    maxTransferCountOnMessageInMemory, 32 by default: Spark's reads ask for more)."""
+    props = {
+        "mappedFileSizeCommitLog": cfg.commit_log_file_mb << 20,
+        "mappedFileSizeConsumeQueue": 300_000 * 20,
+        "maxTransferCountOnMessageInMemory": PULL_BATCH,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(f"{k}={v}\n" for k, v in props.items())
+    return path
+
+
+@contextlib.contextmanager
+def node_cluster(cfg: PipelineConfig, brokers: int) -> Iterator[Cluster]:
+    """A node (rmq_core.node.Node) of ``brokers`` broker processes over cfg.dir, its name server in this process
+    (ports 0: free ones); the brokers' own lines go to <dir>/node.log."""
+    from rmq_core.node import Node
+
+    root = os.path.abspath(cfg.dir)
+    os.makedirs(root, exist_ok=True)
+    conf = write_broker_conf(cfg, os.path.join(root, "pipeline-broker.conf"))
+    with open(os.path.join(root, NODE_LOG), "a", encoding="utf-8") as out:
+        node = Node(
+            brokers,
+            store_path_root_dir=root,
+            namesrv_port=0,
+            base_port=0,
+            cluster="PipelineCluster",
+            name="pipeline",
+            broker_conf=conf,
+            out=out,
         )
-        broker = Broker(bcfg)
-        broker.start()
-        try:
-            yield ns.address, broker
-        finally:
-            broker.shutdown()
-    finally:
-        ns.shutdown()
+        with node:
+            yield Cluster(
+                node.namesrv_addr,
+                dict(node.broker_addrs),
+                {b.name: os.path.abspath(b.store_dir) for b in node.brokers},
+                lambda: {b.name: b.process.pid for b in node.brokers if b.process is not None},
+            )
 
 
 def run_pipeline(cfg: PipelineConfig) -> int:
     """Run the job; 0 if every check agrees, 1 if one does not or a step fails, 2 for bad options."""
-    with job_logging():
-        return _run(cfg)
+    with job_logging() as benign:
+        return _run(cfg, benign)
 
 
-def _run(cfg: PipelineConfig) -> int:
+def wait_for_refused_pulls(benign: _BenignFilter) -> float:
+    """A pull refused with SUBSCRIPTION_NOT_LATEST (sent while the group rebalanced, before the new subscription's
+    heartbeat reached its broker) is retried PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION (3 s) later, as RocketMQ's push
+    consumer does: wait for those retries before producing, so they do not stall the measured consumption.
+    Returns the seconds waited."""
+    from rmq_core.client.consumer.push_consumer import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+
+    time.sleep(0.3)  # the answers to the pulls sent when the group settled
+    if benign.last_pull_refusal is None:
+        return 0.0
+    wait = benign.last_pull_refusal + PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION / 1000 + 0.3 - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    return max(0.0, wait)
+
+
+def _run(cfg: PipelineConfig, benign: _BenignFilter) -> int:
     problem = cfg.validate()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        brokers = 0 if cfg.namesrv else resolve_brokers(cfg.brokers)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     spark_reason = None if cfg.spark else "--no-spark"
     if cfg.spark:
@@ -550,10 +720,16 @@ def _run(cfg: PipelineConfig) -> int:
     recorder = ConsumeRecorder()
     streaming: SparkFigures | None = None
     batch: SparkFigures | None = None
-    consumers_split: list[set[int]] = []
-    mode = f"existing cluster, name server {cfg.namesrv}" if cfg.namesrv else f"embedded, store {cfg.dir}"
+    consumers_split: list[set[QueueRef]] = []
+    cluster: Cluster | None = None
+    cpu_line = ""
+    mode = (
+        f"existing cluster, name server {cfg.namesrv}"
+        if cfg.namesrv
+        else f"a node of {brokers} broker(s) (--brokers {cfg.brokers}), store {cfg.dir}"
+    )
     print(
-        f"rmq-core pipeline: {cfg.messages:,} messages, topic {topic} ({cfg.queues} queues), {mode}, "
+        f"rmq-core pipeline: {cfg.messages:,} messages, topic {topic} ({cfg.queues} queues per broker), {mode}, "
         f"spark={'on (' + cfg.spark_master + ')' if run_spark else 'off'}",
         flush=True,
     )
@@ -563,18 +739,24 @@ def _run(cfg: PipelineConfig) -> int:
     try:
         with contextlib.ExitStack() as stack:
             if cfg.namesrv:
-                namesrv = cfg.namesrv
-                brokers = master_brokers(namesrv)
-                if not brokers:
-                    raise RuntimeError(f"the name server {namesrv} knows no master broker")
-                step(f"using the cluster behind {namesrv}: masters {', '.join(brokers)}")
+                cluster = Cluster(cfg.namesrv, master_brokers(cfg.namesrv))
+                if not cluster.brokers:
+                    raise RuntimeError(f"the name server {cfg.namesrv} knows no master broker")
+                step(f"using the cluster behind {cfg.namesrv}: masters {', '.join(cluster.brokers.values())}")
             else:
-                step(f"starting a name server and a broker in-process (store {os.path.abspath(cfg.dir)})")
-                namesrv, broker = stack.enter_context(embedded_cluster(cfg))
-                brokers = [broker.address]
-                step(f"name server {namesrv}, broker {broker.address}")
-            create_topic(namesrv, topic, cfg.queues, brokers)
-            step(f"created topic {topic} with {cfg.queues} queues on {len(brokers)} broker(s)")
+                step(
+                    f"starting a node: a name server in-process and {brokers} broker process(es) "
+                    f"(store {os.path.abspath(cfg.dir)}, their log {os.path.join(cfg.dir, NODE_LOG)})"
+                )
+                cluster = stack.enter_context(node_cluster(cfg, brokers))
+                step(
+                    f"name server {cluster.namesrv}, brokers "
+                    + ", ".join(f"{n}@{a}" for n, a in cluster.brokers.items())
+                )
+            namesrv = cluster.namesrv
+            total_queues = cfg.queues * len(cluster.brokers)
+            create_topic(namesrv, topic, cfg.queues, list(cluster.brokers.values()))
+            step(f"created topic {topic}: {cfg.queues} queues on each of {len(cluster.brokers)} broker(s)")
 
             from rmq_core.client import ConsumeFromWhere, PushConsumer
 
@@ -586,6 +768,7 @@ def _run(cfg: PipelineConfig) -> int:
                     instance_name=f"pipeline-{name}-{cfg.run_id}",
                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                     consume_message_batch_max_size=32,
+                    pull_batch_size=cfg.pull_batch,
                     consume_thread_min=2,
                     consume_thread_max=2,
                     rebalance_interval_ms=1000,
@@ -598,17 +781,22 @@ def _run(cfg: PipelineConfig) -> int:
                 c.start()
                 stack.callback(c.shutdown)
                 consumers.append(c)
-            consumers_split = wait_for_balance(consumers, topic, cfg.queues)
+            consumers_split = wait_for_balance(consumers, topic, total_queues)
             step(
                 "consumer group "
                 + group
                 + ": "
-                + "; ".join(f"consumer-{i + 1} holds queues {sorted(q)}" for i, q in enumerate(consumers_split))
+                + "; ".join(f"consumer-{i + 1} holds {describe_queues(q)}" for i, q in enumerate(consumers_split))
             )
+            waited = wait_for_refused_pulls(benign)
+            if waited:
+                step(f"waited {waited:.1f} s for the pulls refused while the group rebalanced (retried after 3 s)")
 
             step(f"producing {cfg.messages:,} messages" + (f" at {cfg.rate:,} msg/s" if cfg.rate else ""))
             progress = Progress("consume", cfg.messages)
-            produce(namesrv, topic, cfg, produced)
+            meter = CpuMeter(cluster)
+            meter.start()
+            produce(namesrv, topic, cfg, produced, total_queues)
 
             deadline = time.monotonic() + cfg.consume_timeout_s
             while recorder.unique < produced.count and time.monotonic() < deadline:
@@ -616,6 +804,7 @@ def _run(cfg: PipelineConfig) -> int:
                 time.sleep(0.05)
             time.sleep(0.3)  # a late duplicate would show up here
             progress.update(recorder.unique, final=True)
+            cpu_line = meter.stop()
             for c in consumers:
                 c.shutdown()
 
@@ -630,17 +819,24 @@ def _run(cfg: PipelineConfig) -> int:
                     step("Spark batch query over the topic (namesrv source)")
                     batch = spark_batch(
                         spark,
-                        {"namesrv": namesrv, "startingOffsets": "earliest", "endingOffsets": "latest"},
+                        [{"namesrv": namesrv, "startingOffsets": "earliest", "endingOffsets": "latest"}],
                         topic,
                         f"namesrv {namesrv}",
                     )
-                else:  # the path source reads the files read-only (no lock, no recovery): the broker keeps running
-                    step(f"Spark batch query over the store directory (path source, {cfg.dir}, broker running)")
+                else:  # the path source reads the files read-only (no lock, no recovery): the brokers keep running
+                    assert cluster is not None
+                    step(
+                        f"Spark batch query over the brokers' store directories (path source, one per broker: "
+                        f"{', '.join(cluster.store_dirs.values())}; brokers running)"
+                    )
                     batch = spark_batch(
-                        spark, {"path": os.path.abspath(cfg.dir)}, topic, f"path {cfg.dir}, the running broker's store"
+                        spark,
+                        [{"path": d, "brokerName": name} for name, d in cluster.store_dirs.items()],
+                        topic,
+                        f"path, one read per running broker's store under {cfg.dir}: {len(cluster.store_dirs)}",
                     )
             if cfg.namesrv is None:
-                step("shutting down the broker and the name server")
+                step("shutting down the node (brokers, then the name server)")
     except Exception as e:
         print(f"error: the pipeline failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -660,10 +856,23 @@ def _run(cfg: PipelineConfig) -> int:
         f"  consumed   {recorder.unique:,} messages in {consume_s:.2f} s = {recorder.unique / consume_s:,.0f} msg/s"
         f" (first to last delivery; the producer paces it)"
     )
+    per_broker = sorted(set(produced.per_broker) | set(recorder.per_broker))
+    if per_broker:
+        report.add(
+            "  per broker "
+            + "; ".join(
+                f"{b}: produced {produced.per_broker.get(b, 0):,} "
+                f"({produced.per_broker.get(b, 0) / max(produced.seconds, 1e-9):,.0f} msg/s), consumed "
+                f"{recorder.per_broker.get(b, 0):,} ({recorder.per_broker.get(b, 0) / consume_s:,.0f} msg/s)"
+                for b in per_broker
+            )
+        )
+    if cpu_line:
+        report.add(f"  cpu        produce + consume: {cpu_line}")
     report.add(
         "  split      "
         + ", ".join(
-            f"{n}={recorder.per_consumer.get(n, 0):,} (queues {sorted(q)})"
+            f"{n}={recorder.per_consumer.get(n, 0):,} ({describe_queues(q)})"
             for n, q in zip(("consumer-1", "consumer-2"), consumers_split or [set(), set()])
         )
     )

@@ -1,6 +1,6 @@
 """Smoke tests of the main job, ``rmq-core pipeline`` (rmq_core.pipeline), run as a subprocess the way ./dev demo
-runs it: a name server and a broker in-process over a store directory under tmp_path, a producer, a push consumer
-group of two, and (when PySpark, Java and the ``rocketmq`` data source are there) the Spark streaming and batch
+runs it: a node (a name server in-process, broker processes) over a store directory under tmp_path, a producer, a
+push consumer group of two, and (when PySpark, Java and the ``rocketmq`` data source are there) the Spark streaming and batch
 queries. Each test asserts the exit status and the report's lines.
 
 Thread-safety: not applicable (each test runs its own process).
@@ -58,17 +58,42 @@ def test_pipeline_without_spark_consumes_every_message_once(tmp_path) -> None:
     assert "[skipped] Spark queries: --no-spark" in out
     assert "ok: every check agrees" in out
     split = re.search(
-        r"split +consumer-1=([\d,]+) \(queues \[([\d, ]+)\]\), consumer-2=([\d,]+) \(queues \[([\d, ]+)\]\)", out
+        r"split +consumer-1=([\d,]+) \(pipeline-0 \[([\d, ]+)\]\), consumer-2=([\d,]+) \(pipeline-0 \[([\d, ]+)\]\)",
+        out,
     )
-    assert split, out
+    assert split, out  # on 2 cores --brokers auto is one broker: pipeline-0
     c1, q1, c2, q2 = split.groups()
     assert int(c1.replace(",", "")) + int(c2.replace(",", "")) == 3000
     assert sorted(int(q) for q in (q1 + "," + q2).split(",")) == list(range(8))  # 8 queues, shared, disjoint
+    assert re.search(r"per broker pipeline-0: produced 3,000 \([\d,]+ msg/s\), consumed 3,000 \([\d,]+ msg/s\)", out)
+    assert re.search(r"cpu +produce \+ consume: job process .* [\d.]+ cores, pipeline-0 [\d.]+ over", out)
     produced = re.search(r"produced +per tag: (.*)", out)
     consumed = re.search(r"consumed +per tag: (.*)", out)
     assert produced and consumed and produced.group(1) == consumed.group(1)
     assert re.search(r"latency +born → consumed p50 \d+ ms, p99 \d+ ms", out)
-    assert os.path.isdir(tmp_path / "store" / "commitlog")
+    assert os.path.isdir(tmp_path / "store" / "pipeline-0" / "commitlog")
+
+
+def test_pipeline_on_a_node_of_two_spreads_the_topic_over_both_brokers(tmp_path) -> None:
+    r = run_pipeline(tmp_path, "--messages", "4000", "--no-spark", "--brokers", "2", "--queues", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "a node of 2 broker(s) (--brokers 2)" in out
+    per_broker = re.search(
+        r"per broker pipeline-0: produced ([\d,]+) .*, consumed ([\d,]+) .*; "
+        r"pipeline-1: produced ([\d,]+) .*, consumed ([\d,]+) ",
+        out,
+    )
+    assert per_broker, out
+    p0, c0, p1, c1 = (int(x.replace(",", "")) for x in per_broker.groups())
+    assert p0 == c0 > 0 and p1 == c1 > 0 and p0 + p1 == 4000  # each broker got a share, all consumed
+    held = re.findall(r"(pipeline-\d) \[([\d, ]+)\]", out.split("split", 1)[1].splitlines()[0])
+    queues = sorted((b, int(q)) for b, qs in held for q in qs.split(","))
+    assert queues == [(b, q) for b in ("pipeline-0", "pipeline-1") for q in range(4)], out  # 8 queues, disjoint
+    assert "[ok] the group consumed every message: 4,000 of 4,000" in out and "ok: every check agrees" in out
+    for b in ("pipeline-0", "pipeline-1"):
+        assert os.path.isdir(tmp_path / "store" / b / "commitlog")
+    assert "[pipeline-0] rmq-core broker: " in (tmp_path / "store" / "node.log").read_text()
 
 
 def test_pipeline_without_java_warns_and_skips_spark(tmp_path) -> None:
@@ -98,6 +123,11 @@ def test_pipeline_rejects_bad_options_with_a_clear_error(tmp_path) -> None:
     assert r.returncode == 2
     assert "--messages must be positive" in r.stderr
     assert not os.path.exists(tmp_path / "store")  # nothing started, nothing written
+    for bad in ("0", "two"):
+        r = run_pipeline(tmp_path, "--brokers", bad, "--no-spark", timeout=60)
+        assert r.returncode == 2
+        assert "--brokers must be" in r.stderr
+        assert not os.path.exists(tmp_path / "store")
 
 
 def test_pipeline_against_an_unreachable_name_server_fails_clearly(tmp_path) -> None:
