@@ -69,6 +69,7 @@ from rmq_core.broker.transaction.transactional_message_bridge import Transaction
 from rmq_core.broker.transaction.transactional_message_check_listener import TransactionalMessageCheckListener
 from rmq_core.broker.transaction.transactional_message_check_service import TransactionalMessageCheckService
 from rmq_core.broker.transaction.transactional_message_service import TransactionalMessageService
+from rmq_core.common.heap_tuning import keep_freed_heap
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.event_loop import new_event_loop
@@ -324,6 +325,7 @@ class BrokerController:
     def start(self) -> None:
         if self._started:
             return
+        keep_freed_heap()  # a run of pull answers freed together is reused, not given back and faulted in again
         ready = threading.Event()
         failure: list[BaseException] = []
 
