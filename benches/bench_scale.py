@@ -3,6 +3,7 @@
 
     .venv/bin/python benches/bench_scale.py [--brokers N] [--clients 1,2,4] [--rounds 3] [--messages 100000]
         [--queues 32] [--sides node,rmq_core,apache] [--apache-n] [--apache-jvm test|runbroker] [--quick] [--json F]
+        [--pin [BROKER_CPUS:CLIENT_CPUS]]
 
 Sides (each a fresh cluster under a temporary directory, the same broker.conf settings as bench_vs_apache.py):
   node      ``rmq-core serve --brokers N``: N broker processes (benches run them as users do: one command)
@@ -21,7 +22,10 @@ run: msg/s over the phase's wall clock (first start to last end), the brokers' c
 process per wall second, from /proc) and the clients' cores (the same for the client processes: a client count
 whose clients use ~1 core each means the clients, not the brokers, are the limit: add clients). Idle RSS per broker
 after start. Medians over --rounds, every run beside them; sides alternate order per round. Say the machine's
-cores when quoting figures: on 2 cores the clients and brokers share them.
+cores when quoting figures: on 2 cores the clients and brokers share them, unless --pin gives them disjoint cores
+(``--pin 0:1``: every broker-side process, threads included, on core 0, the clients on core 1; ``--pin`` alone
+splits the cores in halves). Every run also reports messages per broker CPU-second (msg/s over the brokers' cores):
+the figure that matters where the brokers are the limit (issue 27 item 6: more connections must not cost more).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bench_vs_apache import BROKER_CONF, cpu_seconds, status_kib
@@ -72,6 +77,10 @@ class Cluster:
 
     def broker_pids(self) -> list[int]:
         raise NotImplementedError
+
+    def root_pids(self) -> list[int]:
+        """The side's processes whose trees hold all of it (name servers and brokers)."""
+        return self.broker_pids()
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -114,6 +123,9 @@ class NodeCluster(Cluster):
                 pids += [int(p) for p in f.read().split()]
         return pids
 
+    def root_pids(self) -> list[int]:
+        return [] if self.proc is None else [self.proc.pid]
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -147,6 +159,10 @@ class ApacheCluster(Cluster):
 
     def broker_pids(self) -> list[int]:
         return [s.broker_proc.pid for s in self.servers if s.broker_proc is not None]
+
+    def root_pids(self) -> list[int]:
+        procs = [p for s in self.servers for p in (s.namesrv_proc, s.broker_proc)]
+        return [p.pid for p in procs if p is not None]
 
     def stop(self) -> None:
         for server in reversed(self.servers):
@@ -195,14 +211,21 @@ class Phase:
     client_cores: float
     failed: int
 
+    @property
+    def per_broker_cpu_s(self) -> float:
+        """Messages per broker CPU-second: what a broker's core yields where the brokers are the limit."""
+        return self.msgs_per_s / self.broker_cores if self.broker_cores else 0.0
 
-def run_phase(cluster: Cluster, specs: list[dict[str, Any]], timeout: float) -> Phase:
+
+def run_phase(cluster: Cluster, specs: list[dict[str, Any]], timeout: float, cpus: set[int] | None = None) -> Phase:
+    """One phase: a client process per spec (on ``cpus`` if given), started together."""
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--client", json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            preexec_fn=None if cpus is None else partial(os.sched_setaffinity, 0, cpus),
         )
         for spec in specs
     ]
@@ -244,7 +267,8 @@ def measure(cluster: Cluster, k: int, args: argparse.Namespace, messages: int | 
     send = [
         {"role": "send", "topic": topic, "plan": plan, "messages": messages, "window": args.window} for _ in range(k)
     ]
-    out = {"send": run_phase(cluster, send, args.phase_timeout)}
+    cpus = None if args.pin is None else args.pin[1]
+    out = {"send": run_phase(cluster, send, args.phase_timeout, cpus)}
     # each sender sent messages // brokers frames to every broker, round robin over its queues
     frames = messages // len(addrs)
     sent = [k * (frames // per_broker + (1 if q < frames % per_broker else 0)) for q in range(per_broker)]
@@ -256,7 +280,7 @@ def measure(cluster: Cluster, k: int, args: argparse.Namespace, messages: int | 
             mine.setdefault(a, []).append(q)
         targets = {a: [sent[q] for q in qs] for a, qs in mine.items()}
         pulls.append({"role": "pull", "topic": topic, "plan": mine, "targets": targets})
-    out["pull"] = run_phase(cluster, pulls, args.phase_timeout)
+    out["pull"] = run_phase(cluster, pulls, args.phase_timeout, cpus)
     return out
 
 
@@ -265,6 +289,28 @@ def measure(cluster: Cluster, k: int, args: argparse.Namespace, messages: int | 
 class Results:
     runs: dict[tuple[str, str, int], list[Phase]] = field(default_factory=dict)  # (side, load, k) -> every run
     idle_rss_mib: dict[str, list[float]] = field(default_factory=dict)
+
+
+def parse_cpus(text: str) -> set[int]:
+    """``0-3,6`` -> {0, 1, 2, 3, 6}."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pin_tree(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` and of its descendants on ``cpus`` (a process started later inherits it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                children = [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+        for child in children:
+            pin_tree(child, cpus)
 
 
 def make_cluster(side: str, workdir: str, args: argparse.Namespace, port: int) -> Cluster:
@@ -292,6 +338,9 @@ def run(args: argparse.Namespace) -> Results:
             try:
                 cluster.start(args.start_timeout)
                 time.sleep(1.0)
+                if args.pin is not None:  # the name server, brokers and their threads on the brokers' cores
+                    for pid in cluster.broker_pids() + cluster.root_pids():
+                        pin_tree(pid, args.pin[0])
                 pids = cluster.broker_pids()
                 rss = sum(status_kib(pid, "VmRSS") for pid in pids) / 1024 / len(pids)
                 res.idle_rss_mib.setdefault(side, []).append(rss)
@@ -303,7 +352,8 @@ def run(args: argparse.Namespace) -> Results:
                         res.runs.setdefault((side, load, k), []).append(phase)
                         print(
                             f"round {r} {side:9} {load} k={k}: {phase.msgs_per_s:,.0f} msg/s, brokers "
-                            f"{phase.broker_cores:.2f} cores, clients {phase.client_cores:.2f} cores"
+                            f"{phase.broker_cores:.2f} cores, clients {phase.client_cores:.2f} cores, "
+                            f"{phase.per_broker_cpu_s:,.0f} msg per broker CPU-s"
                             + (f", {phase.failed} failed" if phase.failed else ""),
                             flush=True,
                         )
@@ -337,6 +387,7 @@ def table(res: Results, args: argparse.Namespace) -> dict[str, Any]:
                     "runs": [p.msgs_per_s for p in runs],
                     "broker_cores": [p.broker_cores for p in runs],
                     "client_cores": [p.client_cores for p in runs],
+                    "per_broker_cpu_s": [p.per_broker_cpu_s for p in runs],
                 }
             ratio = f"{med['node'] / med['apache']:.2f}" if "node" in med and "apache" in med else "-"
             print(f"{load:5} {k:>3} " + " ".join(cells) + f"   {ratio}")
@@ -346,6 +397,11 @@ def table(res: Results, args: argparse.Namespace) -> dict[str, Any]:
                 runs = res.runs.get((side, load, k), [])
                 if runs:
                     print(f"  every run {side} {load} k={k}: " + " / ".join(f"{p.msgs_per_s:,.0f}" for p in runs))
+                    per_cpu = [p.per_broker_cpu_s for p in runs]
+                    print(
+                        f"    msg per broker CPU-s: median {statistics.median(per_cpu):,.0f}; "
+                        + " / ".join(f"{v:,.0f}" for v in per_cpu)
+                    )
     for side, v in res.idle_rss_mib.items():
         print(f"idle RSS per broker, {side}: {statistics.median(v):.0f} MiB")
     rows["idle_rss_mib"] = {s: statistics.median(v) for s, v in res.idle_rss_mib.items()}
@@ -369,7 +425,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--start-timeout", type=float, default=120.0)
     ap.add_argument("--phase-timeout", type=float, default=300.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--pin",
+        nargs="?",
+        const="",
+        default=None,
+        help="brokers and clients on disjoint cores: BROKER_CPUS:CLIENT_CPUS (e.g. 0:1, 0-7:8-15); alone: halves",
+    )
     args = ap.parse_args(argv)
+    if args.pin is not None:
+        if args.pin:
+            brokers_cpus, _, client_cpus = args.pin.partition(":")
+            args.pin = (parse_cpus(brokers_cpus), parse_cpus(client_cpus))
+        else:
+            own = sorted(os.sched_getaffinity(0))
+            if len(own) < 2:
+                ap.error("--pin needs 2 cores or more")
+            args.pin = (set(own[: len(own) // 2]), set(own[len(own) // 2 :]))
+        if args.pin[0] & args.pin[1]:
+            ap.error("--pin: the brokers' and the clients' cores overlap")
     args.sides = args.sides.split(",") + (["apache_n"] if args.apache_n else [])
     args.clients = sorted({1, args.brokers}) if args.clients is None else [int(x) for x in args.clients.split(",")]
     if args.quick:
@@ -391,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = table(run(args), args)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"args": {k: v for k, v in vars(args).items()}, "rows": rows}, f, indent=1)
+            json.dump({"args": vars(args), "rows": rows}, f, indent=1, default=sorted)  # (--pin's sets)
     return 0
 
 

@@ -406,3 +406,43 @@ def test_batch_processor_gets_the_run_of_one_chunk_and_answers_in_one_write(inli
             await server.stop()
 
     run(main())
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_batch_processors_runs_stop_at_max_run_and_large_answers_arrive_whole(inline):
+    """``register_batch(..., max_run=3)``: a chunk of 8 of its requests reaches the processor in runs of at most 3,
+    in order (the first served at once in ``data_received`` when inline, the rest by the serving task), and the
+    answers with large bodies (written as pieces, not copied: ``Connection.send_parts``) arrive byte for byte in the
+    requests' order, each with its request's opaque."""
+    BIG = 9104
+
+    async def main():
+        server = await _server([])
+        runs: list[int] = []
+
+        def batch(conn, cmds):
+            runs.append(len(cmds))
+            return [RemotingCommand.response_to(c, 0, body=c.body * 2048) for c in cmds]
+
+        server.register_batch((BIG,), batch, inline=inline, max_run=3)
+        reqs = [RemotingCommand.request(BIG, body=bytes([65 + i]) * 10) for i in range(8)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"".join(r.encode() for r in reqs))
+            await writer.drain()
+            got = []
+            buf = b""
+            while len(got) < len(reqs):
+                buf += await asyncio.wait_for(reader.read(1 << 20), 5)
+                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                    n = struct.unpack(">i", buf[:4])[0]
+                    got.append(RemotingCommand.decode_frame(buf[4 : 4 + n]))
+                    buf = buf[4 + n :]
+            assert [g.opaque for g in got] == [r.opaque for r in reqs]
+            assert [g.body for g in got] == [r.body * 2048 for r in reqs]
+            assert sum(runs) == 8 and max(runs) <= 3, runs
+        finally:
+            writer.close()
+            await server.stop()
+
+    run(main())

@@ -69,9 +69,11 @@ from rmq_core.broker.transaction.transactional_message_bridge import Transaction
 from rmq_core.broker.transaction.transactional_message_check_listener import TransactionalMessageCheckListener
 from rmq_core.broker.transaction.transactional_message_check_service import TransactionalMessageCheckService
 from rmq_core.broker.transaction.transactional_message_service import TransactionalMessageService
+from rmq_core.common.heap_tuning import keep_freed_heap
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.event_loop import new_event_loop
+from rmq_core.remoting.frame_protocol import SERVE_BUDGET
 from rmq_core.remoting.remoting_client import RemotingClient
 from rmq_core.remoting.remoting_server import RemotingServer
 from rmq_core.store import MessageStore, StoreConfig
@@ -270,6 +272,14 @@ class BrokerController:
             self.send_message_processor.process_batch,
             inline=int(RequestCode.SEND_MESSAGE) in inline,
         )
+        # and so are the pulls, each as alone (its answer, or parked), SERVE_BUDGET of them a run at most (their
+        # answers are large: remoting invariant 5): more connections, fewer pulls a chunk, must not cost more a pull
+        server.register_batch(
+            (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE),
+            self.pull_message_processor.process_batch,
+            inline=True,
+            max_run=SERVE_BUDGET,
+        )
 
     def _build_transaction_components(self) -> None:
         """Transactional messages: the half/op queue bridge, END_TRANSACTION, the check-back service."""
@@ -315,6 +325,7 @@ class BrokerController:
     def start(self) -> None:
         if self._started:
             return
+        keep_freed_heap()  # a run of pull answers freed together is reused, not given back and faulted in again
         ready = threading.Event()
         failure: list[BaseException] = []
 

@@ -13,12 +13,13 @@ Thread-safety: on the server's loop only.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
-from rmq_core.remoting.connection import Connection
+from rmq_core.remoting.connection import LARGE_BODY_BYTES, Connection
 from rmq_core.remoting.frame_protocol import FrameProtocol
 
 log = logging.getLogger(__name__)
@@ -38,16 +39,35 @@ class BatchProcessors:
 
     def __init__(self) -> None:
         self.by_code: dict[int, tuple[BatchProcessor, bool]] = {}  # code → (processor as served, inline)
+        self.max_run: dict[int, int] = {}  # code → the most requests of one run (absent: the rest of the chunk)
         self._registered: dict[BatchProcessor, tuple[int, ...]] = {}  # as registered (before any check)
 
     def register(
-        self, codes: tuple[int, ...], processor: BatchProcessor, inline: bool, check: AccessCheck | None
+        self,
+        codes: tuple[int, ...],
+        processor: BatchProcessor,
+        inline: bool,
+        check: AccessCheck | None,
+        max_run: int | None = None,
     ) -> None:
         self._registered[processor] = tuple(int(c) for c in codes)
         if check is not None:  # its requests checked before it sees them (invariant 9)
             processor = checked_batch(processor, check)
         for code in codes:
             self.by_code[int(code)] = (processor, inline)  # the last registration for a code wins
+            if max_run is None:
+                self.max_run.pop(int(code), None)
+            else:
+                self.max_run[int(code)] = max(1, max_run)
+
+    def unregister(self, code: int) -> None:
+        """``code`` no longer served by a batch processor (a per-request registration replaced it)."""
+        self.by_code.pop(code, None)
+        self.max_run.pop(code, None)
+
+    def runs(self) -> dict[int, int]:
+        """Each batch code with the most requests of one run (``serve_connection``'s ``batch_codes``)."""
+        return {code: self.max_run.get(code, sys.maxsize) for code in self.by_code}
 
     def set_access_check(self, check: AccessCheck) -> None:
         """Every processor registered so far behind ``check`` (invariant 9)."""
@@ -72,20 +92,22 @@ class BatchProcessors:
             return process_batch(conn, processor, cmds)
         return start(run_batch(conn, processor, cmds))
 
-    def serve_now(self, conn: Connection, proto: FrameProtocol, cmds: list[RemotingCommand]) -> bool:
-        """A chunk of requests of one inline batch processor, handled at once (invariant 6); False (nothing done)
-        for any other chunk."""
+    def serve_now(self, conn: Connection, proto: FrameProtocol, cmds: list[RemotingCommand]) -> int:
+        """The chunk's leading requests of one inline batch processor (at most its ``max_run``), handled at once
+        (invariant 6): how many; 0 (nothing done) when the chunk does not begin with one."""
         batch = self.by_code
-        registration = batch.get(cmds[0].code)
-        if registration is None or not registration[1]:
-            return False
-        for c in cmds:
-            if c.flag & RPC_TYPE_RESPONSE or batch.get(c.code) != registration:
-                return False
-        work = process_batch(conn, registration[0], cmds)
+        first = cmds[0]
+        registration = batch.get(first.code)
+        if registration is None or not registration[1] or first.flag & RPC_TYPE_RESPONSE:
+            return 0
+        n = 1
+        most = min(len(cmds), self.max_run.get(first.code, len(cmds)))
+        while n < most and not cmds[n].flag & RPC_TYPE_RESPONSE and batch.get(cmds[n].code) == registration:
+            n += 1
+        work = process_batch(conn, registration[0], cmds if n == len(cmds) else cmds[:n])
         if work is not None:
             proto.hand_over(work)
-        return True
+        return n
 
     async def _process_runs(self, conn: Connection, cmds: list[RemotingCommand]) -> None:
         """Commands of different batch processors, split into runs of one processor each, handled in order."""
@@ -134,6 +156,7 @@ def _batch_failed(cmds: list[RemotingCommand], e: Exception) -> BatchAnswers:
 
 def _answer_batch(conn: Connection, cmds: list[RemotingCommand], responses: BatchAnswers) -> None:
     out: list[RemotingCommand | bytes] = []
+    large = False  # an answer with a large body (a pull's messages): its body is written as it is, not copied
     for cmd, response in zip(cmds, responses):
         if response is None or cmd.is_oneway:
             continue
@@ -144,8 +167,14 @@ def _answer_batch(conn: Connection, cmds: list[RemotingCommand], responses: Batc
         response.flag |= 1
         response.serialize_type = cmd.serialize_type  # 4.9 answers in the request's serialize type
         out.append(response)
+        body = response.body
+        if body is not None and len(body) >= LARGE_BODY_BYTES:
+            large = True
     try:
-        conn.send_all(out)
+        if large:
+            conn.send_parts([p for r in out for p in ((r,) if isinstance(r, bytes) else r.encode_parts())])
+        else:
+            conn.send_all(out)
     except ConnectionError:
         log.info("could not answer %s: connection closed", conn.remote_address)
 

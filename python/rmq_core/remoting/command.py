@@ -161,6 +161,12 @@ class RemotingCommand:
         return b"".join(parts)
 
     def encode(self, serialize_type: int | None = None) -> bytes:
+        head, body = self.encode_parts(serialize_type)
+        return head + body
+
+    def encode_parts(self, serialize_type: int | None = None) -> tuple[bytes, bytes]:
+        """``encode()``'s bytes in two parts: (the length, mark and header; the body), so that a large body is
+        written as it is, not copied into the frame."""
         if serialize_type is None:
             serialize_type = self.serialize_type
         header = self.encode_header_json() if serialize_type == SERIALIZE_JSON else self.encode_header_rocketmq()
@@ -168,7 +174,7 @@ class RemotingCommand:
         length = 4 + len(header) + len(body)
         if length > MAX_FRAME_LENGTH:
             raise RemotingCommandError(f"frame of {length} bytes is over the {MAX_FRAME_LENGTH}-byte limit")
-        return struct.pack(">ii", length, (serialize_type << 24) | len(header)) + header + body
+        return struct.pack(">ii", length, (serialize_type << 24) | len(header)) + header, body
 
     # --- decoding --------------------------------------------------------------------------------------------
     @classmethod

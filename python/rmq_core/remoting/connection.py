@@ -27,6 +27,9 @@ from rmq_core.remoting.response_waiter import ResponseWaiter, watch_deadline
 # A request's handler: its answer, or None (no answer)
 Processor = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
 OUT_FLUSH_BYTES = 256 * 1024  # frames queued in one loop iteration past this size are written at once
+# an answer's body at least this large is queued as it is (``send_parts``), and a write of queued frames at least this
+# large hands the transport the pieces (one writev), not a joined copy of them
+LARGE_BODY_BYTES = 16 * 1024
 
 
 class ReceivingSide(Protocol):
@@ -98,6 +101,28 @@ class Connection:
         elif self._out_size >= OUT_FLUSH_BYTES:  # as in send (invariant 5)
             self._flush()
 
+    def send_parts(self, parts: Sequence[bytes]) -> None:
+        """Frames given as consecutive pieces of bytes (whole frames together: ``RemotingCommand.encode_parts``, or
+        encoded frames), queued as they are, in order: a large body is not copied before the socket takes it."""
+        if self.closed:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
+        if not parts:
+            return
+        first = not self._out
+        lock = self._write_lock
+        if lock is None:
+            self._out.extend(parts)
+            self._out_size += sum(map(len, parts))
+        else:
+            with lock:
+                first = not self._out
+                self._out.extend(parts)
+                self._out_size += sum(map(len, parts))
+        if first:
+            self._loop.call_soon(self._flush)
+        elif self._out_size >= OUT_FLUSH_BYTES:  # as in send (invariant 5)
+            self._flush()
+
     def _queue_out(self, data: bytes) -> int:
         """On the loop: ``data`` queued for the iteration's write; the number of writes queued now (1: the caller
         schedules the flush). Under the write lock where other threads queue frames too (``queue_frame_from_thread``)."""
@@ -127,13 +152,19 @@ class Connection:
             self._flush()
 
     def _write_out(self) -> None:
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
+        out = self._out
+        if len(out) > 1 and self._out_size >= LARGE_BODY_BYTES:  # the pieces, in order, in one writev: no copy
+            self._out = []
+            if not self.closed:
+                self.writer.writelines(out)
+        else:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            if not self.closed:
+                self.writer.write(data)
         self._out_size = 0
-        if not self.closed:
-            self.writer.write(data)
-            if self.protocol is not None:
-                self.protocol.active = True  # (the server's idle sweep)
+        if not self.closed and self.protocol is not None:
+            self.protocol.active = True  # (the server's idle sweep)
 
     # --- writes from other threads (a client connection's requests) -----------------------------------------
     def enable_thread_writes(self) -> None:

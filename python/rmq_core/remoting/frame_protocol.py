@@ -17,7 +17,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from types import MappingProxyType
 from typing import Any, cast
 
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, RemotingCommandError
@@ -86,9 +87,9 @@ class FrameProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.task: asyncio.Task[None] | None = None
-        # set by the server while it serves this connection: handles a chunk's commands at once when it can (True),
-        # else leaves them to the serving task (False); see invariant 6
-        self.serve_now: Callable[[list[RemotingCommand]], bool] | None = None
+        # set by the server while it serves this connection: handles a chunk's leading commands at once when it can
+        # and says how many (0: none), leaving the rest to the serving task; see invariant 6
+        self.serve_now: Callable[[list[RemotingCommand]], int] | None = None
         # what a command handled in ``serve_now`` still awaits: the serving task finishes it first
         self.pending_work: Awaitable[None] | None = None
         # the server's bytes of unfinished large frames (None on a client), and this connection's part of them
@@ -126,13 +127,13 @@ class FrameProtocol(asyncio.Protocol):
             self._hold(len(buf))
         if cmds:
             serve_now = self.serve_now
-            if (
-                serve_now is None
-                or self._waiter is None  # the serving task is busy, or commands are queued: they go first
-                or self._paused_writing
-                or not self._serve_now(serve_now, cmds)
-            ):
+            # the serving task busy, or commands queued (they go first), or answers not read: all for the task
+            if serve_now is None or self._waiter is None or self._paused_writing:
                 self._take(cmds)
+            else:
+                done = self._serve_now(serve_now, cmds)
+                if done < len(cmds):  # the rest, in order, for the serving task
+                    self._take(cmds[done:] if done else cmds)
         if error is not None:
             self.error = error
             self._end()
@@ -178,15 +179,16 @@ class FrameProtocol(asyncio.Protocol):
         self.pending_work = work
         self._wake()
 
-    def _serve_now(self, serve_now: Callable[[list[RemotingCommand]], bool], cmds: list[RemotingCommand]) -> bool:
-        """``serve_now(cmds)`` while the serving task is parked with nothing queued (invariant 6); a failure there
-        ends the connection, as one in the serving task does."""
+    def _serve_now(self, serve_now: Callable[[list[RemotingCommand]], int], cmds: list[RemotingCommand]) -> int:
+        """``serve_now(cmds)`` while the serving task is parked with nothing queued (invariant 6): how many of
+        ``cmds`` it handled; a failure there ends the connection, as one in the serving task does (all of them
+        dropped)."""
         try:
             return serve_now(cmds)
         except Exception:
             log.exception("serving a chunk failed; closing the connection")
             self._end()
-            return True
+            return len(cmds)
 
     def eof_received(self) -> bool | None:
         if self._buf and self.error is None:
@@ -265,12 +267,13 @@ async def serve_connection(
     conn: Connection,
     on_request: Callable[[RemotingCommand], Awaitable[None] | None],
     on_batch: Callable[[list[RemotingCommand]], Awaitable[None] | None] | None = None,
-    batch_codes: frozenset[int] = frozenset(),
+    batch_codes: Mapping[int, int] = MappingProxyType({}),
 ) -> None:
     """Serve the commands ``conn``'s protocol has read until it ends: responses complete their waiting futures
     (matched by opaque), requests go to ``on_request``; when it returns an awaitable, that is awaited before the next
     command is served (inline processing). A request whose code is in ``batch_codes`` goes to ``on_batch`` together
-    with the requests of those codes read right after it (already in the inbox: the rest of the received chunk).
+    with the requests of those codes read right after it (already in the inbox: the rest of the received chunk), at
+    most ``batch_codes[code]`` of them (its code's) in one run.
     A bad frame ends the loop with a log line (invariant 1). While the peer does not read what it was sent, nothing
     more is served (invariant 5)."""
     proto = conn.protocol
@@ -310,7 +313,13 @@ async def serve_connection(
             running = len(tasks)
             if on_batch is not None and cmd.code in batch_codes:
                 cmds = [cmd]
-                while inbox and inbox[0].code in batch_codes and not inbox[0].flag & RPC_TYPE_RESPONSE:
+                most = batch_codes[cmd.code]
+                while (
+                    inbox
+                    and len(cmds) < most
+                    and inbox[0].code in batch_codes
+                    and not inbox[0].flag & RPC_TYPE_RESPONSE
+                ):
                     cmds.append(inbox.popleft())
                 waiting = on_batch(cmds)
             else:

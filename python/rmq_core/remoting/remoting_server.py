@@ -95,18 +95,22 @@ class RemotingServer:
         task per request): for processors that do not wait on anything, where it saves the task's cost; requests
         on that connection are then handled one after another, as a single-threaded Netty executor does."""
         self._processors[code] = processor
-        self._batch.by_code.pop(code, None)  # the last registration for a code wins
+        self._batch.unregister(code)  # the last registration for a code wins
         if inline:
             self._inline.add(code)
         else:
             self._inline.discard(code)
 
-    def register_batch(self, codes: tuple[int, ...], processor: BatchProcessor, *, inline: bool = False) -> None:
+    def register_batch(
+        self, codes: tuple[int, ...], processor: BatchProcessor, *, inline: bool = False, max_run: int | None = None
+    ) -> None:
         """Serve ``codes`` with ``processor`` a run at a time: a request of one of ``codes`` and the requests of
-        ``codes`` read right after it (the rest of its chunk) are handed over together, ``processor`` answers
-        them in order (a None answer, or any answer to a oneway request, is not sent) and the answers go out in
-        one write. ``inline`` as in ``register`` (then the run is handled before the next command is served)."""
-        self._batch.register(codes, processor, inline, self.access_check)
+        ``codes`` read right after it (the rest of its chunk; at most ``max_run`` of them with it) are handed over
+        together, ``processor`` answers them in order (a None answer, or any answer to a oneway request, is not
+        sent) and the answers go out in one write. ``inline`` as in ``register`` (then the run is handled before
+        the next command is served). ``max_run``: for requests with large answers (pulls), so that one run's
+        answers stay within invariant 5's bound (``SERVE_BUDGET``)."""
+        self._batch.register(codes, processor, inline, self.access_check, max_run)
 
     def set_access_check(self, check: AccessCheck) -> None:
         """Run ``check`` on every request before it is served (its refusal answered in its place, the processor
@@ -276,7 +280,7 @@ class RemotingServer:
                 proto.serve_now = partial(batch.serve_now, conn, proto)
             on_batch = partial(batch.serve, conn, start) if by_code else None
             try:
-                await serve_connection(conn, on_request, on_batch, frozenset(by_code))
+                await serve_connection(conn, on_request, on_batch, batch.runs())
             finally:
                 if proto is not None:
                     proto.serve_now = None

@@ -131,7 +131,8 @@ def encode_offset_moved_event(
 
 
 class PullMessageProcessor:
-    """``PullMessageProcessor(...collaborators)``; ``await process_request(conn, request)``."""
+    """``PullMessageProcessor(...collaborators)``; ``await process_request(conn, request)``, or
+    ``process_batch(conn, requests)`` for a run of them."""
 
     def __init__(
         self,
@@ -162,6 +163,20 @@ class PullMessageProcessor:
     # --- entry points ------------------------------------------------------------------------------------------
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         return self._process_request(conn, request, True)
+
+    def process_batch(self, conn: Connection, requests: list[RemotingCommand]) -> list[RemotingCommand | bytes | None]:
+        """The pulls read together from one connection (the transport's batch path: no task, coroutine or write per
+        pull), each answered as ``process_request`` answers it alone, in order: None for a parked pull, and
+        SYSTEM_ERROR with its text for one that fails (as the transport answers a failing processor)."""
+        answers: list[RemotingCommand | bytes | None] = []
+        for request in requests:
+            try:
+                answers.append(self._process_request(conn, request, True))
+            except Exception as e:
+                log.exception("processor for code %d failed", request.code)
+                remark = f"{type(e).__name__}: {e}"
+                answers.append(RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=remark))
+        return answers
 
     async def execute_request_when_wakeup(self, conn: Connection, request: RemotingCommand) -> None:
         """Re-run a parked pull with suspension disallowed and write the response on ``conn``."""
