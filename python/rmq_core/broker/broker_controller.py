@@ -49,12 +49,18 @@ from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.ha.replication import Replication
 from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
+from rmq_core.broker.pop.consumer_order_info_manager import ConsumerOrderInfoManager
+from rmq_core.broker.pop.pop_revive_service import PopReviveService
+from rmq_core.broker.pop.pop_service import PopService
+from rmq_core.broker.processor.ack_message_processor import AckMessageProcessor
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
 from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
 from rmq_core.broker.processor.admin_stats_processor import AdminStatsProcessor
+from rmq_core.broker.processor.change_invisible_time_processor import ChangeInvisibleTimeProcessor
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
+from rmq_core.broker.processor.pop_message_processor import PopMessageProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
@@ -114,6 +120,7 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(cfg, config_dir)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.consumer_filter_manager = ConsumerFilterManager(config_dir)
+        self.consumer_order_info_manager = ConsumerOrderInfoManager(config_dir)  # FIFO pops' queue locks
         self.consumer_manager = ConsumerManager(
             on_event=DefaultConsumerIdsChangeListener(cfg, self.consumer_filter_manager)
         )
@@ -130,6 +137,8 @@ class BrokerController:
         )
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.timer_message_store: TimerMessageStore | None = None  # started in start() when timer_wheel_enable
+        self.pop_service: PopService  # POP consumption (broker/pop/), built in start() with the store
+        self.pop_revive_service: PopReviveService | None = None  # a master with the timer wheel revives
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
         self.replication = Replication(self)  # HA service (master) or HA client + config sync (slave): broker/ha/
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
@@ -211,6 +220,17 @@ class BrokerController:
         )
         self.query_message_processor = QueryMessageProcessor(self.message_store, self.message_store_config)
         self._build_transaction_components()
+        self.pop_service = PopService(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.consumer_order_info_manager,
+            self.timer_message_store,
+            self.store_host,
+        )
+        ack_processor = AckMessageProcessor(self.pop_service)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)),
             (
@@ -239,6 +259,9 @@ class BrokerController:
             (self.admin_consumer_processor, AdminConsumerProcessor.request_codes),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
             (self.end_transaction_processor, EndTransactionProcessor.request_codes),
+            (PopMessageProcessor(self.pop_service), (RequestCode.POP_MESSAGE,)),
+            (ack_processor, AckMessageProcessor.request_codes),
+            (ChangeInvisibleTimeProcessor(self.pop_service), (RequestCode.CHANGE_MESSAGE_INVISIBLETIME,)),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
         # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends await the group
@@ -356,6 +379,7 @@ class BrokerController:
             self.subscription_group_manager,
             self.consumer_offset_manager,
             self.consumer_filter_manager,
+            self.consumer_order_info_manager,
             self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
@@ -388,6 +412,8 @@ class BrokerController:
             self.transactional_message_check_service.start(self.loop)
         if self.timer_message_store is not None:
             self.timer_message_store.start()
+            self.pop_revive_service = PopReviveService(self.pop_service, self.inner_put_guard)
+            self.pop_revive_service.start()
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
@@ -488,6 +514,7 @@ class BrokerController:
             self.topic_config_manager,
             self.subscription_group_manager,
             self.consumer_filter_manager,
+            self.consumer_order_info_manager,
             self.schedule_message_service,
         ):
             try:
@@ -587,6 +614,8 @@ class BrokerController:
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
         await self.transactional_message_check_service.shutdown()
+        if self.pop_revive_service is not None:
+            await self.pop_revive_service.stop()
         if self.timer_message_store is not None:
             await self.timer_message_store.shutdown()
         if self.namesrv_addrs():
