@@ -400,3 +400,26 @@ def test_pop_refusals(root, client):
         _send(client, b, b"x")
         r = _pop(client, b)
         assert r.code == ResponseCode.SYSTEM_ERROR and "timerWheelEnable is false" in r.remark
+
+
+def test_query_assignment_and_message_request_mode(root, client):
+    with Broker(_config(root)).start() as b:
+        _send(client, b, b"x")
+
+        def ask(code: int, body: dict) -> RemotingCommand:
+            return client.invoke_sync(b.address, RemotingCommand.request(code, {}, json.dumps(body).encode()), 5.0)
+
+        query = {"topic": TOPIC, "consumerGroup": GROUP, "clientId": "c1", "strategyName": "AVG"}
+        query["messageModel"] = "BROADCASTING"
+        r = ask(RequestCode.QUERY_ASSIGNMENT, query)
+        got = json.loads(r.body)["messageQueueAssignments"]
+        assert sorted(a["messageQueue"]["queueId"] for a in got) == [0, 1, 2, 3]
+        assert {a["mode"] for a in got} == {"PULL"}  # Apache's defaultMessageRequestMode
+        refused = ask(RequestCode.SET_MESSAGE_REQUEST_MODE, {"topic": f"%RETRY%{GROUP}", "consumerGroup": GROUP})
+        assert refused.code == ResponseCode.NO_PERMISSION
+        body = {"topic": TOPIC, "consumerGroup": GROUP, "mode": "POP", "popShareQueueNum": 0}
+        assert ask(RequestCode.SET_MESSAGE_REQUEST_MODE, body).code == ResponseCode.SUCCESS
+        got = json.loads(ask(RequestCode.QUERY_ASSIGNMENT, query).body)["messageQueueAssignments"]
+        assert {a["mode"] for a in got} == {"POP"}
+    with open(f"{root}/config/messageRequestMode.json") as f:
+        assert json.loads(f.read())["messageRequestModeMap"][TOPIC][GROUP]["mode"] == "POP"

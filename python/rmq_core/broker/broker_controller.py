@@ -50,6 +50,7 @@ from rmq_core.broker.ha.replication import Replication
 from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.pop.consumer_order_info_manager import ConsumerOrderInfoManager
+from rmq_core.broker.pop.message_request_mode_manager import MessageRequestModeManager
 from rmq_core.broker.pop.pop_revive_service import PopReviveService
 from rmq_core.broker.pop.pop_service import PopService
 from rmq_core.broker.processor.ack_message_processor import AckMessageProcessor
@@ -62,6 +63,7 @@ from rmq_core.broker.processor.consumer_manage_processor import ConsumerManagePr
 from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
 from rmq_core.broker.processor.pop_message_processor import PopMessageProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
+from rmq_core.broker.processor.query_assignment_processor import QueryAssignmentProcessor
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
@@ -121,6 +123,7 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.consumer_filter_manager = ConsumerFilterManager(config_dir)
         self.consumer_order_info_manager = ConsumerOrderInfoManager(config_dir)  # FIFO pops' queue locks
+        self.message_request_mode_manager = MessageRequestModeManager(config_dir)  # PULL/POP per topic and group
         self.consumer_manager = ConsumerManager(
             on_event=DefaultConsumerIdsChangeListener(cfg, self.consumer_filter_manager)
         )
@@ -262,6 +265,12 @@ class BrokerController:
             (PopMessageProcessor(self.pop_service), (RequestCode.POP_MESSAGE,)),
             (ack_processor, AckMessageProcessor.request_codes),
             (ChangeInvisibleTimeProcessor(self.pop_service), (RequestCode.CHANGE_MESSAGE_INVISIBLETIME,)),
+            (
+                QueryAssignmentProcessor(
+                    cfg, self.topic_config_manager, self.consumer_manager, self.message_request_mode_manager
+                ),
+                QueryAssignmentProcessor.request_codes,
+            ),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
         # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends await the group
@@ -380,6 +389,7 @@ class BrokerController:
             self.consumer_offset_manager,
             self.consumer_filter_manager,
             self.consumer_order_info_manager,
+            self.message_request_mode_manager,
             self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
