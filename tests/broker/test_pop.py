@@ -9,8 +9,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +35,7 @@ from rmq_core.remoting.header import (
 )
 from rmq_core.remoting.transport import BlockingRemotingClient
 
+from support.apache_rocketmq import free_port
 from support.send_helpers import SMALL_FILES, invoke, on_loop, send_request, stored, wait_until
 
 TOPIC = "PopTopic"
@@ -423,3 +429,76 @@ def test_query_assignment_and_message_request_mode(root, client):
         assert {a["mode"] for a in got} == {"POP"}
     with open(f"{root}/config/messageRequestMode.json") as f:
         assert json.loads(f.read())["messageRequestModeMap"][TOPIC][GROUP]["mode"] == "POP"
+
+
+# --- kill -9 of a broker process ------------------------------------------------------------------------------
+def _broker_proc(root: str, port: int, log) -> subprocess.Popen[bytes]:
+    conf = Path(root).parent / "broker.conf"
+    lines = [
+        "brokerName=broker-a",
+        f"listenPort={port}",
+        f"storePathRootDir={root}",
+        "mappedFileSizeCommitLog=1048576",
+        "mappedFileSizeConsumeQueue=20000",
+        "mappedFileSizeTimerLog=65536",
+        "timerFlushIntervalMs=200",
+        "flushConsumerOffsetInterval=60000",  # the offsets file is old when the broker dies
+    ]
+    conf.write_text("\n".join(lines) + "\n")
+    exe = Path(sys.executable).with_name("rmq-core")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "rmq_core.cli"]
+    with open(log, "ab") as out:
+        return subprocess.Popen([*cmd, "broker", "-c", str(conf)], stdout=out, stderr=out, start_new_session=True)
+
+
+class _Addr:
+    """What _send/_pop/_ack need of a broker: its address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+
+def _wait_serving(client, b: _Addr, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if invoke(client, b, send_request("PingTopic", b"ping")).code == ResponseCode.SUCCESS:
+                return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_kill_9_between_pop_and_revive_redelivers_each_unacked_once(root, client, tmp_path):
+    log = tmp_path / "broker.log"
+    b = _Addr(f"127.0.0.1:{free_port()}")
+    proc = _broker_proc(root, int(b.address.rsplit(":", 1)[1]), log)
+    try:
+        _wait_serving(client, b)
+        for i in range(6):
+            _send(client, b, f"k{i}".encode(), queue_id=i % 3)
+        popped = _pop_all(client, b, 6, invisible=3000)
+        assert sorted(m.body for _, m in popped) == [f"k{i}".encode() for i in range(6)]
+        acked = {m.body for _, m in popped[:3]}
+        for h, m in popped[:3]:
+            assert _ack(client, b, h, m).code == ResponseCode.SUCCESS
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        b = _Addr(f"127.0.0.1:{free_port()}")
+        proc = _broker_proc(root, int(b.address.rsplit(":", 1)[1]), log)
+        _wait_serving(client, b)
+        seen: list = []
+        deadline = time.time() + 12
+        while time.time() < deadline:
+            r = _pop(client, b, invisible=60_000, poll=500)
+            if r.code == ResponseCode.SUCCESS:
+                seen.extend(m for _, m in _handles(r))
+        bodies = sorted(m.body for m in seen)
+        assert bodies == sorted({m.body for _, m in popped} - acked), bodies  # each unacked once, no acked one
+        assert all(m.reconsume_times == 1 for m in seen)  # redelivered, not popped again as new
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)

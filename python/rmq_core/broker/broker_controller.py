@@ -409,6 +409,8 @@ class BrokerController:
             self.remoting_server,
         )
         self._register_processors()
+        if self.message_store.recovery_report.get("abnormal") and self.timer_message_store is not None:
+            self._recover_pop_offsets()
         self.transactional_message_service.load()
         hold = self.pull_request_hold_service
         # asked once per put: with no pull parked anywhere the sends of a chunk skip the hold service altogether
@@ -457,6 +459,17 @@ class BrokerController:
             self.broker_addr,
             cfg.store_path_root_dir,
         )
+
+    def _recover_pop_offsets(self) -> None:
+        """After a crash the offsets file can be up to ``flushConsumerOffsetInterval`` old: the pops since then are
+        read back from their checkpoints (broker/pop/), so what was popped is redelivered by the revive service
+        only, not popped again as new."""
+        path = self.consumer_offset_manager.config_file_path
+        try:
+            since = int(os.path.getmtime(path) * 1000) - 10_000
+        except OSError:
+            since = 0
+        self.pop_service.recover_offsets(since)
 
     def _close_after_failed_start(self) -> None:
         """Stop whatever ``_start_on_loop`` got to before it failed (each step is safe on a part never started)."""

@@ -105,6 +105,8 @@ class PopReviveService:
         for q in self._queues:
             self._read(q)
             done += self._revive(q, safe)
+        if done:  # what was re-put is recorded at once: a crash now must not re-put it again
+            self.pop.consumer_offset_manager.persist()
         return done
 
     def _read(self, q: _ReviveQueue) -> None:

@@ -32,6 +32,7 @@ from rmq_core.filter import ExpressionType, MessageSelector
 from rmq_core.message import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
@@ -320,6 +321,42 @@ class PopService:
         if init:
             self.consumer_offset_manager.commit_offset("getPopOffset", group, topic, queue_id, offset)
         return offset
+
+    def recover_offsets(self, since_ms: int) -> int:
+        """After a crash: the pop offsets the offsets file may have missed, read back from the CKs stored since
+        ``since_ms`` (in the timer topic, or already in the revive queues): each CK's group offset is moved past the
+        offsets it holds. Returns how many offsets moved."""
+        store = self.message_store
+        moved = 0
+        sources = [(mix_all.RMQ_SYS_WHEEL_TIMER, 0)] + [(self.revive_topic, q) for q in range(mix_all.REVIVE_QUEUE_NUM)]
+        for topic, qid in sources:
+            offset = max(store.get_offset_in_queue_by_time(topic, qid, since_ms), 0)
+            while True:
+                r = store.get_message(ei.REVIVE_GROUP, topic, qid, offset, 256)
+                if r.status != GetMessageStatus.FOUND:
+                    break
+                for m in decode_messages(r.body, decompress=False):
+                    if m.tags != ei.CK_TAG or (
+                        topic != self.revive_topic and m.properties.get(PROPERTY_REAL_TOPIC) != self.revive_topic
+                    ):
+                        continue
+                    try:
+                        ck = PopCheckPoint.decode(m.body)
+                    except (ValueError, TypeError, KeyError):
+                        continue
+                    end = ck.start_offset + (max(ck.queue_offset_diff) if ck.queue_offset_diff else ck.num - 1) + 1
+                    com = self.consumer_offset_manager
+                    if ck.topic and ck.cid and end > com.query_offset(ck.cid, ck.topic, ck.queue_id):
+                        com.commit_offset("popRecover", ck.cid, ck.topic, ck.queue_id, end)
+                        moved += 1
+                if r.next_begin_offset <= offset:
+                    break
+                offset = r.next_begin_offset
+        if moved:
+            log.warning(
+                "pop: %d consumer offsets moved past the checkpoints stored since %d (recovery)", moved, since_ms
+            )
+        return moved
 
     # --- revive-log writes ---------------------------------------------------------------------------------------
     def put_revive(self, body: bytes, tag: str, revive_qid: int, deliver_ms: int, uniq_key: str) -> bool:
