@@ -169,4 +169,5 @@ def test_rmq_core_redelivers_what_apache_5_popped(tmp_path):
         if r.code == ResponseCode.SUCCESS:
             got.extend(m for _, m in _popped(r))
     assert sorted(m.body for m in got) == sorted(unacked), sorted(m.body for m in got)
+    assert not acked & {m.body for m in got}
     assert all(m.reconsume_times == 1 for m in got)
