@@ -502,3 +502,17 @@ def test_kill_9_between_pop_and_revive_redelivers_each_unacked_once(root, client
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def test_a_parked_pop_does_not_hold_up_its_connection(root, client):
+    with Broker(_config(root)).start() as b:
+        _send(client, b, b"first")
+        assert len(_pop_all(client, b, 1, invisible=60_000)) == 1
+        h = PopMessageRequestHeader(GROUP, TOPIC, -1, 32, 60_000, 5000, int(time.time() * 1000), 1, "TAG", "*", False)
+        parked = client.invoke_async(b.address, RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(h)), 10)
+        time.sleep(0.3)
+        t0 = time.time()
+        _send(client, b, b"second")  # the same connection: answered while the pop waits
+        assert time.time() - t0 < 1.0
+        r = parked.result(10)
+        assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_messages(r.body)] == [b"second"]

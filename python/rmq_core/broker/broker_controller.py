@@ -281,6 +281,11 @@ class BrokerController:
             int(RequestCode.HEART_BEAT),
             int(RequestCode.QUERY_CONSUMER_OFFSET),
             int(RequestCode.UPDATE_CONSUMER_OFFSET),
+            # POP (broker/pop/): a pop that must wait parks itself as a task, acks never wait
+            int(RequestCode.POP_MESSAGE),
+            int(RequestCode.ACK_MESSAGE),
+            int(RequestCode.BATCH_ACK_MESSAGE),
+            int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
         }
         # (SYNC_MASTER sends await a slave's acknowledgement: a task each too)
         if self.message_store_config.flush_disk_type != "SYNC_FLUSH" and not self.replication.is_sync_master:
