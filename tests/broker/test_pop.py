@@ -30,6 +30,8 @@ from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
+    NotificationRequestHeader,
+    PeekMessageRequestHeader,
     PopMessageRequestHeader,
     encode_header,
 )
@@ -516,3 +518,41 @@ def test_a_parked_pop_does_not_hold_up_its_connection(root, client):
         assert time.time() - t0 < 1.0
         r = parked.result(10)
         assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_messages(r.body)] == [b"second"]
+
+
+def test_peek_moves_nothing_and_notification_says_when_there_is_something(root, client):
+    with Broker(_config(root)).start() as b:
+
+        def peek() -> RemotingCommand:
+            h = PeekMessageRequestHeader(consumerGroup=GROUP, topic=TOPIC, queueId=-1, maxMsgNums=32)
+            return client.invoke_sync(b.address, RemotingCommand.request(RequestCode.PEEK_MESSAGE, encode_header(h)), 5)
+
+        def notification(poll: int = 0) -> RemotingCommand:
+            h = NotificationRequestHeader(GROUP, TOPIC, -1, poll, int(time.time() * 1000))
+            req = RemotingCommand.request(RequestCode.NOTIFICATION, encode_header(h))
+            return client.invoke_sync(b.address, req, 5 + poll / 1000)
+
+        _send(client, b, b"p0")
+        _send(client, b, b"p1", queue_id=1)
+        for _ in range(2):  # a peek changes nothing: the same twice
+            r = peek()
+            assert r.code == ResponseCode.SUCCESS and sorted(m.body for m in decode_messages(r.body)) == [b"p0", b"p1"]
+        n = notification()
+        assert n.code == ResponseCode.SUCCESS and n.ext_fields["hasMsg"] == "true"
+        assert len(_pop_all(client, b, 2, invisible=60_000)) == 2
+        assert peek().code == ResponseCode.PULL_NOT_FOUND
+        t0 = time.time()
+        n = notification(poll=800)
+        assert n.code == ResponseCode.SUCCESS and n.ext_fields["hasMsg"] == "false" and time.time() - t0 >= 0.7
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(notification(poll=5000)))
+        t.start()
+        time.sleep(0.3)
+        with BlockingRemotingClient() as c2:
+            _send(c2, b, b"p2")
+        t.join(10)
+        assert out[0].ext_fields["hasMsg"] == "true"
+        assert notification().code == ResponseCode.SUCCESS
+        h = NotificationRequestHeader(GROUP, "NoSuchTopic", -1, 0, 0)
+        r = client.invoke_sync(b.address, RemotingCommand.request(RequestCode.NOTIFICATION, encode_header(h)), 5)
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST

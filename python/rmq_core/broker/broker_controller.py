@@ -61,6 +61,8 @@ from rmq_core.broker.processor.change_invisible_time_processor import ChangeInvi
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
+from rmq_core.broker.processor.notification_processor import NotificationProcessor
+from rmq_core.broker.processor.peek_message_processor import PeekMessageProcessor
 from rmq_core.broker.processor.pop_message_processor import PopMessageProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
 from rmq_core.broker.processor.query_assignment_processor import QueryAssignmentProcessor
@@ -265,6 +267,8 @@ class BrokerController:
             (PopMessageProcessor(self.pop_service), (RequestCode.POP_MESSAGE,)),
             (ack_processor, AckMessageProcessor.request_codes),
             (ChangeInvisibleTimeProcessor(self.pop_service), (RequestCode.CHANGE_MESSAGE_INVISIBLETIME,)),
+            (PeekMessageProcessor(self.pop_service), (RequestCode.PEEK_MESSAGE,)),
+            (NotificationProcessor(self.pop_service), (RequestCode.NOTIFICATION,)),
             (
                 QueryAssignmentProcessor(
                     cfg, self.topic_config_manager, self.consumer_manager, self.message_request_mode_manager
@@ -286,6 +290,8 @@ class BrokerController:
             int(RequestCode.ACK_MESSAGE),
             int(RequestCode.BATCH_ACK_MESSAGE),
             int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
+            int(RequestCode.PEEK_MESSAGE),
+            int(RequestCode.NOTIFICATION),
         }
         # (SYNC_MASTER sends await a slave's acknowledgement: a task each too)
         if self.message_store_config.flush_disk_type != "SYNC_FLUSH" and not self.replication.is_sync_master:

@@ -297,6 +297,30 @@ class PopMessageResponseHeader:
 
 
 @dataclass
+class PeekMessageRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    maxMsgNums: int = required(java_int=True)
+
+
+@dataclass
+class NotificationRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    pollTime: int = required()
+    bornTime: int = required()
+    order: bool | None = optional(False)
+    attemptId: str | None = optional()
+
+
+@dataclass
+class NotificationResponseHeader:
+    hasMsg: bool = required(False)
+
+
+@dataclass
 class AckMessageRequestHeader:
     consumerGroup: str = required()
     topic: str = required()

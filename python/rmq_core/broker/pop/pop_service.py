@@ -265,13 +265,16 @@ class PopService:
         max_msg_nums: int,
         expression_type: str | None,
         expression: str | None,
+        what: str = "pop",
     ) -> MessageSelector | str | None:
         ip = self.broker_config.broker_ip1
         if not is_readable(self.broker_config.broker_permission):
-            raise _Refused(ResponseCode.NO_PERMISSION, f"the broker[{ip}] pop message is forbidden")
-        if max_msg_nums > MAX_POP_NUMS:
+            raise _Refused(ResponseCode.NO_PERMISSION, f"the broker[{ip}] {what} message is forbidden")
+        if what != "pop":
+            pass  # a peek: no message count or timer rule
+        elif max_msg_nums > MAX_POP_NUMS:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"the broker[{ip}] pop message's num is greater than 32")
-        if self.timer_message_store is None:
+        elif self.timer_message_store is None:
             raise _Refused(
                 ResponseCode.SYSTEM_ERROR,
                 f"the broker[{ip}] pop message is forbidden because timerWheelEnable is false",
@@ -304,6 +307,93 @@ class PopService:
         except Exception:
             raise _Refused(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed") from None
         return MessageSelector.by_sql(expression)
+
+    # --- peek and notification ------------------------------------------------------------------------------
+    def _queues(self, group: str, topic: str, queue_id: int, retry_first: bool) -> list[tuple[str, int]]:
+        """The (topic, queue) pairs a peek or notification looks at, in Apache's order (retry topic first in 20 %)."""
+        random_q = self._random.randrange(100)
+        retry = ei.pop_retry_topic(topic, group)
+        retry_cfg = self.topic_config_manager.select_topic_config(retry)
+        retry_qs = (
+            [(retry, (random_q + i) % retry_cfg.read_queue_nums) for i in range(retry_cfg.read_queue_nums)]
+            if retry_cfg
+            else []
+        )
+        cfg = self.topic_config_manager.select_topic_config(topic)
+        n = cfg.read_queue_nums if cfg is not None else 0
+        own = [(topic, (random_q + i) % n) for i in range(n)] if queue_id < 0 else [(topic, queue_id)]
+        if retry_first and random_q < POP_FROM_RETRY_PROBABILITY:
+            return retry_qs + own
+        return own + retry_qs
+
+    def peek(self, group: str, topic: str, queue_id: int = -1, max_msg_nums: int = MAX_POP_NUMS) -> PopResult:
+        """PEEK_MESSAGE: the messages a pop would get next, with no checkpoint and no offset moved (PULL_NOT_FOUND
+        when none)."""
+        try:
+            self._check_pop(group, topic, queue_id, max_msg_nums, None, None, what="peeking")
+        except _Refused as e:
+            return PopResult(e.code, e.remark, PopStatus.NO_NEW_MSG)
+        store = self.message_store
+        bodies: list[bytes] = []
+        msgs: list[MessageExt] = []
+        rest = 0
+        for t, q in self._queues(group, topic, queue_id, retry_first=True):
+            offset = self.consumer_offset_manager.query_offset(group, t, q)
+            if offset < 0:
+                offset = store.get_min_offset_in_queue(t, q)
+            rest += store.get_max_offset_in_queue(t, q) - offset
+            want = max_msg_nums - len(msgs)
+            if want <= 0:
+                continue
+            r = store.get_message(group, t, q, offset, want)
+            if r.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
+                r = store.get_message(group, t, q, r.next_begin_offset, want)
+            if r.status == GetMessageStatus.FOUND and r.message_count > 0:
+                bodies.append(r.body)
+                msgs.extend(decode_messages(r.body))
+        if msgs:
+            return PopResult(ResponseCode.SUCCESS, "FOUND", PopStatus.FOUND, msgs, rest_num=rest, body=b"".join(bodies))
+        return PopResult(ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", PopStatus.NO_NEW_MSG, rest_num=rest)
+
+    def has_message(
+        self, group: str, topic: str, queue_id: int = -1, order: bool = False, attempt_id: str | None = None
+    ) -> bool:
+        """NOTIFICATION's test: a queue (or the retry topic) holds messages past the group's pop offset and, for a
+        FIFO pop, is not blocked."""
+        store = self.message_store
+        for t, q in self._queues(group, topic, queue_id, retry_first=True):
+            if order and self.order_info_manager.check_block(attempt_id, topic, group, q, 0):
+                continue
+            offset = self.consumer_offset_manager.query_offset(group, t, q)
+            if offset < 0:
+                offset = store.get_min_offset_in_queue(t, q)
+            if store.get_max_offset_in_queue(t, q) - offset > 0:
+                return True
+        return False
+
+    async def notification(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int = -1,
+        poll_time_ms: int = 0,
+        order: bool = False,
+        attempt_id: str | None = None,
+    ) -> PopResult:
+        """NOTIFICATION (200054): SUCCESS with ``status`` FOUND when there is something to pop, waiting up to
+        ``poll_time_ms`` for it; refusals as a pop's."""
+        try:
+            self._check_pop(group, topic, queue_id, 1, None, None, what="pop")
+        except _Refused as e:
+            return PopResult(e.code, e.remark, PopStatus.NO_NEW_MSG)
+        deadline = time.monotonic() + max(poll_time_ms, 0) / 1000.0
+        while True:
+            if self.has_message(group, topic, queue_id, order, attempt_id):
+                return PopResult(ResponseCode.SUCCESS, None, PopStatus.FOUND)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return PopResult(ResponseCode.SUCCESS, None, PopStatus.POLLING_NOT_FOUND)
+            await self._wait_arrival([topic, ei.pop_retry_topic(topic, group)], left)
 
     # --- offsets -------------------------------------------------------------------------------------------------
     def pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int, init: bool) -> int:
