@@ -49,15 +49,9 @@ def run(addr: str, messages: int, size: int) -> float:
             r = c.invoke_sync(addr, RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(h)), 5.0)
             if r.code != ResponseCode.SUCCESS:
                 continue
-            start = {}
-            for one in r.ext_fields["startOffsetInfo"].split(";"):
-                flag, qid, off = one.split(" ")
-                start[(flag, int(qid))] = int(off)
-            pt, rq = int(r.ext_fields["popTime"]), int(r.ext_fields["reviveQid"])
             acks = []
-            for m in decode_messages(r.body):
-                ck = start[(ei.retry_flag(m.topic), m.queue_id)]
-                handle = ei.build_extra_info(ck, pt, 60_000, rq, m.topic, BROKER, m.queue_id, m.queue_offset)
+            msgs = decode_messages(r.body)
+            for m, handle in zip(msgs, ei.receipt_handles(r.ext_fields, msgs, BROKER), strict=True):
                 a = AckMessageRequestHeader(GROUP, m.topic, m.queue_id, handle, m.queue_offset)
                 acks.append(
                     c.invoke_async(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE, encode_header(a)), 10)

@@ -92,25 +92,7 @@ def _pop(client, b: Broker, n: int = 32, invisible: int = 2000, poll: int = 0, q
 def _handles(resp: RemotingCommand) -> list[tuple[str, object]]:
     """(POP_CK, message) per message, the handle built as Apache's Java client builds it from the answer."""
     msgs = decode_messages(resp.body)
-    start = {}
-    for one in resp.ext_fields["startOffsetInfo"].split(";"):
-        flag, qid, off = one.split(" ")
-        start[(flag, int(qid))] = int(off)
-    out = []
-    for m in msgs:
-        flag = ei.retry_flag(m.topic)
-        h = ei.build_extra_info(
-            start[(flag, m.queue_id)],
-            int(resp.ext_fields["popTime"]),
-            int(resp.ext_fields["invisibleTime"]),
-            int(resp.ext_fields["reviveQid"]),
-            m.topic,
-            "broker-a",
-            m.queue_id,
-            m.queue_offset,
-        )
-        out.append((h, m))
-    return out
+    return list(zip(ei.receipt_handles(resp.ext_fields, msgs, "broker-a"), msgs, strict=True))
 
 
 def _ack(client, b: Broker, handle: str, m, group: str = GROUP) -> RemotingCommand:

@@ -66,28 +66,8 @@ def _pop(client, addr: str, topic: str, invisible: int, poll: int = 0) -> Remoti
 
 def _popped(resp: RemotingCommand) -> list[tuple[str, object]]:
     """(handle, message): the handle as Apache's Java client builds it from the answer."""
-    start = {}
-    for one in resp.ext_fields["startOffsetInfo"].split(";"):
-        flag, qid, off = one.split(" ")
-        start[(flag, int(qid))] = int(off)
-    out = []
-    for m in decode_messages(resp.body):
-        flag = ei.retry_flag(m.topic)
-        if m.properties.get("POP_CK"):
-            out.append((m.properties["POP_CK"], m))
-            continue
-        h = ei.build_extra_info(
-            start[(flag, m.queue_id)],
-            int(resp.ext_fields["popTime"]),
-            int(resp.ext_fields["invisibleTime"]),
-            int(resp.ext_fields["reviveQid"]),
-            m.topic,
-            "broker-a",
-            m.queue_id,
-            m.queue_offset,
-        )
-        out.append((h, m))
-    return out
+    msgs = decode_messages(resp.body)
+    return list(zip(ei.receipt_handles(resp.ext_fields, msgs, "broker-a"), msgs, strict=True))
 
 
 def _pop_all(client, addr: str, topic: str, want: int, invisible: int, timeout: float) -> list:

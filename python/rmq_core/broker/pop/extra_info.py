@@ -11,10 +11,15 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rmq_core.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX
-from rmq_core.message import KEY_SEPARATOR
+from rmq_core.message import KEY_SEPARATOR, PROPERTY_POP_CK
+
+if TYPE_CHECKING:
+    from rmq_core.message import MessageExt
 
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 CK_TAG = "ck"
@@ -151,3 +156,26 @@ def msg_offset_entry(info: list[str], topic: str, queue_id: int, offsets: list[i
 def order_count_entry(info: list[str], topic: str, queue_id: int, queue_offset: int, count: int) -> None:
     """``ExtraInfoUtil.buildQueueOffsetOrderCountInfo``: ``retryFlag qo{queueId}%{offset} count``."""
     info.append(f"{retry_flag(topic)}{KEY_SEPARATOR}qo{queue_id}%{queue_offset}{KEY_SEPARATOR}{count}")
+
+
+def receipt_handles(answer: Mapping[str, str], messages: Sequence[MessageExt], broker_name: str) -> list[str]:
+    """Each message's receipt handle from a POP answer's header fields, as the Java client's ``processPopResponse``
+    builds it (the message's stored topic gives the retry flag; a message that carries ``POP_CK`` keeps it)."""
+    start: dict[tuple[str, int], int] = {}
+    for one in (answer.get("startOffsetInfo") or "").split(";"):
+        if one:
+            flag, qid, off = one.split(KEY_SEPARATOR)
+            start[(flag, int(qid))] = int(off)
+    pop_time, invisible = int(answer["popTime"]), int(answer["invisibleTime"])
+    revive_qid = int(answer["reviveQid"])
+    out = []
+    for m in messages:
+        own = m.properties.get(PROPERTY_POP_CK)
+        if own:
+            out.append(own)
+            continue
+        ck = start[(retry_flag(m.topic), m.queue_id)]
+        out.append(
+            build_extra_info(ck, pop_time, invisible, revive_qid, m.topic, broker_name, m.queue_id, m.queue_offset)
+        )
+    return out
