@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -538,3 +539,18 @@ def test_peek_moves_nothing_and_notification_says_when_there_is_something(root, 
         h = NotificationRequestHeader(GROUP, "NoSuchTopic", -1, 0, 0)
         r = client.invoke_sync(b.address, RemotingCommand.request(RequestCode.NOTIFICATION, encode_header(h)), 5)
         assert r.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+def test_a_pop_parked_for_a_client_that_left_takes_nothing(root, client):
+    with Broker(_config(root)).start() as b:
+        _send(client, b, b"first")
+        assert len(_pop_all(client, b, 1, invisible=60_000)) == 1
+        h = PopMessageRequestHeader(GROUP, TOPIC, -1, 32, 60_000, 20_000, int(time.time() * 1000), 1, "TAG", "*", False)
+        host, port = b.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(h)).encode())
+            time.sleep(0.5)  # parked
+        time.sleep(0.3)  # the broker saw the close
+        _send(client, b, b"second")
+        got = _pop_all(client, b, 1, invisible=60_000, timeout=5)
+        assert [m.body for _, m in got] == [b"second"]  # not made invisible for the client that left

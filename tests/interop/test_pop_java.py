@@ -33,7 +33,9 @@ GROUP = "j5_pop_group"
 
 def _pop_scenario(namesrv: str, broker_addr: str, log_dir: str) -> None:
     """Send 8, set the group's mode to POP, consume them with a setClientRebalance(false) push consumer: each once,
-    with an 8-field POP_CK of broker-a, none again while the consumer lingers."""
+    with an 8-field POP_CK of broker-a, none again while the consumer lingers. Then 4 more, each answered
+    RECONSUME_LATER once: the client changes its invisible time (CHANGE_MESSAGE_INVISIBLETIME) and each comes back
+    once more, reconsumeTimes 1, from the POP retry topic."""
     lines = run_java("Produce", ["--namesrv", namesrv, "--topic", TOPIC, "--count", 8], log_dir, 60.0, VERSION)
     sends = sc.events(lines, "send")
     assert len(sends) == 8 and all(s["status"] == "SEND_OK" for s in sends)
@@ -56,6 +58,23 @@ def _pop_scenario(namesrv: str, broker_addr: str, log_dir: str) -> None:
         assert m["topic"] == TOPIC and m["msgId"] in by_id
         ck = m["properties"]["POP_CK"].split(" ")
         assert len(ck) == 8 and ck[5] == "broker-a" and ck[4] == "0", ck
+    lines = run_java(
+        "Produce", ["--namesrv", namesrv, "--topic", TOPIC, "--count", 4, "--start", 8], log_dir, 60.0, VERSION
+    )
+    assert len(sc.events(lines, "send")) == 4
+    lines = run_java(
+        "PushConsume",
+        ["--namesrv", namesrv, "--group", GROUP, "--topic", TOPIC, "--expect", 8, "--pop", "true"]
+        + ["--reconsume-once", "true", "--linger-ms", 3000, "--timeout-ms", 60000],
+        log_dir,
+        timeout=100.0,
+        client_version=VERSION,
+    )
+    msgs = sc.events(lines, "msg")
+    assert sorted(sc.index_of(m) for m in msgs) == sorted(list(range(8, 12)) * 2), msgs
+    again = [m for m in msgs if m["reconsumeTimes"] == 1]
+    assert sorted(sc.index_of(m) for m in again) == list(range(8, 12)), msgs
+    assert all(m["properties"]["POP_CK"].split(" ")[4] == "1" for m in again)
 
 
 def test_java_5x_push_consumer_pops_from_rmq_core(tmp_path):
@@ -80,7 +99,7 @@ def test_java_5x_push_consumer_pops_from_rmq_core(tmp_path):
             tags = [m.tags for m in timer if m.properties.get("REAL_TOPIC", "").startswith("rmq_sys_REVIVE_LOG_")]
             assert "ck" in tags and "ack" in tags, tags
             offsets = broker.controller.consumer_offset_manager.query_offsets(GROUP, TOPIC) or {}
-            assert sum(offsets.values()) == 8, offsets
+            assert sum(offsets.values()) == 12, offsets
     finally:
         ns.shutdown()
 

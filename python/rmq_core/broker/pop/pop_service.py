@@ -19,7 +19,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -176,11 +176,16 @@ class PopService:
         expression: str | None = "*",
         order: bool = False,
         attempt_id: str | None = None,
+        gone: Callable[[], bool] | None = None,
     ) -> PopResult:
         """Pop up to ``max_msg_nums`` messages (Apache 5.3's rules); with ``poll_time_ms`` > 0, wait up to that long
-        for one to arrive. Refusals come back as the code and remark Apache's broker answers."""
+        for one to arrive. Refusals come back as the code and remark Apache's broker answers. ``gone``: asked after
+        each wait; True (the client left) ends the wait with nothing popped, so no message is made invisible for a
+        client that cannot get it."""
         deadline = time.monotonic() + max(poll_time_ms, 0) / 1000.0
         while True:
+            if gone is not None and gone():
+                return PopResult(ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", PopStatus.POLLING_NOT_FOUND)
             result = self.pop_now(
                 group,
                 topic,

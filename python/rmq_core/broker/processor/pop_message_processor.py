@@ -68,9 +68,9 @@ class PopMessageProcessor:
 
     async def _long_poll(self, conn: Connection, request: RemotingCommand, poll_ms: int, args: tuple) -> None:
         g, t, q, n, inv, init, et, e, order, attempt = args
-        r = await self.pop_service.pop(g, t, q, n, inv, poll_ms, init, et, e, order, attempt)
+        r = await self.pop_service.pop(g, t, q, n, inv, poll_ms, init, et, e, order, attempt, lambda: conn.closed)
         if conn.closed:
-            return  # the messages popped stay invisible until their CK is due: redelivered then
+            return  # closed after the pop: what it popped stays invisible until its CK is due, then comes back
         try:
             conn.send(self._response(request, r))
         except ConnectionError as err:
