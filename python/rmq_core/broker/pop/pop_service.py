@@ -270,13 +270,15 @@ class PopService:
         max_msg_nums: int,
         expression_type: str | None,
         expression: str | None,
-        what: str = "pop",
+        peek: bool = False,
     ) -> MessageSelector | str | None:
+        """A pop's (or, ``peek``, a peek's) checks in Apache's order; the message filter, or ``_Refused``."""
         ip = self.broker_config.broker_ip1
         if not is_readable(self.broker_config.broker_permission):
+            what = "peeking" if peek else "pop"
             raise _Refused(ResponseCode.NO_PERMISSION, f"the broker[{ip}] {what} message is forbidden")
-        if what != "pop":
-            pass  # a peek: no message count or timer rule
+        if peek:
+            pass  # no message count or timer rule
         elif max_msg_nums > MAX_POP_NUMS:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"the broker[{ip}] pop message's num is greater than 32")
         elif self.timer_message_store is None:
@@ -335,7 +337,7 @@ class PopService:
         """PEEK_MESSAGE: the messages a pop would get next, with no checkpoint and no offset moved (PULL_NOT_FOUND
         when none)."""
         try:
-            self._check_pop(group, topic, queue_id, max_msg_nums, None, None, what="peeking")
+            self._check_pop(group, topic, queue_id, max_msg_nums, None, None, peek=True)
         except _Refused as e:
             return PopResult(e.code, e.remark, PopStatus.NO_NEW_MSG)
         store = self.message_store
@@ -388,7 +390,7 @@ class PopService:
         """NOTIFICATION (200054): SUCCESS with ``status`` FOUND when there is something to pop, waiting up to
         ``poll_time_ms`` for it; refusals as a pop's."""
         try:
-            self._check_pop(group, topic, queue_id, 1, None, None, what="pop")
+            self._check_pop(group, topic, queue_id, 1, None, None)
         except _Refused as e:
             return PopResult(e.code, e.remark, PopStatus.NO_NEW_MSG)
         deadline = time.monotonic() + max(poll_time_ms, 0) / 1000.0
