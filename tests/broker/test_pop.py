@@ -554,3 +554,15 @@ def test_a_pop_parked_for_a_client_that_left_takes_nothing(root, client):
         _send(client, b, b"second")
         got = _pop_all(client, b, 1, invisible=60_000, timeout=5)
         assert [m.body for _, m in got] == [b"second"]  # not made invisible for the client that left
+
+
+def test_sql92_filter_and_a_bad_expression(root, client):
+    with Broker(_config(root)).start() as b:
+        for i, color in enumerate(("red", "blue", "red")):
+            p = properties_to_string({"TAGS": "T", "color": color, "UNIQ_KEY": f"S{i}"})
+            r = invoke(client, b, send_request(TOPIC, b"s%d" % i, queue_id=0, properties=p))
+            assert r.code == ResponseCode.SUCCESS
+        got = _pop_all(client, b, 2, invisible=60_000, exp_type="SQL92", exp="color = 'red'")
+        assert sorted(m.body for _, m in got) == [b"s0", b"s2"]
+        r = _pop(client, b, exp_type="SQL92", exp="color = ")
+        assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
