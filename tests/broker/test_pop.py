@@ -566,3 +566,16 @@ def test_sql92_filter_and_a_bad_expression(root, client):
         assert sorted(m.body for _, m in got) == [b"s0", b"s2"]
         r = _pop(client, b, exp_type="SQL92", exp="color = ")
         assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+def test_a_failing_re_put_is_retried_with_backoff_not_every_pass(root, client, caplog):
+    topic, group = "T" * 100, "g" * 30  # %RETRY%{group}_{topic} is longer than a topic may be: the re-put fails
+    with Broker(_config(root)).start() as b:
+        _send(client, b, b"stuck", topic=topic)
+        assert len(_pop_all(client, b, 1, invisible=1000, topic=topic, group=group)) == 1
+        caplog.clear()
+        time.sleep(6.0)
+        failures = [r for r in caplog.records if "revive: cannot put to" in r.getMessage()]
+        assert 1 <= len(failures) <= 4, len(failures)  # 1 s, 2 s, 4 s apart; every 0.5 s pass would be ~10
+        svc = b.controller.pop_revive_service
+        assert on_loop(b, lambda: sum(len(q.cks) for q in svc._queues)) == 1  # kept, not dropped

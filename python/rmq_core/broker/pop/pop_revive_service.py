@@ -6,7 +6,7 @@ there 1 s before its revive time and an ACK at it; a CK is decided once the time
 up to its revive time (``TimerMessageStore.delivered_before_ms``) and the queue was read to its end after that: then each offset not acked is put to ``%RETRY%{group}_{topic}`` queue 0 (reconsumeTimes + 1,
 ``1ST_POP_TIME`` kept), or to ``%DLQ%{group}`` once reconsumeTimes + 1 exceeds the group's ``retryMaxTimes``
 (departure: Apache's proxy does that at the next pop). The committed offset stays below the oldest undecided CK, so a
-restart reads the undecided CKs and their ACKs again. A failed re-put is retried on the next pass.
+restart reads the undecided CKs and their ACKs again. A failed re-put is retried after 1 s, doubling up to 2 h.
 Thread-safety: the broker's event loop (one task).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REVIVE_INTERVAL_S = 0.5
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 7200.0  # a CK whose re-put failed waits this long, doubling, before the next try
 READ_BATCH = 32
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
 
@@ -49,6 +51,9 @@ class _ReviveQueue:
     next_offset: int
     committed: int
     cks: dict[str, PopCheckPoint] = field(default_factory=dict)
+    backoff: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # merge key → (next try, delay) after a failure
 
 
 class PopReviveService:
@@ -147,13 +152,21 @@ class PopReviveService:
 
     def _revive(self, q: _ReviveQueue, safe: int) -> int:
         done = 0
+        now = time.monotonic()
         for key, ck in list(q.cks.items()):
             if ck.revive_time >= safe:
+                continue
+            retry = q.backoff.get(key)
+            if retry is not None and now < retry[0]:
                 continue
             ok, n = self._revive_ck(ck)
             done += n
             if ok:
                 del q.cks[key]
+                q.backoff.pop(key, None)
+            else:  # retried later, 1 s doubling up to 2 h (Apache: 10 s .. 2 h)
+                delay = min(retry[1] * 2, RETRY_MAX_S) if retry else RETRY_FIRST_S
+                q.backoff[key] = (now + delay, delay)
         low = min((ck.revive_offset for ck in q.cks.values()), default=q.next_offset) - 1
         if low > q.committed:
             self.pop.consumer_offset_manager.commit_offset(
