@@ -65,6 +65,13 @@ class PopCheckPoint:
             return self.start_offset + index
         return self.start_offset + self.queue_offset_diff[index]
 
+    def re_put_times_count(self) -> int:
+        """``parseRePutTimes``: how often the CK was put back after a failed revive (0: never)."""
+        try:
+            return int(self.re_put_times) if self.re_put_times else 0
+        except ValueError:
+            return 0
+
     def unacked_offsets(self) -> list[int]:
         return [self.ack_offset_by_index(i) for i in range(self.num) if not (self.bit_map >> i) & 1]
 

@@ -6,7 +6,8 @@ there 1 s before its revive time and an ACK at it; a CK is decided once the time
 up to its revive time (``TimerMessageStore.delivered_before_ms``) and the queue was read to its end after that: then each offset not acked is put to ``%RETRY%{group}_{topic}`` queue 0 (reconsumeTimes + 1,
 ``1ST_POP_TIME`` kept), or to ``%DLQ%{group}`` once reconsumeTimes + 1 exceeds the group's ``retryMaxTimes``
 (departure: Apache's proxy does that at the next pop). The committed offset stays below the oldest undecided CK, so a
-restart reads the undecided CKs and their ACKs again. A failed re-put is retried after 1 s, doubling up to 2 h.
+restart reads the undecided CKs and their ACKs again. A CK whose re-put failed is put back to its revive queue, due
+after 1 s doubling up to 2 h (5.x ``rePutCK``).
 Thread-safety: the broker's event loop (one task).
 """
 
@@ -15,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rmq_core.broker.pop import extra_info as ei
-from rmq_core.broker.pop.pop_records import AckMsg, PopCheckPoint
+from rmq_core.broker.pop.pop_records import AckMsg, PopCheckPoint, ck_unique_id
 from rmq_core.common import mix_all
 from rmq_core.common.perm_name import PERM_READ, PERM_WRITE
 from rmq_core.message import (
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REVIVE_INTERVAL_S = 0.5
-RETRY_FIRST_S, RETRY_MAX_S = 1.0, 7200.0  # a CK whose re-put failed waits this long, doubling, before the next try
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 7200.0  # a CK whose re-put failed comes back after this long, doubling
 READ_BATCH = 32
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
 
@@ -51,9 +52,6 @@ class _ReviveQueue:
     next_offset: int
     committed: int
     cks: dict[str, PopCheckPoint] = field(default_factory=dict)
-    backoff: dict[str, tuple[float, float]] = field(
-        default_factory=dict
-    )  # merge key → (next try, delay) after a failure
 
 
 class PopReviveService:
@@ -152,21 +150,13 @@ class PopReviveService:
 
     def _revive(self, q: _ReviveQueue, safe: int) -> int:
         done = 0
-        now = time.monotonic()
         for key, ck in list(q.cks.items()):
             if ck.revive_time >= safe:
                 continue
-            retry = q.backoff.get(key)
-            if retry is not None and now < retry[0]:
-                continue
             ok, n = self._revive_ck(ck)
             done += n
-            if ok:
+            if ok or self._re_put_ck(ck, q.queue_id):
                 del q.cks[key]
-                q.backoff.pop(key, None)
-            else:  # retried later, 1 s doubling up to 2 h (Apache: 10 s .. 2 h)
-                delay = min(retry[1] * 2, RETRY_MAX_S) if retry else RETRY_FIRST_S
-                q.backoff[key] = (now + delay, delay)
         low = min((ck.revive_offset for ck in q.cks.values()), default=q.next_offset) - 1
         if low > q.committed:
             self.pop.consumer_offset_manager.commit_offset(
@@ -174,6 +164,15 @@ class PopReviveService:
             )
             q.committed = low
         return done
+
+    def _re_put_ck(self, ck: PopCheckPoint, queue_id: int) -> bool:
+        """5.x ``rePutCK``: a CK whose re-put failed goes back to its revive queue (what was re-put already marked in
+        its bitmap, ``rp`` + 1), due after 1 s doubling with each try up to 2 h, so the revive offset moves on."""
+        times = ck.re_put_times_count() + 1
+        delay_ms = int(min(RETRY_FIRST_S * 2 ** (times - 1), RETRY_MAX_S) * 1000)
+        again = replace(ck, re_put_times=str(times))
+        deliver = int(time.time() * 1000) + delay_ms
+        return self.pop.put_revive(again.encode(), ei.CK_TAG, queue_id, deliver, ck_unique_id(again))
 
     def _revive_ck(self, ck: PopCheckPoint) -> tuple[bool, int]:
         """Re-put the CK's unacked messages; (decided, how many were put)."""
