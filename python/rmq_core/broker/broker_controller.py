@@ -49,13 +49,23 @@ from rmq_core.broker.group_commit_service import GroupCommitService
 from rmq_core.broker.ha.replication import Replication
 from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
+from rmq_core.broker.pop.consumer_order_info_manager import ConsumerOrderInfoManager
+from rmq_core.broker.pop.message_request_mode_manager import MessageRequestModeManager
+from rmq_core.broker.pop.pop_revive_service import PopReviveService
+from rmq_core.broker.pop.pop_service import PopService
+from rmq_core.broker.processor.ack_message_processor import AckMessageProcessor
 from rmq_core.broker.processor.admin_broker_processor import AdminBrokerProcessor
 from rmq_core.broker.processor.admin_consumer_processor import AdminConsumerProcessor
 from rmq_core.broker.processor.admin_stats_processor import AdminStatsProcessor
+from rmq_core.broker.processor.change_invisible_time_processor import ChangeInvisibleTimeProcessor
 from rmq_core.broker.processor.client_manage_processor import ClientManageProcessor
 from rmq_core.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
+from rmq_core.broker.processor.notification_processor import NotificationProcessor
+from rmq_core.broker.processor.peek_message_processor import PeekMessageProcessor
+from rmq_core.broker.processor.pop_message_processor import PopMessageProcessor
 from rmq_core.broker.processor.pull_message_processor import PullMessageProcessor
+from rmq_core.broker.processor.query_assignment_processor import QueryAssignmentProcessor
 from rmq_core.broker.processor.query_message_processor import QueryMessageProcessor
 from rmq_core.broker.processor.send_message_processor import SendMessageProcessor
 from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
@@ -118,6 +128,8 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(cfg, config_dir)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
         self.consumer_filter_manager = ConsumerFilterManager(config_dir)
+        self.consumer_order_info_manager = ConsumerOrderInfoManager(config_dir)  # FIFO pops' queue locks
+        self.message_request_mode_manager = MessageRequestModeManager(config_dir)  # PULL/POP per topic and group
         self.consumer_manager = ConsumerManager(
             on_event=DefaultConsumerIdsChangeListener(cfg, self.consumer_filter_manager)
         )
@@ -134,6 +146,8 @@ class BrokerController:
         )
         self.pull_request_hold_service: PullRequestHoldService  # built in start(), once the store is open
         self.timer_message_store: TimerMessageStore | None = None  # started in start() when timer_wheel_enable
+        self.pop_service: PopService  # POP consumption (broker/pop/), built in start() with the store
+        self.pop_revive_service: PopReviveService | None = None  # a master with the timer wheel revives
         self.broker_outer_api = BrokerOuterAPI(self.remoting_client)
         self.replication = Replication(self)  # HA service (master) or HA client + config sync (slave): broker/ha/
         self.topic_config_manager.add_change_listener(lambda _cfg: self.register_broker_all())
@@ -215,6 +229,17 @@ class BrokerController:
         )
         self.query_message_processor = QueryMessageProcessor(self.message_store, self.message_store_config)
         self._build_transaction_components()
+        self.pop_service = PopService(
+            cfg,
+            self.message_store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.consumer_order_info_manager,
+            self.timer_message_store,
+            self.store_host,
+        )
+        ack_processor = AckMessageProcessor(self.pop_service)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)),
             (
@@ -243,6 +268,17 @@ class BrokerController:
             (self.admin_consumer_processor, AdminConsumerProcessor.request_codes),
             (self.query_message_processor, (RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_MESSAGE)),
             (self.end_transaction_processor, EndTransactionProcessor.request_codes),
+            (PopMessageProcessor(self.pop_service), (RequestCode.POP_MESSAGE,)),
+            (ack_processor, AckMessageProcessor.request_codes),
+            (ChangeInvisibleTimeProcessor(self.pop_service), (RequestCode.CHANGE_MESSAGE_INVISIBLETIME,)),
+            (PeekMessageProcessor(self.pop_service), (RequestCode.PEEK_MESSAGE,)),
+            (NotificationProcessor(self.pop_service), (RequestCode.NOTIFICATION,)),
+            (
+                QueryAssignmentProcessor(
+                    cfg, self.topic_config_manager, self.consumer_manager, self.message_request_mode_manager
+                ),
+                QueryAssignmentProcessor.request_codes,
+            ),
         ]
         # Processors that never wait run inline in the connection's read loop (no task per request): pulls (a pull
         # that finds nothing is parked, not awaited) and, under ASYNC_FLUSH, sends. SYNC_FLUSH sends await the group
@@ -253,6 +289,13 @@ class BrokerController:
             int(RequestCode.HEART_BEAT),
             int(RequestCode.QUERY_CONSUMER_OFFSET),
             int(RequestCode.UPDATE_CONSUMER_OFFSET),
+            # POP (broker/pop/): a pop that must wait parks itself as a task, acks never wait
+            int(RequestCode.POP_MESSAGE),
+            int(RequestCode.ACK_MESSAGE),
+            int(RequestCode.BATCH_ACK_MESSAGE),
+            int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
+            int(RequestCode.PEEK_MESSAGE),
+            int(RequestCode.NOTIFICATION),
         }
         # (SYNC_MASTER sends await a slave's acknowledgement: a task each too)
         if self.message_store_config.flush_disk_type != "SYNC_FLUSH" and not self.replication.is_sync_master:
@@ -369,6 +412,8 @@ class BrokerController:
             self.subscription_group_manager,
             self.consumer_offset_manager,
             self.consumer_filter_manager,
+            self.consumer_order_info_manager,
+            self.message_request_mode_manager,
             self.configuration,  # UPDATE_BROKER_CONFIG's persisted updates, over the given config
         ):
             manager.load()
@@ -388,6 +433,8 @@ class BrokerController:
             self.remoting_server,
         )
         self._register_processors()
+        if self.message_store.recovery_report.get("abnormal") and self.timer_message_store is not None:
+            self._recover_pop_offsets()
         self.transactional_message_service.load()
         hold = self.pull_request_hold_service
         # asked once per put: with no pull parked anywhere the sends of a chunk skip the hold service altogether
@@ -401,6 +448,8 @@ class BrokerController:
             self.transactional_message_check_service.start(self.loop)
         if self.timer_message_store is not None:
             self.timer_message_store.start()
+            self.pop_revive_service = PopReviveService(self.pop_service, self.inner_put_guard)
+            self.pop_revive_service.start()
         await self.remoting_server.begin_serving()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
@@ -434,6 +483,17 @@ class BrokerController:
             self.broker_addr,
             cfg.store_path_root_dir,
         )
+
+    def _recover_pop_offsets(self) -> None:
+        """After a crash the offsets file can be up to ``flushConsumerOffsetInterval`` old: the pops since then are
+        read back from their checkpoints (broker/pop/), so what was popped is redelivered by the revive service
+        only, not popped again as new."""
+        path = self.consumer_offset_manager.config_file_path
+        try:
+            since = int(os.path.getmtime(path) * 1000) - 10_000
+        except OSError:
+            since = 0
+        self.pop_service.recover_offsets(since)
 
     def _close_after_failed_start(self) -> None:
         """Stop whatever ``_start_on_loop`` got to before it failed (each step is safe on a part never started)."""
@@ -501,6 +561,7 @@ class BrokerController:
             self.topic_config_manager,
             self.subscription_group_manager,
             self.consumer_filter_manager,
+            self.consumer_order_info_manager,
             self.schedule_message_service,
         ):
             try:
@@ -600,6 +661,8 @@ class BrokerController:
         self.pull_request_hold_service.shutdown()
         self.schedule_message_service.shutdown()
         await self.transactional_message_check_service.shutdown()
+        if self.pop_revive_service is not None:
+            await self.pop_revive_service.stop()
         if self.timer_message_store is not None:
             await self.timer_message_store.shutdown()
         if self.namesrv_addrs():

@@ -96,6 +96,7 @@ class TopicConfigManager(ConfigManager):
         self._put_system(f"{cluster}_{REPLY_TOPIC_POSTFIX}", 1)
         self._put_system(mix_all.RMQ_SYS_TRANS_HALF_TOPIC, 1)
         self._put_system(mix_all.RMQ_SYS_TRANS_OP_HALF_TOPIC, 1)
+        self._put_system(mix_all.REVIVE_TOPIC_PREFIX + cluster, mix_all.REVIVE_QUEUE_NUM)  # 5.x POP's revive log
 
     # -- queries -------------------------------------------------------------------------------------------------
 

@@ -268,6 +268,84 @@ class PullMessageResponseHeader:
     maxOffset: int = required()
 
 
+# --- POP (RocketMQ 5) -----------------------------------------------------------------------------------------
+@dataclass
+class PopMessageRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    maxMsgNums: int = required(java_int=True)
+    invisibleTime: int = required()
+    pollTime: int = required()
+    bornTime: int = required()
+    initMode: int = required(java_int=True)
+    expType: str | None = optional()
+    exp: str | None = optional()
+    order: bool | None = optional(False)
+    attemptId: str | None = optional()
+
+
+@dataclass
+class PopMessageResponseHeader:
+    popTime: int = required()
+    invisibleTime: int = required()
+    reviveQid: int = required(java_int=True)
+    restNum: int = required()
+    startOffsetInfo: str | None = optional()
+    msgOffsetInfo: str | None = optional()
+    orderCountInfo: str | None = optional()
+
+
+@dataclass
+class PeekMessageRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    maxMsgNums: int = required(java_int=True)
+
+
+@dataclass
+class NotificationRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    pollTime: int = required()
+    bornTime: int = required()
+    order: bool | None = optional(False)
+    attemptId: str | None = optional()
+
+
+@dataclass
+class NotificationResponseHeader:
+    hasMsg: bool = required(False)
+
+
+@dataclass
+class AckMessageRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    extraInfo: str = required()
+    offset: int = required()
+
+
+@dataclass
+class ChangeInvisibleTimeRequestHeader:
+    consumerGroup: str = required()
+    topic: str = required()
+    queueId: int = required(java_int=True)
+    extraInfo: str = required()
+    offset: int = required()
+    invisibleTime: int = required()
+
+
+@dataclass
+class ChangeInvisibleTimeResponseHeader:
+    popTime: int = required()
+    invisibleTime: int = required()
+    reviveQid: int = required(java_int=True)
+
+
 # --- offsets and queries ---------------------------------------------------------------------------------------
 @dataclass
 class QueryConsumerOffsetRequestHeader:

@@ -324,6 +324,18 @@ class TimerMessageStore:
     def pending_in_heap(self) -> int:
         return len(self._heap)
 
+    def delivered_before_ms(self) -> int:
+        """Every timer message due before this time (epoch ms) has been put to its topic, as far as the messages
+        filed so far go (0 while messages of the timer topic wait to be filed): what the POP revive service waits
+        for before it decides a checkpoint (broker/pop/pop_revive_service.py)."""
+        store = self.message_store
+        if self.curr_queue_offset < store.get_max_offset_in_queue(TIMER_TOPIC, 0):
+            return 0
+        bound = min(self.curr_read_time_ms, self.now_ms())
+        if self._heap:
+            bound = min(bound, self._heap[0][0])
+        return bound
+
     # --- enqueue -------------------------------------------------------------------------------------------------
     async def _enqueue_service(self) -> None:
         wait = 0.1 * self.precision_ms / 1000  # 5.x: waitForRunning(100 ms × precision / 1000) when idle

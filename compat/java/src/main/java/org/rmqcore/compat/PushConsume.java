@@ -3,7 +3,9 @@
  * concurrent listener or, with --orderly true, an orderly one), one JSON line per delivered message.
  *   --namesrv host:port --group G --topic T [--sub "TagA || TagC"] [--expect N] [--timeout-ms 30000]
  *   [--linger-ms 1000] [--orderly false] [--model CLUSTERING|BROADCASTING] [--from FIRST|LAST]
- *   [--selector TAG|SQL92] [--reconsume-once false]
+ *   [--selector TAG|SQL92] [--reconsume-once false] [--pop false]
+ * --pop true (a 5.x client only) calls setClientRebalance(false): the broker balances (QUERY_ASSIGNMENT) and, when the
+ * group's mode for the topic is POP (SET_MESSAGE_REQUEST_MODE), the consumer pops, acks and changes invisible time.
  * --selector SQL92 makes --sub a SQL92 expression (MessageSelector.bySql). --reconsume-once true makes the concurrent
  * listener answer RECONSUME_LATER (delay level 1) for every message it sees with reconsumeTimes 0, so each comes back
  * once through the group's retry topic (CONSUMER_SEND_MSG_BACK); both deliveries are printed.
@@ -50,6 +52,9 @@ public final class PushConsume {
         consumer.setConsumeFromWhere("LAST".equals(a.str("from", "FIRST"))
             ? ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET : ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.setAwaitTerminationMillisWhenShutdown(5000);
+        if (a.flag("pop")) {  // by reflection: the 4.9.7 client has no such method
+            consumer.getClass().getMethod("setClientRebalance", boolean.class).invoke(consumer, false);
+        }
         if ("SQL92".equals(a.str("selector", "TAG"))) {
             consumer.subscribe(a.str("topic"), MessageSelector.bySql(a.str("sub")));
         } else {
