@@ -1,0 +1,85 @@
+"""GrpcServer: the broker's ``apache.rocketmq.v2.MessagingService`` endpoint (``--grpc-port``), a ``grpc.aio`` server on
+the broker's own event loop (grpc.aio runs on uvloop's loop: checked by tests/grpc), plaintext HTTP/2.
+
+The service's methods are registered by name through a generic handler (no generated stubs: the messages come from
+``messaging_v2``); an RPC rmq_core does not serve (PullMessage, offsets, Recall, Lite) answers UNIMPLEMENTED, as any
+gRPC server does for an unknown method. A handler's unexpected exception is logged and answered INTERNAL by grpc.
+Needs the ``grpcio`` package (``rmq_core[grpc]``); ``rmq_core.broker.grpc.require_grpc`` checks it with a one-line
+error. Started and stopped on the broker's loop (``BrokerController``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService
+from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
+
+if TYPE_CHECKING:
+    from rmq_core.broker.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 1.0  # in-flight RPCs get this long at shutdown
+MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a body is refused by status, not by grpc)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+class GrpcServer:
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.service = GrpcMessagingService(controller)
+        self._server: Any = None
+        self.port = 0
+
+    def _handlers(self) -> Any:
+        methods: dict[str, Any] = {}
+        for rpc, req, resp, client_streaming, server_streaming in RPCS:
+            impl: Callable[..., Any] | None = getattr(self.service, _snake(rpc), None)
+            if impl is None:
+                continue  # not served yet: grpc answers UNIMPLEMENTED
+            kind = {
+                (False, False): grpc.unary_unary_rpc_method_handler,
+                (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, True): grpc.stream_stream_rpc_method_handler,
+            }[(client_streaming, server_streaming)]
+            methods[rpc] = kind(
+                impl,
+                request_deserializer=getattr(V2, req).FromString,
+                response_serializer=getattr(V2, resp).SerializeToString,
+            )
+        return grpc.method_handlers_generic_handler(SERVICE, methods)
+
+    async def start(self, host: str, port: int) -> int:
+        """Bind ``host:port`` (0: a free port) and serve; returns the bound port."""
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers((self._handlers(),))
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise OSError(f"gRPC port {host}:{port} could not be bound")
+        await server.start()
+        self._server = server
+        self.port = bound
+        self.service.advertised = (self.controller.broker_config.broker_ip1, bound)
+        log.info("gRPC MessagingService serving at %s:%d", host, bound)
+        return bound
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        for channel in list(self.service.clients.values()):
+            self.service.forget_client(channel)
+        await server.stop(STOP_GRACE_S)
