@@ -21,5 +21,5 @@ def require_grpc() -> None:
 def _missing(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is None
-    except ModuleNotFoundError:  # a parent package (google) is absent
+    except (ModuleNotFoundError, ValueError):  # a parent package (google) is absent, or the module is blocked
         return True

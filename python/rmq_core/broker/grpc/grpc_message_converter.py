@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rmq_core.broker.grpc.messaging_v2 import V2, Code, Duration, MessageType
+from rmq_core.broker.grpc.messaging_v2 import V2, Code, MessageType
 from rmq_core.message import (
     KEY_SEPARATOR,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -162,9 +162,3 @@ def parse_transaction_id(value: str) -> tuple[int, int]:
         return int(clo, 16), int(tso, 16)
     except ValueError:
         raise GrpcStatusError(Code.INVALID_TRANSACTION_ID, f"transaction id is invalid: {value!r}") from None
-
-
-def millis_duration(ms: int) -> Any:
-    d = Duration()
-    d.FromMilliseconds(ms)
-    return d

@@ -30,7 +30,6 @@ from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.broker.grpc.grpc_client_channel import OUTBOX_LIMIT, GrpcClientChannel
 from rmq_core.broker.grpc.grpc_message_converter import (
     GrpcStatusError,
-    millis_duration,
     parse_transaction_id,
     to_store_properties,
     transaction_id,
@@ -174,8 +173,8 @@ class GrpcMessagingService:
         if kind == ClientType.PRODUCER:
             out.backoff_policy.max_attempts = PRODUCER_BACKOFF_ATTEMPTS
             exp = out.backoff_policy.exponential_backoff
-            exp.initial.CopyFrom(millis_duration(PRODUCER_BACKOFF_INITIAL_MS))
-            exp.max.CopyFrom(millis_duration(PRODUCER_BACKOFF_MAX_MS))
+            exp.initial.FromMilliseconds(PRODUCER_BACKOFF_INITIAL_MS)
+            exp.max.FromMilliseconds(PRODUCER_BACKOFF_MAX_MS)
             exp.multiplier = PRODUCER_BACKOFF_MULTIPLIER
             out.publishing.max_body_size = cfg.max_message_size
             out.publishing.validate_message_type = True
@@ -184,12 +183,12 @@ class GrpcMessagingService:
             group = self.controller.subscription_group_manager.find_subscription_group_config(sub.group.name)
             sub.fifo = bool(getattr(group, "consume_message_orderly", False))
             sub.receive_batch_size = CONSUMER_RECEIVE_BATCH_SIZE
-            sub.long_polling_timeout.CopyFrom(millis_duration(CONSUMER_LONG_POLLING_TIMEOUT_MS))
+            sub.long_polling_timeout.FromMilliseconds(CONSUMER_LONG_POLLING_TIMEOUT_MS)
             retry_max = group.retry_max_times if group is not None else 16
             out.backoff_policy.max_attempts = retry_max + 1
             custom = out.backoff_policy.customized_backoff
             for delay_ms in parse_delay_levels(cfg.message_delay_level).values():
-                custom.next.add().CopyFrom(millis_duration(delay_ms))
+                custom.next.add().FromMilliseconds(delay_ms)
         return out
 
     # --- RPCs ----------------------------------------------------------------------------------------------------
@@ -272,12 +271,6 @@ class GrpcMessagingService:
                 channel.outbox = None
 
     async def send_message(self, request: Any, context: Any) -> Any:
-        try:
-            return await self._send_message(request, context)
-        except GrpcStatusError as e:
-            return V2.SendMessageResponse(status=status(e.code, e.message))
-
-    async def _send_message(self, request: Any, context: Any) -> Any:
         messages = request.messages
         if not messages:
             raise GrpcStatusError(Code.BAD_REQUEST, "no message to send")
@@ -343,10 +336,7 @@ class GrpcMessagingService:
         return next(self._round_robin) % writable
 
     async def end_transaction(self, request: Any, context: Any) -> Any:
-        try:
-            commit_log_offset, tran_offset = parse_transaction_id(request.transaction_id)
-        except GrpcStatusError as e:
-            return V2.EndTransactionResponse(status=status(e.code, e.message))
+        commit_log_offset, tran_offset = parse_transaction_id(request.transaction_id)
         resolution = {
             TransactionResolution.COMMIT: TRANSACTION_COMMIT_TYPE,
             TransactionResolution.ROLLBACK: TRANSACTION_ROLLBACK_TYPE,

@@ -3,7 +3,8 @@ the broker's own event loop (grpc.aio runs on uvloop's loop: checked by tests/gr
 
 The service's methods are registered by name through a generic handler (no generated stubs: the messages come from
 ``messaging_v2``); an RPC rmq_core does not serve (PullMessage, offsets, Recall, Lite) answers UNIMPLEMENTED, as any
-gRPC server does for an unknown method. A handler's unexpected exception is logged and answered INTERNAL by grpc.
+gRPC server does for an unknown method. A refusal (``GrpcStatusError``) is answered as the response's v2 ``status``;
+any other exception of a handler is logged and answered INTERNAL by grpc.
 Needs the ``grpcio`` package (``rmq_core[grpc]``); ``rmq_core.broker.grpc.require_grpc`` checks it with a one-line
 error. Started and stopped on the broker's loop (``BrokerController``).
 """
@@ -11,12 +12,13 @@ error. Started and stopped on the broker's loop (``BrokerController``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService
+from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
+from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
@@ -30,6 +32,28 @@ MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a bod
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def _answering_refusals(impl: Callable[..., Any], response: Any, streaming: bool) -> Callable[..., Any]:
+    """``impl`` with a ``GrpcStatusError`` answered as its response's ``status`` (every v2 response has one)."""
+    if streaming:
+
+        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                async for item in impl(request, context):
+                    yield item
+            except GrpcStatusError as e:
+                yield response(status=status(e.code, e.message))
+
+        return stream
+
+    async def unary(request: Any, context: Any) -> Any:
+        try:
+            return await impl(request, context)
+        except GrpcStatusError as e:
+            return response(status=status(e.code, e.message))
+
+    return unary
 
 
 class GrpcServer:
@@ -51,7 +75,7 @@ class GrpcServer:
                 (True, True): grpc.stream_stream_rpc_method_handler,
             }[(client_streaming, server_streaming)]
             methods[rpc] = kind(
-                impl,
+                _answering_refusals(impl, getattr(V2, resp), server_streaming),
                 request_deserializer=getattr(V2, req).FromString,
                 response_serializer=getattr(V2, resp).SerializeToString,
             )

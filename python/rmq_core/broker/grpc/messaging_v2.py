@@ -409,8 +409,6 @@ class _Classes:
 
 
 V2: Any = _Classes(_build())
-Duration = duration_pb2.Duration
-Timestamp = timestamp_pb2.Timestamp
 
 
 def _enum_class(name: str) -> type:
