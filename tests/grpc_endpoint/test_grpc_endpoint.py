@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-grpc = pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
+pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
+
+import grpc
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.grpc.grpc_messaging_service import consistent_hash
