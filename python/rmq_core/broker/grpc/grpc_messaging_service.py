@@ -139,6 +139,20 @@ class GrpcMessagingService:
             channel = self.clients[client_id] = GrpcClientChannel(client_id, peer_address(context))
         return channel
 
+    def client_of(self, context: Any) -> GrpcClientChannel | None:
+        """The caller's channel if it is known (no new one)."""
+        return self.clients.get(client_id_of(context))
+
+    def anonymous_channel(self, context: Any | None = None) -> GrpcClientChannel:
+        """A channel for handing one request to a processor (only its ``remote_address`` is read)."""
+        known = self.client_of(context) if context is not None else None
+        if known is not None:
+            return known
+        return GrpcClientChannel("", peer_address(context) if context is not None else self._advertised_address())
+
+    def _advertised_address(self) -> str:
+        return f"{self.advertised[0]}:{self.advertised[1]}"
+
     def _register_producer(self, channel: GrpcClientChannel) -> None:
         settings = channel.settings
         if settings is None or channel.client_type != ClientType.PRODUCER:
@@ -286,7 +300,7 @@ class GrpcMessagingService:
         remote = peer_address(context)
         props = [to_store_properties(m, topic, remote) for m in messages]
         queue_id = self._select_queue(topic, messages)
-        channel = self.clients.get(client_id_of(context)) or GrpcClientChannel("", remote)
+        channel = self.anonymous_channel(context)
         processor = self.controller.send_message_processor
         response = V2.SendMessageResponse()
         codes: set[int] = set()
@@ -351,7 +365,7 @@ class GrpcMessagingService:
             "transactionId": request.transaction_id,
         }
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, fields)
-        channel = self.clients.get(client_id_of(context)) or GrpcClientChannel("", peer_address(context))
+        channel = self.anonymous_channel(context)
         answer = await self.controller.end_transaction_processor.process_request(channel, cmd)  # type: ignore[arg-type]
         if answer is None:  # UNKNOWN: nothing done, the check will ask
             return V2.EndTransactionResponse(status=status(Code.OK))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
@@ -60,13 +61,17 @@ class GrpcServer:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         self.service = GrpcMessagingService(controller)
+        self.consumer_service = GrpcConsumerService(self.service)
         self._server: Any = None
         self.port = 0
 
     def _handlers(self) -> Any:
         methods: dict[str, Any] = {}
         for rpc, req, resp, client_streaming, server_streaming in RPCS:
-            impl: Callable[..., Any] | None = getattr(self.service, _snake(rpc), None)
+            name = _snake(rpc)
+            impl: Callable[..., Any] | None = getattr(self.consumer_service, name, None) or getattr(
+                self.service, name, None
+            )
             if impl is None:
                 continue  # not served yet: grpc answers UNIMPLEMENTED
             kind = {
