@@ -76,7 +76,66 @@ def produce(endpoint: str, args: dict) -> dict:
     return {"started_s": started_s, "sent": sent, "checked": checker.checked}
 
 
+def _received(m) -> dict:
+    return {
+        "message_id": m.message_id,
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys),
+        "properties": dict(m.properties),
+        "attempt": m.delivery_attempt,
+        "group": m.message_group,
+    }
+
+
+def simple(endpoint: str, args: dict) -> dict:
+    """A SimpleConsumer running ``args["steps"]`` in order: receive (until ``until`` messages or ``timeout_s``),
+    then ack, change the invisible duration, or leave them; each step's messages, errors and times come back."""
+    from rocketmq.v5.consumer import SimpleConsumer
+    from rocketmq.v5.model import FilterExpression
+
+    config = ClientConfiguration(endpoint, Credentials())
+    sub = {args["topic"]: FilterExpression(args.get("tag", "*"))}
+    consumer = SimpleConsumer(config, args["group"], sub, await_duration=args.get("await_s", 5))
+    consumer.startup()
+    held: list = []
+    out = []
+    try:
+        for step in args["steps"]:
+            got, errors, t0 = [], [], time.time()
+            if step["op"] == "receive":
+                while len(got) < step.get("until", 1) and time.time() - t0 < step.get("timeout_s", 30):
+                    try:
+                        batch = consumer.receive(step.get("max", 32), step.get("invisible_s", 15))
+                    except Exception as e:
+                        errors.append(repr(e))
+                        time.sleep(0.2)
+                        continue
+                    got.extend(batch)
+                held = got
+                for m in got:
+                    if step.get("then") == "ack":
+                        consumer.ack(m)
+                    elif step.get("then") == "change":
+                        consumer.change_invisible_duration(m, step["change_s"])
+            elif step["op"] == "ack_held":  # ack what the last receive returned (expired handles: errors)
+                for m in held:
+                    try:
+                        consumer.ack(m)
+                    except Exception as e:
+                        errors.append(repr(e))
+            elif step["op"] == "sleep":
+                time.sleep(step["s"])
+            ended = time.time()
+            out.append(
+                {"messages": [_received(m) for m in got], "errors": errors, "took_s": ended - t0, "ended_at": ended}
+            )
+    finally:
+        consumer.shutdown()
+    return {"steps": out}
+
+
 if __name__ == "__main__":
     endpoint, scenario, raw = sys.argv[1], sys.argv[2], sys.argv[3]
-    result = {"produce": produce}[scenario](endpoint, json.loads(raw))
+    result = {"produce": produce, "simple": simple}[scenario](endpoint, json.loads(raw))
     print("RESULT " + json.dumps(result), flush=True)

@@ -4,96 +4,29 @@ properties and the SDK's message id intact), FIFO (each message group in one que
 proxy picks), delay (the 5.x timer delivers at the delivery timestamp), transactions (commit, rollback, and an
 orphan resolved by the broker's check-back through the Telemetry stream).
 
-The SDK lives in its own venv (its top-level ``rocketmq`` is not the C++ client's): ``./dev`` makes ``.venv-rmq5``;
-``RMQ_CORE_ROCKETMQ5_PYTHON`` names another interpreter. Without either the tests are skipped."""
+The SDK runs in its own venv (support/grpc5_helpers.py); without it the tests are skipped."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
 
 from rmq_core.broker.grpc.grpc_messaging_service import consistent_hash
-from rmq_core.client.consumer.pull_consumer import PullConsumer
-from rmq_core.client.pull_result import PullStatus
-from rmq_core.common.topic_config import TopicConfig
-from rmq_core.message import MessageExt, MessageQueue, tags_hash
+from rmq_core.message import MessageExt, tags_hash
 
-from support.admin_helpers import add_topic_config, wait_for_route
-from support.client_helpers_e2e import cluster
+from support.grpc5_helpers import QUEUES, endpoint, flat, grpc_cluster, needs_sdk, pull_all, sdk, topic
 from support.helpers import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-DRIVER = Path(__file__).with_name("sdk5_driver.py")
-SDK_PYTHON = os.environ.get("RMQ_CORE_ROCKETMQ5_PYTHON") or str(ROOT / ".venv-rmq5" / "bin" / "python")
-QUEUES = 4
-
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(SDK_PYTHON), reason=f"RocketMQ's 5.x Python SDK venv not found ({SDK_PYTHON}): ./dev setup"
-)
+pytestmark = needs_sdk
 
 
-def sdk(endpoint: str, scenario: str, args: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run(
-        [SDK_PYTHON, str(DRIVER), endpoint, scenario, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and lines, f"SDK driver failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return json.loads(lines[-1][len("RESULT ") :])
-
-
-def topic(c: Any, name: str, message_type: str | None = None) -> None:
-    attributes = {"message.type": message_type} if message_type else None
-    add_topic_config(c.brokers[0], TopicConfig(name, QUEUES, QUEUES, attributes=attributes))
-    wait_for_route(c.namesrv_addr, name)
-
-
-def pull_all(c: Any, name: str, group: str = "grpc_pull_cg") -> dict[int, list[MessageExt]]:
-    """Every message of ``name``, per queue, read with rmq_core's 4.x PullConsumer."""
-    pc = PullConsumer(group, namesrv_addr=c.namesrv_addr)
-    pc.start()
-    try:
-        out: dict[int, list[MessageExt]] = {}
-        for q in range(QUEUES):
-            offset, got = 0, []
-            while True:
-                r = pc.pull(MessageQueue(name, "broker-0", q), "*", offset, 32)
-                if r.pull_status != PullStatus.FOUND:
-                    break
-                got.extend(r.msg_found_list)
-                offset = r.next_begin_offset
-            out[q] = got
-        return out
-    finally:
-        pc.shutdown()
-
-
-def flat(per_queue: dict[int, list[MessageExt]]) -> list[MessageExt]:
-    return [m for q in sorted(per_queue) for m in per_queue[q]]
-
-
-@pytest.fixture
-def grpc_cluster(tmp_path):
-    with cluster(tmp_path, grpc_port=0, transaction_check_interval=500, transaction_timeout=1000) as c:
+@pytest.fixture(name="grpc_cluster")
+def _grpc_cluster(tmp_path):
+    with grpc_cluster(tmp_path) as c:
         yield c
-
-
-def endpoint(c: Any) -> str:
-    addr = c.brokers[0].controller.grpc_address
-    assert addr is not None
-    return addr
 
 
 def test_normal_and_async_sends_read_back_by_a_pull_consumer(grpc_cluster):
