@@ -135,7 +135,45 @@ def simple(endpoint: str, args: dict) -> dict:
     return {"steps": out}
 
 
+def push(endpoint: str, args: dict) -> dict:
+    """A PushConsumer for ``run_s`` seconds (or until ``until`` deliveries): bodies in ``fail`` answer FAILURE,
+    ``slow_s`` makes the listener take that long; every delivery is recorded (id, body, attempt, time)."""
+    import threading
+
+    from rocketmq.v5.consumer import PushConsumer
+    from rocketmq.v5.consumer.push import ConsumeResult, MessageListener
+    from rocketmq.v5.model import FilterExpression
+
+    deliveries: list[dict] = []
+    lock = threading.Lock()
+    fail = set(args.get("fail", ()))
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            with lock:
+                deliveries.append({**_received(message), "at": time.time()})
+            if args.get("slow_s"):
+                time.sleep(args["slow_s"])
+            return ConsumeResult.FAILURE if message.body.decode() in fail else ConsumeResult.SUCCESS
+
+    config = ClientConfiguration(endpoint, Credentials())
+    consumer = PushConsumer(config, args["group"], Listener(), {args["topic"]: FilterExpression("*")})
+    t0 = time.time()
+    consumer.startup()
+    started_s = time.time() - t0
+    try:
+        deadline = time.time() + args["run_s"]
+        while time.time() < deadline:
+            with lock:
+                if len(deliveries) >= args.get("until", 1 << 30):
+                    break
+            time.sleep(0.1)
+    finally:
+        consumer.shutdown()
+    return {"started_s": started_s, "deliveries": deliveries}
+
+
 if __name__ == "__main__":
     endpoint, scenario, raw = sys.argv[1], sys.argv[2], sys.argv[3]
-    result = {"produce": produce, "simple": simple}[scenario](endpoint, json.loads(raw))
+    result = {"produce": produce, "simple": simple, "push": push}[scenario](endpoint, json.loads(raw))
     print("RESULT " + json.dumps(result), flush=True)

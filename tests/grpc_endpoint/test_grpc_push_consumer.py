@@ -1,0 +1,45 @@
+"""RocketMQ's 5.x Python SDK PushConsumer against an rmq_core broker's gRPC endpoint over POP, no proxy: it starts
+(Settings, QueryAssignment), receives what the SDK's Producer sent (id, tag, keys, properties, attempt 1) and a
+message its listener fails comes back with attempt 2 after the first backoff (the Settings' customized backoff: 1 s).
+Needs the broker's POP service (broker/pop/) and the SDK's venv (support/grpc5_helpers.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
+pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
+
+from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
+
+pytestmark = needs_sdk
+
+
+@pytest.fixture(name="grpc_cluster")
+def _grpc_cluster(tmp_path):
+    with grpc_cluster(tmp_path) as c:
+        yield c
+
+
+def test_push_consumer_receives_and_a_failure_comes_back_with_attempt_2(grpc_cluster):
+    c = grpc_cluster
+    topic(c, "PushT")
+    specs = [{"body": f"p{i}", "tag": "TagP", "keys": [f"pk{i}"], "properties": {"i": str(i)}} for i in range(4)]
+    ids = [s["message_id"] for s in sdk(endpoint(c), "produce", {"topic": "PushT", "messages": specs})["sent"]]
+    r = sdk(endpoint(c), "push", {"topic": "PushT", "group": "push_cg", "fail": ["p0"], "until": 5, "run_s": 40})
+    assert r["started_s"] < 12
+    seen = r["deliveries"]
+    firsts = {d["message_id"]: d for d in seen if d["attempt"] == 1}
+    assert set(firsts) == set(ids)
+    for spec, mid in zip(specs, ids):
+        d = firsts[mid]
+        assert (d["body"], d["tag"], d["keys"], d["properties"]["i"]) == (
+            spec["body"],
+            "TagP",
+            spec["keys"],
+            spec["properties"]["i"],
+        )
+    again = [d for d in seen if d["attempt"] == 2]
+    assert [d["message_id"] for d in again] == [ids[0]]  # only the failed one, once more
+    delay = again[0]["at"] - firsts[ids[0]]["at"]
+    assert 0.5 <= delay <= 10, delay  # the nack's backoff (1 s), not the 60 s invisible time
