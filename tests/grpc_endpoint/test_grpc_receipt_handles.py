@@ -1,10 +1,12 @@
 """Receipt handles at the gRPC endpoint, over raw grpcio against a broker with POP: a malformed handle, one of
 another broker and an expired one are each answered INVALID_RECEIPT_HANDLE and ack nothing (the message comes
-back after its invisible time, attempt 2); ReceiveMessage's own checks (invisible time below 10 s, batch size 0, an
+back after its invisible time, attempt 2); the frames (status, messages with an MD5 body digest, the delivery
+timestamp last); ReceiveMessage's own checks (invisible time below 10 s, batch size 0, an
 empty topic answered MESSAGE_NOT_FOUND, one status frame first); QueryAssignment's one queue −1."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -81,14 +83,15 @@ def ack(ch: Any, handle: str) -> Any:
 
 def test_bad_handles_ack_nothing(broker, channel):
     frames = receive(channel, poll_ms=5_000)
-    assert [f.WhichOneof("content") for f in frames] == ["status"]
+    assert [f.WhichOneof("content") for f in frames] == ["status", "delivery_timestamp"]
     assert frames[0].status.code == Code.MESSAGE_NOT_FOUND
     send(channel, b"m1")
     frames = receive(channel)
-    assert [f.WhichOneof("content") for f in frames] == ["status", "message"]
+    assert [f.WhichOneof("content") for f in frames] == ["status", "message", "delivery_timestamp"]
     assert frames[0].status.code == Code.OK
     msg = frames[1].message
     assert msg.system_properties.delivery_attempt == 1 and msg.system_properties.message_id == "ID-m1"
+    assert msg.system_properties.body_digest.checksum == hashlib.md5(b"m1").hexdigest().upper()
     handle = msg.system_properties.receipt_handle
     fields = handle.split(" ")
     foreign = " ".join(fields[:5] + ["another-broker"] + fields[6:])
@@ -106,7 +109,7 @@ def test_bad_handles_ack_nothing(broker, channel):
 
 
 def test_receive_checks_and_assignment(broker, channel):
-    (frame,) = receive(channel, invisible_ms=5_000)
+    (frame,) = receive(channel, invisible_ms=5_000)  # a refusal: the status frame only
     assert frame.status.code == Code.ILLEGAL_INVISIBLE_TIME
     (frame,) = receive(channel, batch=0)
     assert frame.status.code == Code.BAD_REQUEST

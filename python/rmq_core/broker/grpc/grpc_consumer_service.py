@@ -159,21 +159,31 @@ class GrpcConsumerService:
             fifo,
             request.attempt_id if request.HasField("attempt_id") else None,
         )
+        for frame in await self._frames(group, topic, result, max_attempts):
+            yield frame
+        # last, the transport delivery timestamp (Apache's ReceiveMessageResponseStreamWriter.onComplete): the
+        # Python SDK's push consumer computes its receive latency from it and fails the batch without it
+        done = V2.ReceiveMessageResponse()
+        done.delivery_timestamp.FromMilliseconds(self._now_ms())
+        yield done
+
+    async def _frames(self, group: str, topic: str, result: Any, max_attempts: int) -> list[Any]:
+        """The status frame, then one frame per message (``ReceiveMessageResponseStreamWriter.writeAndComplete``)."""
         if result.messages:
             deliver = [m for m in result.messages if not await self._past_max_attempts(group, topic, m, max_attempts)]
             if not deliver:
-                yield V2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
-                return
-            yield V2.ReceiveMessageResponse(status=status(Code.OK))
+                return [V2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))]
+            frames = [V2.ReceiveMessageResponse(status=status(Code.OK))]
             for m in deliver:
-                yield V2.ReceiveMessageResponse(message=to_v2_message(m, topic, m.properties.get(PROPERTY_POP_CK)))
-            return
+                frames.append(
+                    V2.ReceiveMessageResponse(message=to_v2_message(m, topic, m.properties.get(PROPERTY_POP_CK)))
+                )
+            return frames
         if result.status.name == "POLLING_FULL":
-            yield V2.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))
-        elif result.code in _POP_REFUSALS:
-            yield V2.ReceiveMessageResponse(status=status(_POP_REFUSALS[result.code], result.remark or ""))
-        else:
-            yield V2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            return [V2.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))]
+        if result.code in _POP_REFUSALS:
+            return [V2.ReceiveMessageResponse(status=status(_POP_REFUSALS[result.code], result.remark or ""))]
+        return [V2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))]
 
     async def _past_max_attempts(self, group: str, topic: str, msg: MessageExt, max_attempts: int) -> bool:
         """A message delivered ``max_attempts`` times already goes to the DLQ (and is acked) instead."""

@@ -13,6 +13,7 @@ END_TRANSACTION needs both, and so nothing is kept per transaction (a restart lo
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -47,6 +48,7 @@ RESERVED_PROPERTIES = frozenset(
         "CHECK_IMMUNITY_TIME_IN_SECONDS",
     }
 )  # fmt: skip
+DIGEST_MD5 = 2  # DigestType.MD5
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -126,6 +128,8 @@ def to_v2_message(msg: MessageExt, topic: str | None = None, receipt_handle: str
     if props.get(PROPERTY_KEYS):
         sp.keys.extend(k for k in props[PROPERTY_KEYS].split(KEY_SEPARATOR) if k)
     sp.message_id = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
+    sp.body_digest.type = DIGEST_MD5  # as Apache's GrpcConverter: MD5, upper-case hex (the SDKs verify it)
+    sp.body_digest.checksum = hashlib.md5(msg.body).hexdigest().upper()
     sp.body_encoding = 1  # IDENTITY: the store hands the body decompressed
     sp.message_type = message_type_of(props)
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
