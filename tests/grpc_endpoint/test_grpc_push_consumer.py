@@ -1,6 +1,8 @@
 """RocketMQ's 5.x Python SDK PushConsumer against an rmq_core broker's gRPC endpoint over POP, no proxy: it starts
 (Settings, QueryAssignment), receives what the SDK's Producer sent (id, tag, keys, properties, attempt 1) and a
-message its listener fails comes back with attempt 2 after the first backoff (the Settings' customized backoff: 1 s).
+message its listener fails comes back with attempt 2 after the first backoff (the Settings' customized backoff: 1 s);
+a listener slower than the invisible time sees its message once: the server renews the invisible time while the
+client holds it and takes the client's ack with the original handle.
 Needs the broker's POP service (broker/pop/) and the SDK's venv (support/grpc5_helpers.py)."""
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
 pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
+
+from rmq_core.broker.grpc import grpc_consumer_service
 
 from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
 
@@ -43,3 +47,18 @@ def test_push_consumer_receives_and_a_failure_comes_back_with_attempt_2(grpc_clu
     assert [d["message_id"] for d in again] == [ids[0]]  # only the failed one, once more
     delay = again[0]["at"] - firsts[ids[0]]["at"]
     assert 0.5 <= delay <= 10, delay  # the nack's backoff (1 s), not the 60 s invisible time
+
+
+def test_a_handler_slower_than_the_invisible_time_causes_no_duplicate(grpc_cluster, monkeypatch):
+    # a push consumer's receive pops with 60 s (Apache's default); 12 s here so the test does not take minutes:
+    # renewed at the first scan within 10 s of expiry, while the listener still holds the message for 20 s
+    monkeypatch.setattr(grpc_consumer_service, "DEFAULT_INVISIBLE_MS", 12_000)
+    c = grpc_cluster
+    topic(c, "PushSlow")
+    (sent,) = sdk(endpoint(c), "produce", {"topic": "PushSlow", "messages": [{"body": "slow"}]})["sent"]
+    r = sdk(endpoint(c), "push", {"topic": "PushSlow", "group": "push_slow_cg", "slow_s": 20, "run_s": 30})
+    assert [(d["message_id"], d["attempt"]) for d in r["deliveries"]] == [(sent["message_id"], 1)]
+    server = c.brokers[0].controller.grpc_server
+    renewal = server.consumer_service.renewal
+    assert renewal.renewals >= 1
+    assert not renewal.held  # the ack (with the original handle) took the renewed one

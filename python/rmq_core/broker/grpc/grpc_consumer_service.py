@@ -13,6 +13,8 @@ broker/pop/), as Apache's proxy answers them in local mode (proxy ``grpc/v2/cons
 - AckMessage: one status per entry; a malformed, expired (popTime + invisible passed) or foreign handle →
   INVALID_RECEIPT_HANDLE and nothing acked. ChangeInvisibleDuration: the new handle. ForwardMessageToDeadLetterQueue:
   CONSUMER_SEND_MSG_BACK with delay level −1 (→ %DLQ%group), then the ack.
+- auto_renew (push consumers): the server renews the invisible time while the client holds a message and maps the
+  client's original handle to the latest (``GrpcReceiptHandleManager``).
 Without a POP service (a broker built without broker/pop/) these answer NOT_IMPLEMENTED. On the broker's loop only.
 """
 
@@ -24,7 +26,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.grpc.grpc_message_converter import PROPERTY_POP_CK, GrpcStatusError, to_v2_message
-from rmq_core.broker.grpc.grpc_messaging_service import grpc_code, status
+from rmq_core.broker.grpc.grpc_messaging_service import client_id_of, grpc_code, status
+from rmq_core.broker.grpc.grpc_receipt_handle_manager import GrpcReceiptHandleManager
 from rmq_core.broker.grpc.messaging_v2 import V2, Code, FilterType, Permission
 from rmq_core.common.perm_name import is_readable
 from rmq_core.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt, decode_messages
@@ -67,6 +70,7 @@ class GrpcConsumerService:
     def __init__(self, messaging: GrpcMessagingService) -> None:
         self.messaging = messaging
         self.controller = messaging.controller
+        self.renewal = GrpcReceiptHandleManager(lambda: getattr(self.controller, "pop_service", None), self._now_ms)
 
     def _pop(self) -> Any:
         pop = getattr(self.controller, "pop_service", None)
@@ -159,7 +163,14 @@ class GrpcConsumerService:
             fifo,
             request.attempt_id if request.HasField("attempt_id") else None,
         )
-        for frame in await self._frames(group, topic, result, max_attempts):
+        frames = await self._frames(group, topic, result, max_attempts)
+        client_id = client_id_of(context)
+        if request.auto_renew and client_id:  # the server renews the invisible time while the client holds them
+            expires = result.pop_time + result.invisible_time
+            for frame in frames:
+                if frame.WhichOneof("content") == "message":
+                    self.renewal.hold(client_id, group, topic, frame.message.system_properties.receipt_handle, expires)
+        for frame in frames:
             yield frame
         # last, the transport delivery timestamp (Apache's ReceiveMessageResponseStreamWriter.onComplete): the
         # Python SDK's push consumer computes its receive latency from it and fails the batch without it
@@ -223,7 +234,8 @@ class GrpcConsumerService:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle has expired")
         return parsed
 
-    async def _ack_one(self, group: str, topic: str, handle: str) -> Any:
+    async def _ack_one(self, group: str, topic: str, handle: str, client_id: str) -> Any:
+        handle = self.renewal.take(client_id, group, handle)
         try:
             self._valid_handle(handle)
         except GrpcStatusError as e:
@@ -240,7 +252,7 @@ class GrpcConsumerService:
         response = V2.AckMessageResponse()
         codes: set[int] = set()
         for entry in request.entries:
-            st = await self._ack_one(group, topic, entry.receipt_handle)
+            st = await self._ack_one(group, topic, entry.receipt_handle, client_id_of(context))
             response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st)
             codes.add(st.code)
         if not codes:
@@ -258,10 +270,9 @@ class GrpcConsumerService:
             raise GrpcStatusError(
                 Code.ILLEGAL_INVISIBLE_TIME, f"the invisible time must be within [0, {MAX_INVISIBLE_MS}] ms"
             )
-        self._valid_handle(request.receipt_handle)
-        result = await _settled(
-            pop.change_invisible_time(request.group.name, request.topic.name, request.receipt_handle, invisible)
-        )
+        handle = self.renewal.take(client_id_of(context), request.group.name, request.receipt_handle)
+        self._valid_handle(handle)
+        result = await _settled(pop.change_invisible_time(request.group.name, request.topic.name, handle, invisible))
         if result.code != ResponseCode.SUCCESS:
             code = (
                 Code.INVALID_RECEIPT_HANDLE if result.code == ResponseCode.INVALID_PARAMETER else grpc_code(result.code)
@@ -272,14 +283,15 @@ class GrpcConsumerService:
     async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
         pop = self._pop()
         group, topic = request.group.name, request.topic.name
-        handle = self._valid_handle(request.receipt_handle)
+        latest = self.renewal.take(client_id_of(context), group, request.receipt_handle)
+        handle = self._valid_handle(latest)
         msg = self._message_at(group, handle.real_topic(topic, group), handle.queue_id, handle.queue_offset)
         if msg is None:
             raise GrpcStatusError(Code.MESSAGE_NOT_FOUND, "the message of the receipt handle is not in the store")
         code = await self._send_to_dlq(group, topic, msg, max(request.max_delivery_attempts, 1))
         if code != ResponseCode.SUCCESS:
             return V2.ForwardMessageToDeadLetterQueueResponse(status=status(grpc_code(code)))
-        await _settled(pop.ack(group, topic, request.receipt_handle))
+        await _settled(pop.ack(group, topic, latest))
         return V2.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
     def _message_at(self, group: str, topic: str, queue_id: int, offset: int) -> MessageExt | None:

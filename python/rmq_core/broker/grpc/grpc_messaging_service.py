@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
@@ -128,6 +128,7 @@ class GrpcMessagingService:
         self.clients: dict[str, GrpcClientChannel] = {}
         self.advertised: tuple[str, int] = (controller.broker_config.broker_ip1, 0)  # set once the port is bound
         self._round_robin = itertools.count()
+        self.on_client_gone: Callable[[str], None] | None = None  # the consumer side's clean-up (held handles)
 
     # --- clients -----------------------------------------------------------------------------------------------
     def _client(self, context: Any) -> GrpcClientChannel:
@@ -169,7 +170,12 @@ class GrpcMessagingService:
             channel.groups.add(group)
 
     def forget_client(self, channel: GrpcClientChannel) -> None:
+        """The client is gone (NotifyClientTermination, the server's shutdown)."""
+        if channel.closed:
+            return
         channel.close()
+        if self.on_client_gone is not None:
+            self.on_client_gone(channel.client_id)
         self.controller.producer_manager.do_channel_close_event(channel)
         if self.clients.get(channel.client_id) is channel:
             del self.clients[channel.client_id]
@@ -283,6 +289,8 @@ class GrpcMessagingService:
             reader.cancel()
             if channel.outbox is outbox:
                 channel.outbox = None
+                if self.on_client_gone is not None:  # its stream ended (shutdown or crash): held messages released;
+                    self.on_client_gone(channel.client_id)  # its Settings stay for a reconnect
 
     async def send_message(self, request: Any, context: Any) -> Any:
         messages = request.messages

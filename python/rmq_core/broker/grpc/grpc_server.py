@@ -11,6 +11,7 @@ error. Started and stopped on the broker's loop (``BrokerController``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,15 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 1.0  # in-flight RPCs get this long at shutdown
 MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a body is refused by status, not by grpc)
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups in flight (a task nobody holds may be collected)
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.ensure_future(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 def _snake(name: str) -> str:
@@ -62,6 +72,8 @@ class GrpcServer:
         self.controller = controller
         self.service = GrpcMessagingService(controller)
         self.consumer_service = GrpcConsumerService(self.service)
+        renewal = self.consumer_service.renewal
+        self.service.on_client_gone = lambda client_id: _spawn(renewal.clear_client(client_id))
         self._server: Any = None
         self.port = 0
 
@@ -99,6 +111,7 @@ class GrpcServer:
         if bound == 0:
             raise OSError(f"gRPC port {host}:{port} could not be bound")
         await server.start()
+        self.consumer_service.renewal.start()
         self._server = server
         self.port = bound
         self.service.advertised = (self.controller.broker_config.broker_ip1, bound)
@@ -109,6 +122,8 @@ class GrpcServer:
         server, self._server = self._server, None
         if server is None:
             return
+        await self.consumer_service.renewal.stop()
+        self.service.on_client_gone = None  # a stopping broker releases nothing: its handles expire as they are
         for channel in list(self.service.clients.values()):
             self.service.forget_client(channel)
         await server.stop(STOP_GRACE_S)
