@@ -222,6 +222,12 @@ def _broker_config(args: argparse.Namespace, namesrv_addr: str | None):
     if getattr(args, "grpc_port", None) is not None:
         _require_grpc_extra()
         cfg.grpc_port = args.grpc_port
+    if getattr(args, "grpc_tls_cert", None) is not None:
+        cfg.grpc_tls_cert_file = args.grpc_tls_cert
+    if getattr(args, "grpc_tls_key", None) is not None:
+        cfg.grpc_tls_key_file = args.grpc_tls_key
+    if getattr(args, "grpc_tls_self_signed", False):
+        cfg.grpc_tls_self_signed = True
     return cfg
 
 
@@ -641,6 +647,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="also serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) on this port "
             "(0: any free port; needs rmq_core[grpc])",
+        )
+        sp.add_argument("--grpc-tls-cert", default=None, help="PEM certificate: TLS beside plaintext on the gRPC port")
+        sp.add_argument("--grpc-tls-key", default=None, help="PEM private key of --grpc-tls-cert")
+        sp.add_argument(
+            "--grpc-tls-self-signed",
+            action="store_true",
+            help="TLS on the gRPC port with a self-signed certificate made at start (openssl; tests and trials)",
         )
 
     serve = sub.add_parser(

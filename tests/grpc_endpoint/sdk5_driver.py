@@ -46,7 +46,7 @@ def produce(endpoint: str, args: dict) -> dict:
     topic = args["topic"]
     checker = _Checker(args.get("check_answer", "commit"))
     config = ClientConfiguration(endpoint, Credentials())
-    producer = Producer(config, (topic,), checker=checker)
+    producer = Producer(config, (topic,), checker=checker, tls_enable=bool(args.get("tls")))
     t0 = time.time()
     producer.startup()
     started_s = time.time() - t0

@@ -242,3 +242,24 @@ def test_without_the_extra_grpc_port_is_one_line_and_the_broker_needs_no_grpc(tm
         "print('grpc' in sys.modules, b.controller.grpc_address)\n"
     )
     assert r.returncode == 0 and r.stdout.split() == ["False", "None"], r
+
+
+def test_plaintext_and_tls_on_one_port(tmp_path):
+    cfg = BrokerConfig(
+        listen_port=0, grpc_port=0, store_path_root_dir=str(tmp_path / "store"), grpc_tls_self_signed=True
+    )
+    with Broker(cfg) as b:
+        add_topic_config(b, TopicConfig("TlsT", 2, 2))
+        addr = b.controller.grpc_address
+        cert = (Path(cfg.store_config_dir) / "grpc-tls-cert.pem").read_bytes()
+        req = V2.QueryRouteRequest(topic=V2.Resource(name="TlsT"))
+        with grpc.insecure_channel(addr) as plain:
+            assert call(plain, "QueryRoute", req, "QueryRouteResponse").status.code == Code.OK
+        with grpc.secure_channel(addr, grpc.ssl_channel_credentials(root_certificates=cert)) as tls:
+            r = call(tls, "QueryRoute", req, "QueryRouteResponse")
+            assert r.status.code == Code.OK and len(r.message_queues) == 2
+        # a TLS client that does not trust the certificate is refused in the handshake
+        with grpc.secure_channel(addr, grpc.ssl_channel_credentials()) as untrusted:
+            with pytest.raises(grpc.RpcError) as e:
+                call(untrusted, "QueryRoute", req, "QueryRouteResponse")
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -8,6 +8,7 @@ The SDK runs in its own venv (support/grpc5_helpers.py); without it the tests ar
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -117,3 +118,17 @@ def test_transactions_commit_rollback_and_orphan_check_back(grpc_cluster):
     time.sleep(1.0)  # nothing more arrives: the rolled-back one never does
     bodies = sorted(m.body for m in flat(pull_all(c, "GrpcTx")))
     assert bodies == [b"committed", b"orphan"]
+
+
+def test_tls_producer_on_the_plaintext_port(tmp_path):
+    """The SDK with TLS on (Java's and C#'s default) and one without, on the same port (self-signed certificate)."""
+    with grpc_cluster(tmp_path, grpc_tls_self_signed=True) as c:
+        topic(c, "GrpcTls")
+        cert = os.path.join(c.brokers[0].config.store_config_dir, "grpc-tls-cert.pem")
+        trust = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": cert}  # grpc's default roots: the broker's certificate
+        tls = sdk(
+            endpoint(c), "produce", {"topic": "GrpcTls", "tls": True, "messages": [{"body": "over tls"}]}, env=trust
+        )
+        plain = sdk(endpoint(c), "produce", {"topic": "GrpcTls", "messages": [{"body": "in the clear"}]})
+        got = {m.properties["UNIQ_KEY"]: m.body for m in flat(pull_all(c, "GrpcTls"))}
+        assert got == {tls["sent"][0]["message_id"]: b"over tls", plain["sent"][0]["message_id"]: b"in the clear"}

@@ -34,8 +34,10 @@ needs_sdk = pytest.mark.skipif(
 )
 
 
-def sdk(endpoint: str, scenario: str, args: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def sdk(
+    endpoint: str, scenario: str, args: dict[str, Any], timeout: float = 90, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(env or {})}
     r = subprocess.run(
         [SDK_PYTHON, str(DRIVER), endpoint, scenario, json.dumps(args)],
         capture_output=True,
@@ -79,9 +81,9 @@ def flat(per_queue: dict[int, list[MessageExt]]) -> list[MessageExt]:
 
 
 @contextlib.contextmanager
-def grpc_cluster(tmp_path: Any) -> Iterator[Any]:
+def grpc_cluster(tmp_path: Any, **settings: Any) -> Iterator[Any]:
     """A name server and one broker serving gRPC on a free port (transaction checks every 0.5 s after 1 s)."""
-    with cluster(tmp_path, grpc_port=0, transaction_check_interval=500, transaction_timeout=1000) as c:
+    with cluster(tmp_path, grpc_port=0, transaction_check_interval=500, transaction_timeout=1000, **settings) as c:
         yield c
 
 

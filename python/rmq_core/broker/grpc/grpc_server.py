@@ -1,5 +1,6 @@
 """GrpcServer: the broker's ``apache.rocketmq.v2.MessagingService`` endpoint (``--grpc-port``), a ``grpc.aio`` server on
-the broker's own event loop (grpc.aio runs on uvloop's loop: checked by tests/grpc), plaintext HTTP/2.
+the broker's own event loop (grpc.aio runs on uvloop's loop), plaintext HTTP/2, and TLS on the same port when a
+certificate is configured (``grpc_tls_front.py``).
 
 The service's methods are registered by name through a generic handler (no generated stubs: the messages come from
 ``messaging_v2``); an RPC rmq_core does not serve (PullMessage, offsets, Recall, Lite) answers UNIMPLEMENTED, as any
@@ -21,6 +22,7 @@ import grpc
 from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
+from rmq_core.broker.grpc.grpc_tls_front import GrpcTlsFront, self_signed_cert
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ class GrpcServer:
         renewal = self.consumer_service.renewal
         self.service.on_client_gone = lambda client_id: _spawn(renewal.clear_client(client_id))
         self._server: Any = None
+        self.front: GrpcTlsFront | None = None  # with TLS: the public port's first-byte switch
         self.port = 0
 
     def _handlers(self) -> Any:
@@ -107,10 +110,22 @@ class GrpcServer:
             ]
         )
         server.add_generic_rpc_handlers((self._handlers(),))
-        bound = server.add_insecure_port(f"{host}:{port}")
-        if bound == 0:
-            raise OSError(f"gRPC port {host}:{port} could not be bound")
-        await server.start()
+        tls = self._tls_credentials()
+        if tls is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+            if bound == 0:
+                raise OSError(f"gRPC port {host}:{port} could not be bound")
+            await server.start()
+        else:  # plaintext and TLS on one port: two loopback listeners behind the front
+            plain_port = server.add_insecure_port("127.0.0.1:0")
+            tls_port = server.add_secure_port("127.0.0.1:0", tls)
+            await server.start()
+            self.front = GrpcTlsFront(plain_port, tls_port)
+            try:
+                bound = await self.front.start(host, port)
+            except OSError:
+                await server.stop(0)
+                raise
         self.consumer_service.renewal.start()
         self._server = server
         self.port = bound
@@ -118,10 +133,25 @@ class GrpcServer:
         log.info("gRPC MessagingService serving at %s:%d", host, bound)
         return bound
 
+    def _tls_credentials(self) -> Any:
+        cfg = self.controller.broker_config
+        if cfg.grpc_tls_cert_file or cfg.grpc_tls_key_file:
+            if not (cfg.grpc_tls_cert_file and cfg.grpc_tls_key_file):
+                raise ValueError("gRPC TLS needs both grpcTlsCertFile and grpcTlsKeyFile")
+            with open(cfg.grpc_tls_key_file, "rb") as k, open(cfg.grpc_tls_cert_file, "rb") as c:
+                key, cert = k.read(), c.read()
+        elif cfg.grpc_tls_self_signed:
+            key, cert = self_signed_cert(cfg.store_config_dir, cfg.broker_ip1)
+        else:
+            return None
+        return grpc.ssl_server_credentials([(key, cert)])
+
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
+        if self.front is not None:
+            await self.front.stop()
         await self.consumer_service.renewal.stop()
         self.service.on_client_gone = None  # a stopping broker releases nothing: its handles expire as they are
         for channel in list(self.service.clients.values()):
