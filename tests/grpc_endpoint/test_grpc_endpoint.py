@@ -263,3 +263,24 @@ def test_plaintext_and_tls_on_one_port(tmp_path):
             with pytest.raises(grpc.RpcError) as e:
                 call(untrusted, "QueryRoute", req, "QueryRouteResponse")
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_cli_broker_serves_grpc(tmp_path):
+    env = {**os.environ, "PYTHONPATH": PYTHON_SRC}
+    cmd = [sys.executable, "-m", "rmq_core.cli", "broker", "--dir", str(tmp_path), "--port", "0", "--grpc-port", "0"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as proc:
+        _check_cli_broker(proc)
+
+
+def _check_cli_broker(proc: subprocess.Popen[str]) -> None:
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert ", gRPC 127.0.0.1:" in line, line
+        addr = line.rsplit("gRPC ", 1)[1].strip()
+        with grpc.insecure_channel(addr) as ch:
+            r = call(ch, "QueryRoute", V2.QueryRouteRequest(topic=V2.Resource(name="TBW102")), "QueryRouteResponse")
+            assert r.status.code == Code.OK and r.message_queues
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
