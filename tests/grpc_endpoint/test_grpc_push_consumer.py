@@ -13,7 +13,10 @@ pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not ins
 pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.broker.grpc import grpc_consumer_service
+from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
+from rmq_core.message import decode_messages
 
+from support.admin_helpers import create_subscription_group
 from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
 
 pytestmark = needs_sdk
@@ -62,3 +65,21 @@ def test_a_handler_slower_than_the_invisible_time_causes_no_duplicate(grpc_clust
     renewal = server.consumer_service.renewal
     assert renewal.renewals >= 1
     assert not renewal.held  # the ack (with the original handle) took the renewed one
+
+
+def test_failures_follow_the_backoff_and_end_in_the_dlq(grpc_cluster):
+    c = grpc_cluster
+    topic(c, "PushDlq")
+    broker = c.brokers[0]
+    create_subscription_group(broker.address, SubscriptionGroupConfig("push_dlq_cg", retry_max_times=1))  # 2 attempts
+    (sent,) = sdk(endpoint(c), "produce", {"topic": "PushDlq", "messages": [{"body": "poison", "tag": "T"}]})["sent"]
+    r = sdk(endpoint(c), "push", {"topic": "PushDlq", "group": "push_dlq_cg", "fail": ["poison"], "run_s": 20})
+    attempts = [(d["message_id"], d["attempt"]) for d in r["deliveries"]]
+    assert attempts == [(sent["message_id"], 1), (sent["message_id"], 2)]  # then no more: max attempts reached
+    gap = r["deliveries"][1]["at"] - r["deliveries"][0]["at"]
+    assert 0.5 <= gap <= 10, gap  # the first backoff (1 s) plus the revive's latency
+    store = broker.message_store
+    body = store.get_message("check", "%DLQ%push_dlq_cg", 0, 0, 32).body
+    dlq = decode_messages(body) if body else []
+    assert [m.properties.get("UNIQ_KEY") for m in dlq] == [sent["message_id"]]
+    assert dlq[0].body == b"poison"
