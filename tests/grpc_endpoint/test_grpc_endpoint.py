@@ -6,6 +6,7 @@ queue choice (Guava's consistentHash, golden values from Guava 32.0.1), and the 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import subprocess
@@ -35,6 +36,7 @@ from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import tags_hash
 
 from support.admin_helpers import add_topic_config
+from support.helpers import wait_until
 
 PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
 METADATA = (
@@ -146,6 +148,26 @@ def test_settings_heartbeat_and_termination(broker, channel):
     # no client id: refused
     r = call(channel, "Heartbeat", V2.HeartbeatRequest(client_type=ClientType.PRODUCER), "HeartbeatResponse", ())
     assert r.status.code == Code.CLIENT_ID_REQUIRED
+
+
+def test_a_silent_client_without_a_stream_is_forgotten(broker, channel):
+    settings = V2.Settings(client_type=ClientType.PRODUCER)
+    settings.publishing.topics.add(name="SweepT")
+    settings_reply(channel, settings)  # its stream ends; no NotifyClientTermination (a crashed client)
+    service = broker.controller.grpc_server.service
+    wait_until(lambda: service.clients["test-client@1"].outbox is None, "the server saw the stream end")
+    now = broker.controller.now_ms()
+
+    def sweep(at: int) -> int:  # on the broker's loop, which owns the clients
+        async def run() -> int:
+            return int(service.sweep(at))
+
+        return asyncio.run_coroutine_threadsafe(run(), broker.controller.loop).result(10)
+
+    assert sweep(now) == 0  # not silent long enough
+    assert sweep(now + 121_000) == 1
+    assert "test-client@1" not in service.clients
+    assert broker.controller.producer_manager.find_channel_in_group("SweepT", "test-client@1") is None
 
 
 def test_push_consumer_settings(broker, channel):

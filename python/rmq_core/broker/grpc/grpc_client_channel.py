@@ -33,6 +33,7 @@ class GrpcClientChannel:
         self.closed = False
         self.outbox: asyncio.Queue[Any] | None = None  # the open Telemetry stream's commands to write, if any
         self.groups: set[str] = set()  # producer groups (topics) this client is registered under
+        self.last_seen_ms = 0  # the last RPC of the client (the sweep forgets a silent one without a stream)
 
     @property
     def client_type(self) -> int:

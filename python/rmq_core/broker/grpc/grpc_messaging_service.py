@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
+from rmq_core.broker.client.producer_manager import CHANNEL_EXPIRED_TIMEOUT_MS
 from rmq_core.broker.grpc.grpc_client_channel import OUTBOX_LIMIT, GrpcClientChannel
 from rmq_core.broker.grpc.grpc_message_converter import (
     GrpcStatusError,
@@ -138,7 +139,16 @@ class GrpcMessagingService:
         channel = self.clients.get(client_id)
         if channel is None or channel.closed:
             channel = self.clients[client_id] = GrpcClientChannel(client_id, peer_address(context))
+        channel.last_seen_ms = self.controller.now_ms()
         return channel
+
+    def sweep(self, now_ms: int, expired_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> int:
+        """Forget the clients with no open Telemetry stream silent for ``expired_ms`` (a crashed client sends no
+        NotifyClientTermination); returns how many."""
+        gone = [c for c in self.clients.values() if c.outbox is None and now_ms - c.last_seen_ms > expired_ms]
+        for channel in gone:
+            self.forget_client(channel)
+        return len(gone)
 
     def client_of(self, context: Any) -> GrpcClientChannel | None:
         """The caller's channel if it is known (no new one)."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SWEEP_PERIOD_S = 10.0  # how often silent clients are looked for (as the broker's channel scan)
 STOP_GRACE_S = 1.0  # in-flight RPCs get this long at shutdown
 MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a body is refused by status, not by grpc)
 
@@ -79,6 +80,7 @@ class GrpcServer:
         self._server: Any = None
         self.front: GrpcTlsFront | None = None  # with TLS: the public port's first-byte switch
         self.port = 0
+        self._sweeper: asyncio.Task[None] | None = None
 
     def _handlers(self) -> Any:
         methods: dict[str, Any] = {}
@@ -133,6 +135,14 @@ class GrpcServer:
         log.info("gRPC MessagingService serving at %s:%d", host, bound)
         return bound
 
+    async def _sweep_clients(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_PERIOD_S)
+            try:
+                self.service.sweep(self.controller.now_ms())
+            except Exception:
+                log.exception("sweeping gRPC clients failed")
+
     def _tls_credentials(self) -> Any:
         cfg = self.controller.broker_config
         if cfg.grpc_tls_cert_file or cfg.grpc_tls_key_file:
@@ -153,6 +163,10 @@ class GrpcServer:
         if self.front is not None:
             await self.front.stop()
         await self.consumer_service.renewal.stop()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
         self.service.on_client_gone = None  # a stopping broker releases nothing: its handles expire as they are
         for channel in list(self.service.clients.values()):
             self.service.forget_client(channel)
