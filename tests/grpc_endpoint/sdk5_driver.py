@@ -51,8 +51,10 @@ def produce(endpoint: str, args: dict) -> dict:
     producer.startup()
     started_s = time.time() - t0
     sent = []
+    t_send = time.time()
     try:
-        for spec in args["messages"]:
+        specs = [one for spec in args["messages"] for one in [spec] * spec.get("repeat", 1)]
+        for spec in specs:
             msg = _message(topic, spec)
             tx = spec.get("transaction")
             if tx:
@@ -73,7 +75,7 @@ def produce(endpoint: str, args: dict) -> dict:
             time.sleep(0.2)
     finally:
         producer.shutdown()
-    return {"started_s": started_s, "sent": sent, "checked": checker.checked}
+    return {"started_s": started_s, "sent": sent, "checked": checker.checked, "send_s": time.time() - t_send}
 
 
 def _received(m) -> dict:
