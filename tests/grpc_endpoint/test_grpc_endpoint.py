@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -306,3 +307,25 @@ def _check_cli_broker(proc: subprocess.Popen[str]) -> None:
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def test_a_node_gives_each_broker_its_grpc_port(tmp_path):
+    from rmq_core.node import Node
+    from rmq_core.testing.topic_admin import create_topic
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        base = probe.getsockname()[1]
+    with Node(
+        2, store_path_root_dir=str(tmp_path / "node"), namesrv_port=0, base_port=0, name="gn", grpc_port=base
+    ) as node:
+        assert [b.grpc_port for b in node.brokers] == [base, base + 1]
+        create_topic(node.namesrv_addr, "NodeGrpcT", queues=2)
+        for i, b in enumerate(node.brokers):
+            with grpc.insecure_channel(f"127.0.0.1:{base + i}") as ch:
+                r = call(
+                    ch, "QueryRoute", V2.QueryRouteRequest(topic=V2.Resource(name="NodeGrpcT")), "QueryRouteResponse"
+                )
+                assert r.status.code == Code.OK
+                assert {q.broker.name for q in r.message_queues} == {b.name}  # each broker advertises itself
+                assert {q.broker.endpoints.addresses[0].port for q in r.message_queues} == {base + i}
