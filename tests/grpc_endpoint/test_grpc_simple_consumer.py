@@ -17,8 +17,10 @@ pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not ins
 pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.client import Producer
+from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import Message
 
+from support.admin_helpers import create_subscription_group
 from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
 
 pytestmark = needs_sdk
@@ -119,3 +121,20 @@ def test_empty_long_poll_then_a_message_arrives_during_it(grpc_cluster):
     latency = found["ended_at"] - sent_at[0]
     print(f"arrival-to-receive latency {latency * 1000:.1f} ms")
     assert -0.05 < latency < 0.5, latency  # woken by the arrival (measured ~ms; the bound allows a busy machine)
+
+
+def test_fifo_group_receives_each_message_group_in_order(grpc_cluster):
+    c = grpc_cluster
+    topic(c, "SimpleFifo", "FIFO")
+    broker = c.brokers[0]
+    create_subscription_group(broker.address, SubscriptionGroupConfig("simple_fifo_cg", consume_message_orderly=True))
+    groups = ["g-a", "g-b", "g-c"]
+    specs = [{"body": f"{g}:{i}", "group": g} for i in range(4) for g in groups]
+    _send(c, "SimpleFifo", specs)
+    steps = [{"op": "receive", "until": len(specs), "invisible_s": INVISIBLE_S, "then": "ack", "timeout_s": 60}]
+    r = sdk(endpoint(c), "simple", {"topic": "SimpleFifo", "group": "simple_fifo_cg", "await_s": 2, "steps": steps})
+    (step,) = r["steps"]
+    got = [m for m in step["messages"]]
+    assert len(got) == len(specs) and all(m["attempt"] == 1 for m in got)
+    for g in groups:
+        assert [m["body"] for m in got if m["group"] == g] == [f"{g}:{i}" for i in range(4)]
