@@ -138,3 +138,17 @@ def test_fifo_group_receives_each_message_group_in_order(grpc_cluster):
     assert len(got) == len(specs) and all(m["attempt"] == 1 for m in got)
     for g in groups:
         assert [m["body"] for m in got if m["group"] == g] == [f"{g}:{i}" for i in range(4)]
+
+
+def test_tag_filter(grpc_cluster):
+    c = grpc_cluster
+    topic(c, "SimpleTags")
+    ids = _send(c, "SimpleTags", [{"body": f"t{i}", "tag": "TagA" if i % 2 == 0 else "TagB"} for i in range(6)])
+    steps = [
+        {"op": "receive", "until": 3, "invisible_s": INVISIBLE_S, "then": "ack", "timeout_s": 30},
+        {"op": "receive", "until": 1, "invisible_s": INVISIBLE_S, "timeout_s": 3},
+    ]
+    args = {"topic": "SimpleTags", "group": "simple_tag_cg", "tag": "TagA", "await_s": 2, "steps": steps}
+    first, rest = sdk(endpoint(c), "simple", args)["steps"]
+    assert sorted(m["message_id"] for m in first["messages"]) == sorted(ids[0::2])
+    assert {m["tag"] for m in first["messages"]} == {"TagA"} and rest["messages"] == []
