@@ -19,6 +19,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from rmq_core import backend
 from rmq_core.cli_credentials import add_credential_args, credentials
@@ -218,7 +219,27 @@ def _broker_config(args: argparse.Namespace, namesrv_addr: str | None):
         cfg.broker_cluster_name = args.cluster
     if namesrv_addr:
         cfg.namesrv_addr = namesrv_addr
+    if getattr(args, "grpc_port", None) is not None:
+        _require_grpc_extra()
+        cfg.grpc_port = args.grpc_port
+    if getattr(args, "grpc_tls_cert", None) is not None:
+        cfg.grpc_tls_cert_file = args.grpc_tls_cert
+    if getattr(args, "grpc_tls_key", None) is not None:
+        cfg.grpc_tls_key_file = args.grpc_tls_key
+    if getattr(args, "grpc_tls_self_signed", False):
+        cfg.grpc_tls_self_signed = True
     return cfg
+
+
+def _require_grpc_extra() -> None:
+    """``--grpc-port`` without the ``rmq_core[grpc]`` extra: one line, exit 1."""
+    from rmq_core.broker.grpc import require_grpc
+    from rmq_core.cli_errors import CliError
+
+    try:
+        require_grpc()
+    except RuntimeError as e:
+        raise CliError(f"--grpc-port: {e}") from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -242,7 +263,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _listen(broker.start, "broker", cfg.listen_port, "--port (or listenPort in the -c broker.conf)")
         print(
             f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
-            f"store {cfg.store_path_root_dir}",
+            f"store {cfg.store_path_root_dir}" + _grpc_line(broker),
             flush=True,
         )
         try:
@@ -253,6 +274,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         namesrv.shutdown()
     return 0
+
+
+def _grpc_line(broker: Any) -> str:
+    addr = broker.controller.grpc_address
+    return f", gRPC {addr}" if addr is not None else ""
 
 
 def _listen(start: Callable[[], object], what: str, port: int, flag: str) -> None:
@@ -271,6 +297,8 @@ def _serve_node(args: argparse.Namespace) -> int:
     """``serve --brokers N|auto``: a name server and N supervised broker processes (rmq_core.node.Node)."""
     from rmq_core.node import Node, NodeError
 
+    if args.grpc_port is not None:
+        _require_grpc_extra()
     stop = _catch_stop_signals()  # before the start: a SIGTERM while brokers start still stops them all
     try:
         node = Node(
@@ -284,6 +312,7 @@ def _serve_node(args: argparse.Namespace) -> int:
             broker_conf=args.config,
             namesrv_addr=args.namesrv_addr,
             slave_of=args.slave_of,
+            grpc_port=args.grpc_port,
         )
         node.start()
     except (NodeError, ValueError) as e:
@@ -292,7 +321,10 @@ def _serve_node(args: argparse.Namespace) -> int:
     role = f"slaves of the node at {node.slave_of}" if node.slave_of else "brokers"
     lines = [f"rmq-core serve: name server {node.namesrv_addr}, cluster {node.cluster}, {len(node.brokers)} {role}:"]
     lines += [
-        f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}) store {b.store_dir}" for b in node.brokers
+        f"  {b.name}@{node.broker_addrs[b.name]} (HA port {b.port + 1}"
+        + ("" if b.grpc_port is None else f", gRPC port {b.grpc_port or 'free'}")
+        + f") store {b.store_dir}"
+        for b in node.brokers
     ]
     node.say("\n".join(lines))  # whole: the brokers' relayed lines never split it
     try:
@@ -343,7 +375,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     print(
         f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
         f"namesrv={cfg.namesrv_addr or '-'} store={cfg.store_path_root_dir} role={cfg.broker_role} "
-        f"ha={broker.controller.replication.ha_server_addr()}",
+        f"ha={broker.controller.replication.ha_server_addr()}" + _grpc_line(broker),
         flush=True,
     )
     if broker.controller.metrics_address is not None:
@@ -611,6 +643,20 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--port", type=int, default=None, help="broker port (default 10911; 0 picks a free one)")
         sp.add_argument("--name", default=None, help="broker name")
         sp.add_argument("--cluster", default=None, help="cluster name (default DefaultCluster)")
+        sp.add_argument(
+            "--grpc-port",
+            type=int,
+            default=None,
+            help="also serve RocketMQ 5 gRPC clients (apache.rocketmq.v2.MessagingService) on this port "
+            "(0: any free port; needs rmq_core[grpc])",
+        )
+        sp.add_argument("--grpc-tls-cert", default=None, help="PEM certificate: TLS beside plaintext on the gRPC port")
+        sp.add_argument("--grpc-tls-key", default=None, help="PEM private key of --grpc-tls-cert")
+        sp.add_argument(
+            "--grpc-tls-self-signed",
+            action="store_true",
+            help="TLS on the gRPC port with a self-signed certificate made at start (openssl; tests and trials)",
+        )
 
     serve = sub.add_parser(
         "serve",

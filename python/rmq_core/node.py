@@ -58,6 +58,7 @@ class NodeBroker:
     name: str
     port: int
     store_dir: str
+    grpc_port: int | None = None  # its gRPC MessagingService port (``--grpc-port`` + the broker's index), if any
     process: subprocess.Popen[bytes] | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     exits: deque[float] = field(default_factory=deque)  # when it exited unexpectedly, within the restart window
@@ -85,6 +86,7 @@ class Node:
         out: IO[str] | None = None,
         namesrv_addr: str | None = None,
         slave_of: str | None = None,
+        grpc_port: int | None = None,
     ) -> None:
         count = cores_available() if brokers == "auto" else int(brokers)
         if count < 1:
@@ -103,7 +105,12 @@ class Node:
         self.external_namesrv = slave_of or namesrv_addr  # then no name server of its own
         ports = _free_block(host, PORT_STEP * count) if base_port == 0 else base_port
         self.brokers = [
-            NodeBroker(f"{self.name}-{i}", ports + PORT_STEP * i, os.path.join(store_path_root_dir, f"{self.name}-{i}"))
+            NodeBroker(
+                f"{self.name}-{i}",
+                ports + PORT_STEP * i,
+                os.path.join(store_path_root_dir, f"{self.name}-{i}"),
+                None if grpc_port is None else (grpc_port + i if grpc_port else 0),
+            )
             for i in range(count)
         ]
         self.namesrv: NameServer | None = None
@@ -258,6 +265,8 @@ class Node:
     def _command(self, b: NodeBroker) -> list[str]:
         cmd = [sys.executable, "-m", "rmq_core.cli", "broker", "-n", self.namesrv_addr, "--host", self.host]
         cmd += ["--dir", b.store_dir, "--port", str(b.port), "--name", b.name, "--cluster", self.cluster]
+        if b.grpc_port is not None:
+            cmd += ["--grpc-port", str(b.grpc_port)]
         return cmd + (["-c", self.broker_conf] if self.broker_conf else [])
 
     def _spawn(self, b: NodeBroker) -> None:

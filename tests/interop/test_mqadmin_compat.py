@@ -251,6 +251,11 @@ RMQ_CORE_ONLY_SETTINGS = {
     "aclFile",
     "serverMaxConnections",
     "serverFrameDeadlineSeconds",
+    # rmq_core's gRPC endpoint for RocketMQ 5 clients (Apache serves it from its proxy): broker/grpc/
+    "grpcPort",
+    "grpcTlsCertFile",
+    "grpcTlsKeyFile",
+    "grpcTlsSelfSigned",
 }  # litePullMessageEnable, the timer and the 5.x retention settings: 5.x's
 SAME_SETTINGS = (
     "brokerClusterName",

@@ -133,6 +133,14 @@ class BrokerConfig:
     # ${rocketmqHome}/conf/plain_acl.yml); blank: beside the broker.conf read, else $ROCKETMQ_HOME/conf/
     acl_enable: bool = False
     acl_file: str = ""
+    # RocketMQ 5's gRPC MessagingService beside the remoting port (broker/grpc/, the rmq_core[grpc] extra; rmq_core's
+    # key, Apache serves it from a proxy): -1 off, 0 a free port
+    grpc_port: int = -1
+    # TLS beside plaintext on the gRPC port (grpc_tls_front.py): a PEM certificate + key, or a self-signed one made
+    # at start (openssl) under the store's config directory; neither: plaintext only
+    grpc_tls_cert_file: str = ""
+    grpc_tls_key_file: str = ""
+    grpc_tls_self_signed: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -117,6 +117,7 @@ class BrokerController:
         self._register_pending = False
         self.master_addr: str | None = None  # a slave's master, learned when registering with a name server
         self.access_validator: PlainAccessValidator | None = None  # aclEnable: built first thing in start()
+        self.grpc_server: Any = None  # broker/grpc/grpc_server.py's GrpcServer when grpc_port >= 0 (started last)
         self._build_components()
 
     # --- wiring ---------------------------------------------------------------------------------------------
@@ -451,6 +452,8 @@ class BrokerController:
             self.pop_revive_service = PopReviveService(self.pop_service, self.inner_put_guard)
             self.pop_revive_service.start()
         await self.remoting_server.begin_serving()
+        if cfg.grpc_port >= 0:
+            await self._start_grpc()
         interval = cfg.flush_consumer_offset_interval / 1000.0
         self._every(interval, self._persist_all, "persist configs", first_delay=interval)
         self._every(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_S, self._scan_not_active_channels, "scan channels")
@@ -495,9 +498,28 @@ class BrokerController:
             since = 0
         self.pop_service.recover_offsets(since)
 
+    async def _start_grpc(self) -> None:
+        """The gRPC endpoint (imported here: a broker without ``grpc_port`` needs no grpcio)."""
+        from rmq_core.broker.grpc import require_grpc
+
+        require_grpc()
+        from rmq_core.broker.grpc.grpc_server import GrpcServer
+
+        server = GrpcServer(self)
+        await server.start(self.broker_config.broker_ip1, self.broker_config.grpc_port)
+        self.grpc_server = server
+
+    @property
+    def grpc_address(self) -> str | None:
+        """``ip:port`` of the gRPC endpoint, None without one."""
+        server = self.grpc_server
+        return None if server is None else f"{self.broker_config.broker_ip1}:{server.port}"
+
     def _close_after_failed_start(self) -> None:
         """Stop whatever ``_start_on_loop`` got to before it failed (each step is safe on a part never started)."""
+        grpc_server = self.grpc_server
         steps: list[tuple[str, Callable[[], object]]] = [
+            ("the gRPC server", lambda: grpc_server is not None and self.loop.run_until_complete(grpc_server.stop())),
             ("the remoting server", lambda: self.loop.run_until_complete(self.remoting_server.stop())),
             ("replication", lambda: self.loop.run_until_complete(self.replication.shutdown())),
             ("the remoting client", lambda: self.loop.run_until_complete(self.remoting_client.close())),
@@ -678,6 +700,8 @@ class BrokerController:
                 )
             except Exception:
                 log.exception("unregistering from the name servers failed")
+        if self.grpc_server is not None:
+            await self.grpc_server.stop()
         await self.remoting_server.stop()
         await self.replication.shutdown()
         await self.remoting_client.close()
