@@ -57,10 +57,10 @@ for minor in $PYTHONS; do
     echo "FAIL python $minor: round trip"; echo "$out"; fail=1; continue
   fi
   # every CPython layout assumption of the native module, in this interpreter (rust/rmq-py/src/cpython/mod.rs)
-  if ! out=$(env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/python" "$ROOT/tests/store/test_cpython_layout.py" 2>&1); then
-    echo "FAIL python $minor: CPython layout assumptions"; echo "$out"; fail=1; continue
+  if ! layout=$(env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/python" "$ROOT/tests/store/test_cpython_layout.py" 2>&1); then
+    echo "FAIL python $minor: CPython layout assumptions"; echo "$layout"; fail=1; continue
   fi
-  echo "$out" | tail -1
+  echo "layout python $minor: $(printf '%s\n' "$layout" | grep -c '^ok ') checks ok, $(printf '%s\n' "$layout" | tail -1)"
   # rmq-core serve on free ports; its first line names the addresses. The output files exist before the child opens
   # them: the loop below may read before the forked child has run its redirections (a loaded machine did)
   : >"$WORK/serve-$minor.out"; : >"$WORK/serve-$minor.err"
