@@ -2,8 +2,8 @@
 //! `UniqIds` for the engine's put (`store.rs`), the send requests (`send_request.rs`) and batch bodies (`batch`), and
 //! the `assign_uniq_keys` module function.
 //!
-//! Decisions (the Python twin matches them): `in`, `next` (the iterator protocol) and item assignment go through the generic
-//! protocols, so errors are Python's own; the native counter (`uniq_counter`) is read without a Python `int`.
+//! Decisions (the Python twin matches them): `in`, `next` (the iterator protocol) and item assignment go through the
+//! generic protocols, so errors are Python's own; the native counter (`uniq_counter`) is read without a Python `int`.
 
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::intern;

@@ -1,5 +1,5 @@
-//! `Message.__init__`, natively (feature `cpython-internals`; assumption A7 of `cpython/mod.rs`) (python/rmq_core/message.py invariant 5): the `tp_init` of the Rust engine's
-//! `Message` class (`message_type.rs`).
+//! `Message.__init__`, natively (python/rmq_core/message.py invariant 5; feature `cpython-internals`, assumption A7
+//! of `cpython/mod.rs`): the `tp_init` of the Rust engine's `Message` class (`message_type.rs`).
 //!
 //! Owns: the common call — an instance of exactly `Message`, `topic`, a `body` of exact `bytes`, `tags` None or an
 //! exact `str`, `flag` anything, `keys`/`properties`/`deliver_time_ms` absent or None and `delay_time_level` absent or

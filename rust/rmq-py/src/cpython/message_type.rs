@@ -1,5 +1,6 @@
-//! The Rust engine's `Message` class (feature `cpython-internals`; assumptions A1-A6 of `cpython/mod.rs`) (python/rmq_core/message.py invariants 4 and 5): `message_class(cls,
-//! python_init)` makes a native copy of the class written in message.py that is NOT a garbage-collected type.
+//! The Rust engine's `Message` class (python/rmq_core/message.py invariants 4 and 5; feature `cpython-internals`,
+//! assumptions A1-A6 of `cpython/mod.rs`): `message_class(cls, python_init)` makes a native copy of the class
+//! written in message.py that is NOT a garbage-collected type.
 //!
 //! Owns: the class's object layout — Python's object header, then `body`, `flag`, `properties`, `topic` (NULL =
 //! unset) as member descriptors (`Py_T_OBJECT_EX`: an unset field raises AttributeError on reading, as an unset

@@ -29,36 +29,52 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 // The assumptions (the feature's; the fallback makes none). Versions: CPython 3.11, 3.12, 3.13, the default
-// (GIL) build, 64-bit; the abi3 wheel cannot load into a free-threaded (3.13t) interpreter.
+// (GIL) build, 64-bit; the abi3 wheel cannot load into a free-threaded (3.13t) interpreter. Each check is a test of
+// tests/store/test_cpython_layout.py, against the values `cpython_assumptions()` reports.
 //
-// | #   | what is assumed                                   | why                                  | checked by test_cpython_layout.py |
-// |-----|---------------------------------------------------|--------------------------------------|-----------------------------------|
-// | A1  | an object starts with a 16-byte header (ob_refcnt,| the native Message's layout          | `object.__basicsize__` == the     |
-// |     | ob_type; 3.12+ a refcount union, same size), then | (`MessageObject`: 4 object pointers  | header; `Message.__basicsize__`,  |
-// |     | the fields; a `__slots__` class written in Python | at 16, 24, 32, 40; size 48) is the   | and a slots class's, == 48; ctypes|
-// |     | lays its sorted slots out the same way            | Python class's                       | reads id(field) at each offset    |
-// | A2  | a `Py_T_OBJECT_EX` member reads as AttributeError | unset fields behave as unset slots   | a blank instance's fields raise,  |
-// |     | when NULL; set/del through the descriptor         |                                      | set, delete                       |
-// | A3  | a heap type's instance holds a reference to its   | `tp_dealloc` drops it and frees with | the type's and the fields'        |
-// |     | type (3.8+); `tp_free` of a non-GC type is        | the type's `tp_free` (also for a GC  | refcounts unchanged after 1,000   |
-// |     | PyObject_Free, of a Python subclass PyObject_GC_Del| subclass: subtype_dealloc untracks) | instances and subclass instances  |
-// | A4  | type flags: Py_TPFLAGS_HAVE_GC = 1<<14, BASETYPE =| the class is made without HAVE_GC;   | the bits of a Python class, of    |
-// |     | 1<<10, HEAPTYPE = 1<<9; a Python subclass of a    | its subclasses are GC types again    | `int`, of Message, of a subclass  |
-// |     | non-GC heap type gets HAVE_GC                     |                                      |                                   |
-// | A5  | PyType_FromSpec + setattr on the new heap type    | the class namespace (methods,        | Message's attributes are the      |
-// |     | (not immutable) copies a namespace                | properties, `__slots__`) is copied   | Python class's                    |
-// | A6  | `member_descriptor` is the type of every slot     | `message_class` refuses a class      | `type(Message.body)` and each     |
-// |     | descriptor                                        | whose fields are not slots           | MessageExt slot's type            |
-// | A7  | keyword names of a call are interned strs         | native `__init__` matches them by    | a non-interned keyword gives the  |
-// |     | (identity); if not, the Python `__init__` runs    | identity (speed only, not results)   | same Message                      |
-// | A8  | PyObject_GC_UnTrack of a GC object, tracked or    | decoded MessageExt, put results,     | gc.is_tracked of each; untracked  |
-// |     | not, is allowed; an untracked object is freed by  | Message of a reloaded class cost the | objects freed with their last     |
-// |     | reference counting                                | collector nothing                    | reference                         |
-// | A9  | PyType_GetSlot reads a static type's slots (3.10+ | slots read/set without a lookup      | a decoded MessageExt's slots and  |
-// |     | limited API); member_descriptor's tp_descr_get/set| (`Slots`: MessageExt filled,         | a put's records are the twin's    |
-// |     | are its C getter/setter (descrget/descrsetfunc)   | Message read)                        | (S2, S3 parity)                   |
-// | A10 | a heap type's tp_alloc (PyType_GenericAlloc)      | MessageExt made without `__init__`   | a decoded MessageExt's slots are  |
-// |     | returns a zeroed instance, tracked if GC          |                                      | the twin's; unset ones raise      |
+// | #   | what is assumed                      | why                        | CPython   | how it is checked          |
+// |-----|--------------------------------------|----------------------------|-----------|----------------------------|
+// | A1  | an object starts with a 16-byte      | the native Message's       | 3.11-3.13 | `object.__basicsize__` =   |
+// |     | header (ob_refcnt, ob_type; 3.12+: a | layout (`MessageObject`: 4 |           | the header; Message's and  |
+// |     | refcount union with the immortal     | object pointers at 16, 24, |           | a slots class's basicsize  |
+// |     | bit, the same size), the fields      | 32, 40; size 48) is the    |           | 48; ctypes reads id(field) |
+// |     | after it; a `__slots__` class        | Python class's             |           | at each offset             |
+// |     | written in Python lays its (sorted)  |                            |           |                            |
+// |     | slots out the same way               |                            |           |                            |
+// | A2  | a `Py_T_OBJECT_EX` member reads as   | an unset field behaves as  | 3.11-3.13 | a blank instance's fields  |
+// |     | AttributeError while NULL; set and   | an unset slot              |           | raise, are set, deleted    |
+// |     | del go through the descriptor        |                            |           |                            |
+// | A3  | a heap type's instance holds a       | `tp_dealloc` drops the     | 3.11-3.13 | the type's and the fields' |
+// |     | reference to its type (3.8+);        | fields and the type, frees |           | refcounts unchanged after  |
+// |     | `tp_free` of a non-GC type is        | with the type's `tp_free`  |           | 1,000 instances and 1,000  |
+// |     | PyObject_Free, of a Python subclass  |                            |           | of a subclass              |
+// |     | PyObject_GC_Del (subtype_dealloc     |                            |           |                            |
+// |     | untracks first)                      |                            |           |                            |
+// | A4  | Py_TPFLAGS_HAVE_GC = 1<<14, BASETYPE | the class is made without  | 3.11-3.13 | the bits of a Python       |
+// |     | = 1<<10, HEAPTYPE = 1<<9; a Python   | HAVE_GC; its subclasses    |           | class, `int`, Message, a   |
+// |     | subclass of a non-GC heap type gets  | are GC types again         |           | subclass; gc.is_tracked    |
+// |     | HAVE_GC                              |                            |           |                            |
+// | A5  | `PyType_FromSpec`, then setattr on   | methods, properties,       | 3.11-3.13 | Message's attributes are   |
+// |     | the new (mutable) heap type, copies  | `__slots__` of the written |           | the Python class's         |
+// |     | a namespace                          | class copied               |           |                            |
+// | A6  | `member_descriptor` is the type of   | `message_class`, `Slots`   | 3.11-3.13 | `type(Message.body)`, each |
+// |     | every slot descriptor                | refuse other attributes    |           | MessageExt slot's type     |
+// | A7  | a call's keyword names are interned  | the native `__init__`      | 3.11-3.13 | a non-interned keyword     |
+// |     | strs; another str of a name goes to  | matches names by identity  |           | gives the same Message     |
+// |     | the Python `__init__`                | (speed, not results)       |           |                            |
+// | A8  | PyObject_GC_UnTrack of a GC object,  | decoded MessageExt, put    | 3.11-3.13 | gc.is_tracked of each;     |
+// |     | tracked or not, is allowed; an       | results, a reloaded        |           | freed with the last        |
+// |     | untracked object is freed by         | class's Message cost the   |           | reference                  |
+// |     | reference counting                   | collector nothing          |           |                            |
+// | A9  | PyType_GetSlot reads a static type's | `Slots`: MessageExt        | 3.11-3.13 | decoded slots are the      |
+// |     | slots (3.10+ limited API);           | filled, Message read       |           | twin's; put parity (S2,    |
+// |     | member_descriptor's tp_descr_get /   | without an attribute       |           | S3)                        |
+// |     | tp_descr_set are its C getter and    | lookup                     |           |                            |
+// |     | setter                               |                            |           |                            |
+// | A10 | a heap type's `tp_alloc`             | MessageExt made without    | 3.11-3.13 | the 18 decoded slots are   |
+// |     | (PyType_GenericAlloc) returns a      | `__init__`                 |           | the twin's; a blank one's  |
+// |     | zeroed instance, tracked if a GC     |                            |           | raise                      |
+// |     | type                                 |                            |           |                            |
 
 /// `cpython_assumptions()`: `{"enabled": bool}` and, with the feature, the values the build compiled in (A1, A4):
 /// `object_header_size`, `pointer_size`, `message_basicsize`, `message_offsets` [(field, offset)],
