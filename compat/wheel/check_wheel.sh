@@ -2,7 +2,8 @@
 # Installs a built wheel into a fresh virtual environment per Python (3.11, 3.12, 3.13 from pyenv) and checks it
 # works there: pip install with no Rust toolchain on PATH and only binary packages (nothing is compiled), then
 # the base install holding only rmq_core, orjson and uvloop, "rmq_core[spark]" resolving PySpark (pip --dry-run),
-# round_trip.py (name server + broker + producer + pull consumer through the public API) and `rmq-core serve`
+# round_trip.py (name server + broker + producer + pull consumer through the public API), the CPython layout checks
+# (tests/store/test_cpython_layout.py) and `rmq-core serve`
 # started, answering `rmq-core topic list`, and stopped with SIGTERM (exit 0).
 #   compat/wheel/check_wheel.sh [dist/rmq_core-*.whl]      (./dev wheel runs it after building)
 # Env: CHECK_WHEEL_PYTHONS="3.11 3.12 3.13" (minor versions to test; each must exist under ~/.pyenv/versions).
@@ -55,6 +56,11 @@ for minor in $PYTHONS; do
   if ! out=$(env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/python" "$HERE/round_trip.py" "$WORK/run-$minor/store" 2>&1); then
     echo "FAIL python $minor: round trip"; echo "$out"; fail=1; continue
   fi
+  # every CPython layout assumption of the native module, in this interpreter (rust/rmq-py/src/cpython/mod.rs)
+  if ! layout=$(env -i HOME="$HOME" PATH="$env_dir/bin:$CLEAN_PATH" "$env_dir/bin/python" "$ROOT/tests/store/test_cpython_layout.py" 2>&1); then
+    echo "FAIL python $minor: CPython layout assumptions"; echo "$layout"; fail=1; continue
+  fi
+  echo "layout python $minor: $(printf '%s\n' "$layout" | grep -c '^ok ') checks ok, $(printf '%s\n' "$layout" | tail -1)"
   # rmq-core serve on free ports; its first line names the addresses. The output files exist before the child opens
   # them: the loop below may read before the forked child has run its redirections (a loaded machine did)
   : >"$WORK/serve-$minor.out"; : >"$WORK/serve-$minor.err"

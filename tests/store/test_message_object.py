@@ -14,18 +14,23 @@ import pickle
 
 import pytest
 
-from rmq_core import _backend
+from rmq_core import _backend, _core
 from rmq_core.message import Message, MessageExt, decode_messages
 from rmq_core.message import _python_init as python_init
 from rmq_core.store import MessageStore
 
 from support.helpers import UniqIds, small_config
 
+#: the Rust engine's build has the CPython internals (rust/rmq-py/src/cpython/): native class, untracking
+ENABLED = bool(_core.cpython_assumptions()["enabled"])
+#: ... and the Rust engine is the one in use
+NATIVE = ENABLED and _backend.backend() == "rust"
+
 
 def test_message_is_untracked_with_the_rust_engine_only():
     m = Message("T", b"body", tags="TagA", keys=["k1", "k2"], properties={"a": "1"})
-    assert gc.is_tracked(m) is (_backend.backend() == "python")
-    assert gc.is_tracked(Message("T", b"")) is (_backend.backend() == "python")
+    assert gc.is_tracked(m) is not NATIVE
+    assert gc.is_tracked(Message("T", b"")) is not NATIVE
 
 
 @pytest.mark.parametrize("backend", ["rust", "python"])
@@ -40,12 +45,12 @@ def test_untrack_message_touches_exact_messages_only(backend):
     # tracked with the twin's class, as every new instance of a class written in Python; never with the Rust
     # engine's (not a GC type: message.py invariant 4)
     plain = Message.__new__(Message)
-    python_class = _backend.backend() == "python"
+    python_class = not NATIVE
     sub, ext, other = Sub("T", b"x"), MessageExt.__new__(MessageExt), [1]
     assert gc.is_tracked(plain) is python_class and gc.is_tracked(sub) and gc.is_tracked(ext)
     for obj in (plain, sub, ext, other):
         assert impl.untrack_message(obj) is None
-    assert gc.is_tracked(plain) is (python_class and backend == "python")
+    assert gc.is_tracked(plain) is (python_class and not (backend == "rust" and ENABLED))
     assert gc.is_tracked(sub) and gc.is_tracked(ext) and gc.is_tracked(other)
 
 
@@ -86,7 +91,7 @@ def test_batch_of_untracked_messages_is_stored_and_decoded(tmp_path, backend):
         got = decode_messages(s.get_message("g", "T", 1, 0, 32).body)
         assert [m.body for m in got] == [b"m%d" % i for i in range(1, 50, 2)]
         # the Rust decoder's MessageExt objects are untracked (a consumer's cache costs the collector nothing)
-        untracked = _backend.backend() == "rust"
+        untracked = NATIVE
         assert all(type(m) is MessageExt and gc.is_tracked(m) is not untracked for m in got)
 
 
@@ -100,7 +105,7 @@ def test_decoded_message_ext_is_untracked_and_freed_with_its_last_reference(tmp_
     with MessageStore(str(tmp_path), small_config(), backend="rust", uniq_id=UniqIds()) as s:
         assert s.put_messages([(Message("T", b"x", tags="A"), 0)]).all_ok
         [m] = _backend.load("rust").decode_messages(s.get_message("g", "T", 0, 0, 32).body)
-    assert not gc.is_tracked(m) and m.body == b"x" and m.tags == "A"
+    assert gc.is_tracked(m) is not ENABLED and m.body == b"x" and m.tags == "A"
     m.properties["marker"] = Marker("v")  # what it holds is freed with it, by reference counting
     m.body = b"changed"  # its slots stay writable
     del m
@@ -172,7 +177,7 @@ def test_native_init_gives_what_the_python_init_gives(args, kwargs):
 
 
 def test_init_is_native_with_the_rust_engine_only():
-    native = _backend.backend() == "rust"
+    native = NATIVE
     assert (Message.__init__ is python_init) is not native
     assert (type(Message).__name__, Message.__name__, Message.__module__) == ("type", "Message", "rmq_core.message")
 
@@ -185,7 +190,7 @@ def test_init_is_native_with_the_rust_engine_only():
 def test_message_class_is_not_a_gc_type_with_the_rust_engine_only():
     """message.py invariant 4: the Rust engine's Message is not a GC type, so the tuples of a (message, queue id)
     batch are untracked by a collection, as tuples of atoms are; subclasses (MessageExt, a user's) are GC types."""
-    native = _backend.backend() == "rust"
+    native = NATIVE
     gc_flag = 1 << 14  # Py_TPFLAGS_HAVE_GC
     assert bool(Message.__flags__ & gc_flag) is not native
     assert MessageExt.__flags__ & gc_flag

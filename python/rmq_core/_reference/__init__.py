@@ -72,7 +72,7 @@ def untrack_message(msg: object) -> None:
 
 def message_class(cls: _T, python_init: Callable[..., None]) -> _T:
     """The Rust engine returns a native copy of the ``Message`` class that is not a garbage-collected type, its
-    ``__init__`` native for the common call and ``python_init`` for every other (``rust/rmq-py/src/message_class.rs``);
+    ``__init__`` native for the common call and ``python_init`` for every other (``rust/rmq-py/src/cpython/message_type.rs``);
     pure Python cannot make one, and nothing a caller sees depends on it: the twin is ``cls`` itself."""
     return cls
 

@@ -1,15 +1,15 @@
 //! `rmq_core._core`: thin PyO3 bindings over `rmq-store` (the only crate that uses pyo3).
 //!
 //! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
-//! the module functions (one concern a module), `message_class` the native (not garbage-collected) `Message`
-//! class, `message_init` its `__init__`, `uniq_counter` the default UNIQ_KEY generator's counter, `remoting` the
-//! remoting frame codec's fast path, `errors` the one error table. Bindings borrow arguments, release the GIL
+//! the module functions (one concern a module), `cpython` every use of CPython's internals (the native `Message`
+//! class, slot access, GC untracking; feature `cpython-internals`, a plain-PyO3 fallback), `uniq_counter` the
+//! default UNIQ_KEY generator's counter, `remoting` the remoting frame codec's fast path, `errors` the one error
+//! table. Bindings borrow arguments, release the GIL
 //! (`py.detach`) around disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
 mod codec;
+mod cpython;
 mod errors;
-mod message_class;
-mod message_init;
 mod remoting;
 mod send_request;
 mod store;
@@ -45,7 +45,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<uniq_counter::UniqCounter>()?;
     m.add_function(wrap_pyfunction!(uniq_counter::uniq_counter, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_fields::untrack_message, m)?)?;
-    m.add_function(wrap_pyfunction!(message_class::message_class, m)?)?;
+    m.add_function(wrap_pyfunction!(cpython::message_class, m)?)?;
+    m.add_function(wrap_pyfunction!(cpython::cpython_assumptions, m)?)?;
     m.add_function(wrap_pyfunction!(codec::hosts::create_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::batch::split_batch, m)?)?;
     m.add_function(wrap_pyfunction!(codec::columns::decode_columns, m)?)?;

@@ -10,7 +10,6 @@
 use std::path::PathBuf;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -794,8 +793,7 @@ fn results_list<'py>(
             .into_pyobject(py)?;
         // A tuple of ints cannot be part of a cycle (CPython untracks such tuples itself, lazily): untracked
         // now, a 100,000-message batch's results do not set off collections of everything the caller holds.
-        // SAFETY: `t` is a live tuple we just created; untracking a GC object is always allowed.
-        unsafe { ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) };
+        crate::cpython::untrack(t.as_any());
         out.append(t)?;
     }
     Ok(out)

@@ -318,3 +318,101 @@ fn scan_slice(units: &[u8], codes: Option<&[i32]>, out: &mut Vec<u8>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! docs/FAST_PATHS.md S7: `append_unit` / `append_unit_in` write what `write_unit` writes.
+
+    use super::*;
+
+    /// Three units a file, the first unit at offset 4 (its file pre-blank before it), 14 units, then a gap.
+    const FILE_SIZE: usize = 3 * UNIT;
+    const FIRST: i64 = 4;
+    const UNITS: i64 = 14;
+
+    fn unit(i: i64) -> CqUnit {
+        CqUnit {
+            offset: 1_000 + i * 300,
+            size: 100 + i as i32,
+            tags_code: i * 7 - 20,
+        }
+    }
+
+    fn fresh(name: &str) -> (std::path::PathBuf, ConsumeQueue) {
+        let dir = std::env::temp_dir().join(format!("rmq-cq-s7-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cq = ConsumeQueue::load(&dir, "T", 0, FILE_SIZE).unwrap();
+        (dir, cq)
+    }
+
+    /// Every file of the queue's directory: (name, bytes), by name.
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let name = e.file_name().into_string().unwrap();
+                (name, std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn state(cq: &ConsumeQueue) -> (i64, i64, i64) {
+        (
+            cq.min_offset.load(Ordering::Acquire),
+            cq.max_offset(),
+            cq.max_phys_end.load(Ordering::Acquire),
+        )
+    }
+
+    #[test]
+    fn appended_units_are_the_units_write_unit_writes() {
+        let (plain_dir, plain) = fresh("plain");
+        let (fast_dir, fast) = fresh("append");
+        let (held_dir, held) = fresh("append-in");
+        // the queues' first unit, at offset 4: the first file, pre-blank up to it (invariant 3), for all three
+        for q in [&plain, &fast, &held] {
+            assert!(q.write_unit(FIRST, unit(0)).unwrap());
+        }
+        let mut file = None;
+        for i in 1..UNITS {
+            let offset = FIRST + i;
+            assert!(plain.write_unit(offset, unit(i)).unwrap());
+            // the put's way (put_message.rs): prepare the unit's file, then append at the next offset
+            fast.prepare(offset).unwrap();
+            fast.append_unit(offset, unit(i)).unwrap();
+            held.prepare_in(&mut file, offset).unwrap();
+            held.append_unit_in(file.as_ref().unwrap(), offset, unit(i))
+                .unwrap();
+            assert_eq!(state(&fast), state(&plain), "append_unit, unit {offset}");
+            assert_eq!(state(&held), state(&plain), "append_unit_in, unit {offset}");
+        }
+        // a unit the gate sends on (not the next offset: a gap of pre-blank units, then a repeated offset skipped)
+        let gap = FIRST + UNITS + 2;
+        assert!(plain.write_unit(gap, unit(99)).unwrap());
+        fast.append_unit(gap, unit(99)).unwrap();
+        held.append_unit_in(file.as_ref().unwrap(), gap, unit(99))
+            .unwrap();
+        assert!(!plain.write_unit(gap, unit(98)).unwrap());
+        fast.append_unit(gap, unit(98)).unwrap();
+        held.append_unit_in(file.as_ref().unwrap(), gap, unit(98))
+            .unwrap();
+        assert_eq!(state(&fast), state(&plain));
+        assert_eq!(state(&held), state(&plain));
+        assert_eq!(state(&plain), (FIRST, gap + 1, 1_000 + 99 * 300 + 199));
+        let want = files(&plain_dir);
+        assert_eq!(want.len(), 6); // files from byte 60 (unit 3) to the one of unit 20
+        assert_eq!(files(&fast_dir), want);
+        assert_eq!(files(&held_dir), want);
+        let mut units = Vec::new();
+        plain.scan_units(FIRST, gap + 1, None, &mut units);
+        assert_eq!(units.len(), (gap + 1 - FIRST) as usize * UNIT);
+        drop((plain, fast, held));
+        for d in [plain_dir, fast_dir, held_dir] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

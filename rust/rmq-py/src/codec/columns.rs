@@ -16,7 +16,7 @@
 //!     copied with the GIL released; ValueError (nothing copied) when the counts differ or a run is outside `src`,
 //!     TypeError/BufferError for unusable buffers.
 
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
@@ -46,23 +46,9 @@ impl ColumnBuffer {
         if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
             return Err(PyBufferError::new_err("ColumnBuffer is read-only"));
         }
-        let data = &slf.get().data;
         // SAFETY: `view` comes from the interpreter; the data lives (unmoved: the class is frozen) as long as the
-        // object, which the view holds a reference to (set by PyBuffer_FillInfo).
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                data.as_ptr() as *mut c_void,
-                data.len() as ffi::Py_ssize_t,
-                1,
-                flags,
-            )
-        };
-        if rc == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // object.
+        unsafe { crate::cpython::fill_read_only_buffer(view, slf.as_any(), &slf.get().data, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}

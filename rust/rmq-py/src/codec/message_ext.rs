@@ -1,5 +1,6 @@
 //! Records → `rmq_core.message.MessageExt` (`decode_messages`): each object allocated and its slots filled here
-//! through the slot descriptors' C setters (no `__init__`, no attribute lookup, no intermediate tuple).
+//! through `cpython::Slots` (the slot descriptors' C setters with the feature `cpython-internals`: no `__init__`, no
+//! attribute lookup, no intermediate tuple).
 //!
 //! Decisions (the Python twin matches them):
 //!   * `decode_messages(buf, decompress=True)`: `decompress` is accepted and ignored (the engine returns the stored
@@ -7,16 +8,14 @@
 //!     truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
 
-use std::os::raw::{c_int, c_void};
-
 use pyo3::exceptions::PyTypeError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use rmq_store::format::message::{self, decode_record, Host};
 
 use super::hosts::host_to_py;
+use crate::cpython;
 use crate::errors;
 
 /// `MessageExt`'s slots in the order `MessageExtBuilder::build` fills them (every slot of the class and its base).
@@ -41,18 +40,10 @@ const MESSAGE_EXT_SLOTS: [&str; 18] = [
     "broker_name",
 ];
 
-type AllocFn = unsafe extern "C" fn(*mut ffi::PyTypeObject, ffi::Py_ssize_t) -> *mut ffi::PyObject;
-type DescrSetFn =
-    unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
-
-/// `rmq_core.message.MessageExt`, its allocator, and the slot descriptors with their setter (`member_descriptor`'s
-/// `tp_descr_set`, reached through `PyType_GetSlot`, which the limited API allows for static types since 3.10):
-/// one allocation and 18 direct slot stores per message, no attribute lookup, no `__init__`, no row tuple.
+/// `rmq_core.message.MessageExt` and its slots (`cpython::Slots`): one allocation and 18 direct slot stores per
+/// message, no attribute lookup, no `__init__`, no row tuple.
 struct MessageExtType {
-    cls: Py<PyType>,
-    alloc: AllocFn,
-    set: DescrSetFn,
-    descrs: Vec<Py<PyAny>>,
+    slots: cpython::Slots,
 }
 
 static MESSAGE_EXT: PyOnceLock<MessageExtType> = PyOnceLock::new();
@@ -63,53 +54,18 @@ impl MessageExtType {
             .import("rmq_core.message")?
             .getattr("MessageExt")?
             .cast_into::<PyType>()?;
-        let mut descrs = Vec::with_capacity(MESSAGE_EXT_SLOTS.len());
-        let mut set: Option<DescrSetFn> = None;
         for name in MESSAGE_EXT_SLOTS {
-            let d = cls.getattr(name)?;
-            let dt = d.get_type();
+            let dt = cls.getattr(name)?.get_type();
             if dt.name()? != "member_descriptor" {
                 return Err(PyTypeError::new_err(format!(
                     "MessageExt.{name} is a {}, not a slot: the decoder fills slots",
                     dt.name()?
                 )));
             }
-            // SAFETY: a live static type object; Py_tp_descr_set of member_descriptor is its C setter (or NULL).
-            let f = unsafe { ffi::PyType_GetSlot(dt.as_type_ptr(), ffi::Py_tp_descr_set) };
-            if f.is_null() {
-                return Err(PyTypeError::new_err("member_descriptor has no setter"));
-            }
-            // SAFETY: the slot's documented signature is descrsetfunc.
-            set = Some(unsafe { std::mem::transmute::<*mut c_void, DescrSetFn>(f) });
-            descrs.push(d.unbind());
-        }
-        // SAFETY: a live heap type; Py_tp_alloc is always set (PyType_GenericAlloc for a Python class).
-        let a = unsafe { ffi::PyType_GetSlot(cls.as_type_ptr(), ffi::Py_tp_alloc) };
-        if a.is_null() {
-            return Err(PyTypeError::new_err("MessageExt has no tp_alloc"));
         }
         Ok(MessageExtType {
-            cls: cls.unbind(),
-            // SAFETY: the slot's documented signature is allocfunc.
-            alloc: unsafe { std::mem::transmute::<*mut c_void, AllocFn>(a) },
-            set: set.expect("18 slots"),
-            descrs,
+            slots: cpython::Slots::new(&cls, &MESSAGE_EXT_SLOTS)?,
         })
-    }
-}
-
-/// `str` from UTF-8 with U+FFFD for what does not decode: CPython's own decoder with errors="replace", exactly
-/// what the Python twin calls (one pass; no Rust-side validation first).
-#[inline]
-fn utf8_replace<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyString>> {
-    // SAFETY: pointer and length of a live slice; the error handler name is a NUL-terminated literal.
-    unsafe {
-        let p = ffi::PyUnicode_DecodeUTF8(
-            raw.as_ptr() as *const std::os::raw::c_char,
-            raw.len() as ffi::Py_ssize_t,
-            c"replace".as_ptr(),
-        );
-        Ok(Bound::from_owned_ptr_or_err(py, p)?.cast_into_unchecked::<PyString>())
     }
 }
 
@@ -162,7 +118,7 @@ impl<'py> MessageExtBuilder<'py> {
             }
             let key = match keys.iter().find(|(kb, _)| kb.as_slice() == k) {
                 Some((_, s)) => s.clone(),
-                None => match utf8_replace(py, k) {
+                None => match cpython::utf8_replace(py, k) {
                     Ok(s) => {
                         if keys.len() < 32 {
                             keys.push((k.to_vec(), s.clone()));
@@ -175,7 +131,7 @@ impl<'py> MessageExtBuilder<'py> {
                     }
                 },
             };
-            if let Err(e) = utf8_replace(py, v).and_then(|v| d.set_item(key, v)) {
+            if let Err(e) = cpython::utf8_replace(py, v).and_then(|v| d.set_item(key, v)) {
                 err = Some(e);
             }
         });
@@ -191,7 +147,7 @@ impl<'py> MessageExtBuilder<'py> {
         let topic = match &self.topic {
             Some((k, v)) if k.as_slice() == rec.topic => v.clone(),
             _ => {
-                let v = utf8_replace(py, rec.topic)?;
+                let v = cpython::utf8_replace(py, rec.topic)?;
                 self.topic = Some((rec.topic.to_vec(), v.clone()));
                 v
             }
@@ -221,26 +177,17 @@ impl<'py> MessageExtBuilder<'py> {
             PyString::new(py, &msg_id).into_any(),
             py.None().into_bound(py),
         ];
-        let ty = self.ty;
-        // SAFETY: `cls` is a live type object; tp_alloc returns a new reference (zeroed slots) or NULL with an error.
-        let obj = unsafe {
-            Bound::from_owned_ptr_or_err(py, (ty.alloc)(ty.cls.bind(py).as_type_ptr(), 0))?
-        };
-        for (descr, v) in ty.descrs.iter().zip(items.iter()) {
-            // SAFETY: the member descriptor's setter on an instance of its class; it takes its own reference to
-            // `v` (ours is dropped with `items`) and returns -1 with an error set on failure.
-            if unsafe { (ty.set)(descr.as_ptr(), obj.as_ptr(), v.as_ptr()) } != 0 {
-                return Err(PyErr::fetch(py));
-            }
+        let slots = &self.ty.slots;
+        let obj = slots.alloc(py)?;
+        for (i, v) in items.iter().enumerate() {
+            slots.set(&obj, i, v)?;
         }
         // A consumer keeps tens of thousands of these alive (its ProcessQueues' cache); tracked, each full collection
         // walks them all and halves the decode rate. Their slots hold no container of their own making (strs,
         // bytes, ints, host tuples, a properties dict of strs), so they cannot be part of a cycle unless a caller
         // builds one through them; untracked, the collector never visits them (a caller's cycle through one would
         // be freed only when broken by hand: documented on MessageExt).
-        // SAFETY: `obj` is a live, fully built instance of a GC type; untracking a tracked object is allowed, and
-        // its dealloc (subtype_dealloc) untracks only what is still tracked.
-        unsafe { ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void) };
+        cpython::untrack(&obj);
         Ok(obj)
     }
 }

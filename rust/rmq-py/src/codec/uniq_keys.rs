@@ -2,14 +2,13 @@
 //! `UniqIds` for the engine's put (`store.rs`), the send requests (`send_request.rs`) and batch bodies (`batch`), and
 //! the `assign_uniq_keys` module function.
 //!
-//! Decisions (the Python twin matches them): `in`, `next` (PyIter_Next) and item assignment go through the generic
-//! protocols, so errors are Python's own; the native counter (`uniq_counter`) is read without a Python `int`.
+//! Decisions (the Python twin matches them): `in`, `next` (the iterator protocol) and item assignment go through the
+//! generic protocols, so errors are Python's own; the native counter (`uniq_counter`) is read without a Python `int`.
 
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyIterator, PyList, PyString};
 
 use crate::uniq_counter::UniqCounter;
 
@@ -24,8 +23,7 @@ pub struct UniqIds<'a, 'py> {
 
 impl<'a, 'py> UniqIds<'a, 'py> {
     pub fn new(prefix: &'a str, counter: &'a Bound<'py, PyAny>) -> PyResult<Self> {
-        // SAFETY: PyIter_Check only reads the type's tp_iternext slot.
-        if unsafe { ffi::PyIter_Check(counter.as_ptr()) } == 0 {
+        if counter.cast::<PyIterator>().is_err() {
             return Err(PyTypeError::new_err(format!(
                 "'{}' object is not an iterator",
                 counter.get_type().name()?
@@ -56,14 +54,9 @@ impl<'a, 'py> UniqIds<'a, 'py> {
 
     /// `next(counter) & 0xFFFF` through the iterator protocol (any iterator of ints).
     fn next_from_iterator(&self, py: Python<'py>) -> PyResult<u16> {
-        // SAFETY: `counter` is a live object PyIter_Check accepted (`new`); PyIter_Next returns a new reference, or
-        // NULL at the end (no error set) or on an error (set).
-        let c = unsafe { ffi::PyIter_Next(self.counter.as_ptr()) };
-        let c = if c.is_null() {
-            return Err(PyErr::take(py).unwrap_or_else(|| PyStopIteration::new_err(())));
-        } else {
-            // SAFETY: a new reference from PyIter_Next
-            unsafe { Bound::from_owned_ptr(py, c) }
+        let c = match self.counter.cast::<PyIterator>()?.clone().next() {
+            Some(c) => c?,
+            None => return Err(PyErr::take(py).unwrap_or_else(|| PyStopIteration::new_err(()))),
         };
         match c.extract::<u64>() {
             Ok(v) => Ok((v & 0xFFFF) as u16),

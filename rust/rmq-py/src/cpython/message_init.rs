@@ -1,5 +1,5 @@
-//! `Message.__init__`, natively (python/rmq_core/message.py invariant 5): the `tp_init` of the Rust engine's
-//! `Message` class (`message_class.rs`).
+//! `Message.__init__`, natively (python/rmq_core/message.py invariant 5; feature `cpython-internals`, assumption A7
+//! of `cpython/mod.rs`): the `tp_init` of the Rust engine's `Message` class (`message_type.rs`).
 //!
 //! Owns: the common call — an instance of exactly `Message`, `topic`, a `body` of exact `bytes`, `tags` None or an
 //! exact `str`, `flag` anything, `keys`/`properties`/`deliver_time_ms` absent or None and `delay_time_level` absent or
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
-use crate::message_class;
+use super::message_type;
 
 /// What the native `__init__` needs: the class, the Python `__init__` for every other call, the interned parameter
 /// names (`PARAMS` order), the property name and the int 0 (the delay level's default).
@@ -150,7 +150,7 @@ unsafe fn fast(
         return Some(-1);
     }
     // exactly the class (checked above): its layout is message_class's; `props`' reference passes to the field
-    message_class::set_fields(slf, topic, body, flag, props);
+    message_type::set_fields(slf, topic, body, flag, props);
     Some(0)
 }
 

@@ -1,5 +1,6 @@
-//! The Rust engine's `Message` class (python/rmq_core/message.py invariants 4 and 5): `message_class(cls,
-//! python_init)` makes a native copy of the class written in message.py that is NOT a garbage-collected type.
+//! The Rust engine's `Message` class (python/rmq_core/message.py invariants 4 and 5; feature `cpython-internals`,
+//! assumptions A1-A6 of `cpython/mod.rs`): `message_class(cls, python_init)` makes a native copy of the class
+//! written in message.py that is NOT a garbage-collected type.
 //!
 //! Owns: the class's object layout — Python's object header, then `body`, `flag`, `properties`, `topic` (NULL =
 //! unset) as member descriptors (`Py_T_OBJECT_EX`: an unset field raises AttributeError on reading, as an unset
@@ -30,7 +31,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
-use crate::message_init;
+use super::message_init;
 
 /// The object layout.
 #[repr(C)]
@@ -177,7 +178,7 @@ pub fn message_class<'py>(
         name: name.as_ptr(),
         basicsize: std::mem::size_of::<MessageObject>() as c_int,
         itemsize: 0,
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_BASETYPE) as _,
+        flags: FLAGS as _,
         slots: slots.as_mut_ptr(),
     }));
     // SAFETY: a complete spec whose arrays live for the process; a new reference or NULL with an error.
@@ -220,8 +221,18 @@ pub fn message_class<'py>(
     Ok(native)
 }
 
-/// Whether `tp` is a garbage-collected type (only those have instances that may be (un)tracked).
-pub fn is_gc_type(tp: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: reading a live type's flags.
-    unsafe { ffi::PyType_GetFlags(tp) & ffi::Py_TPFLAGS_HAVE_GC != 0 }
+/// What the layout assumes, for `cpython_assumptions()`: the object's size and each field's offset (A1).
+pub fn layout() -> (usize, [(&'static str, usize); 4]) {
+    (
+        std::mem::size_of::<MessageObject>(),
+        [
+            ("body", offset_of!(MessageObject, body)),
+            ("flag", offset_of!(MessageObject, flag)),
+            ("properties", offset_of!(MessageObject, properties)),
+            ("topic", offset_of!(MessageObject, topic)),
+        ],
+    )
 }
+
+/// The type flags the class is made with (A4: no `Py_TPFLAGS_HAVE_GC`).
+pub const FLAGS: std::ffi::c_ulong = ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_BASETYPE;
