@@ -1,6 +1,6 @@
-"""RocketMQ clients in Python: producer, push consumer, pull consumer (docs/CLIENT_DESIGN.md).
+"""RocketMQ clients in Python: producer, push consumer, pull consumer, admin (docs/CLIENT_DESIGN.md).
 
-``__all__`` names what users construct and receive: the clients (the Admin among them), their listeners' and sends' value types, the queue
+``__all__`` names what users construct and receive: the clients, their listeners' and sends' value types, the queue
 selectors and allocation strategies, and the errors. The machinery (MQClientInstance, the RPC layer, rebalance, process
 queues, offset stores, the pull and consume services) is imported from its own module. Importing this package wires
 nothing: each MQClientInstance builds its own parts. One import line per module (concurrent edits merge easily).

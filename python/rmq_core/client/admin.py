@@ -211,7 +211,12 @@ class Admin:
         """The group's online clients and subscriptions, from the first broker that has any;
         MQClientException(CONSUMER_NOT_ONLINE) when none has."""
         for addr in self._group_addrs(group, broker_addr):
-            conn = self.rpc.get_consumer_connection_list(addr, group)
+            try:
+                conn = self.rpc.get_consumer_connection_list(addr, group)
+            except RocketMQRpcError as e:
+                if e.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+                continue
             if conn.connection_set:
                 return conn
         raise MQClientException(ResponseCode.CONSUMER_NOT_ONLINE, f"Not found the consumer group connection: {group}")
