@@ -1,6 +1,6 @@
 """``rmq-core admin``: the everyday operations commands — ``cluster-list``, ``topic-status``, ``consumer-progress``,
-``query-by-id``, ``query-by-key``, ``reset-offset-by-time`` — over the RPC layer (``BlockingMQClientAPI``; no request
-is built here), against rmq_core's and Apache RocketMQ's (4.9, 5.x) name servers and brokers alike.
+``query-by-id``, ``query-by-key``, ``reset-offset-by-time`` — on ``rmq_core.client.Admin`` (no request is built
+here), against rmq_core's and Apache RocketMQ's (4.9, 5.x) name servers and brokers alike.
 
 Owns: the commands' argument parsers, their tables (``render_table``: left-aligned text, right-aligned numbers,
 thousands separators) and the steps each command takes (which brokers it asks, what it adds up).
@@ -21,13 +21,10 @@ from typing import Any
 
 from rmq_core.cli_credentials import add_credential_args, credentials
 from rmq_core.cli_errors import default_namesrv, namesrv_address
-from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+from rmq_core.client.admin import MAX_TIMESTAMP_MS, UNIQ_KEY_QUERY_MAX, Admin, offset_msg_id_location
 from rmq_core.client.exceptions import RocketMQRpcError
-from rmq_core.common.mix_all import get_retry_topic
-from rmq_core.message import UNIQ_KEY, MessageExt, decode_offset_msg_id
-from rmq_core.remoting.body.route import MASTER_ID
+from rmq_core.message import UNIQ_KEY, MessageExt
 from rmq_core.remoting.codes import ResponseCode
-from rmq_core.remoting.header import QueryMessageRequestHeader, UpdateConsumerOffsetRequestHeader
 
 # --- presentation -----------------------------------------------------------------------------------------------
 
@@ -121,50 +118,19 @@ def _fail(msg: str) -> None:
     print(f"  ! {msg}", file=sys.stderr)
 
 
-# --- the hook for QUERY_MESSAGE ---------------------------------------------------------------------------------
-def query_message_rpc(
-    api: BlockingMQClientAPI,
-    addr: str,
-    topic: str,
-    key: str,
-    max_num: int,
-    begin_ms: int,
-    end_ms: int,
-    unique_key: bool,
-) -> list[MessageExt]:
-    """QUERY_MESSAGE by key (``unique_key``: by UNIQ_KEY) on one broker, through the RPC layer; a broker that found
-    nothing answers an empty list."""
-    header = QueryMessageRequestHeader(
-        topic=topic, key=key, maxNum=max_num, beginTimestamp=begin_ms, endTimestamp=end_ms
-    )
-    _index_ts, msgs = api.query_message(addr, header, is_unique_key=unique_key)
-    return msgs
-
-
 # --- commands ---------------------------------------------------------------------------------------------------
-def _api(args: argparse.Namespace) -> BlockingMQClientAPI:
+def _api(args: argparse.Namespace) -> Admin:
     # the RPC layer logs a missing route as a warning; here that is an answer, reported by the command itself
     if not getattr(args, "debug", False):
         logging.getLogger("rmq_core.client").setLevel(logging.ERROR)
-    return BlockingMQClientAPI(args.namesrv, timeout_ms=args.timeout_ms, name="rmq-core-admin", **credentials(args))
-
-
-def _masters_of_topic(api: BlockingMQClientAPI, topic: str) -> list[tuple[str, str]]:
-    """(broker name, master address) of every broker in the topic's route, sorted by name."""
-    route = api.get_topic_route_info_from_name_server(topic)
-    out = []
-    for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-        addr = bd.broker_addrs.get(MASTER_ID)
-        if addr:
-            out.append((bd.broker_name, addr))
-    return out
+    return Admin(args.namesrv, timeout_ms=args.timeout_ms, instance_name="rmq-core-admin", **credentials(args))
 
 
 def cmd_cluster_list(args: argparse.Namespace) -> int:
     """Every broker of every cluster with its version, throughput, today's totals, uptime and disk use."""
     problems = 0
     with _api(args) as api:
-        info = api.get_broker_cluster_info()
+        info = api.examine_broker_cluster_info()
         rows = []
         now = time.time()
         for cluster in sorted(info.cluster_addr_table):
@@ -176,7 +142,7 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
                     continue
                 for bid, addr in sorted(bd.broker_addrs.items()):
                     try:
-                        rt = api.get_broker_runtime_info(addr)
+                        rt = api.fetch_broker_runtime_stats(addr)
                     except RocketMQRpcError as e:
                         problems += 1
                         rows.append([cluster, name, bid, addr, f"unreachable: {e}", "-", "-", "-", "-", "-", "-"])
@@ -209,9 +175,9 @@ def cmd_topic_status(args: argparse.Namespace) -> int:
     rows = []
     total = 0
     with _api(args) as api:
-        for name, addr in _masters_of_topic(api, args.topic):
+        for name, addr in api.masters_of_topic(args.topic):
             try:
-                stats = api.get_topic_stats_info(addr, args.topic)
+                stats = api.examine_topic_stats(args.topic, broker_addr=addr)
             except RocketMQRpcError as e:
                 problems += 1
                 _fail(f"{name} ({addr}): {e}")
@@ -242,13 +208,9 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
     per_topic: dict[str, int] = {}
     tps = 0.0
     with _api(args) as api:
-        try:
-            brokers = _masters_of_topic(api, get_retry_topic(args.group))
-        except RocketMQRpcError:  # no consumer ever came online: ask every master
-            brokers = sorted(api.get_broker_cluster_info().master_addrs().items())
-        for name, addr in brokers:
+        for name, addr in api.group_brokers(args.group):
             try:
-                stats = api.get_consume_stats(addr, args.group, args.topic)
+                stats = api.examine_consume_stats(args.group, args.topic, broker_addr=addr)
             except RocketMQRpcError as e:
                 problems += 1
                 _fail(f"{name} ({addr}): {e}")
@@ -355,16 +317,14 @@ def cmd_query_by_id(args: argparse.Namespace) -> int:
     msg_id = args.msg_id.strip()
     view_failure = None
     with _api(args) as api:
-        try:
-            (host, port), offset = decode_offset_msg_id(msg_id)
-        except (ValueError, IndexError):
-            host, port, offset = "", 0, -1
-        if host and 0 < port <= 65535:  # a UNIQ_KEY decodes to pid << 16 | hash: a "port" above 65535
+        location = offset_msg_id_location(msg_id)
+        if location is not None:
             try:
-                _print_message(api.view_message(f"{host}:{port}", offset))
+                _print_message(api.view_message(msg_id))
                 return 0
             except RocketMQRpcError as e:
-                view_failure = f"{host}:{port} has no message at CommitLog offset {offset:,} ({_short(e)})"
+                addr, offset = location
+                view_failure = f"{addr} has no message at CommitLog offset {offset:,} ({_short(e)})"
         if not args.topic:
             origin = _uniq_key_origin(msg_id)
             if view_failure:
@@ -375,7 +335,7 @@ def cmd_query_by_id(args: argparse.Namespace) -> int:
                 what = f"{msg_id} is not an offset message id (32 hex digits); a client message id (UNIQ_KEY)"
             print(f"error: {what} needs -t TOPIC", file=sys.stderr)
             return 1 if view_failure else 2
-        found = _query_by_key(api, args.topic, msg_id, 32, 0, 2**63 - 1, unique_key=True)
+        found = _query_by_key(api, args.topic, msg_id, UNIQ_KEY_QUERY_MAX, 0, MAX_TIMESTAMP_MS, unique_key=True)
     if not found:
         print(f"no message {msg_id} in topic {args.topic}" + (f"; {view_failure}" if view_failure else ""))
         return 1
@@ -389,15 +349,16 @@ def _short(e: RocketMQRpcError) -> str:
 
 
 def _query_by_key(
-    api: BlockingMQClientAPI, topic: str, key: str, max_num: int, begin: int, end: int, unique_key: bool
+    api: Admin, topic: str, key: str, max_num: int, begin: int, end: int, unique_key: bool
 ) -> list[MessageExt]:
+    """Broker by broker (one that fails is reported and the others still asked)."""
     found: list[MessageExt] = []
-    for name, addr in _masters_of_topic(api, topic):
+    for name, addr in api.masters_of_topic(topic):
         try:
-            found += query_message_rpc(api, addr, topic, key, max_num, begin, end, unique_key)
+            found += api.query_message(
+                topic, key, max_num, begin, end, unique_key=unique_key, broker_addr=addr
+            ).messages
         except RocketMQRpcError as e:
-            if getattr(e, "response_code", None) == ResponseCode.QUERY_NOT_FOUND:
-                continue
             _fail(f"{name} ({addr}): {e}")
     return found
 
@@ -418,42 +379,31 @@ def cmd_reset_offset_by_time(args: argparse.Namespace) -> int:
     rows: list[list[object]] = []
     problems = 0
     with _api(args) as api:
-        route = api.get_topic_route_info_from_name_server(args.topic)
-        queues = {qd.broker_name: qd.read_queue_nums for qd in route.queue_datas}
-        for name, addr in _masters_of_topic(api, args.topic):
+        for name, addr in api.masters_of_topic(args.topic):
             try:
-                table = api.invoke_broker_to_reset_offset(addr, args.topic, args.group, args.timestamp, args.force)
+                table = api.reset_offset_by_time(
+                    args.group, args.topic, args.timestamp, force=args.force, broker_addr=addr, fall_back=False
+                )
                 for mq, off in sorted(table.items(), key=lambda kv: kv[0].queue_id):
                     rows.append([mq.broker_name, mq.queue_id, "-", human_int(off), "clients reset by the broker"])
                 continue
             except RocketMQRpcError as e:
-                if getattr(e, "response_code", None) != ResponseCode.CONSUMER_NOT_ONLINE:
+                if e.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
                     problems += 1
                     _fail(f"{name} ({addr}): {e}")
                     continue
             # no client online: mqadmin's resetOffsetByTimeOld, queue by queue
             try:
-                stats = api.get_consume_stats(addr, args.group, args.topic).offset_table
-            except RocketMQRpcError:
-                stats = {}
-            current = {mq.queue_id: w.consumer_offset for mq, w in stats.items() if mq.topic == args.topic}
-            for q in range(queues.get(name, 0)):
-                try:
-                    new = api.search_offset(addr, args.topic, q, args.timestamp)
-                    old = current.get(q)
-                    if args.force or old is None or new <= old:
-                        header = UpdateConsumerOffsetRequestHeader(
-                            consumerGroup=args.group, topic=args.topic, queueId=q, commitOffset=new
-                        )
-                        api.update_consumer_offset(addr, header)
-                        how = "committed"
-                    else:
-                        how = "kept (ahead; --force moves it)"
-                        new = old
-                    rows.append([name, q, human_int(old), human_int(new), how])
-                except RocketMQRpcError as e:
-                    problems += 1
-                    _fail(f"{name} ({addr}) queue {q}: {e}")
+                stats = api.reset_offset_by_time_old(
+                    args.group, args.topic, args.timestamp, force=args.force, broker_addr=addr
+                )
+            except RocketMQRpcError as e:
+                problems += 1
+                _fail(f"{name} ({addr}): {e}")
+                continue
+            for r in stats:
+                how = "committed" if r.committed else "kept (ahead; --force moves it)"
+                rows.append([name, r.queue_id, human_int(r.consumer_offset), human_int(r.rollback_offset), how])
     print(f"group {args.group}, topic {args.topic}: offsets reset to {human_time(args.timestamp)} ({args.timestamp})")
     print(render_table(["Broker", "Queue", "Old offset", "New offset", "How"], rows))
     return 1 if problems or not rows else 0

@@ -388,7 +388,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
-    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.client.admin import Admin
     from rmq_core.client.exceptions import RocketMQRpcError
     from rmq_core.common.mix_all import validate_topic
     from rmq_core.common.topic_config import TopicConfig
@@ -399,12 +399,12 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
         return 2
     config = TopicConfig(args.topic, args.queues, args.queues, args.perm, order=args.order)
     _quiet_client_log(args)
-    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli", **credentials(args)) as api:
+    with Admin(args.namesrv, instance_name="rmq-core-cli", **credentials(args)) as admin:
         if args.broker:
             targets = [("", args.broker)]
         else:
             try:
-                targets = sorted(api.master_addrs(args.cluster or None).items())
+                targets = sorted(admin.master_addrs(args.cluster or None).items())
             except RocketMQRpcError as e:
                 from rmq_core.cli_errors import CliError, one_line
 
@@ -415,7 +415,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
         failed = 0
         for name, addr in targets:
             try:
-                api.create_topic(addr, config)
+                admin.create_and_update_topic_config(addr, config)
                 problem = None
             except RocketMQRpcError as e:
                 problem = f"{e.response_code} {e.remark}"
@@ -428,11 +428,11 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
-    from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
+    from rmq_core.client.admin import Admin
 
     _quiet_client_log(args)
-    with BlockingMQClientAPI(args.namesrv, name="rmq-core-cli", **credentials(args)) as api:
-        topics = api.get_topic_list_from_name_server()  # a failure: one line (cli_errors)
+    with Admin(args.namesrv, instance_name="rmq-core-cli", **credentials(args)) as admin:
+        topics = admin.fetch_all_topic_list()  # a failure: one line (cli_errors)
     for topic in sorted(topics.topic_list):
         print(topic)
     return 0

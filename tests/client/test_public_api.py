@@ -16,7 +16,7 @@ DOCUMENTED = {
     "ConsumeConcurrentlyStatus", "ConsumeOrderlyStatus", "ConsumeConcurrentlyContext", "ConsumeOrderlyContext",
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueConsistentHash", "AllocateMessageQueueByConfig",
-    "MQClientException", "MQBrokerException",
+    "MQClientException", "MQBrokerException", "Admin",
 }  # fmt: skip
 
 # the machinery: each importable from its own module, none of them exported by the package
@@ -31,6 +31,7 @@ INTERNAL = {
     "rmq_core.client.pull_message_service": "PullMessageService",
     "rmq_core.client.rebalance_service": "RebalanceService",
     "rmq_core.client.client_inner_producer": "ClientInnerProducer",
+    "rmq_core.client.blocking_mq_client_api": "BlockingMQClientAPI",
 }
 
 

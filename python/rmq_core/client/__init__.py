@@ -1,4 +1,4 @@
-"""RocketMQ clients in Python: producer, push consumer, pull consumer (docs/CLIENT_DESIGN.md).
+"""RocketMQ clients in Python: producer, push consumer, pull consumer, admin (docs/CLIENT_DESIGN.md).
 
 ``__all__`` names what users construct and receive: the clients, their listeners' and sends' value types, the queue
 selectors and allocation strategies, and the errors. The machinery (MQClientInstance, the RPC layer, rebalance, process
@@ -6,6 +6,7 @@ queues, offset stores, the pull and consume services) is imported from its own m
 nothing: each MQClientInstance builds its own parts. One import line per module (concurrent edits merge easily).
 """
 
+from rmq_core.client.admin import Admin
 from rmq_core.client.consumer.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -38,6 +39,7 @@ from rmq_core.client.pull_result import PullResult, PullStatus
 from rmq_core.client.send_result import SendResult, SendStatus
 
 __all__ = [
+    "Admin",
     "AllocateMessageQueueAveragely",
     "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueByConfig",

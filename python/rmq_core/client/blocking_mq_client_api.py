@@ -25,6 +25,7 @@ from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message, MessageExt, MessageQueue
+from rmq_core.remoting.body.connection import ConsumerConnection
 from rmq_core.remoting.body.queue_offsets import ConsumeStats, TopicStatsTable
 from rmq_core.remoting.body.route import MASTER_ID, ClusterInfo, TopicList, TopicRouteData
 from rmq_core.remoting.header import (
@@ -209,6 +210,40 @@ class BlockingMQClientAPI:
     ) -> None:
         t = self._t(timeout_ms)
         self._run(self.api.create_subscription_group(addr, config, t), t)
+
+    def delete_topic_in_broker(self, addr: str, topic: str, timeout_ms: float | None = None) -> None:
+        t = self._t(timeout_ms)
+        self._run(self.api.delete_topic_in_broker(addr, topic, t), t)
+
+    def delete_topic_in_name_server(
+        self, addr: str, topic: str, cluster: str | None = None, timeout_ms: float | None = None
+    ) -> None:
+        t = self._t(timeout_ms)
+        self._run(self.api.delete_topic_in_name_server(addr, topic, t, cluster), t)
+
+    def delete_subscription_group(
+        self, addr: str, group: str, remove_offset: bool = False, timeout_ms: float | None = None
+    ) -> None:
+        t = self._t(timeout_ms)
+        self._run(self.api.delete_subscription_group(addr, group, t, remove_offset), t)
+
+    def get_broker_config(self, addr: str, timeout_ms: float | None = None) -> dict[str, str]:
+        t = self._t(timeout_ms)
+        return self._run(self.api.get_broker_config(addr, t), t)
+
+    def update_broker_config(self, addr: str, properties: dict[str, str], timeout_ms: float | None = None) -> None:
+        t = self._t(timeout_ms)
+        self._run(self.api.update_broker_config(addr, properties, t), t)
+
+    def get_consumer_connection_list(
+        self, addr: str, group: str, timeout_ms: float | None = None
+    ) -> ConsumerConnection:
+        t = self._t(timeout_ms)
+        return self._run(self.api.get_consumer_connection_list(addr, group, t), t)
+
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        return self.api.namesrv_addr_list
 
     def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
         """Broker name → master address of every broker the name server knows (of ``cluster`` if given)."""

@@ -63,20 +63,26 @@ async def query_message(
     for answer in answers:
         if isinstance(answer, BaseException):
             continue
-        ts, msgs = answer
-        result.index_last_update_timestamp = max(result.index_last_update_timestamp, ts)
-        for m in msgs:
-            if is_unique_key:
-                if m.properties.get(UNIQ_KEY) != key:
-                    continue
-                if result.messages and result.messages[0].store_timestamp <= m.store_timestamp:
-                    continue
-                result.messages = [m]
-            elif key in (m.keys or "").split(KEY_SEPARATOR):
-                result.messages.append(m)
+        keep_matching(result, answer, key, is_unique_key)
     if not result.messages and errors and len(errors) == len(answers):
         raise errors[0]
     return result
+
+
+def keep_matching(result: QueryResult, answer: tuple[int, list[MessageExt]], key: str, is_unique_key: bool) -> None:
+    """Adds one broker's QUERY_MESSAGE ``answer`` to ``result`` as 4.9 does: by key the messages whose KEYS hold
+    ``key``; by UNIQ_KEY only the earliest stored message whose UNIQ_KEY is ``key``."""
+    ts, msgs = answer
+    result.index_last_update_timestamp = max(result.index_last_update_timestamp, ts)
+    for m in msgs:
+        if is_unique_key:
+            if m.properties.get(UNIQ_KEY) != key:
+                continue
+            if result.messages and result.messages[0].store_timestamp <= m.store_timestamp:
+                continue
+            result.messages = [m]
+        elif key in (m.keys or "").split(KEY_SEPARATOR):
+            result.messages.append(m)
 
 
 async def view_message(instance: MQClientInstance, msg_id: str) -> MessageExt:

@@ -38,6 +38,7 @@ from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageExt, MessageQueue, decode_messages
 from rmq_core.message_encoding import properties_to_string
 from rmq_core.remoting.acl_signer import credentials_from
+from rmq_core.remoting.body.connection import ConsumerConnection
 from rmq_core.remoting.body.heartbeat import CheckClientRequestBody, GetConsumerListByGroupResponseBody, HeartbeatData
 from rmq_core.remoting.body.kv_table import KVTable
 from rmq_core.remoting.body.lock_batch import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
@@ -50,7 +51,11 @@ from rmq_core.remoting.header import (
     UNIQUE_MSG_QUERY_FLAG,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
     EndTransactionRequestHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -625,6 +630,52 @@ class MQClientAPIImpl:
         response = await self.invoke(
             addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), timeout_ms
         )
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientException(response.code, response.remark, addr=addr)
+
+    async def delete_topic_in_broker(self, addr: str, topic: str, timeout_ms: float) -> None:
+        """DELETE_TOPIC_IN_BROKER on one broker: its topic config and the topic's queues."""
+        await self._admin_or_client_error(
+            addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic), timeout_ms
+        )
+
+    async def delete_topic_in_name_server(
+        self, addr: str, topic: str, timeout_ms: float, cluster: str | None = None
+    ) -> None:
+        """DELETE_TOPIC_IN_NAMESRV on the name server at ``addr``: the topic's route (of ``cluster`` only if given)."""
+        h = DeleteTopicFromNamesrvRequestHeader(topic=topic, clusterName=cluster)
+        await self._admin_or_client_error(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, h, timeout_ms)
+
+    async def delete_subscription_group(
+        self, addr: str, group: str, timeout_ms: float, remove_offset: bool = False
+    ) -> None:
+        """DELETE_SUBSCRIPTIONGROUP on one broker (``remove_offset``: the group's committed offsets too)."""
+        h = DeleteSubscriptionGroupRequestHeader(groupName=group, removeOffset=remove_offset)
+        await self._admin_or_client_error(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, h, timeout_ms)
+
+    async def get_broker_config(self, addr: str, timeout_ms: float) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's settings (the answer's ``key=value`` lines, as Java's Properties)."""
+        response = await self._admin(addr, RequestCode.GET_BROKER_CONFIG, None, timeout_ms)
+        text = bytes(response.body or b"").decode("utf-8")
+        return dict(line.partition("=")[::2] for line in text.splitlines() if line and line[0] not in "#!")
+
+    async def update_broker_config(self, addr: str, properties: dict[str, str], timeout_ms: float) -> None:
+        """UPDATE_BROKER_CONFIG: the settings as ``key=value`` lines (MixAll.properties2String); the broker applies
+        all or none."""
+        body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode("utf-8")
+        request = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        response = await self.invoke(addr, request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerException(response.code, response.remark, addr)
+
+    async def get_consumer_connection_list(self, addr: str, group: str, timeout_ms: float) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST: the group's online clients on one broker and what they subscribe to."""
+        h = GetConsumerConnectionListRequestHeader(consumerGroup=group)
+        response = await self._admin(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, h, timeout_ms)
+        return ConsumerConnection.decode(response.body or b"{}")
+
+    async def _admin_or_client_error(self, addr: str, code: int, header: Any, timeout_ms: float) -> None:
+        response = await self.invoke(addr, RemotingCommand.request(code, encode_header(header)), timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise MQClientException(response.code, response.remark, addr=addr)
 

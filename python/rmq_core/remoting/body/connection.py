@@ -57,6 +57,28 @@ class ConsumerConnection:
         }
         return fastjson.dumps(doc).encode("utf-8")
 
+    @classmethod
+    def decode(cls, data: bytes | str) -> ConsumerConnection:
+        """The answer to GET_CONSUMER_CONNECTION_LIST, as rmq_core's and Apache's brokers write it."""
+        doc = fastjson.loads(data, int_keys=False)
+        return cls(
+            consume_type=str(doc.get("consumeType") or ""),
+            message_model=str(doc.get("messageModel") or ""),
+            consume_from_where=str(doc.get("consumeFromWhere") or ""),
+            connection_set=[
+                Connection(
+                    str(c.get("clientId", "")),
+                    str(c.get("clientAddr", "")),
+                    str(c.get("language", "")),
+                    int(c.get("version", 0)),
+                )
+                for c in doc.get("connectionSet") or []
+            ],
+            subscription_table={
+                t: SubscriptionData.from_json_dict(s) for t, s in (doc.get("subscriptionTable") or {}).items()
+            },
+        )
+
 
 @dataclass
 class ProducerConnection:
