@@ -1,4 +1,4 @@
-"""What the gRPC endpoint needs of its broker (``BrokerController`` gives it): the configs, the managers, the send and
+"""What the gRPC endpoint needs of its broker (``BrokerController`` gives it): the configs, the managers (producers and consumers: admin sees gRPC clients), the send and
 end-transaction processors it hands requests to in-process, the store, the POP service and the broker's clock.
 
 A Protocol, so ``broker/grpc/`` sees the controller through the parts it uses and imports nothing of it (the
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.client.producer_manager import ProducerManager
     from rmq_core.broker.pop.pop_service import PopService
     from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
@@ -31,6 +32,8 @@ class GrpcBroker(Protocol):
     def subscription_group_manager(self) -> SubscriptionGroupManager: ...
     @property
     def producer_manager(self) -> ProducerManager: ...
+    @property
+    def consumer_manager(self) -> ConsumerManager: ...
     @property
     def send_message_processor(self) -> SendMessageProcessor: ...
     @property
