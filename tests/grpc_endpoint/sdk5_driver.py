@@ -5,6 +5,7 @@ folder start it as a subprocess. ``python sdk5_driver.py ENDPOINT SCENARIO JSON-
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -128,6 +129,9 @@ def simple(endpoint: str, args: dict) -> dict:
                         errors.append(repr(e))
             elif step["op"] == "sleep":
                 time.sleep(step["s"])
+            elif step["op"] == "wait_file":  # stay up (heartbeating) until the test writes the file
+                while not os.path.exists(step["path"]) and time.time() - t0 < step.get("timeout_s", 120):
+                    time.sleep(0.1)
             ended = time.time()
             out.append(
                 {"messages": [_received(m) for m in got], "errors": errors, "took_s": ended - t0, "ended_at": ended}

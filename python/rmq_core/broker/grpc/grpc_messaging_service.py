@@ -49,9 +49,9 @@ from rmq_core.broker.grpc.messaging_v2 import (
     TransactionResolution,
 )
 from rmq_core.broker.schedule.schedule_message_service import parse_delay_levels
-from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, get_retry_topic
 from rmq_core.common.mq_version import version_ordinal
-from rmq_core.common.perm_name import is_readable, is_writeable
+from rmq_core.common.perm_name import PERM_READ, PERM_WRITE, is_readable, is_writeable
 from rmq_core.filter import MessageSelector
 from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import (
@@ -236,6 +236,11 @@ class GrpcMessagingService:
             )
             for e in settings.subscription.subscriptions
         ]
+        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        if group_config is not None:  # as a heartbeat through Apache's proxy: the group's %RETRY% topic exists
+            self.controller.topic_config_manager.create_topic_in_send_message_back_method(
+                get_retry_topic(group), group_config.retry_queue_nums, PERM_READ | PERM_WRITE, 0
+            )
         manager = self.controller.consumer_manager
         now = self.controller.now_ms()
         info = ClientChannelInfo(channel, channel.client_id, channel.language, channel.version, now)
