@@ -18,8 +18,8 @@ handed to ``EndTransactionProcessor``, as the proxy hands its RemotingCommands t
 - SendMessage: all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
   as Guava; else round-robin), one SEND_MESSAGE each, one result entry each.
 - EndTransaction: the transaction id names the half message (``grpc_message_converter.transaction_id``).
-Metadata: ``x-mq-client-id`` keys the client; ``authorization`` and the other ``x-mq-*`` headers are accepted and
-not checked (ACL over gRPC is not served). Everything runs on the broker's event loop.
+Metadata: ``x-mq-client-id`` keys the client; with ``aclEnable`` every request (and each Settings on the Telemetry
+stream) is checked first (``check_access``, grpc_access_validator.py). Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.broker.client.producer_manager import CHANNEL_EXPIRED_TIMEOUT_MS
+from rmq_core.broker.grpc.grpc_access_validator import check_grpc_access
 from rmq_core.broker.grpc.grpc_client_channel import OUTBOX_LIMIT, GrpcClientChannel
 from rmq_core.broker.grpc.grpc_message_converter import (
     GrpcStatusError,
@@ -190,6 +191,13 @@ class GrpcMessagingService:
         for channel in gone:
             self.forget_client(channel)
         return len(gone)
+
+    def check_access(self, request: Any, context: Any) -> None:
+        """With aclEnable: raise ``GrpcStatusError`` (UNAUTHORIZED) if the plain ACL refuses ``request``."""
+        validator = self.controller.access_validator
+        if validator is not None:
+            host = peer_address(context).rpartition(":")[0]
+            check_grpc_access(validator, request, context, host.strip("[]"))
 
     def client_of(self, context: Any) -> GrpcClientChannel | None:
         """The caller's channel if it is known (no new one)."""
@@ -352,12 +360,15 @@ class GrpcMessagingService:
             try:
                 async for command in requests:
                     if command.WhichOneof("command") == "settings":
+                        self.check_access(command, context)
                         channel.settings = command.settings
                         self._register_producer(channel)
                         self._register_consumer(channel, command.settings.subscription.group.name, True)
                         channel.write(
                             V2.TelemetryCommand(status=status(Code.OK), settings=self.settings_for(command.settings))
                         )
+            except GrpcStatusError as e:  # refused (ACL): answered, then the stream ends
+                channel.write(V2.TelemetryCommand(status=status(e.code, e.message)))
             except Exception as e:  # the client went away mid-stream
                 log.debug("gRPC telemetry of %s ended: %r", channel.client_id, e)
             finally:
