@@ -1,5 +1,5 @@
 """Admin sees RocketMQ 5 gRPC consumers (the 5.x Python SDK's SimpleConsumer and PushConsumer against an rmq_core
-broker's gRPC endpoint): GET_CONSUMER_CONNECTION_LIST lists the client (its id, language PYTHON, the SDK's version,
+broker's gRPC endpoint): GET_CONSUMER_CONNECTION_LIST (and GET_CONSUMER_LIST_BY_GROUP) lists the client (its id, language PYTHON, the SDK's version,
 consume type, subscription) while it runs and not after it terminates; GET_CONSUME_STATS counts received-not-acked
 messages as lag and in flight, and neither once acked; ``rmq-core admin consumer-progress`` and Apache's mqadmin
 4.9.7 (``consumerConnection``, ``consumerProgress``) show the same."""
@@ -23,6 +23,7 @@ from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RemotingCommand
 from rmq_core.remoting.header import (
     GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     encode_header,
 )
@@ -102,6 +103,9 @@ def test_simple_consumer_in_connection_list_and_consumer_progress(grpc_cluster, 
             assert conns["consumeType"] == "CONSUME_ACTIVELY" and conns["messageModel"] == "CLUSTERING"
             assert name in conns["subscriptionTable"], conns
             assert conns["subscriptionTable"][name]["subString"] == "*"
+            h = encode_header(GetConsumerListByGroupRequestHeader(consumerGroup=group))
+            r = client.invoke_sync(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, h), 5.0)
+            assert r.code == ResponseCode.SUCCESS and json.loads(r.body)["consumerIdList"] == [conn["clientId"]]
 
             # rmq-core admin consumer-progress: the lag and the in-flight column
             r = subprocess.run(
