@@ -228,13 +228,14 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
                         human_int(w.broker_offset),
                         human_int(w.consumer_offset),
                         human_int(lag),
+                        human_int(w.inflight),
                         human_time(w.last_timestamp),
                     ]
                 )
     print(f"consumer group {args.group}" + (f", topic {args.topic}" if args.topic else ""))
-    headers = ["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag", "Last consumed"]
+    headers = ["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag", "In flight", "Last consumed"]
     total = sum(per_topic.values())
-    print(render_table(headers, rows, ["total", "", "", "", "", human_int(total), ""]))
+    print(render_table(headers, rows, ["total", "", "", "", "", human_int(total), "", ""]))
     if len(per_topic) > 1:
         print("lag by topic: " + ", ".join(f"{t} {human_int(n)}" for t, n in sorted(per_topic.items())))
     print(f"consume TPS {tps:,.1f}, total lag {human_int(total)}")

@@ -580,3 +580,53 @@ def test_a_failing_re_put_is_retried_with_backoff_not_every_pass(root, client, c
         # kept, not dropped: the CK went back to the revive log, its re-put count rising (5.x rePutCK)
         cks = [PopCheckPoint.decode(m.body) for m in stored(b, "rmq_sys_wheel_timer", 0) if m.tags == "ck"]
         assert max(ck.re_put_times_count() for ck in cks) >= 1
+
+
+def _consume_stats(client, b: Broker, group: str = GROUP, topic: str | None = None):
+    from rmq_core.remoting.body.queue_offsets import ConsumeStats
+    from rmq_core.remoting.header import GetConsumeStatsRequestHeader
+
+    h = GetConsumeStatsRequestHeader(consumerGroup=group, topic=topic)
+    r = client.invoke_sync(b.address, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, encode_header(h)), 5.0)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    per_topic: dict[str, list[int]] = {}
+    for mq, w in ConsumeStats.decode(r.body).offset_table.items():
+        row = per_topic.setdefault(mq.topic, [0, 0, 0])
+        row[0] += w.broker_offset - w.consumer_offset  # mqadmin 5.x's #Diff
+        row[1] += w.pull_offset - w.consumer_offset  # and its #Inflight
+        row[2] += w.pull_offset
+    return per_topic
+
+
+def test_consume_stats_of_a_pop_group_count_popped_unacked_as_lag_and_in_flight(root, client):
+    """A POP group (raw POP frames, no heartbeat) in GET_CONSUME_STATS: its pop offset is the pull offset, what is
+    popped and not acked is in flight and still lag (5.x's ConsumerLagCalculator), acked messages are neither; once
+    revived they leave the topic's in-flight and are lag of the retry topic. Apache's mqadmin 4.9.7 shows the lag
+    (-1 on Apache's dashboard, rocketmq#10601)."""
+    with Broker(_config(root)).start() as b:
+        for i in range(6):
+            _send(client, b, f"m{i}".encode(), queue_id=i % 2)
+        assert TOPIC not in _consume_stats(client, b)  # the group has read nothing yet
+        got = _pop_all(client, b, 6, invisible=3000)
+        assert len(got) == 6
+        for h, m in got[:2]:
+            assert _ack(client, b, h, m).code == ResponseCode.SUCCESS
+        assert _consume_stats(client, b)[TOPIC] == [4, 4, 6]  # 4 unacked: lag and in flight; popped up to 6
+        assert _consume_stats(client, b, topic=TOPIC)[TOPIC] == [4, 4, 6]
+        # the group is known by its pops (compensation table): its subscription lists the topic and its retry
+        retry = f"%RETRY%{GROUP}_{TOPIC}"
+        wait_until(lambda: _consume_stats(client, b).get(TOPIC) == [0, 0, 6], "the 4 revived", timeout=20)
+        assert _consume_stats(client, b, topic=retry)[retry] == [
+            4,
+            0,
+            0,
+        ]  # waiting in the retry topic: lag, not in flight
+        # no heartbeat: not a connection (as Apache), CONSUMER_NOT_ONLINE
+        from rmq_core.remoting.header import GetConsumerConnectionListRequestHeader
+
+        h = encode_header(GetConsumerConnectionListRequestHeader(consumerGroup=GROUP))
+        r = client.invoke_sync(b.address, RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, h), 5.0)
+        assert r.code == ResponseCode.CONSUMER_NOT_ONLINE
+        info = b.controller.consumer_manager.get_consumer_group_info(GROUP, from_compensation_table=True)
+        assert info is not None and info.consume_type.name == "CONSUME_POP"
+        assert set(info.subscription_table) == {TOPIC, retry}

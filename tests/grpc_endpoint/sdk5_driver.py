@@ -5,6 +5,7 @@ folder start it as a subprocess. ``python sdk5_driver.py ENDPOINT SCENARIO JSON-
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -42,13 +43,31 @@ class _Checker(TransactionChecker):
         return TransactionResolution.COMMIT if self.answer == "commit" else TransactionResolution.ROLLBACK
 
 
+def _credentials(args: dict) -> Credentials:
+    return Credentials(args.get("ak", ""), args.get("sk", ""))
+
+
+def _refused(args: dict, fn, *fn_args) -> dict | None:
+    """With ``collect_errors``, an exception of ``fn`` is the scenario's result (``{"errors": [...]}``)."""
+    if not args.get("collect_errors"):
+        fn(*fn_args)
+        return None
+    try:
+        fn(*fn_args)
+    except Exception as e:
+        return {"errors": [repr(e)]}
+    return None
+
+
 def produce(endpoint: str, args: dict) -> dict:
     topic = args["topic"]
     checker = _Checker(args.get("check_answer", "commit"))
-    config = ClientConfiguration(endpoint, Credentials())
+    config = ClientConfiguration(endpoint, _credentials(args))
     producer = Producer(config, (topic,), checker=checker, tls_enable=bool(args.get("tls")))
     t0 = time.time()
-    producer.startup()
+    refused = _refused(args, producer.startup)
+    if refused is not None:
+        return refused
     started_s = time.time() - t0
     sent = []
     t_send = time.time()
@@ -67,6 +86,11 @@ def produce(endpoint: str, args: dict) -> dict:
                 # "orphan": neither; the broker's check asks the checker
             elif spec.get("async"):
                 receipt = producer.send_async(msg).result(10)
+            elif args.get("collect_errors"):
+                try:
+                    receipt = producer.send(msg)
+                except Exception as e:
+                    return {"errors": [repr(e)], "sent": sent}
             else:
                 receipt = producer.send(msg)
             sent.append({"message_id": receipt.message_id, "offset": receipt.offset})
@@ -96,10 +120,12 @@ def simple(endpoint: str, args: dict) -> dict:
     from rocketmq.v5.consumer import SimpleConsumer
     from rocketmq.v5.model import FilterExpression
 
-    config = ClientConfiguration(endpoint, Credentials())
+    config = ClientConfiguration(endpoint, _credentials(args))
     sub = {args["topic"]: FilterExpression(args.get("tag", "*"))}
     consumer = SimpleConsumer(config, args["group"], sub, await_duration=args.get("await_s", 5))
-    consumer.startup()
+    refused = _refused(args, consumer.startup)
+    if refused is not None:
+        return refused
     held: list = []
     out = []
     try:
@@ -128,6 +154,9 @@ def simple(endpoint: str, args: dict) -> dict:
                         errors.append(repr(e))
             elif step["op"] == "sleep":
                 time.sleep(step["s"])
+            elif step["op"] == "wait_file":  # stay up (heartbeating) until the test writes the file
+                while not os.path.exists(step["path"]) and time.time() - t0 < step.get("timeout_s", 120):
+                    time.sleep(0.1)
             ended = time.time()
             out.append(
                 {"messages": [_received(m) for m in got], "errors": errors, "took_s": ended - t0, "ended_at": ended}
@@ -158,7 +187,7 @@ def push(endpoint: str, args: dict) -> dict:
                 time.sleep(args["slow_s"])
             return ConsumeResult.FAILURE if message.body.decode() in fail else ConsumeResult.SUCCESS
 
-    config = ClientConfiguration(endpoint, Credentials())
+    config = ClientConfiguration(endpoint, _credentials(args))
     consumer = PushConsumer(config, args["group"], Listener(), {args["topic"]: FilterExpression("*")})
     t0 = time.time()
     consumer.startup()
@@ -179,3 +208,4 @@ if __name__ == "__main__":
     endpoint, scenario, raw = sys.argv[1], sys.argv[2], sys.argv[3]
     result = {"produce": produce, "simple": simple, "push": push}[scenario](endpoint, json.loads(raw))
     print("RESULT " + json.dumps(result), flush=True)
+    os._exit(0)  # a client whose start was refused may leave threads behind

@@ -240,6 +240,8 @@ class BrokerController:
             self.timer_message_store,
             self.store_host,
         )
+        self.pop_service.consumer_manager = self.consumer_manager
+        self.admin_stats_processor.pop_inflight = self.pop_service.inflight
         ack_processor = AckMessageProcessor(self.pop_service)
         table: list[tuple[Any, tuple[int, ...]]] = [
             (self.pull_message_processor, (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)),
@@ -594,6 +596,7 @@ class BrokerController:
     def _scan_not_active_channels(self) -> None:
         now = self.now_ms()
         self.consumer_manager.scan_not_active_channel(now)
+        self.consumer_manager.remove_expire_consumer_group_info(now)
         self.producer_manager.scan_not_active_channel(now)
 
     def register_broker_all(self) -> None:

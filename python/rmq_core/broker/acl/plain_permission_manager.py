@@ -23,7 +23,7 @@ from typing import Any
 from rmq_core.broker.acl.remote_address_strategy import AclConfigError, AddressMatcher, remote_address_strategy
 from rmq_core.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from rmq_core.errors import RmqError
-from rmq_core.remoting.acl_signer import request_signature
+from rmq_core.remoting.acl_signer import cal_signature, request_signature
 from rmq_core.remoting.codes import RequestCode
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class AccessRequest:
     ext_fields: dict[str, str] = field(default_factory=dict)  # what was signed, with the body
     body: bytes | None = None
     find_resources: Callable[[], dict[str, int]] | None = None
+    signed_content: bytes | None = None  # gRPC: what the signature covers (x-mq-date-time), else the ext fields + body
     _resources: dict[str, int] | None = field(default=None, repr=False)
 
     @property
@@ -250,7 +251,10 @@ class PlainPermissionManager:
             raise AclError(f"No acl config for {req.access_key}", _VALIDATE.format(667))
         if owned.white(req.remote_ip):
             return
-        expected = request_signature(req.ext_fields, req.body, owned.secret_key)
+        if req.signed_content is not None:
+            expected = cal_signature(req.signed_content, owned.secret_key)
+        else:
+            expected = request_signature(req.ext_fields, req.body, owned.secret_key)
         if req.signature is None or not hmac.compare_digest(expected, req.signature):
             raise AclError(f"Check signature failed for accessKey={req.access_key}", _VALIDATE.format(683))
         if req.resources.get(TRACE_TOPIC) == PUB:

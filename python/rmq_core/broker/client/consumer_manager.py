@@ -2,7 +2,9 @@
 connections belong to which consumer group, and what each group subscribes to, as learnt from heartbeats.
 
 Owns the group table and its events (CHANGE, REGISTER, UNREGISTER to ``on_event(event, group, *args)``) on
-register, unregister, a closed connection and the 120 s inactivity scan (which, unlike Java, also emits them).
+register, unregister, a closed connection and the 120 s inactivity scan (which, unlike Java, also emits them), and
+5.x's compensation table: the consume type and subscriptions of groups that consume without heartbeats (POP), read
+by ``find_subscription_data`` (consume stats) and ``get_consumer_group_info(..., from_compensation_table=True)``.
 Invariant: an exception in ``on_event`` is logged and does not undo the table change.
 Not thread-safe: owned by the broker's event loop.
 Details (the rules): docs/BROKER_DESIGN.md, 'Consumer groups'.
@@ -28,6 +30,7 @@ from rmq_core.remoting.body.heartbeat import (
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
+SUBSCRIPTION_EXPIRED_TIMEOUT_MS = 600_000  # BrokerConfig.subscriptionExpiredTimeout: a compensated topic's life
 
 
 class ConsumerGroupEvent(str, Enum):
@@ -153,6 +156,7 @@ class ConsumerGroupInfo:
 class ConsumerManager:
     def __init__(self, on_event: OnEvent | None = None, expired_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> None:
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
+        self.consumer_compensation_table: dict[str, ConsumerGroupInfo] = {}
         self._on_event = on_event
         self.expired_ms = expired_ms
 
@@ -164,16 +168,42 @@ class ConsumerManager:
         except Exception:  # a listener failure must not corrupt the tables
             log.exception("consumer ids change listener failed on %s for group %s", event.name, group)
 
-    def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
-        return self.consumer_table.get(group)
+    def get_consumer_group_info(self, group: str, from_compensation_table: bool = False) -> ConsumerGroupInfo | None:
+        info = self.consumer_table.get(group)
+        if info is None and from_compensation_table:
+            info = self.consumer_compensation_table.get(group)
+        return info
+
+    def compensate_basic_consumer_info(
+        self, group: str, consume_type: ConsumeType, message_model: MessageModel = MessageModel.CLUSTERING
+    ) -> None:
+        """A group that consumes without heartbeats (POP): its consume type, as 5.x's ``compensateBasicConsumerInfo``."""
+        info = self.consumer_compensation_table.get(group)
+        if info is None:
+            info = self.consumer_compensation_table[group] = ConsumerGroupInfo(group)
+        info.consume_type = consume_type
+        info.message_model = message_model
+
+    def compensate_subscribe_data(self, group: str, topic: str, sub: SubscriptionData) -> None:
+        """What such a group reads of ``topic``, as 5.x's ``compensateSubscribeData``."""
+        info = self.consumer_compensation_table.get(group)
+        if info is None:
+            info = self.consumer_compensation_table[group] = ConsumerGroupInfo(group)
+        info.subscription_table[topic] = sub
 
     def find_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
         info = self.consumer_table.get(group)
         return info.find_channel(client_id) if info is not None else None
 
-    def find_subscription_data(self, group: str, topic: str) -> SubscriptionData | None:
+    def find_subscription_data(
+        self, group: str, topic: str, from_compensation_table: bool = True
+    ) -> SubscriptionData | None:
         info = self.consumer_table.get(group)
-        return info.find_subscription_data(topic) if info is not None else None
+        sub = info.find_subscription_data(topic) if info is not None else None
+        if sub is None and from_compensation_table:
+            comp = self.consumer_compensation_table.get(group)
+            sub = comp.find_subscription_data(topic) if comp is not None else None
+        return sub
 
     def find_subscription_data_count(self, group: str) -> int:
         info = self.consumer_table.get(group)
@@ -230,6 +260,15 @@ class ConsumerManager:
                 self._emit(ConsumerGroupEvent.UNREGISTER, group)
             self._emit(ConsumerGroupEvent.CHANGE, group, info.get_all_channels())
         return removed
+
+    def remove_expire_consumer_group_info(self, now_ms: int, expired_ms: int = SUBSCRIPTION_EXPIRED_TIMEOUT_MS) -> None:
+        """Forget compensated subscriptions not refreshed (by a pop) for ``expired_ms``, and groups left with none."""
+        for group, info in list(self.consumer_compensation_table.items()):
+            table = info.subscription_table
+            for topic in [t for t, sub in table.items() if now_ms - sub.sub_version > expired_ms]:
+                del table[topic]
+            if not table:
+                del self.consumer_compensation_table[group]
 
     def scan_not_active_channel(self, now_ms: int, expired_ms: int | None = None) -> list[ClientChannelInfo]:
         """Drop (and close) connections whose last heartbeat is more than ``expired_ms`` before ``now_ms``;

@@ -1,5 +1,5 @@
-"""What the gRPC endpoint needs of its broker (``BrokerController`` gives it): the configs, the managers, the send and
-end-transaction processors it hands requests to in-process, the store, the POP service and the broker's clock.
+"""What the gRPC endpoint needs of its broker (``BrokerController`` gives it): the configs, the managers (producers and consumers: admin sees gRPC clients), the send and
+end-transaction processors it hands requests to in-process, the store, the POP service, the ACL (aclEnable) and the broker's clock.
 
 A Protocol, so ``broker/grpc/`` sees the controller through the parts it uses and imports nothing of it (the
 package-wide no-cycle contract counts type-checking imports). Read-only views; used on the broker's event loop.
@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from rmq_core.broker.acl.plain_access_validator import PlainAccessValidator
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.client.producer_manager import ProducerManager
     from rmq_core.broker.pop.pop_service import PopService
     from rmq_core.broker.processor.end_transaction_processor import EndTransactionProcessor
@@ -32,6 +34,8 @@ class GrpcBroker(Protocol):
     @property
     def producer_manager(self) -> ProducerManager: ...
     @property
+    def consumer_manager(self) -> ConsumerManager: ...
+    @property
     def send_message_processor(self) -> SendMessageProcessor: ...
     @property
     def end_transaction_processor(self) -> EndTransactionProcessor: ...
@@ -39,4 +43,6 @@ class GrpcBroker(Protocol):
     def message_store(self) -> MessageStore: ...
     @property
     def pop_service(self) -> PopService: ...
+    @property
+    def access_validator(self) -> PlainAccessValidator | None: ...
     def now_ms(self) -> int: ...

@@ -33,6 +33,9 @@ class GrpcClientChannel:
         self.closed = False
         self.outbox: asyncio.Queue[Any] | None = None  # the open Telemetry stream's commands to write, if any
         self.groups: set[str] = set()  # producer groups (topics) this client is registered under
+        self.consumer_groups: set[str] = set()  # the consumer group it is registered under (a consumer: one)
+        self.language = ""  # x-mq-language (LanguageCode's name), read at its first RPC
+        self.version = 0  # x-mq-client-version as a version ordinal
         self.last_seen_ms = 0  # the last RPC of the client (the sweep forgets a silent one without a stream)
 
     @property

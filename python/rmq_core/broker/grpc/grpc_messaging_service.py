@@ -9,13 +9,17 @@ handed to ``EndTransactionProcessor``, as the proxy hands its RemotingCommands t
   mode routes to its own broker too).
 - Telemetry: each Settings the client writes is answered with the settings it needs (``settings_for``); a
   RecoverOrphanedTransactionCommand goes down the same stream (``GrpcClientChannel``).
-- Heartbeat: a producer's topics (its producer groups, as Apache) registered/refreshed in the ProducerManager;
-  before any Settings → UNRECOGNIZED_CLIENT_TYPE as Apache. NotifyClientTermination unregisters.
+- Heartbeat: a producer's topics (its producer groups, as Apache) registered/refreshed in the ProducerManager, a
+  consumer's group and subscriptions in the ConsumerManager (``ClientActivity.registerConsumer``: SimpleConsumer
+  CONSUME_ACTIVELY, PushConsumer CONSUME_PASSIVELY, CLUSTERING; language and version from ``x-mq-language`` /
+  ``x-mq-client-version``), so admin's consumer connection and progress see gRPC consumers; each Settings the
+  client writes updates the subscriptions. Before any Settings → UNRECOGNIZED_CLIENT_TYPE as Apache.
+  NotifyClientTermination (or the 120 s sweep) unregisters.
 - SendMessage: all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
   as Guava; else round-robin), one SEND_MESSAGE each, one result entry each.
 - EndTransaction: the transaction id names the half message (``grpc_message_converter.transaction_id``).
-Metadata: ``x-mq-client-id`` keys the client; ``authorization`` and the other ``x-mq-*`` headers are accepted and
-not checked (ACL over gRPC is not served). Everything runs on the broker's event loop.
+Metadata: ``x-mq-client-id`` keys the client; with ``aclEnable`` every request (and each Settings on the Telemetry
+stream) is checked first (``check_access``, grpc_access_validator.py). Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.client.client_channel_info import ClientChannelInfo
 from rmq_core.broker.client.producer_manager import CHANNEL_EXPIRED_TIMEOUT_MS
+from rmq_core.broker.grpc.grpc_access_validator import check_grpc_access
 from rmq_core.broker.grpc.grpc_client_channel import OUTBOX_LIMIT, GrpcClientChannel
 from rmq_core.broker.grpc.grpc_message_converter import (
     GrpcStatusError,
@@ -35,10 +40,21 @@ from rmq_core.broker.grpc.grpc_message_converter import (
     to_store_properties,
     transaction_id,
 )
-from rmq_core.broker.grpc.messaging_v2 import V2, ClientType, Code, MessageType, Permission, TransactionResolution
+from rmq_core.broker.grpc.messaging_v2 import (
+    V2,
+    ClientType,
+    Code,
+    FilterType,
+    MessageType,
+    Permission,
+    TransactionResolution,
+)
 from rmq_core.broker.schedule.schedule_message_service import parse_delay_levels
-from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC
-from rmq_core.common.perm_name import is_readable, is_writeable
+from rmq_core.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, get_retry_topic
+from rmq_core.common.mq_version import version_ordinal
+from rmq_core.common.perm_name import PERM_READ, PERM_WRITE, is_readable, is_writeable
+from rmq_core.filter import MessageSelector
+from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -48,8 +64,9 @@ from rmq_core.message import (
     tags_hash,
 )
 from rmq_core.message_encoding import properties_to_string
+from rmq_core.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from rmq_core.remoting.codes import RequestCode, ResponseCode
-from rmq_core.remoting.command import RemotingCommand
+from rmq_core.remoting.command import DEFAULT_VERSION, RemotingCommand
 
 if TYPE_CHECKING:
     from rmq_core.broker.grpc.grpc_broker import GrpcBroker
@@ -57,6 +74,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLIENT_ID_HEADER = "x-mq-client-id"
+LANGUAGE_HEADER = "x-mq-language"
+CLIENT_VERSION_HEADER = "x-mq-client-version"
 TOPIC_MESSAGE_TYPE_ATTRIBUTE = "message.type"  # TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # the SEND_MESSAGE header's defaultTopicQueueNums, as the proxy's producer sends it
 PRODUCER_BACKOFF_ATTEMPTS = 3  # ProxyConfig: the producer's retry policy (3 attempts, 10 ms → 1 s, ×2)
@@ -85,6 +104,10 @@ _REMOTING_TO_GRPC: dict[int, int] = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
 }
+_CONSUME_TYPES = {  # ClientActivity.buildConsumeType
+    ClientType.SIMPLE_CONSUMER: ConsumeType.CONSUME_ACTIVELY,
+    ClientType.PUSH_CONSUMER: ConsumeType.CONSUME_PASSIVELY,
+}
 _CODE_NAMES = {v: k for k, v in vars(Code).items() if isinstance(v, int)}
 
 
@@ -110,11 +133,27 @@ def consistent_hash(value: int, buckets: int) -> int:
             return candidate
 
 
-def client_id_of(context: Any) -> str:
+def header_of(context: Any, name: str) -> str:
     for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_HEADER:
+        if key == name:
             return str(value)
     return ""
+
+
+def client_id_of(context: Any) -> str:
+    return header_of(context, CLIENT_ID_HEADER)
+
+
+def client_version_of(context: Any) -> int:
+    """``x-mq-client-version`` as a version ordinal (the proxy's ``parseClientVersion``: ``5.1.2`` → V5_1_2's);
+    unparsable or absent → the remoting default."""
+    text = header_of(context, CLIENT_VERSION_HEADER).strip().upper().replace(".", "_")
+    if text:
+        try:
+            return version_ordinal(text if text.startswith("V") else "V" + text)
+        except (ValueError, TypeError):
+            pass
+    return DEFAULT_VERSION
 
 
 def peer_address(context: Any) -> str:
@@ -140,6 +179,9 @@ class GrpcMessagingService:
         if channel is None or channel.closed:
             channel = self.clients[client_id] = GrpcClientChannel(client_id, peer_address(context))
         channel.last_seen_ms = self.controller.now_ms()
+        if not channel.language:
+            channel.language = header_of(context, LANGUAGE_HEADER).upper() or "JAVA"
+            channel.version = client_version_of(context)
         return channel
 
     def sweep(self, now_ms: int, expired_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> int:
@@ -149,6 +191,13 @@ class GrpcMessagingService:
         for channel in gone:
             self.forget_client(channel)
         return len(gone)
+
+    def check_access(self, request: Any, context: Any) -> None:
+        """With aclEnable: raise ``GrpcStatusError`` (UNAUTHORIZED) if the plain ACL refuses ``request``."""
+        validator = self.controller.access_validator
+        if validator is not None:
+            host = peer_address(context).rpartition(":")[0]
+            check_grpc_access(validator, request, context, host.strip("[]"))
 
     def client_of(self, context: Any) -> GrpcClientChannel | None:
         """The caller's channel if it is known (no new one)."""
@@ -176,8 +225,40 @@ class GrpcMessagingService:
             if info is not None and info.conn is channel:
                 info.last_update_timestamp = now
             else:
-                manager.register_producer(group, ClientChannelInfo(channel, channel.client_id, "PYTHON", 0, now))
+                info = ClientChannelInfo(channel, channel.client_id, channel.language, channel.version, now)
+                manager.register_producer(group, info)
             channel.groups.add(group)
+
+    def _register_consumer(self, channel: GrpcClientChannel, group: str, update_subscription: bool) -> None:
+        """A consumer's group and subscriptions in the ConsumerManager (``ClientActivity.registerConsumer``)."""
+        kind = channel.client_type
+        settings = channel.settings
+        if settings is None or kind not in _CONSUME_TYPES or not group:
+            return
+        subs = [
+            build_subscription_data(
+                e.topic.name,
+                MessageSelector.by_sql(e.expression.expression)
+                if e.expression.type == FilterType.SQL
+                else e.expression.expression,
+            )
+            for e in settings.subscription.subscriptions
+        ]
+        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        if group_config is not None:  # as a heartbeat through Apache's proxy: the group's %RETRY% topic exists
+            self.controller.topic_config_manager.create_topic_in_send_message_back_method(
+                get_retry_topic(group), group_config.retry_queue_nums, PERM_READ | PERM_WRITE, 0
+            )
+        manager = self.controller.consumer_manager
+        now = self.controller.now_ms()
+        info = ClientChannelInfo(channel, channel.client_id, channel.language, channel.version, now)
+        args = (_CONSUME_TYPES[kind], MessageModel.CLUSTERING, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+        known = manager.get_consumer_group_info(group)
+        if update_subscription or known is None or known.find_channel(channel.client_id) is None:
+            manager.register_consumer(group, info, *args, subs, True)
+        else:  # a heartbeat: the channel refreshed, the subscriptions its last Settings gave kept
+            known.update_channel(info, *args)
+        channel.consumer_groups.add(group)
 
     def forget_client(self, channel: GrpcClientChannel) -> None:
         """The client is gone (NotifyClientTermination, the server's shutdown)."""
@@ -187,6 +268,7 @@ class GrpcMessagingService:
         if self.on_client_gone is not None:
             self.on_client_gone(channel.client_id)
         self.controller.producer_manager.do_channel_close_event(channel)
+        self.controller.consumer_manager.do_channel_close_event(channel)
         if self.clients.get(channel.client_id) is channel:
             del self.clients[channel.client_id]
 
@@ -260,6 +342,7 @@ class GrpcMessagingService:
         if channel.settings is None:
             return V2.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "client settings not found"))
         self._register_producer(channel)
+        self._register_consumer(channel, request.group.name or channel.settings.subscription.group.name, False)
         return V2.HeartbeatResponse(status=status(Code.OK))
 
     async def notify_client_termination(self, request: Any, context: Any) -> Any:
@@ -277,11 +360,15 @@ class GrpcMessagingService:
             try:
                 async for command in requests:
                     if command.WhichOneof("command") == "settings":
+                        self.check_access(command, context)
                         channel.settings = command.settings
                         self._register_producer(channel)
+                        self._register_consumer(channel, command.settings.subscription.group.name, True)
                         channel.write(
                             V2.TelemetryCommand(status=status(Code.OK), settings=self.settings_for(command.settings))
                         )
+            except GrpcStatusError as e:  # refused (ACL): answered, then the stream ends
+                channel.write(V2.TelemetryCommand(status=status(e.code, e.message)))
             except Exception as e:  # the client went away mid-stream
                 log.debug("gRPC telemetry of %s ended: %r", channel.client_id, e)
             finally:

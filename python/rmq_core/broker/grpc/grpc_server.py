@@ -48,12 +48,17 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
-def _answering_refusals(impl: Callable[..., Any], response: Any, streaming: bool) -> Callable[..., Any]:
-    """``impl`` with a ``GrpcStatusError`` answered as its response's ``status`` (every v2 response has one)."""
+def _answering_refusals(
+    impl: Callable[..., Any], response: Any, streaming: bool, check: Callable[[Any, Any], None] | None = None
+) -> Callable[..., Any]:
+    """``impl`` with a ``GrpcStatusError`` answered as its response's ``status`` (every v2 response has one);
+    ``check(request, context)`` (the ACL) first when given."""
     if streaming:
 
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
+                if check is not None:
+                    check(request, context)
                 async for item in impl(request, context):
                     yield item
             except GrpcStatusError as e:
@@ -63,6 +68,8 @@ def _answering_refusals(impl: Callable[..., Any], response: Any, streaming: bool
 
     async def unary(request: Any, context: Any) -> Any:
         try:
+            if check is not None:
+                check(request, context)
             return await impl(request, context)
         except GrpcStatusError as e:
             return response(status=status(e.code, e.message))
@@ -97,7 +104,9 @@ class GrpcServer:
                 (True, True): grpc.stream_stream_rpc_method_handler,
             }[(client_streaming, server_streaming)]
             methods[rpc] = kind(
-                _answering_refusals(impl, getattr(V2, resp), server_streaming),
+                _answering_refusals(
+                    impl, getattr(V2, resp), server_streaming, None if client_streaming else self.service.check_access
+                ),
                 request_deserializer=getattr(V2, req).FromString,
                 response_serializer=getattr(V2, resp).SerializeToString,
             )

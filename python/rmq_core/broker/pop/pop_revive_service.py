@@ -192,11 +192,13 @@ class PopReviveService:
             if r.status != GetMessageStatus.FOUND:
                 log.warning("revive: %s:%d offset %d is gone (%s)", ck.topic, ck.queue_id, off, r.status.name)
                 ck.bit_map |= 1 << i
+                pop.inflight.decrement(ck.cid, ck.topic, ck.queue_id, ck.pop_time)
                 continue
             m = decode_messages(r.body, decompress=False)[0]
             if not self._re_put(ck, m, normal, group_cfg.retry_max_times):
                 return False, n
             ck.bit_map |= 1 << i
+            pop.inflight.decrement(ck.cid, ck.topic, ck.queue_id, ck.pop_time)
             n += 1
         return True, n
 

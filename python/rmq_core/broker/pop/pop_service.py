@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rmq_core.broker.pop import extra_info as ei
+from rmq_core.broker.pop.pop_inflight_counter import PopInflightCounter
 from rmq_core.broker.pop.pop_records import AckMsg, PopCheckPoint, ck_unique_id
 from rmq_core.broker.pop.pop_results import AckResult, ChangeInvisibleResult
 from rmq_core.broker.timer.timer_message_hook import TimerMessageRefused, transform_timer_message
 from rmq_core.common import mix_all
 from rmq_core.common.perm_name import is_readable
 from rmq_core.filter import ExpressionType, MessageSelector
+from rmq_core.filter.subscription_data import build_subscription_data
 from rmq_core.message import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -40,11 +42,13 @@ from rmq_core.message import (
     MessageExt,
     decode_messages,
 )
+from rmq_core.remoting.body.heartbeat import ConsumeType
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.store_status import GetMessageStatus, PutMessageStatus
 
 if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
+    from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
     from rmq_core.broker.pop.consumer_order_info_manager import ConsumerOrderInfoManager
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
@@ -141,6 +145,8 @@ class PopService:
         self._ck_counter = itertools.count()
         self._random = random.Random()
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self.consumer_manager: ConsumerManager | None = None  # told who pops (admin's consumer progress), if set
+        self.inflight = PopInflightCounter()  # popped, not yet acked or revived, per (group, topic, queue)
         message_store.add_arrival_listener(self._on_arrival, active=lambda: bool(self._waiters))
 
     @property
@@ -209,6 +215,7 @@ class PopService:
             selector = self._check_pop(group, topic, queue_id, max_msg_nums, expression_type, expression)
         except _Refused as e:
             return PopResult(e.code, e.remark, PopStatus.NO_NEW_MSG)
+        self._compensate(group, topic, expression_type, expression)
         cfg = self.topic_config_manager.select_topic_config(topic)
         assert cfg is not None
         pop_time = now_ms()
@@ -246,6 +253,20 @@ class PopService:
             ";".join(pop.order_count_info) if order else None,
             b"".join(pop.bodies),
         )
+
+    def _compensate(self, group: str, topic: str, expression_type: str | None, expression: str | None) -> None:
+        """The popping group and what it reads, in the ConsumerManager's compensation table (a POP consumer sends no
+        heartbeat): 5.x's ``compensateBasicConsumerInfo`` and ``compensateSubscribeData`` (topic and its retry)."""
+        manager = self.consumer_manager
+        if manager is None:
+            return
+        manager.compensate_basic_consumer_info(group, ConsumeType.CONSUME_POP)
+        selector: str | MessageSelector | None = expression
+        if expression and expression_type == ExpressionType.SQL92:
+            selector = MessageSelector.by_sql(expression)
+        manager.compensate_subscribe_data(group, topic, build_subscription_data(topic, selector))
+        retry = ei.pop_retry_topic(topic, group)
+        manager.compensate_subscribe_data(group, retry, build_subscription_data(retry, None))
 
     def _check_pop(
         self,
@@ -520,6 +541,7 @@ class PopService:
         ack = AckMsg(off, handle.ck_offset, group, real, qid, handle.pop_time, handle.broker_name)
         if not self.put_ack(ack, handle.revive_qid, handle.revive_time):
             return AckResult(ResponseCode.SYSTEM_ERROR, "the ack could not be stored")
+        self.inflight.decrement(group, real, qid, handle.pop_time)
         return AckResult(ResponseCode.SUCCESS)
 
     def batch_ack(self, group: str, topic: str, extra_infos: list[str]) -> list[AckResult]:
@@ -555,7 +577,8 @@ class PopService:
                     self.order_info_manager.ack_orderly(self, group, real, qid, off, handle)
                 continue
             ack = AckMsg(-1, start, group, real, qid, pop_time, broker_name, offsets, batch=True)
-            self.put_ack(ack, rqid, pop_time + invisible)
+            if self.put_ack(ack, rqid, pop_time + invisible):
+                self.inflight.decrement(group, real, qid, pop_time, len(offsets))
         return AckResult(ResponseCode.SUCCESS)
 
     # --- change invisible time -----------------------------------------------------------------------------------
@@ -582,8 +605,10 @@ class PopService:
         ck = PopCheckPoint(off, now, invisible_time_ms, 1, qid, real, group, handle.broker_name, queue_offset_diff=[0])
         if not self.put_ck(ck, handle.revive_qid):
             return ChangeInvisibleResult(ResponseCode.SYSTEM_ERROR, "the checkpoint could not be stored")
+        self.inflight.increment(group, real, qid, 1)  # the new CK's message; the old handle's ack below
         ack = AckMsg(off, handle.ck_offset, group, real, qid, handle.pop_time, handle.broker_name)
-        self.put_ack(ack, handle.revive_qid, handle.revive_time)
+        if self.put_ack(ack, handle.revive_qid, handle.revive_time):
+            self.inflight.decrement(group, real, qid, handle.pop_time)
         new_handle = ei.build_extra_info(
             off, now, invisible_time_ms, handle.revive_qid, real, handle.broker_name, qid, off
         )
@@ -707,6 +732,7 @@ class _PopRun:
                     self.rest_num += r.max_offset - offset
                     return
                 s.consumer_offset_manager.commit_offset("pop", self.group, topic, queue_id, r.next_begin_offset)
+                s.inflight.increment(self.group, topic, queue_id, len(msgs))
                 handle_ck = offset
             ei.start_offset_entry(self.start_offset_info, topic, queue_id, offset)
             ei.msg_offset_entry(self.msg_offset_info, topic, queue_id, offsets)

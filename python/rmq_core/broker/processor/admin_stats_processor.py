@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.client.producer_manager import ProducerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rmq_core.broker.pop.pop_inflight_counter import PopInflightCounter
     from rmq_core.broker.schedule.schedule_message_service import ScheduleMessageService
     from rmq_core.broker.stats.broker_runtime_stats import BrokerRuntimeStats
     from rmq_core.broker.subscription_group_manager import SubscriptionGroupManager
@@ -106,6 +107,7 @@ class AdminStatsProcessor:
         self.schedule_message_service = schedule_message_service
         self.runtime_stats = runtime_stats
         self.now_ms = now_ms
+        self.pop_inflight: PopInflightCounter | None = None  # the POP service's, once it exists
         self._handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
@@ -267,13 +269,16 @@ class AdminStatsProcessor:
                 continue
             for qid in range(config.read_queue_nums):
                 broker_offset = max(store.get_max_offset_in_queue(topic, qid), 0)
-                consumer_offset = max(self.consumer_offset_manager.query_offset(group, topic, qid), 0)
+                pull_offset = max(self.consumer_offset_manager.query_offset(group, topic, qid), 0)
+                # a POP group's offset is its pop offset: what is popped and not acked is still to consume
+                inflight = self.pop_inflight.get(group, topic, qid) if self.pop_inflight is not None else 0
+                consumer_offset = max(pull_offset - inflight, 0)
                 last = 0
                 if consumer_offset - 1 >= 0:
                     ts = self.message_store_timestamp(topic, qid, consumer_offset - 1)
                     last = ts if ts > 0 else 0
                 mq = MessageQueue(topic, self.broker_config.broker_name, qid)
-                stats.offset_table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
+                stats.offset_table[mq] = OffsetWrapper(broker_offset, consumer_offset, last, pull_offset)
             stats.consume_tps += self.runtime_stats.group_get_tps(group, topic)
         return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=stats.encode())
 

@@ -74,11 +74,21 @@ class OffsetWrapper:
     broker_offset: int = 0
     consumer_offset: int = 0
     last_timestamp: int = 0
+    pull_offset: int = -1  # 5.x: read up to here (in flight: pull − consumer); -1: not sent (4.x), read as consumer
+
+    def __post_init__(self) -> None:
+        if self.pull_offset < 0:
+            self.pull_offset = self.consumer_offset
+
+    @property
+    def inflight(self) -> int:
+        return max(self.pull_offset - self.consumer_offset, 0)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "brokerOffset": self.broker_offset,
             "consumerOffset": self.consumer_offset,
+            "pullOffset": self.pull_offset,
             "lastTimestamp": self.last_timestamp,
         }
 
@@ -91,6 +101,9 @@ class ConsumeStats:
     def compute_total_diff(self) -> int:
         return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
 
+    def compute_inflight_total_diff(self) -> int:
+        return sum(w.pull_offset - w.consumer_offset for w in self.offset_table.values())
+
     def encode(self) -> bytes:
         table = {mq_key(mq): v.to_json_dict() for mq, v in sorted(self.offset_table.items())}
         return fastjson.dumps({"consumeTps": float(self.consume_tps), "offsetTable": table}).encode("utf-8")
@@ -101,7 +114,12 @@ class ConsumeStats:
         tps = fastjson.raw_field(text, "consumeTps")
         return cls(
             {
-                mq: OffsetWrapper(int(v["brokerOffset"]), int(v["consumerOffset"]), int(v.get("lastTimestamp", 0)))
+                mq: OffsetWrapper(
+                    int(v["brokerOffset"]),
+                    int(v["consumerOffset"]),
+                    int(v.get("lastTimestamp", 0)),
+                    int(v.get("pullOffset", -1)),
+                )
                 for mq, v in items
             },
             float(tps) if tps else 0.0,
