@@ -260,6 +260,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cfg = _broker_config(args, namesrv.address)
         cfg.broker_ip1 = args.host
         broker = Broker(cfg)
+        stop = _catch_stop_signals()  # before the start line: whoever reads it may send SIGTERM at once
         _listen(broker.start, "broker", cfg.listen_port, "--port (or listenPort in the -c broker.conf)")
         print(
             f"rmq-core serve: name server {namesrv.address}, broker {cfg.broker_name}@{broker.address}, "
@@ -267,7 +268,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         try:
-            _wait_for_signal()
+            _wait_for_signal(stop)
         finally:
             print("rmq-core serve: shutting down", flush=True)
             broker.shutdown()
@@ -344,10 +345,11 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     namesrv = NameServer(listen_port=args.port, host=args.host)
+    stop = _catch_stop_signals()  # before the start line, as the broker's
     _listen(namesrv.start, "name server", args.port, "--port")
     print(f"rmq-core namesrv: listening on {namesrv.address}", flush=True)
     try:
-        _wait_for_signal()
+        _wait_for_signal(stop)
     finally:
         namesrv.shutdown()
     return 0
@@ -371,6 +373,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print("Slave's brokerId must be > 0", file=sys.stderr)
         return 3
     broker = Broker(cfg)
+    stop = _catch_stop_signals()  # before the start line: a node may send SIGTERM as soon as it reads that line
     _listen(broker.start, "broker", cfg.listen_port, "--port (or listenPort in the -c broker.conf)")
     print(
         f"rmq-core broker: {cfg.broker_name}@{broker.address} cluster={cfg.broker_cluster_name} "
@@ -381,7 +384,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     if broker.controller.metrics_address is not None:
         print(f"rmq-core broker: metrics at http://{broker.controller.metrics_address}/metrics", flush=True)
     try:
-        _wait_for_signal()
+        _wait_for_signal(stop)
     finally:
         broker.shutdown()
     return 0

@@ -94,10 +94,32 @@ def test_a_broker_that_cannot_start_fails_the_start_and_leaves_nothing(tmp_path:
     _node(tmp_path, brokers=1).start().shutdown()  # the store root's lock was released
 
 
-def test_a_port_in_use_is_named_and_nothing_starts(tmp_path: Path) -> None:
-    with socket.socket() as busy:
+def _busy_port_with_free_neighbours() -> socket.socket:
+    """A listening socket on a port whose PORT_STEP neighbours each side are free now (a random port's may not be:
+    the node checks them in order and would name another one)."""
+    for _ in range(50):
+        busy = socket.socket()
         busy.bind(("127.0.0.1", 0))
-        busy.listen()
+        port = busy.getsockname()[1]
+        others = [p for p in range(port - PORT_STEP, port + PORT_STEP) if p != port]
+        if all(0 < p < 65536 and _free(p) for p in others):
+            busy.listen()
+            return busy
+        busy.close()
+    raise AssertionError("no port with free neighbours found")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_a_port_in_use_is_named_and_nothing_starts(tmp_path: Path) -> None:
+    with _busy_port_with_free_neighbours() as busy:
         port = busy.getsockname()[1]
         node = Node(2, store_path_root_dir=str(tmp_path / "n"), namesrv_port=0, base_port=port - PORT_STEP, name="p")
         with pytest.raises(NodeError, match=f"port {port} \\(p-1's port\\) on 127.0.0.1 is in use"):
