@@ -22,6 +22,38 @@ _ZERO_SCAN_CHUNK = 1 << 20
 RESERVE_STEP = 64 << 20  # the engine's mapped_file::RESERVE_STEP
 
 
+def create_mapping(path: str, size: int, reserve: int, what: str) -> mmap.mmap:
+    """Creates ``path`` (it must not exist) with ``size`` bytes, the first ``reserve`` reserved on disk, and maps it
+    shared read-write; StoreError naming ``what`` and the file, the file removed, when it cannot (invariant 3)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as e:
+        raise StoreError(f"cannot create {what} {path}: {e}") from e
+    try:
+        try:
+            os.ftruncate(fd, size)
+            if reserve:
+                os.posix_fallocate(fd, 0, reserve)
+            return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise StoreError(f"cannot allocate {what} {path} ({size} bytes): {e}") from e
+
+
+def reserve_blocks(path: str, start: int, end: int) -> None:
+    """Reserves the blocks of ``path`` in ``[start, end)`` (``posix_fallocate``); OSError when the disk is full."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    finally:
+        os.close(fd)
+
+
 class MappedFile:
     __slots__ = ("_mm", "flushed", "path", "reserved", "size", "start", "wrote")
 
@@ -40,24 +72,7 @@ class MappedFile:
     def create(cls, path: str, start: int, size: int, reserve: int | None = None) -> MappedFile:
         """Creates the file, ``reserve`` bytes of it (default: all) reserved on disk, the rest sparse."""
         reserve = size if reserve is None else min(reserve, size)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except OSError as e:
-            raise StoreError(f"cannot create mapped file {path}: {e}") from e
-        try:
-            try:
-                os.ftruncate(fd, size)
-                if reserve:
-                    os.posix_fallocate(fd, 0, reserve)
-                mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise StoreError(f"cannot allocate mapped file {path} ({size} bytes): {e}") from e
+        mm = create_mapping(path, size, reserve, "mapped file")
         f = cls(path, start, size, mm)
         f.reserved = reserve
         return f
@@ -69,11 +84,7 @@ class MappedFile:
             return
         to = min(self.size, max(-(-end // RESERVE_STEP) * RESERVE_STEP, min(end, self.size)))
         try:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                os.posix_fallocate(fd, self.reserved, to - self.reserved)
-            finally:
-                os.close(fd)
+            reserve_blocks(self.path, self.reserved, to)
         except OSError as e:
             raise StoreError(f"cannot reserve {to - self.reserved} bytes of {self.path}: {e}") from e
         self.reserved = to

@@ -35,6 +35,7 @@ from rmq_core.format.index import (
     slot_position,
     time_diff_seconds,
 )
+from rmq_core.mapped_file import create_mapping, reserve_blocks
 
 INDEX_RESERVE_STEP = 16 << 20  # the engine's index_service::INDEX_RESERVE_STEP
 
@@ -55,25 +56,9 @@ class IndexFile:
     @classmethod
     def create(cls, path: str, hash_slot_num: int, index_num: int, end_phy: int, end_ts: int) -> IndexFile:
         size = index_file_size(hash_slot_num, index_num)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except OSError as e:
-            raise StoreError(f"cannot create index file {path}: {e}") from e
-        try:
-            try:
-                # header, slots, first entries reserved, nothing written: a full disk fails here, not with SIGBUS
-                reserved = min(size, slot_position(hash_slot_num) + INDEX_RESERVE_STEP)
-                os.ftruncate(fd, size)
-                os.posix_fallocate(fd, 0, reserved)
-                mm = mmap.mmap(fd, size)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise StoreError(f"cannot allocate index file {path} ({size} bytes): {e}") from e
+        # header, slots, first entries reserved, nothing written: a full disk fails here, not with SIGBUS
+        reserved = min(size, slot_position(hash_slot_num) + INDEX_RESERVE_STEP)
+        mm = create_mapping(path, size, reserved, "index file")
         h = IndexHeader()
         if end_phy > 0:
             h.begin_phy_offset = h.end_phy_offset = end_phy
@@ -114,11 +99,7 @@ class IndexFile:
         """Reserves the blocks up to ``end`` and the step after it (invariant 2); False when the disk is full."""
         to = min(len(self.mm), end + INDEX_RESERVE_STEP)
         try:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                os.posix_fallocate(fd, self.reserved, to - self.reserved)
-            finally:
-                os.close(fd)
+            reserve_blocks(self.path, self.reserved, to)
         except OSError:
             return False
         self.reserved = to
