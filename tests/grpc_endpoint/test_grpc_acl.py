@@ -11,7 +11,6 @@ import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
 pytest.importorskip("yaml", reason="the rmq_core[acl] extra (PyYAML) is not installed")
-pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.broker.grpc.messaging_v2 import SERVICE, V2, Code
 from rmq_core.common.topic_config import TopicConfig

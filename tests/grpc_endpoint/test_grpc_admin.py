@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
-pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.common.mq_version import version_ordinal
 from rmq_core.remoting.body.queue_offsets import ConsumeStats
@@ -29,18 +28,12 @@ from rmq_core.remoting.header import (
 )
 from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
-from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
+from support.grpc5_helpers import endpoint, needs_sdk, sdk, topic
 from support.helpers import subprocess_env, wait_until
 
 pytestmark = needs_sdk
 
 SDK_VERSION = "V5_1_2"  # rocketmq-python-client 5.1.2 sends x-mq-client-version 5.1.2
-
-
-@pytest.fixture(name="grpc_cluster")
-def _grpc_cluster(tmp_path):
-    with grpc_cluster(tmp_path) as c:
-        yield c
 
 
 def _connections(client: BlockingRemotingClient, addr: str, group: str) -> dict[str, Any] | None:

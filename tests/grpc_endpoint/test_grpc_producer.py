@@ -24,12 +24,6 @@ from support.helpers import wait_until
 pytestmark = needs_sdk
 
 
-@pytest.fixture(name="grpc_cluster")
-def _grpc_cluster(tmp_path):
-    with grpc_cluster(tmp_path) as c:
-        yield c
-
-
 def test_normal_and_async_sends_read_back_by_a_pull_consumer(grpc_cluster):
     c = grpc_cluster
     topic(c, "GrpcNormal")

@@ -10,22 +10,15 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
-pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.broker.grpc import grpc_consumer_service
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_messages
 
 from support.admin_helpers import create_subscription_group
-from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
+from support.grpc5_helpers import endpoint, needs_sdk, sdk, topic
 
 pytestmark = needs_sdk
-
-
-@pytest.fixture(name="grpc_cluster")
-def _grpc_cluster(tmp_path):
-    with grpc_cluster(tmp_path) as c:
-        yield c
 
 
 def test_push_consumer_receives_and_a_failure_comes_back_with_attempt_2(grpc_cluster):

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
-pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 import grpc
 

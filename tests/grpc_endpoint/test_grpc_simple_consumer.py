@@ -14,22 +14,15 @@ from typing import Any
 import pytest
 
 pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not installed")
-pytest.importorskip("rmq_core.broker.pop.pop_service", reason="this broker has no POP service")
 
 from rmq_core.client import Producer
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import Message
 
 from support.admin_helpers import create_subscription_group
-from support.grpc5_helpers import endpoint, grpc_cluster, needs_sdk, sdk, topic
+from support.grpc5_helpers import endpoint, needs_sdk, sdk, topic
 
 pytestmark = needs_sdk
-
-
-@pytest.fixture(name="grpc_cluster")
-def _grpc_cluster(tmp_path):
-    with grpc_cluster(tmp_path) as c:
-        yield c
 
 
 INVISIBLE_S = 10  # Apache's least invisible time for a receive (minInvisibleTimeMillsForRecv)
