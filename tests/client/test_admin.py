@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.client import (
     Admin,
     ConsumeConcurrentlyStatus,
@@ -26,11 +25,10 @@ from rmq_core.client import (
 )
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import UNIQ_KEY, Message, MessageQueue
-from rmq_core.namesrv import NameServer
 from rmq_core.remoting.codes import ResponseCode
 from rmq_core.testing.cluster import RocketMQCluster, start_cluster
 
-from support.acl_helpers import ADMIN, PLAIN_ACL_YML, USER
+from support.acl_helpers import ADMIN, USER, acl_broker
 from support.client_helpers_e2e import FAST_CLIENT
 from support.helpers import wait_until
 
@@ -266,19 +264,7 @@ def test_create_topic_on_every_master_of_a_node(tmp_path: Any) -> None:
 
 
 def test_acl_credentials_sign_every_request(tmp_path: Any) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(PLAIN_ACL_YML)
-    ns = NameServer(listen_port=0).start()
-    cfg = BrokerConfig(
-        broker_name="acl-admin",
-        listen_port=0,
-        store_path_root_dir=str(tmp_path / "store"),
-        namesrv_addr=ns.address,
-        acl_enable=True,
-        acl_file=str(acl_file),
-    )
-    broker = Broker(cfg).start()
-    try:
+    with acl_broker(tmp_path, "acl-admin") as (ns, broker, _):
         with Admin(ns.address, access_key=ADMIN.access_key, secret_key=ADMIN.secret_key) as admin:
             route = admin.create_topic("aclAdminTopic", queues=2, broker_addr=broker.address)
             assert route.queue_datas[0].write_queue_nums == 2
@@ -289,6 +275,3 @@ def test_acl_credentials_sign_every_request(tmp_path: Any) -> None:
             assert e.value.response_code == ResponseCode.SYSTEM_ERROR, creds
         with pytest.raises(ValueError):  # a key without its secret: refused before anything is sent
             Admin(ns.address, access_key=ADMIN.access_key).start()
-    finally:
-        broker.shutdown()
-        ns.shutdown()

@@ -21,7 +21,6 @@ from rmq_core.client.blocking_mq_client_api import BlockingMQClientAPI
 from rmq_core.client.exceptions import MQClientException, RocketMQRpcError
 from rmq_core.common.topic_config import TopicConfig
 from rmq_core.message import Message
-from rmq_core.namesrv import NameServer
 from rmq_core.remoting.acl_signer import SessionCredentials, cal_signature, combine_request_content
 from rmq_core.remoting.codes import ResponseCode
 
@@ -33,6 +32,7 @@ from support.acl_helpers import (
     TOPIC_B,
     UNKNOWN,
     USER,
+    acl_broker,
     create_topic_request,
     exchange,
     probes,
@@ -48,23 +48,8 @@ BAD_SIG = f"org.apache.rocketmq.acl.common.AclException: Check signature failed 
 
 @pytest.fixture
 def acl_cluster(tmp_path):
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(PLAIN_ACL_YML)
-    ns = NameServer(listen_port=0).start()
-    cfg = BrokerConfig(
-        broker_name="acl-broker",
-        listen_port=0,
-        store_path_root_dir=str(tmp_path / "store"),
-        namesrv_addr=ns.address,
-        acl_enable=True,
-        acl_file=str(acl_file),
-    )
-    broker = Broker(cfg).start()
-    try:
-        yield ns, broker, acl_file
-    finally:
-        broker.shutdown()
-        ns.shutdown()
+    with acl_broker(tmp_path, "acl-broker") as cluster:
+        yield cluster
 
 
 def _chain(e: BaseException | None) -> str:

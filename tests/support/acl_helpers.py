@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
+from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.namesrv import NameServer
 from rmq_core.remoting.acl_signer import SessionCredentials
 from rmq_core.remoting.codes import RequestCode
 from rmq_core.remoting.command import RemotingCommand
@@ -131,3 +136,27 @@ def exchange(addr: str, reqs: list[RemotingCommand], timeout: float = 10.0) -> l
             answers.extend(cmds)
     by_opaque = {a.opaque: a for a in answers}
     return [by_opaque[r.opaque] for r in reqs]
+
+
+@contextlib.contextmanager
+def acl_broker(tmp_path: Path, broker_name: str) -> Iterator[tuple[NameServer, Broker, Path]]:
+    """A name server and a broker with ``aclEnable`` over ``PLAIN_ACL_YML`` (written under ``tmp_path``), stopped after."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL_YML)
+    ns = NameServer(listen_port=0).start()
+    cfg = BrokerConfig(
+        broker_name=broker_name,
+        listen_port=0,
+        store_path_root_dir=str(tmp_path / "store"),
+        namesrv_addr=ns.address,
+        acl_enable=True,
+        acl_file=str(acl_file),
+    )
+    try:
+        broker = Broker(cfg).start()
+        try:
+            yield ns, broker, acl_file
+        finally:
+            broker.shutdown()
+    finally:
+        ns.shutdown()
