@@ -169,6 +169,12 @@ class GrpcMessagingService:
         self.advertised: tuple[str, int] = (controller.broker_config.broker_ip1, 0)  # set once the port is bound
         self._round_robin = itertools.count()
         self.on_client_gone: Callable[[str], None] | None = None  # the consumer side's clean-up (held handles)
+        self.client_address: Callable[[str], str] | None = None  # with TLS: the front's relayed peer → real client
+
+    def peer(self, context: Any) -> str:
+        """The caller's ``host:port``: grpc's peer, through the TLS front's map when the front relays it."""
+        address = peer_address(context)
+        return self.client_address(address) if self.client_address is not None else address
 
     # --- clients -----------------------------------------------------------------------------------------------
     def _client(self, context: Any) -> GrpcClientChannel:
@@ -177,7 +183,7 @@ class GrpcMessagingService:
             raise GrpcStatusError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
         channel = self.clients.get(client_id)
         if channel is None or channel.closed:
-            channel = self.clients[client_id] = GrpcClientChannel(client_id, peer_address(context))
+            channel = self.clients[client_id] = GrpcClientChannel(client_id, self.peer(context))
         channel.last_seen_ms = self.controller.now_ms()
         if not channel.language:
             channel.language = header_of(context, LANGUAGE_HEADER).upper() or "JAVA"
@@ -196,7 +202,7 @@ class GrpcMessagingService:
         """With aclEnable: raise ``GrpcStatusError`` (UNAUTHORIZED) if the plain ACL refuses ``request``."""
         validator = self.controller.access_validator
         if validator is not None:
-            host = peer_address(context).rpartition(":")[0]
+            host = self.peer(context).rpartition(":")[0]
             check_grpc_access(validator, request, context, host.strip("[]"))
 
     def client_of(self, context: Any) -> GrpcClientChannel | None:
@@ -208,7 +214,7 @@ class GrpcMessagingService:
         known = self.client_of(context) if context is not None else None
         if known is not None:
             return known
-        return GrpcClientChannel("", peer_address(context) if context is not None else self._advertised_address())
+        return GrpcClientChannel("", self.peer(context) if context is not None else self._advertised_address())
 
     def _advertised_address(self) -> str:
         return f"{self.advertised[0]}:{self.advertised[1]}"
@@ -402,7 +408,7 @@ class GrpcMessagingService:
                 raise GrpcStatusError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {max_body} bytes")
             if not m.body:
                 raise GrpcStatusError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-        remote = peer_address(context)
+        remote = self.peer(context)
         props = [to_store_properties(m, topic, remote) for m in messages]
         queue_id = self._select_queue(topic, messages)
         channel = self.anonymous_channel(context)

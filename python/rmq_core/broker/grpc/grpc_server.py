@@ -22,7 +22,7 @@ import grpc
 from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
-from rmq_core.broker.grpc.grpc_tls_front import GrpcTlsFront, self_signed_cert
+from rmq_core.broker.grpc.grpc_tls_front import LOOPBACK, GrpcTlsFront, self_signed_cert
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
@@ -128,10 +128,11 @@ class GrpcServer:
                 raise OSError(f"gRPC port {host}:{port} could not be bound")
             await server.start()
         else:  # plaintext and TLS on one port: two loopback listeners behind the front
-            plain_port = server.add_insecure_port("127.0.0.1:0")
-            tls_port = server.add_secure_port("127.0.0.1:0", tls)
+            plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
+            tls_port = server.add_secure_port(f"{LOOPBACK}:0", tls)
             await server.start()
             self.front = GrpcTlsFront(plain_port, tls_port)
+            self.service.client_address = self.front.client_address
             try:
                 bound = await self.front.start(host, port)
             except OSError:
