@@ -301,7 +301,8 @@ def _check_cli_broker(proc: subprocess.Popen[str]) -> None:
         assert ", gRPC 127.0.0.1:" in line, line
         addr = line.rsplit("gRPC ", 1)[1].strip()
         with grpc.insecure_channel(addr) as ch:
-            r = call(ch, "QueryRoute", V2.QueryRouteRequest(topic=V2.Resource(name="TBW102")), "QueryRouteResponse")
+            cluster = V2.QueryRouteRequest(topic=V2.Resource(name="DefaultCluster"))  # TBW102: a system topic
+            r = call(ch, "QueryRoute", cluster, "QueryRouteResponse")
             assert r.status.code == Code.OK and r.message_queues
     finally:
         proc.terminate()

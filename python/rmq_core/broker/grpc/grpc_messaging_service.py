@@ -15,11 +15,13 @@ handed to ``EndTransactionProcessor``, as the proxy hands its RemotingCommands t
   ``x-mq-client-version``), so admin's consumer connection and progress see gRPC consumers; each Settings the
   client writes updates the subscriptions. Before any Settings → UNRECOGNIZED_CLIENT_TYPE as Apache.
   NotifyClientTermination (or the 120 s sweep) unregisters.
-- SendMessage: all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
+- SendMessage: an unknown topic → TOPIC_NOT_FOUND, never created from TBW102 (the proxy looks the route up first);
+  all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
   as Guava; else round-robin), one SEND_MESSAGE each, one result entry each.
 - EndTransaction: the transaction id names the half message (``grpc_message_converter.transaction_id``).
 Metadata: ``x-mq-client-id`` keys the client; with ``aclEnable`` every request (and each Settings on the Telemetry
-stream) is checked first (``check_access``, grpc_access_validator.py). Everything runs on the broker's event loop.
+stream) is checked first (``check_access``, grpc_access_validator.py); then, always, its topic and group names
+(``grpc_validator``: ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP as Apache). Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rmq_core.broker.grpc.grpc_message_converter import (
     to_store_properties,
     transaction_id,
 )
+from rmq_core.broker.grpc.grpc_validator import check_names
 from rmq_core.broker.grpc.messaging_v2 import (
     V2,
     ClientType,
@@ -197,6 +200,11 @@ class GrpcMessagingService:
         for channel in gone:
             self.forget_client(channel)
         return len(gone)
+
+    def check_request(self, request: Any, context: Any) -> None:
+        """Before serving ``request``: the ACL, then its topic/group names (``grpc_validator``)."""
+        self.check_access(request, context)
+        check_names(request)
 
     def check_access(self, request: Any, context: Any) -> None:
         """With aclEnable: raise ``GrpcStatusError`` (UNAUTHORIZED) if the plain ACL refuses ``request``."""
@@ -366,13 +374,16 @@ class GrpcMessagingService:
             try:
                 async for command in requests:
                     if command.WhichOneof("command") == "settings":
-                        self.check_access(command, context)
+                        self.check_request(command, context)
                         channel.settings = command.settings
                         self._register_producer(channel)
                         self._register_consumer(channel, command.settings.subscription.group.name, True)
-                        channel.write(
-                            V2.TelemetryCommand(status=status(Code.OK), settings=self.settings_for(command.settings))
+                        answer = V2.TelemetryCommand(
+                            status=status(Code.OK), settings=self.settings_for(command.settings)
                         )
+                        if channel.outbox is outbox and not channel.closed:
+                            await outbox.put(answer)
+                            await outbox.join()  # written: a client that reads nothing is read no more
             except GrpcStatusError as e:  # refused (ACL): answered, then the stream ends
                 channel.write(V2.TelemetryCommand(status=status(e.code, e.message)))
             except Exception as e:  # the client went away mid-stream
@@ -388,6 +399,7 @@ class GrpcMessagingService:
                 if command is None:
                     return
                 yield command
+                outbox.task_done()
         finally:
             reader.cancel()
             if channel.outbox is outbox:
@@ -408,6 +420,8 @@ class GrpcMessagingService:
                 raise GrpcStatusError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {max_body} bytes")
             if not m.body:
                 raise GrpcStatusError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+        if self.controller.topic_config_manager.select_topic_config(topic) is None:  # the proxy's route lookup
+            raise GrpcStatusError(Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {topic}")
         remote = self.peer(context)
         props = [to_store_properties(m, topic, remote) for m in messages]
         queue_id = self._select_queue(topic, messages)
