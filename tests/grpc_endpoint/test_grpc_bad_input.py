@@ -220,3 +220,33 @@ def test_streams_never_read_are_bounded_and_a_normal_client_is_served(broker):
         hostile.close()
     wait_until(lambda: loop_state(broker) <= (tasks_before, waiters_before), "the hostile's tasks gone", 10)
     assert service.clients["hostile-t"].outbox is None
+
+
+def test_bad_handles_change_and_forward_nothing(broker):
+    """Beside test_grpc_receipt_handles' acks: ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue with a
+    malformed, foreign or expired handle → INVALID_RECEIPT_HANDLE, nothing forwarded; a batch ack with one good and
+    one bad handle acks the good one only (MULTIPLE_RESULTS)."""
+    with grpc.insecure_channel(broker.controller.grpc_address) as ch:
+        assert unary(ch, "SendMessage", send_request(TOPIC, b"held")).status.code == Code.OK
+        frames = list(receive_call(ch, receive_request()))
+        (msg,) = [f.message for f in frames if f.WhichOneof("content") == "message"]
+        handle = msg.system_properties.receipt_handle
+        fields = handle.split(" ")
+        foreign = " ".join(fields[:5] + ["another-broker"] + fields[6:])
+        expired = " ".join([fields[0], str(int(fields[1]) - 3_600_000)] + fields[2:])
+        for bad in ("not a handle", foreign, expired):
+            change = V2.ChangeInvisibleDurationRequest(receipt_handle=bad, message_id="x")
+            change.group.name, change.topic.name = GROUP, TOPIC
+            change.invisible_duration.FromSeconds(30)
+            assert unary(ch, "ChangeInvisibleDuration", change).status.code == Code.INVALID_RECEIPT_HANDLE, bad
+            dlq = V2.ForwardMessageToDeadLetterQueueRequest(receipt_handle=bad, message_id="x", max_delivery_attempts=1)
+            dlq.group.name, dlq.topic.name = GROUP, TOPIC
+            assert unary(ch, "ForwardMessageToDeadLetterQueue", dlq).status.code == Code.INVALID_RECEIPT_HANDLE, bad
+        assert broker.controller.topic_config_manager.select_topic_config(f"%DLQ%{GROUP}") is None  # nothing sent
+        ack = V2.AckMessageRequest()
+        ack.group.name, ack.topic.name = GROUP, TOPIC
+        ack.entries.add(message_id="good", receipt_handle=handle)
+        ack.entries.add(message_id="bad", receipt_handle=foreign)
+        r = unary(ch, "AckMessage", ack)
+        assert r.status.code == Code.MULTIPLE_RESULTS
+        assert [e.status.code for e in r.entries] == [Code.OK, Code.INVALID_RECEIPT_HANDLE]
