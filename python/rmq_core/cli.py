@@ -296,10 +296,11 @@ def _listen(start: Callable[[], object], what: str, port: int, flag: str) -> Non
 
 def _serve_node(args: argparse.Namespace) -> int:
     """``serve --brokers N|auto``: a name server and N supervised broker processes (rmq_core.node.Node)."""
-    from rmq_core.node import Node, NodeError
+    from rmq_core.node import GrpcTls, Node, NodeError
 
     if args.grpc_port is not None:
         _require_grpc_extra()
+    tls = GrpcTls(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_tls_self_signed)
     stop = _catch_stop_signals()  # before the start: a SIGTERM while brokers start still stops them all
     try:
         node = Node(
@@ -314,6 +315,7 @@ def _serve_node(args: argparse.Namespace) -> int:
             namesrv_addr=args.namesrv_addr,
             slave_of=args.slave_of,
             grpc_port=args.grpc_port,
+            grpc_tls=tls if tls.flags() else None,
         )
         node.start()
     except (NodeError, ValueError) as e:

@@ -51,6 +51,21 @@ def cores_available() -> int:
         return os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class GrpcTls:
+    """The gRPC TLS options a node gives each broker (``--grpc-tls-cert/--grpc-tls-key``, ``--grpc-tls-self-signed``:
+    each broker makes its own certificate in its store)."""
+
+    cert_file: str | None = None
+    key_file: str | None = None
+    self_signed: bool = False
+
+    def flags(self) -> list[str]:
+        out = ["--grpc-tls-cert", os.path.abspath(self.cert_file)] if self.cert_file else []
+        out += ["--grpc-tls-key", os.path.abspath(self.key_file)] if self.key_file else []
+        return out + (["--grpc-tls-self-signed"] if self.self_signed else [])
+
+
 @dataclass
 class NodeBroker:
     """One broker of the node: its name, port, store directory, and its process while it runs."""
@@ -87,6 +102,7 @@ class Node:
         namesrv_addr: str | None = None,
         slave_of: str | None = None,
         grpc_port: int | None = None,
+        grpc_tls: GrpcTls | None = None,
     ) -> None:
         count = cores_available() if brokers == "auto" else int(brokers)
         if count < 1:
@@ -103,6 +119,7 @@ class Node:
         self.out = out or sys.stdout
         self.slave_of = slave_of  # a master node's name server: this node's brokers are their slaves (brokerId 1)
         self.external_namesrv = slave_of or namesrv_addr  # then no name server of its own
+        self.grpc_tls = grpc_tls  # each broker's gRPC TLS (the same certificate, or each its own self-signed one)
         ports = _free_block(host, PORT_STEP * count) if base_port == 0 else base_port
         self.brokers = [
             NodeBroker(
@@ -267,6 +284,7 @@ class Node:
         cmd += ["--dir", b.store_dir, "--port", str(b.port), "--name", b.name, "--cluster", self.cluster]
         if b.grpc_port is not None:
             cmd += ["--grpc-port", str(b.grpc_port)]
+            cmd += self.grpc_tls.flags() if self.grpc_tls is not None else []
         return cmd + (["-c", self.broker_conf] if self.broker_conf else [])
 
     def _spawn(self, b: NodeBroker) -> None:

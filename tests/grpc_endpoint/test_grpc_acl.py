@@ -3,9 +3,16 @@ each call (``authorization: MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-dat
 secret, x-mq-date-time))``); with the right key its Producer sends and its SimpleConsumer receives and acks; a wrong
 secret, an unknown key, or an account without PUB on the topic / SUB on the group is refused with Code UNAUTHORIZED
 (as Apache 5.3's proxy) and nothing is stored or consumed. Raw grpcio calls check the code, the unsigned case and
-the per-RPC resources (SendMessage PUB, ReceiveMessage the group SUB)."""
+the per-RPC resources (SendMessage PUB, ReceiveMessage the group SUB); a global white address applies to TLS clients
+(relayed by the TLS front) from their own address."""
 
 from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -183,3 +190,100 @@ def test_raw_calls_need_the_resources_permissions(acl_cluster):
         frames = list(rpc(receive, metadata=_signed(NO_GROUP_AK, NO_GROUP_SK), timeout=10))
     assert len(frames) == 1 and frames[0].status.code == Code.UNAUTHORIZED, frames
     assert f"group:{GROUP}" in frames[0].status.message
+
+
+@contextlib.contextmanager
+def _relay_from(source_ip: str, target: tuple[str, int]) -> Iterator[str]:
+    """A TCP relay on 127.0.0.1 whose connections to ``target`` come from ``source_ip``: a client on another host."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sockets: list[socket.socket] = []
+    threads: list[threading.Thread] = []
+
+    def pump(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        with contextlib.suppress(OSError):
+            b.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        while True:
+            try:
+                inbound, _ = listener.accept()
+            except OSError:
+                return  # the listener shut
+            out = socket.socket()
+            sockets.extend((inbound, out))
+            out.bind((source_ip, 0))
+            out.connect(target)
+            for a, b in ((inbound, out), (out, inbound)):
+                threads.append(threading.Thread(target=pump, args=(a, b), daemon=True))
+                threads[-1].start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        acceptor.join(5)
+        listener.close()
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(5)
+        for s in sockets:
+            s.close()
+
+
+def test_white_address_applies_to_tls_clients(tmp_path):
+    """With TLS on, the front relays every connection to a loopback listener; the broker still sees each client's own
+    address: a global white address admits a TLS (and a plaintext) client from it, not one from elsewhere, and that
+    address is the client's connection address and its messages' born host."""
+    import grpc
+
+    from rmq_core.broker import Broker, BrokerConfig
+    from rmq_core.message import decode_messages
+
+    from support.admin_helpers import add_topic_config
+    from support.helpers import wait_until
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(f"globalWhiteRemoteAddresses:\n  - 127.0.0.2\n{PLAIN_ACL_YML}")
+    cfg = BrokerConfig(listen_port=0, grpc_port=0, store_path_root_dir=str(tmp_path / "s"), grpc_tls_self_signed=True)
+    cfg.acl_enable, cfg.acl_file = True, str(acl)
+    with Broker(cfg) as b:
+        add_topic_config(b, TopicConfig(TOPIC, 1, 1))
+        cert = (tmp_path / "s" / "config" / "grpc-tls-cert.pem").read_bytes()
+        host, port = b.controller.grpc_address.rsplit(":", 1)
+        route = V2.QueryRouteRequest(topic=V2.Resource(name=TOPIC))
+        send = V2.SendMessageRequest()
+        m = send.messages.add(body=b"white")
+        m.topic.name = TOPIC
+        m.system_properties.message_id = "01WHITEADDRESS0000000001"
+        md = [("x-mq-client-id", "white-client"), ("x-mq-date-time", "20261128T003100Z")]
+
+        def rpc(ch: Any, method: str, request: Any) -> Any:
+            return ch.unary_unary(
+                f"/{SERVICE}/{method}",
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=getattr(V2, method + "Response").FromString,
+            )(request, metadata=md, timeout=10)
+
+        tls = grpc.ssl_channel_credentials(root_certificates=cert)
+        with grpc.secure_channel(f"{host}:{port}", tls) as direct:  # from 127.0.0.1: not white, unsigned
+            assert rpc(direct, "QueryRoute", route).status.code == Code.UNAUTHORIZED
+        with _relay_from("127.0.0.2", (host, int(port))) as addr:
+            with grpc.secure_channel(addr, tls) as white:
+                assert rpc(white, "QueryRoute", route).status.code == Code.OK
+                assert rpc(white, "SendMessage", send).status.code == Code.OK
+                rpc(white, "Heartbeat", V2.HeartbeatRequest())  # the client is known (before Settings: refused)
+                remote = b.controller.grpc_server.service.clients["white-client"].remote_address
+            with grpc.insecure_channel(addr) as plain:
+                assert rpc(plain, "QueryRoute", route).status.code == Code.OK
+        assert remote.startswith("127.0.0.2:"), remote
+        [stored] = decode_messages(b.controller.message_store.get_message("g", TOPIC, 0, 0, 1).body)
+        assert stored.born_host[0] == "127.0.0.2" and stored.body == b"white", stored.born_host
+        front = b.controller.grpc_server.front
+        wait_until(lambda: not front.relayed, "each relayed connection's entry gone with it")

@@ -301,30 +301,46 @@ def _check_cli_broker(proc: subprocess.Popen[str]) -> None:
         assert ", gRPC 127.0.0.1:" in line, line
         addr = line.rsplit("gRPC ", 1)[1].strip()
         with grpc.insecure_channel(addr) as ch:
-            r = call(ch, "QueryRoute", V2.QueryRouteRequest(topic=V2.Resource(name="TBW102")), "QueryRouteResponse")
+            cluster = V2.QueryRouteRequest(topic=V2.Resource(name="DefaultCluster"))  # TBW102: a system topic
+            r = call(ch, "QueryRoute", cluster, "QueryRouteResponse")
             assert r.status.code == Code.OK and r.message_queues
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
 
 
-def test_a_node_gives_each_broker_its_grpc_port(tmp_path):
-    from rmq_core.node import Node
+def test_a_node_gives_each_broker_its_grpc_port_and_tls(tmp_path):
+    """``serve --brokers 2 --grpc-port P --grpc-tls-self-signed``: broker i serves gRPC on P + i, plaintext and TLS
+    (each its own certificate, made in its store)."""
     from rmq_core.testing.topic_admin import create_topic
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         base = probe.getsockname()[1]
-    with Node(
-        2, store_path_root_dir=str(tmp_path / "node"), namesrv_port=0, base_port=0, name="gn", grpc_port=base
-    ) as node:
-        assert [b.grpc_port for b in node.brokers] == [base, base + 1]
-        create_topic(node.namesrv_addr, "NodeGrpcT", queues=2)
-        for i, b in enumerate(node.brokers):
-            with grpc.insecure_channel(f"127.0.0.1:{base + i}") as ch:
-                r = call(
-                    ch, "QueryRoute", V2.QueryRouteRequest(topic=V2.Resource(name="NodeGrpcT")), "QueryRouteResponse"
-                )
+    root = tmp_path / "node"
+    cmd = [sys.executable, "-m", "rmq_core.cli", "serve", "--brokers", "2", "--dir", str(root), "--namesrv-port", "0"]
+    cmd += ["--port", "0", "--name", "gn", "--grpc-port", str(base), "--grpc-tls-self-signed"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ)) as p:
+        try:
+            assert p.stdout is not None
+            lines = [p.stdout.readline()]  # log lines, then the serve line, then one line per broker
+            while lines[0] and not lines[0].startswith("rmq-core serve: name server "):
+                lines[0] = p.stdout.readline()
+            lines += [p.stdout.readline(), p.stdout.readline()]
+            namesrv = lines[0].split("name server ", 1)[1].split(",", 1)[0]
+            assert [f"gRPC port {base + i}" in line for i, line in enumerate(lines[1:])] == [True, True], lines
+            create_topic(namesrv, "NodeGrpcT", queues=2)
+            req = V2.QueryRouteRequest(topic=V2.Resource(name="NodeGrpcT"))
+            for i in range(2):
+                addr = f"127.0.0.1:{base + i}"
+                cert = (root / f"gn-{i}" / "config" / "grpc-tls-cert.pem").read_bytes()
+                with grpc.secure_channel(addr, grpc.ssl_channel_credentials(root_certificates=cert)) as tls:
+                    r = call(tls, "QueryRoute", req, "QueryRouteResponse")
+                with grpc.insecure_channel(addr) as ch:
+                    assert call(ch, "QueryRoute", req, "QueryRouteResponse").status.code == Code.OK
                 assert r.status.code == Code.OK
-                assert {q.broker.name for q in r.message_queues} == {b.name}  # each broker advertises itself
+                assert {q.broker.name for q in r.message_queues} == {f"gn-{i}"}  # each broker advertises itself
                 assert {q.broker.endpoints.addresses[0].port for q in r.message_queues} == {base + i}
+        finally:
+            p.terminate()
+            assert p.wait(60) == 0

@@ -4,7 +4,9 @@ its Telemetry stream (Apache's ``GrpcClientChannel`` + ``GrpcClientSettingsManag
 The producer manager keys producers by this object, so the transaction check (``TransactionalMessageCheckListener``)
 reaches a gRPC producer as it reaches a remoting one: its ``send(CHECK_TRANSACTION_STATE)`` becomes a
 RecoverOrphanedTransactionCommand written on the client's Telemetry stream. The stream's outbox is bounded
-(``OUTBOX_LIMIT`` commands): a client that does not read loses commands (logged), the broker no memory.
+(``OUTBOX_LIMIT`` commands): a client that does not read stops being read (its Settings answers wait for room) and
+loses the broker's own commands (a transaction check asks again at its next round; logged once), the broker no
+memory.
 Owned by the broker's event loop.
 """
 
@@ -22,7 +24,7 @@ from rmq_core.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-OUTBOX_LIMIT = 1024
+OUTBOX_LIMIT = 128  # a reading client has one or two queued; a check round's burst beyond it is asked again
 
 
 class GrpcClientChannel:
@@ -37,6 +39,7 @@ class GrpcClientChannel:
         self.language = ""  # x-mq-language (LanguageCode's name), read at its first RPC
         self.version = 0  # x-mq-client-version as a version ordinal
         self.last_seen_ms = 0  # the last RPC of the client (the sweep forgets a silent one without a stream)
+        self._dropping = False  # its outbox was full at the last write (logged once per run of drops)
 
     @property
     def client_type(self) -> int:
@@ -50,8 +53,11 @@ class GrpcClientChannel:
         try:
             box.put_nowait(command)
         except asyncio.QueueFull:
-            log.warning("gRPC client %s reads no telemetry: a command dropped", self.client_id)
+            if not self._dropping:
+                log.warning("gRPC client %s reads no telemetry: commands dropped", self.client_id)
+            self._dropping = True
             return False
+        self._dropping = False
         return True
 
     def send(self, request: RemotingCommand) -> None:

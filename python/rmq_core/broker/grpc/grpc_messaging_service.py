@@ -15,11 +15,13 @@ handed to ``EndTransactionProcessor``, as the proxy hands its RemotingCommands t
   ``x-mq-client-version``), so admin's consumer connection and progress see gRPC consumers; each Settings the
   client writes updates the subscriptions. Before any Settings → UNRECOGNIZED_CLIENT_TYPE as Apache.
   NotifyClientTermination (or the 120 s sweep) unregisters.
-- SendMessage: all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
+- SendMessage: an unknown topic → TOPIC_NOT_FOUND, never created from TBW102 (the proxy looks the route up first);
+  all messages of a request to one queue (FIFO: ``consistentHash(hash(group), writable queues)``
   as Guava; else round-robin), one SEND_MESSAGE each, one result entry each.
 - EndTransaction: the transaction id names the half message (``grpc_message_converter.transaction_id``).
 Metadata: ``x-mq-client-id`` keys the client; with ``aclEnable`` every request (and each Settings on the Telemetry
-stream) is checked first (``check_access``, grpc_access_validator.py). Everything runs on the broker's event loop.
+stream) is checked first (``check_access``, grpc_access_validator.py); then, always, its topic and group names
+(``grpc_validator``: ILLEGAL_TOPIC / ILLEGAL_CONSUMER_GROUP as Apache). Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rmq_core.broker.grpc.grpc_message_converter import (
     to_store_properties,
     transaction_id,
 )
+from rmq_core.broker.grpc.grpc_validator import check_names
 from rmq_core.broker.grpc.messaging_v2 import (
     V2,
     ClientType,
@@ -169,6 +172,12 @@ class GrpcMessagingService:
         self.advertised: tuple[str, int] = (controller.broker_config.broker_ip1, 0)  # set once the port is bound
         self._round_robin = itertools.count()
         self.on_client_gone: Callable[[str], None] | None = None  # the consumer side's clean-up (held handles)
+        self.client_address: Callable[[str], str] | None = None  # with TLS: the front's relayed peer → real client
+
+    def peer(self, context: Any) -> str:
+        """The caller's ``host:port``: grpc's peer, through the TLS front's map when the front relays it."""
+        address = peer_address(context)
+        return self.client_address(address) if self.client_address is not None else address
 
     # --- clients -----------------------------------------------------------------------------------------------
     def _client(self, context: Any) -> GrpcClientChannel:
@@ -177,7 +186,7 @@ class GrpcMessagingService:
             raise GrpcStatusError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
         channel = self.clients.get(client_id)
         if channel is None or channel.closed:
-            channel = self.clients[client_id] = GrpcClientChannel(client_id, peer_address(context))
+            channel = self.clients[client_id] = GrpcClientChannel(client_id, self.peer(context))
         channel.last_seen_ms = self.controller.now_ms()
         if not channel.language:
             channel.language = header_of(context, LANGUAGE_HEADER).upper() or "JAVA"
@@ -192,11 +201,16 @@ class GrpcMessagingService:
             self.forget_client(channel)
         return len(gone)
 
+    def check_request(self, request: Any, context: Any) -> None:
+        """Before serving ``request``: the ACL, then its topic/group names (``grpc_validator``)."""
+        self.check_access(request, context)
+        check_names(request)
+
     def check_access(self, request: Any, context: Any) -> None:
         """With aclEnable: raise ``GrpcStatusError`` (UNAUTHORIZED) if the plain ACL refuses ``request``."""
         validator = self.controller.access_validator
         if validator is not None:
-            host = peer_address(context).rpartition(":")[0]
+            host = self.peer(context).rpartition(":")[0]
             check_grpc_access(validator, request, context, host.strip("[]"))
 
     def client_of(self, context: Any) -> GrpcClientChannel | None:
@@ -208,7 +222,7 @@ class GrpcMessagingService:
         known = self.client_of(context) if context is not None else None
         if known is not None:
             return known
-        return GrpcClientChannel("", peer_address(context) if context is not None else self._advertised_address())
+        return GrpcClientChannel("", self.peer(context) if context is not None else self._advertised_address())
 
     def _advertised_address(self) -> str:
         return f"{self.advertised[0]}:{self.advertised[1]}"
@@ -360,13 +374,16 @@ class GrpcMessagingService:
             try:
                 async for command in requests:
                     if command.WhichOneof("command") == "settings":
-                        self.check_access(command, context)
+                        self.check_request(command, context)
                         channel.settings = command.settings
                         self._register_producer(channel)
                         self._register_consumer(channel, command.settings.subscription.group.name, True)
-                        channel.write(
-                            V2.TelemetryCommand(status=status(Code.OK), settings=self.settings_for(command.settings))
+                        answer = V2.TelemetryCommand(
+                            status=status(Code.OK), settings=self.settings_for(command.settings)
                         )
+                        if channel.outbox is outbox and not channel.closed:
+                            await outbox.put(answer)
+                            await outbox.join()  # written: a client that reads nothing is read no more
             except GrpcStatusError as e:  # refused (ACL): answered, then the stream ends
                 channel.write(V2.TelemetryCommand(status=status(e.code, e.message)))
             except Exception as e:  # the client went away mid-stream
@@ -382,6 +399,7 @@ class GrpcMessagingService:
                 if command is None:
                     return
                 yield command
+                outbox.task_done()
         finally:
             reader.cancel()
             if channel.outbox is outbox:
@@ -402,7 +420,9 @@ class GrpcMessagingService:
                 raise GrpcStatusError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {max_body} bytes")
             if not m.body:
                 raise GrpcStatusError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-        remote = peer_address(context)
+        if self.controller.topic_config_manager.select_topic_config(topic) is None:  # the proxy's route lookup
+            raise GrpcStatusError(Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {topic}")
+        remote = self.peer(context)
         props = [to_store_properties(m, topic, remote) for m in messages]
         queue_id = self._select_queue(topic, messages)
         channel = self.anonymous_channel(context)

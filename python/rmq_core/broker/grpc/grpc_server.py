@@ -22,7 +22,7 @@ import grpc
 from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
-from rmq_core.broker.grpc.grpc_tls_front import GrpcTlsFront, self_signed_cert
+from rmq_core.broker.grpc.grpc_tls_front import LOOPBACK, GrpcTlsFront, self_signed_cert
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 SWEEP_PERIOD_S = 10.0  # how often silent clients are looked for (as the broker's channel scan)
 STOP_GRACE_S = 1.0  # in-flight RPCs get this long at shutdown
 MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a body is refused by status, not by grpc)
+# HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: the streams one connection may hold open (long polls, Telemetry); a client
+# that never reads costs at most this many handlers' buffers; grpc clients queue calls beyond it
+MAX_STREAMS_PER_CONNECTION = 256
 
 
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups in flight (a task nobody holds may be collected)
@@ -105,7 +108,7 @@ class GrpcServer:
             }[(client_streaming, server_streaming)]
             methods[rpc] = kind(
                 _answering_refusals(
-                    impl, getattr(V2, resp), server_streaming, None if client_streaming else self.service.check_access
+                    impl, getattr(V2, resp), server_streaming, None if client_streaming else self.service.check_request
                 ),
                 request_deserializer=getattr(V2, req).FromString,
                 response_serializer=getattr(V2, resp).SerializeToString,
@@ -118,6 +121,7 @@ class GrpcServer:
             options=[
                 ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
+                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
             ]
         )
         server.add_generic_rpc_handlers((self._handlers(),))
@@ -128,10 +132,11 @@ class GrpcServer:
                 raise OSError(f"gRPC port {host}:{port} could not be bound")
             await server.start()
         else:  # plaintext and TLS on one port: two loopback listeners behind the front
-            plain_port = server.add_insecure_port("127.0.0.1:0")
-            tls_port = server.add_secure_port("127.0.0.1:0", tls)
+            plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
+            tls_port = server.add_secure_port(f"{LOOPBACK}:0", tls)
             await server.start()
             self.front = GrpcTlsFront(plain_port, tls_port)
+            self.service.client_address = self.front.client_address
             try:
                 bound = await self.front.start(host, port)
             except OSError:
