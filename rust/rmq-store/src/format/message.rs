@@ -207,6 +207,32 @@ pub fn store_timestamp_position(sys_flag: i32) -> usize {
         }
 }
 
+/// The STORETIMESTAMP of the last whole record of concatenated records (a pull body), 0 when there is none.
+/// Records are walked by TOTALSIZE while 4 bytes can be read and it is positive; the first record that runs past the
+/// end stops the walk; 0 also when the last whole record is too short to hold its sys flag and store timestamp.
+/// The broker's disk-fall-behind time (4.9's `readGetMessageResult`) reads it per pull.
+pub fn last_store_timestamp(buf: &[u8]) -> i64 {
+    let n = buf.len();
+    let (mut pos, mut last) = (0usize, None);
+    while pos + 4 <= n {
+        let size = be_i32(buf, pos + TOTALSIZE_POSITION);
+        if size <= 0 || pos + size as usize > n {
+            break;
+        }
+        last = Some(pos);
+        pos += size as usize;
+    }
+    let Some(last) = last else { return 0 };
+    if last + SYSFLAG_POSITION + 4 > n {
+        return 0;
+    }
+    let at = last + store_timestamp_position(be_i32(buf, last + SYSFLAG_POSITION));
+    if at + 8 > n {
+        return 0;
+    }
+    be_i64(buf, at)
+}
+
 /// Everything that goes into a v1 record.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordFields<'a> {
