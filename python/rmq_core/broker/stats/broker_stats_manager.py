@@ -151,7 +151,7 @@ class BrokerStatsManager:
     def build_stats_key(*parts: object) -> str:
         """``topic@group``, ``topic@queueId``, ``topic@queueId@group`` or ``queueId@topic@group``: the parts joined
         by ``@`` in the order given, as RocketMQ's overloads do."""
-        return "@".join(str(p) for p in parts)
+        return "@".join(map(str, parts))
 
     @staticmethod
     def build_commercial_stats_key(owner: str | None, topic: str, group: str, type_: str) -> str:
@@ -230,6 +230,36 @@ class BrokerStatsManager:
             else self.build_stats_key(topic, group)
         )
         self._add(GROUP_GET_LATENCY, key, inc_value)
+
+    def inc_get(
+        self, group: str, topic: str, queue_id: int, num: int, size: int, fall_behind: int | None, latency: int | None
+    ) -> None:
+        """What a found pull counts, under one lock: ``incGroupGetNums`` + ``incGroupGetSize`` + ``incBrokerGetNums``
+        for ``num`` messages of ``size`` bytes, and (when not None) ``recordDiskFallBehindTime`` and
+        ``incGroupGetLatency``: the same counts as those calls, one by one."""
+        group_key = self.build_stats_key(topic, group)
+        queue_key = self.build_stats_key(queue_id, topic, group)
+        latency_key = queue_key if self.enable_queue_stat else group_key
+        table = self._table
+        with self._lock:
+            for name, key, value in (
+                (GROUP_GET_NUMS, group_key, num),
+                (GROUP_GET_SIZE, group_key, size),
+                (BROKER_GET_NUMS, self.cluster_name, num),
+            ):
+                item = table[name].get(key)
+                if item is None:
+                    item = table[name][key] = StatsItem()
+                item.value += value
+                item.times += 1
+            if fall_behind is not None:
+                self._moment[GROUP_GET_FALL_TIME][queue_key] = int(fall_behind)
+            if latency is not None:
+                item = table[GROUP_GET_LATENCY].get(latency_key)
+                if item is None:
+                    item = table[GROUP_GET_LATENCY][latency_key] = StatsItem()
+                item.value += int(latency)
+                item.times += 1
 
     def inc_broker_get_nums(self, inc_value: int) -> None:
         self._add(BROKER_GET_NUMS, self.cluster_name, inc_value)
