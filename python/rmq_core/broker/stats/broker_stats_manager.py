@@ -137,6 +137,8 @@ class BrokerStatsManager:
         names = (_QUEUE_STATS if enable_queue_stat else ()) + _STATS
         self._table: dict[str, dict[str, StatsItem]] = {n: {} for n in names}
         self._moment: dict[str, dict[str, int]] = {n: {} for n in _MOMENT_STATS}
+        # (topic, group, queue id) → inc_get's keys (group, queue, latency); cleared with a topic or group
+        self._get_keys: dict[tuple[str, str, int], tuple[str, str, str]] = {}
         self._consume_message_hooks: list[ConsumeMessageHook] = []
 
     # --- lifecycle (nothing to schedule: counters are cumulative) -------------------------------------------
@@ -236,30 +238,33 @@ class BrokerStatsManager:
     ) -> None:
         """What a found pull counts, under one lock: ``incGroupGetNums`` + ``incGroupGetSize`` + ``incBrokerGetNums``
         for ``num`` messages of ``size`` bytes, and (when not None) ``recordDiskFallBehindTime`` and
-        ``incGroupGetLatency``: the same counts as those calls, one by one."""
-        group_key = self.build_stats_key(topic, group)
-        queue_key = self.build_stats_key(queue_id, topic, group)
-        latency_key = queue_key if self.enable_queue_stat else group_key
-        table = self._table
+        ``incGroupGetLatency``: the same counts as those calls, one by one. The keys of a queue are built once."""
+        keys = self._get_keys.get((topic, group, queue_id))
+        if keys is None:
+            group_key, queue_key = self.build_stats_key(topic, group), self.build_stats_key(queue_id, topic, group)
+            keys = self._get_keys[(topic, group, queue_id)] = (
+                group_key,
+                queue_key,
+                queue_key if self.enable_queue_stat else group_key,
+            )
+        group_key, queue_key, latency_key = keys
         with self._lock:
-            for name, key, value in (
-                (GROUP_GET_NUMS, group_key, num),
-                (GROUP_GET_SIZE, group_key, size),
-                (BROKER_GET_NUMS, self.cluster_name, num),
-            ):
-                item = table[name].get(key)
-                if item is None:
-                    item = table[name][key] = StatsItem()
-                item.value += value
-                item.times += 1
+            self._count(GROUP_GET_NUMS, group_key, num)
+            self._count(GROUP_GET_SIZE, group_key, size)
+            self._count(BROKER_GET_NUMS, self.cluster_name, num)
             if fall_behind is not None:
                 self._moment[GROUP_GET_FALL_TIME][queue_key] = int(fall_behind)
             if latency is not None:
-                item = table[GROUP_GET_LATENCY].get(latency_key)
-                if item is None:
-                    item = table[GROUP_GET_LATENCY][latency_key] = StatsItem()
-                item.value += int(latency)
-                item.times += 1
+                self._count(GROUP_GET_LATENCY, latency_key, int(latency))
+
+    def _count(self, name: str, key: str, value: int) -> None:
+        """One increment of a counter that always exists; the caller holds the lock."""
+        table = self._table[name]
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem()
+        item.value += value
+        item.times += 1
 
     def inc_broker_get_nums(self, inc_value: int) -> None:
         self._add(BROKER_GET_NUMS, self.cluster_name, inc_value)
@@ -280,6 +285,7 @@ class BrokerStatsManager:
     # --- deletion ----------------------------------------------------------------------------------------------
     def on_topic_deleted(self, topic: str) -> None:
         with self._lock:
+            self._get_keys.clear()
             for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
                 self._table[name].pop(topic, None)
             prefixed = [GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS]
@@ -293,6 +299,7 @@ class BrokerStatsManager:
 
     def on_group_deleted(self, group: str) -> None:
         with self._lock:
+            self._get_keys.clear()
             suffixed = [GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY]
             if self.enable_queue_stat:
                 suffixed += [QUEUE_GET_NUMS, QUEUE_GET_SIZE]
