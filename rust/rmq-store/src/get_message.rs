@@ -145,6 +145,26 @@ pub fn is_the_batch_full(
     }
 }
 
+/// What the body of a batch that starts with a record of `first` bytes can reach (the batch-full rule's limits): the
+/// body is reserved once, not grown record by record.
+fn body_capacity(config: &StoreConfig, first: usize, max_msg_nums: i64, in_disk: bool) -> usize {
+    let (max_bytes, max_count) = if in_disk {
+        (
+            config.max_transfer_bytes_on_message_in_disk,
+            config.max_transfer_count_on_message_in_disk,
+        )
+    } else {
+        (
+            config.max_transfer_bytes_on_message_in_memory,
+            config.max_transfer_count_on_message_in_memory,
+        )
+    };
+    let count = max_msg_nums.min(max_count).max(1) as usize;
+    count
+        .saturating_mul(first)
+        .min((max_bytes.max(0) as usize).max(first))
+}
+
 /// The whole read. `cq` is None when the queue does not exist.
 pub fn get_message(
     config: &StoreConfig,
@@ -256,6 +276,10 @@ pub fn get_message(
                 }
                 continue;
             }
+        }
+        if r.body.is_empty() {
+            r.body
+                .reserve(body_capacity(config, record.len(), max_msg_nums_l, in_disk));
         }
         r.body.extend_from_slice(record);
         r.message_count += 1;
