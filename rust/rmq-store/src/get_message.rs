@@ -31,7 +31,7 @@
 //!
 //! Thread-safety: runs without locks on published data; the filter is called on the calling thread.
 
-use crate::commit_log::CommitLog;
+use crate::commit_log::{CommitLog, ReadCursor};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
@@ -209,6 +209,7 @@ pub fn get_message(
     let mut max_phy_offset_pulling = 0i64;
     let mut i = 0usize;
     let use_cl_filter = filter.has_commit_log_filter();
+    let mut cursor = ReadCursor::default();
     while i < units.len() && (i as i64) < cap {
         if units.len() - i < CQ_STORE_UNIT_SIZE {
             break;
@@ -239,14 +240,13 @@ pub fn get_message(
             }
             continue;
         }
-        let Some(sel) = commit_log.get_message(phy_offset, phy_size) else {
+        let Some(record) = commit_log.read_with(&mut cursor, phy_offset, phy_size) else {
             if r.buffer_total_size == 0 {
                 r.status = MessageWasRemoving;
             }
             next_phy_file_start = commit_log.roll_next_file(phy_offset);
             continue;
         };
-        let record = sel.as_slice();
         let queue_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64 - 1;
         if !record_matches_unit(
             record,
