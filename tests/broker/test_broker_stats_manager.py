@@ -64,6 +64,17 @@ def test_inc_get_of_a_found_pull_counts_what_the_calls_one_by_one_count(queue_st
         assert snap["GROUP_GET_LATENCY"] == {"T@g": {"value": 9, "times": 2}}
 
 
+@pytest.mark.parametrize("delete", ["topic", "group"])
+def test_inc_get_after_a_deletion_counts_from_zero_in_the_table(delete):
+    s = BrokerStatsManager("C")
+    s.inc_get("g", "T", 0, 5, 50, 1, 1)
+    s.on_topic_deleted("T") if delete == "topic" else s.on_group_deleted("g")
+    assert "T@g" not in s.snapshot()["GROUP_GET_NUMS"]
+    s.inc_get("g", "T", 0, 2, 20, None, None)
+    assert s.snapshot()["GROUP_GET_NUMS"]["T@g"] == {"value": 2, "times": 1}
+    assert s.snapshot()["GROUP_GET_SIZE"]["T@g"] == {"value": 20, "times": 1}
+
+
 def test_without_queue_stats_latency_is_keyed_topic_at_group():
     s = BrokerStatsManager(enable_queue_stat=False)
     s.inc_queue_put_nums("T", 0)
