@@ -1047,4 +1047,39 @@ mod tests {
         let h6 = Host::parse("::1", 1).unwrap();
         assert_eq!(create_offset_msg_id(&h6, 1).len(), 56);
     }
+
+    #[test]
+    fn last_store_timestamp_of_a_pull_body() {
+        let v4 = Host::parse("10.0.0.1", 1).unwrap();
+        let v6 = Host::parse("::1", 2).unwrap();
+        let mut body = Vec::new();
+        for (ts, born, flag) in [(5i64, &v4, 0), (-7, &v6, BORNHOST_V6_FLAG), (9, &v4, 0)] {
+            let f = RecordFields {
+                queue_id: 0,
+                flag: 0,
+                queue_offset: 0,
+                physical_offset: 0,
+                sys_flag: flag,
+                born_timestamp: 0,
+                born_host: born,
+                store_timestamp: ts,
+                store_host: &v4,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"b",
+                topic: b"T",
+                properties: b"",
+            };
+            let start = body.len();
+            body.resize(start + f.encoded_len(), 0);
+            encode_record(&mut body[start..], &f);
+            assert_eq!(last_store_timestamp(&body), ts);
+        }
+        assert_eq!(last_store_timestamp(&body[..body.len() - 1]), -7); // the last one cut: the one before
+        assert_eq!(last_store_timestamp(&[]), 0);
+        assert_eq!(last_store_timestamp(&[0, 0, 0, 0, 1]), 0); // TOTALSIZE 0 ends the walk
+        let mut short = 8i32.to_be_bytes().to_vec();
+        short.extend_from_slice(&[0; 4]);
+        assert_eq!(last_store_timestamp(&short), 0); // whole, but too short for its store timestamp
+    }
 }
