@@ -280,6 +280,14 @@ class GetMessageResult:
     def decode(self) -> list[MessageExt]:
         return decode_messages(self.body) if self.body else []
 
+    def last_store_timestamp(self) -> int:
+        """The STORETIMESTAMP of the body's last record (0 when there is none), read by the engine's walk."""
+        return _backend.impl.last_store_timestamp(self.body)
+
+
+# the engine's status ordinal → the status (a KeyError for one it never returns), cheaper than the enum call per pull
+_GET_MESSAGE_STATUS = {int(s): s for s in GetMessageStatus}
+
 
 @dataclass(frozen=True)
 class QueryMessageResult:
@@ -715,7 +723,7 @@ class MessageStore:
             elif not sub.selects_all:
                 tag_codes = sorted(sub.code_set)
         r = self._engine.get_message(topic, queue_id, offset, max_msg_nums, tag_codes, property_filter)
-        return GetMessageResult(GetMessageStatus(r[0]), *r[1:])
+        return GetMessageResult(_GET_MESSAGE_STATUS[r[0]], *r[1:])
 
     def scan_consume_queue(
         self, topic: str, queue_id: int, start: int, max_units: int, tag_codes: Sequence[int] | None = None

@@ -41,6 +41,40 @@ def test_inc_put_of_many_sends_counts_as_one_call_per_send():
     assert at_once.snapshot()["TOPIC_PUT_SIZE"]["T"] == {"value": 600, "times": 3}
 
 
+@pytest.mark.parametrize("queue_stats", [True, False])
+def test_inc_get_of_a_found_pull_counts_what_the_calls_one_by_one_count(queue_stats):
+    one_by_one, at_once = BrokerStatsManager("C", queue_stats), BrokerStatsManager("C", queue_stats)
+    for queue_id, num, size, fall_behind, latency in ((1, 32, 3200, 5, 2), (1, 3, 300, None, None), (2, 1, 9, 0, 7)):
+        one_by_one.inc_group_get_nums("g", "T", num)
+        one_by_one.inc_group_get_size("g", "T", size)
+        one_by_one.inc_broker_get_nums(num)
+        if fall_behind is not None:
+            one_by_one.record_disk_fall_behind_time("g", "T", queue_id, fall_behind)
+        if latency is not None:
+            one_by_one.inc_group_get_latency("g", "T", queue_id, latency)
+        at_once.inc_get("g", "T", queue_id, num, size, fall_behind, latency)
+    assert at_once.snapshot() == one_by_one.snapshot()
+    snap = at_once.snapshot()
+    assert snap["GROUP_GET_NUMS"]["T@g"] == {"value": 36, "times": 3}
+    assert snap["BROKER_GET_NUMS"]["C"] == {"value": 36, "times": 3}
+    assert snap["GROUP_GET_FALL_TIME"] == {"1@T@g": 5, "2@T@g": 0}
+    if queue_stats:
+        assert snap["GROUP_GET_LATENCY"] == {"1@T@g": {"value": 2, "times": 1}, "2@T@g": {"value": 7, "times": 1}}
+    else:
+        assert snap["GROUP_GET_LATENCY"] == {"T@g": {"value": 9, "times": 2}}
+
+
+@pytest.mark.parametrize("delete", ["topic", "group"])
+def test_inc_get_after_a_deletion_counts_from_zero_in_the_table(delete):
+    s = BrokerStatsManager("C")
+    s.inc_get("g", "T", 0, 5, 50, 1, 1)
+    s.on_topic_deleted("T") if delete == "topic" else s.on_group_deleted("g")
+    assert "T@g" not in s.snapshot()["GROUP_GET_NUMS"]
+    s.inc_get("g", "T", 0, 2, 20, None, None)
+    assert s.snapshot()["GROUP_GET_NUMS"]["T@g"] == {"value": 2, "times": 1}
+    assert s.snapshot()["GROUP_GET_SIZE"]["T@g"] == {"value": 20, "times": 1}
+
+
 def test_without_queue_stats_latency_is_keyed_topic_at_group():
     s = BrokerStatsManager(enable_queue_stat=False)
     s.inc_queue_put_nums("T", 0)

@@ -309,6 +309,36 @@ def test_decode_messages_parity(records):
     assert [(m["topic"], m["body"], m["properties"]) for m in a] == [(t, bd, p) for t, bd, p, *_ in records]
 
 
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=60),
+            st.sampled_from([("1.2.3.4", 5), ("::1", 9)]),
+            st.integers(-(2**63), 2**63 - 1),
+        ),
+        max_size=4,
+    ),
+    st.integers(0, 200),
+    st.binary(max_size=12),
+)
+def test_last_store_timestamp_parity(records, cut, tail):
+    """A pull body's last whole record's STORETIMESTAMP, as both engines read it: whole bodies give the last record's,
+    an empty one 0; a body cut short or with bytes after its records gives what the other engine gives."""
+    built = [
+        sp.build_record(topic="T", body=body, born_host=born, store_timestamp=ts, physical_offset=i)
+        for i, (body, born, ts) in enumerate(records)
+    ]
+    buf = b"".join(built)
+    rust, python = _backend.load("rust"), _backend.load("python")
+    expected = records[-1][2] if records else 0
+    assert rust.last_store_timestamp(buf) == python.last_store_timestamp(buf) == expected
+    for odd in (buf[: max(0, len(buf) - cut)], buf + tail, buf[:cut] + tail):
+        assert rust.last_store_timestamp(odd) == python.last_store_timestamp(odd)
+    if len(built) >= 2:  # the last record cut: the one before it counts
+        assert rust.last_store_timestamp(buf[:-1]) == records[-2][2]
+
+
 def test_errors_are_the_same_classes(tmp_path):
     for name in ("rust", "python"):
         s = MessageStore(str(tmp_path / name), small_config(), backend=name, clock=Clock(), uniq_id=UniqIds())

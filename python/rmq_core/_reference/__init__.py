@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         decode_properties,
         encode_properties,
         java_hash_map_order,
+        last_store_timestamp,
         tags_hash,
     )
 
@@ -51,6 +52,7 @@ _WHERE = {
     "decode_properties": "rmq_core.format.message",
     "encode_properties": "rmq_core.format.message",
     "java_hash_map_order": "rmq_core.format.message",
+    "last_store_timestamp": "rmq_core.format.message",
     "tags_hash": "rmq_core.format.message",
     "StoreEngine": ".message_store",
     "encode_frames": ".remoting_frames",
@@ -109,6 +111,7 @@ __all__ = [
     "encode_send_request",
     "gather_runs",
     "java_hash_map_order",
+    "last_store_timestamp",
     "mapped_file_size",
     "message_class",
     "split_batch",

@@ -500,6 +500,20 @@ def walk_records(buf: Any) -> Iterator[tuple[int, int]]:
         pos += size
 
 
+def last_store_timestamp(buf: Any) -> int:
+    """The STORETIMESTAMP of the last whole record of a pull body, 0 when there is none (also when that record is too
+    short to hold its sys flag and store timestamp); the walk stops at the first record that runs past the end."""
+    n, last = len(buf), -1
+    for pos, size in walk_records(buf):
+        if pos + size > n:
+            break
+        last = pos
+    if last < 0 or last + SYSFLAG_POSITION + 4 > n:
+        return 0
+    at = last + store_timestamp_position(record_sys_flag(buf, last))
+    return int(_I64.unpack_from(buf, at)[0]) if at + 8 <= n else 0
+
+
 def decode_record(buf: Any, pos: int, limit: int, message_ext_cls: Any) -> Any:
     """One MessageExt from the record at ``pos`` (every slot set, ``__init__`` not called)."""
     total, _magic, sys_flag, store_ts_pos, body_pos, body_len, topic_pos, topic_len = record_layout(buf, pos, limit)

@@ -40,6 +40,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::properties::encode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::properties::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_ext::decode_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        codec::message_ext::last_store_timestamp,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(codec::uniq_keys::assign_uniq_keys, m)?)?;
     m.add_function(wrap_pyfunction!(codec::batch::encode_batch_messages, m)?)?;
     m.add_class::<uniq_counter::UniqCounter>()?;

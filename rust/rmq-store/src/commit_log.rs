@@ -35,6 +35,10 @@ pub struct SelectedBuffer {
     len: usize,
 }
 
+/// The CommitLog file a run of reads is in (`CommitLog::read_with`); empty at first.
+#[derive(Default)]
+pub struct ReadCursor(Option<Arc<MappedFile>>);
+
 impl SelectedBuffer {
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
@@ -104,6 +108,31 @@ impl CommitLog {
             return None;
         }
         self.select(offset, size as i64)
+    }
+
+    /// `get_message` for a run of reads (a pull's records, mostly in one file): the bytes, borrowed from the file
+    /// `cursor` keeps, which is looked up again only when `offset` is outside it. None as `get_message` gives None.
+    /// (A file deleted during the run is still read while the cursor holds it: as if deleted just after.)
+    #[inline]
+    pub fn read_with<'c>(
+        &self,
+        cursor: &'c mut ReadCursor,
+        offset: i64,
+        size: i32,
+    ) -> Option<&'c [u8]> {
+        if size <= 0 || offset < 0 {
+            return None;
+        }
+        let at = offset as u64;
+        if !cursor
+            .0
+            .as_ref()
+            .is_some_and(|f| f.start() <= at && at < f.end())
+        {
+            cursor.0 = Some(self.queue.find(offset)?);
+        }
+        let file = cursor.0.as_ref()?;
+        file.read((at - file.start()) as usize, size as usize)
     }
 
     /// Finds room for a record of `len` bytes: pads the current file with a BLANK and creates the next file

@@ -31,7 +31,7 @@
 //!
 //! Thread-safety: runs without locks on published data; the filter is called on the calling thread.
 
-use crate::commit_log::CommitLog;
+use crate::commit_log::{CommitLog, ReadCursor};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::format::cq_unit::{CqUnit, CQ_STORE_UNIT_SIZE};
@@ -145,6 +145,26 @@ pub fn is_the_batch_full(
     }
 }
 
+/// What the body of a batch that starts with a record of `first` bytes can reach (the batch-full rule's limits): the
+/// body is reserved once, not grown record by record.
+fn body_capacity(config: &StoreConfig, first: usize, max_msg_nums: i64, in_disk: bool) -> usize {
+    let (max_bytes, max_count) = if in_disk {
+        (
+            config.max_transfer_bytes_on_message_in_disk,
+            config.max_transfer_count_on_message_in_disk,
+        )
+    } else {
+        (
+            config.max_transfer_bytes_on_message_in_memory,
+            config.max_transfer_count_on_message_in_memory,
+        )
+    };
+    let count = max_msg_nums.min(max_count).max(1) as usize;
+    count
+        .saturating_mul(first)
+        .min((max_bytes.max(0) as usize).max(first))
+}
+
 /// The whole read. `cq` is None when the queue does not exist.
 pub fn get_message(
     config: &StoreConfig,
@@ -189,6 +209,7 @@ pub fn get_message(
     let mut max_phy_offset_pulling = 0i64;
     let mut i = 0usize;
     let use_cl_filter = filter.has_commit_log_filter();
+    let mut cursor = ReadCursor::default();
     while i < units.len() && (i as i64) < cap {
         if units.len() - i < CQ_STORE_UNIT_SIZE {
             break;
@@ -219,14 +240,13 @@ pub fn get_message(
             }
             continue;
         }
-        let Some(sel) = commit_log.get_message(phy_offset, phy_size) else {
+        let Some(record) = commit_log.read_with(&mut cursor, phy_offset, phy_size) else {
             if r.buffer_total_size == 0 {
                 r.status = MessageWasRemoving;
             }
             next_phy_file_start = commit_log.roll_next_file(phy_offset);
             continue;
         };
-        let record = sel.as_slice();
         let queue_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64 - 1;
         if !record_matches_unit(
             record,
@@ -256,6 +276,10 @@ pub fn get_message(
                 }
                 continue;
             }
+        }
+        if r.body.is_empty() {
+            r.body
+                .reserve(body_capacity(config, record.len(), max_msg_nums_l, in_disk));
         }
         r.body.extend_from_slice(record);
         r.message_count += 1;

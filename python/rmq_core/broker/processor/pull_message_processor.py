@@ -38,12 +38,7 @@ from rmq_core.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
 from rmq_core.errors import StoreError
 from rmq_core.filter.message_selector import ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData, build_subscription_data
-from rmq_core.format.message import (
-    record_store_timestamp,
-    record_sys_flag,
-    store_timestamp_position,
-    walk_records,
-)
+from rmq_core.format.message import walk_records
 from rmq_core.message import PROPERTY_DELAY_TIME_LEVEL, Message
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
@@ -101,20 +96,6 @@ def filter_api_build(topic: str, sub_string: str | None, expression_type: str | 
 def msg_count_for_commercial(body: bytes) -> int:
     """GetMessageResult.getMsgCount4Commercial: Σ ceil(record size / 64 KiB) over the records of a pull body."""
     return sum(math.ceil(size / SIZE_PER_COUNT) for _pos, size in walk_records(body))
-
-
-def last_store_timestamp(body: bytes) -> int:
-    """The STORETIMESTAMP of the last whole record of a pull body (0 when there is none)."""
-    n, last = len(body), -1
-    for pos, size in walk_records(body):
-        if pos + size > n:
-            break
-        last = pos
-    if last < 0:
-        return 0
-    if last + store_timestamp_position(record_sys_flag(body, last)) + 8 > n:
-        return 0
-    return record_store_timestamp(body, last)
 
 
 def encode_offset_moved_event(
@@ -502,14 +483,14 @@ class PullMessageProcessor:
 
         body: bytes | None = None
         if code == ResponseCode.SUCCESS:
-            stats.inc_group_get_nums(group, topic, result.message_count)
-            stats.inc_group_get_size(group, topic, result.buffer_total_size)
-            stats.inc_broker_get_nums(result.message_count)
             body = result.body
+            # incGroupGetNums, incGroupGetSize, incBrokerGetNums; with transferMsgByHeap readGetMessageResult's
+            # recordDiskFallBehindTime (the last record's store time) and incGroupGetLatency: one call
+            fall_behind = latency = None
             if cfg.transfer_msg_by_heap:
-                store_timestamp = last_store_timestamp(body)
-                stats.record_disk_fall_behind_time(group, topic, queue_id, self.now_ms() - store_timestamp)
-                stats.inc_group_get_latency(group, topic, queue_id, self.now_ms() - begin_time_mills)
+                now = self.now_ms()
+                fall_behind, latency = now - result.last_store_timestamp(), now - begin_time_mills
+            stats.inc_get(group, topic, queue_id, result.message_count, result.buffer_total_size, fall_behind, latency)
         elif code == ResponseCode.PULL_NOT_FOUND:
             if broker_allow_suspend and has_suspend_flag:
                 polling_time_mills = suspend_timeout_millis_long

@@ -137,6 +137,9 @@ class BrokerStatsManager:
         names = (_QUEUE_STATS if enable_queue_stat else ()) + _STATS
         self._table: dict[str, dict[str, StatsItem]] = {n: {} for n in names}
         self._moment: dict[str, dict[str, int]] = {n: {} for n in _MOMENT_STATS}
+        # (topic, group, queue id) → inc_get's counters (group nums, group size, broker nums) and keys (queue,
+        # latency); emptied whenever a counter is deleted, so it never holds one that is no longer in the table
+        self._get_items: dict[tuple[str, str, int], tuple[StatsItem, StatsItem, StatsItem, str, str]] = {}
         self._consume_message_hooks: list[ConsumeMessageHook] = []
 
     # --- lifecycle (nothing to schedule: counters are cumulative) -------------------------------------------
@@ -151,7 +154,7 @@ class BrokerStatsManager:
     def build_stats_key(*parts: object) -> str:
         """``topic@group``, ``topic@queueId``, ``topic@queueId@group`` or ``queueId@topic@group``: the parts joined
         by ``@`` in the order given, as RocketMQ's overloads do."""
-        return "@".join(str(p) for p in parts)
+        return "@".join(map(str, parts))
 
     @staticmethod
     def build_commercial_stats_key(owner: str | None, topic: str, group: str, type_: str) -> str:
@@ -231,6 +234,46 @@ class BrokerStatsManager:
         )
         self._add(GROUP_GET_LATENCY, key, inc_value)
 
+    def inc_get(
+        self, group: str, topic: str, queue_id: int, num: int, size: int, fall_behind: int | None, latency: int | None
+    ) -> None:
+        """What a found pull counts, under one lock: ``incGroupGetNums`` + ``incGroupGetSize`` + ``incBrokerGetNums``
+        for ``num`` messages of ``size`` bytes, and (when not None) ``recordDiskFallBehindTime`` and
+        ``incGroupGetLatency``: the same counts as those calls, one by one. A queue's keys and its three counters are
+        looked up once (``_get_items``, emptied whenever a counter is deleted)."""
+        with self._lock:
+            items = self._get_items.get((topic, group, queue_id))
+            if items is None:
+                group_key, queue_key = self.build_stats_key(topic, group), self.build_stats_key(queue_id, topic, group)
+                items = self._get_items[(topic, group, queue_id)] = (
+                    self._item(GROUP_GET_NUMS, group_key),
+                    self._item(GROUP_GET_SIZE, group_key),
+                    self._item(BROKER_GET_NUMS, self.cluster_name),
+                    queue_key,
+                    queue_key if self.enable_queue_stat else group_key,
+                )
+            nums, sizes, broker_nums, queue_key, latency_key = items
+            nums.value += num
+            nums.times += 1
+            sizes.value += size
+            sizes.times += 1
+            broker_nums.value += num
+            broker_nums.times += 1
+            if fall_behind is not None:
+                self._moment[GROUP_GET_FALL_TIME][queue_key] = int(fall_behind)
+            if latency is not None:
+                latency_item = self._item(GROUP_GET_LATENCY, latency_key)
+                latency_item.value += int(latency)
+                latency_item.times += 1
+
+    def _item(self, name: str, key: str) -> StatsItem:
+        """The counter of a stat that always exists, created at 0; the caller holds the lock."""
+        table = self._table[name]
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem()
+        return item
+
     def inc_broker_get_nums(self, inc_value: int) -> None:
         self._add(BROKER_GET_NUMS, self.cluster_name, inc_value)
 
@@ -250,6 +293,7 @@ class BrokerStatsManager:
     # --- deletion ----------------------------------------------------------------------------------------------
     def on_topic_deleted(self, topic: str) -> None:
         with self._lock:
+            self._get_items.clear()
             for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
                 self._table[name].pop(topic, None)
             prefixed = [GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS]
@@ -263,6 +307,7 @@ class BrokerStatsManager:
 
     def on_group_deleted(self, group: str) -> None:
         with self._lock:
+            self._get_items.clear()
             suffixed = [GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY]
             if self.enable_queue_stat:
                 suffixed += [QUEUE_GET_NUMS, QUEUE_GET_SIZE]

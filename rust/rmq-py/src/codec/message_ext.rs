@@ -7,6 +7,7 @@
 //!     body; `rmq_core.message.decode_messages` inflates). Any record that does not decode (BLANK, bad magic,
 //!     truncated, inconsistent lengths) raises `CorruptRecordError(offset=<its index in buf>)`.
 //!   * `MessageExt.topic` and properties decode UTF-8 with replacement characters.
+//!   * `last_store_timestamp(buf)`: `rmq_store`'s walk of a pull body (0 when no whole record), no object built.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -193,6 +194,12 @@ impl<'py> MessageExtBuilder<'py> {
 }
 
 /// Decodes concatenated records (a pull body) into `MessageExt` objects.
+/// The STORETIMESTAMP of the last whole record of a pull body (0 when there is none): the broker reads it per pull.
+#[pyfunction]
+pub fn last_store_timestamp(buf: &[u8]) -> i64 {
+    message::last_store_timestamp(buf)
+}
+
 #[pyfunction]
 #[pyo3(signature = (buf, decompress = true))]
 pub fn decode_messages<'py>(

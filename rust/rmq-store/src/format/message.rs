@@ -207,6 +207,32 @@ pub fn store_timestamp_position(sys_flag: i32) -> usize {
         }
 }
 
+/// The STORETIMESTAMP of the last whole record of concatenated records (a pull body), 0 when there is none.
+/// Records are walked by TOTALSIZE while 4 bytes can be read and it is positive; the first record that runs past the
+/// end stops the walk; 0 also when the last whole record is too short to hold its sys flag and store timestamp.
+/// The broker's disk-fall-behind time (4.9's `readGetMessageResult`) reads it per pull.
+pub fn last_store_timestamp(buf: &[u8]) -> i64 {
+    let n = buf.len();
+    let (mut pos, mut last) = (0usize, None);
+    while pos + 4 <= n {
+        let size = be_i32(buf, pos + TOTALSIZE_POSITION);
+        if size <= 0 || pos + size as usize > n {
+            break;
+        }
+        last = Some(pos);
+        pos += size as usize;
+    }
+    let Some(last) = last else { return 0 };
+    if last + SYSFLAG_POSITION + 4 > n {
+        return 0;
+    }
+    let at = last + store_timestamp_position(be_i32(buf, last + SYSFLAG_POSITION));
+    if at + 8 > n {
+        return 0;
+    }
+    be_i64(buf, at)
+}
+
 /// Everything that goes into a v1 record.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordFields<'a> {
@@ -1020,5 +1046,40 @@ mod tests {
         );
         let h6 = Host::parse("::1", 1).unwrap();
         assert_eq!(create_offset_msg_id(&h6, 1).len(), 56);
+    }
+
+    #[test]
+    fn last_store_timestamp_of_a_pull_body() {
+        let v4 = Host::parse("10.0.0.1", 1).unwrap();
+        let v6 = Host::parse("::1", 2).unwrap();
+        let mut body = Vec::new();
+        for (ts, born, flag) in [(5i64, &v4, 0), (-7, &v6, BORNHOST_V6_FLAG), (9, &v4, 0)] {
+            let f = RecordFields {
+                queue_id: 0,
+                flag: 0,
+                queue_offset: 0,
+                physical_offset: 0,
+                sys_flag: flag,
+                born_timestamp: 0,
+                born_host: born,
+                store_timestamp: ts,
+                store_host: &v4,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"b",
+                topic: b"T",
+                properties: b"",
+            };
+            let start = body.len();
+            body.resize(start + f.encoded_len(), 0);
+            encode_record(&mut body[start..], &f);
+            assert_eq!(last_store_timestamp(&body), ts);
+        }
+        assert_eq!(last_store_timestamp(&body[..body.len() - 1]), -7); // the last one cut: the one before
+        assert_eq!(last_store_timestamp(&[]), 0);
+        assert_eq!(last_store_timestamp(&[0, 0, 0, 0, 1]), 0); // TOTALSIZE 0 ends the walk
+        let mut short = 8i32.to_be_bytes().to_vec();
+        short.extend_from_slice(&[0; 4]);
+        assert_eq!(last_store_timestamp(&short), 0); // whole, but too short for its store timestamp
     }
 }
