@@ -8,16 +8,17 @@ The clients are RocketMQ's 5.x Python SDK (rocketmq-python-client 5.1.2 in ``.ve
 (benches/grpc_sdk_client.py), started and made ready (the SDK's startup) before the clock starts, then released
 together. Per session (a fresh store, the broker started, one round alternating which broker goes first):
 
-  startup        broker process spawned → the first QueryRoute(TBW102) answered OK over gRPC (raw grpcio here)
+  startup        broker process spawned → the first QueryRoute answered by the service over gRPC (raw grpcio)
   processes      the processes serving (rmq_core: the broker; Apache: name server + broker-with-proxy JVM)
   idle RSS       their summed VmRSS 1 s after start-up; peak RSS: summed VmHWM at the end
+  warm-up        --warmup sends and their receive + ack by SimpleConsumers, untimed (Apache's JIT)
   send           --messages 1 KiB sends from --senders processes, --window async sends in flight each: msg/s
                  (all answered / first send → last answer), p50/p99 of send → answer
   simple         that backlog received + acked by --consumers SimpleConsumer processes (2 receive loops each, receive
                  32, acks on a pool of threads): msg/s first receipt → last, and the commit-log bytes the broker
                  wrote during it per consumed message (the POP bookkeeping: CK and ACK records bound for the revive
-                 log, through the timer wheel; nothing else writes then; the timer's re-put of each CK at its due
-                 time comes later and is not counted)
+                 log, through the timer wheel; nothing else writes then: receives here ask for an invisible time of
+                 CONSUME_INVISIBLE_S, so no earlier phase's CK falls due and is re-put during a later one)
   push           the same backlog by --consumers PushConsumer processes (another group): msg/s, bytes written
   e2e 100/s      one producer paced at 100 msg/s for --e2e-seconds, one SimpleConsumer: p50/p99 of the time from
                  send to receipt (the send time travels in a user property; same machine, same clock)
@@ -62,6 +63,7 @@ from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+from support.apache_proxy import ApacheProxy  # noqa: E402
 from support.apache_rocketmq import free_broker_port, free_port  # noqa: E402
 
 CLIENT = os.path.join(ROOT, "benches", "grpc_sdk_client.py")
@@ -69,6 +71,7 @@ SDK_PYTHON = os.environ.get("RMQ_CORE_ROCKETMQ5_PYTHON") or os.path.join(ROOT, "
 BROKERS = ("rmq_core", "apache")
 CLUSTER, BROKER_NAME, QUEUES = "DefaultCluster", "bench-grpc", 4
 MIN_INVISIBLE_S = 10  # Apache's minInvisibleTimeMillsForRecv
+CONSUME_INVISIBLE_S = 600  # the Simple consumers' invisible time: beyond a session (see "simple" above)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 
 # both brokers' settings (Apache's names; rmq_core reads the same broker.conf)
@@ -89,13 +92,14 @@ BROKER_CONF = {
 
 # ------------------------------------------------------------------------------------------------ processes
 def first_query_route(endpoint: str, deadline: float, alive: Callable[[], bool]) -> float:
-    """Poll QueryRoute(TBW102) over raw grpcio until it is answered with status OK; the monotonic time of that."""
+    """Poll QueryRoute over raw grpcio until the service answers it (a topic that does not exist: TOPIC_NOT_FOUND,
+    which Apache's proxy answers after asking its name server; TBW102 is a system topic to it); the monotonic time."""
     import grpc
 
     from rmq_core.broker.grpc.messaging_v2 import V2, Code
 
     request = V2.QueryRouteRequest()
-    request.topic.name = "TBW102"
+    request.topic.name = "BenchGrpcNoSuchTopic"
     request.endpoints.scheme = 1
     host, port = endpoint.rsplit(":", 1)
     request.endpoints.addresses.add(host=host, port=int(port))
@@ -117,7 +121,7 @@ def first_query_route(endpoint: str, deadline: float, alive: Callable[[], bool])
                 response_deserializer=V2.QueryRouteResponse.FromString,
             )
             try:
-                if call(request, metadata=metadata, timeout=2).status.code == Code.OK:
+                if call(request, metadata=metadata, timeout=2).status.code in (Code.OK, Code.TOPIC_NOT_FOUND):
                     return time.monotonic()
             except grpc.RpcError:
                 pass
@@ -227,7 +231,41 @@ class RmqCoreSession(Session):
                 self.proc.wait(10)
 
 
-SESSIONS: dict[str, Callable[[str], Session]] = {"rmq_core": RmqCoreSession}
+class ApacheSession(Session):
+    """Apache 5.3.3's name server and ``ProxyStartup -pm local`` (what ``mqbroker --enable-proxy`` runs: the broker
+    and the gRPC proxy in one JVM), tests/support/apache_proxy.py; its start-up timed like rmq_core's."""
+
+    kind = "apache"
+
+    def __init__(self, workdir: str) -> None:
+        super().__init__(workdir)
+        self.server = ApacheProxy(workdir, broker_name=BROKER_NAME, extra_broker_conf=BROKER_CONF)
+
+    @property
+    def pids(self) -> list[int]:
+        s = self.server
+        assert s.namesrv_proc is not None and s.broker_proc is not None
+        return [s.namesrv_proc.pid, s.broker_proc.pid]
+
+    def start(self, timeout: float) -> None:
+        s = self.server
+        s.start_namesrv(timeout)  # the jars (compat/apache/build.sh 5.3.3), the ports, the name server
+        _, br_conf = s.write_files()
+        proxy_conf = s.write_proxy_conf()
+        self.broker_addr, self.endpoint = s.broker_addr, s.grpc_endpoint
+        t0 = time.monotonic()
+        proc = s.broker_proc = s._spawn_proxy(["-pm", "local", "-bc", br_conf, "-pc", proxy_conf])
+        try:
+            self.startup_s = first_query_route(self.endpoint, t0 + timeout, lambda: proc.poll() is None) - t0
+        except BaseException:
+            print(s.tail("broker")[-3000:], flush=True)
+            raise
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+SESSIONS: dict[str, Callable[[str], Session]] = {"rmq_core": RmqCoreSession, "apache": ApacheSession}
 
 
 _live: set[Session] = set()
@@ -377,7 +415,7 @@ WORKLOADS = [
     Workload("sat_p99", "saturated: e2e p99", "ms", False),
     Workload("redeliver_p50", "redelivery − due, p50", "ms", False),
     Workload("redeliver_p99", "redelivery − due, p99", "ms", False),
-    Workload("startup", "start → first RPC OK", "s", False),
+    Workload("startup", "start → first RPC answered", "s", False),
     Workload("processes", "processes", "", False),
     Workload("idle_rss", "idle RSS (sum)", "MiB", False),
     Workload("peak_rss", "peak RSS (VmHWM sum)", "MiB", False),
@@ -460,13 +498,28 @@ class Bench:
             self.record(s, "send_p99", Run(p99))
         return run
 
-    def consume(self, s: Session, role: str, topic: str, group: str, expect: int) -> None:
+    def warm(self, s: Session, topic: str, n: int) -> None:
+        """Untimed sends, then those received + acked by SimpleConsumers (Apache's JIT compiles both paths)."""
+        sent = self.send(s, topic, n, record=False)
+        got = self.consumers(s, "simple", topic, "bench_grpc_warm").ready().go().result()
+        print(f"   warm-up      {sent.count:,} sent at {sent.rate:,.0f} msg/s, {got.count:,} received", flush=True)
+
+    def consumers(self, s: Session, role: str, topic: str, group: str) -> Clients:
         a = self.args
         procs = [
-            {"topic": topic, "group": group, "threads": a.receive_threads, "timeout_s": a.phase_timeout}
+            {
+                "topic": topic,
+                "group": group,
+                "threads": a.receive_threads,
+                "timeout_s": a.phase_timeout,
+                "invisible_s": CONSUME_INVISIBLE_S,
+            }
             for _ in range(a.consumers)
         ]
-        c = self.clients(s, role, procs).ready()
+        return self.clients(s, role, procs)
+
+    def consume(self, s: Session, role: str, topic: str, group: str, expect: int) -> None:
+        c = self.consumers(s, role, topic, group).ready()
         cl0 = commit_log_max_offset(s.broker_addr)
         cpu0 = s.cpu()
         run = c.go().result()
@@ -556,7 +609,7 @@ class Bench:
             create_topic(s.broker_addr, topic)
             if a.warmup:
                 create_topic(s.broker_addr, "BenchGrpcWarm")
-                self.timed(s, "warm-up", lambda: self.send(s, "BenchGrpcWarm", a.warmup, record=False))
+                self.timed(s, "warm-up", lambda: self.warm(s, "BenchGrpcWarm", a.warmup))
             self.timed(s, "send", lambda: self.send(s, topic, a.messages, record=True))
             self.timed(s, "simple", lambda: self.consume(s, "simple", topic, "bench_grpc_simple", a.messages))
             self.timed(s, "push", lambda: self.consume(s, "push", topic, "bench_grpc_push", a.messages))
