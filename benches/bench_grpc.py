@@ -94,12 +94,18 @@ BROKER_CONF = {
 def first_query_route(endpoint: str, deadline: float, alive: Callable[[], bool]) -> float:
     """Poll QueryRoute over raw grpcio until the service answers it (a topic that does not exist: TOPIC_NOT_FOUND,
     which Apache's proxy answers after asking its name server; TBW102 is a system topic to it); the monotonic time."""
+    return query_route(endpoint, "BenchGrpcNoSuchTopic", deadline, alive, found_only=False)
+
+
+def query_route(endpoint: str, topic: str, deadline: float, alive: Callable[[], bool], found_only: bool) -> float:
+    """Poll QueryRoute(topic) until answered OK (or, unless ``found_only``, TOPIC_NOT_FOUND); the monotonic time."""
     import grpc
 
     from rmq_core.broker.grpc.messaging_v2 import V2, Code
 
+    accepted = (Code.OK,) if found_only else (Code.OK, Code.TOPIC_NOT_FOUND)
     request = V2.QueryRouteRequest()
-    request.topic.name = "BenchGrpcNoSuchTopic"
+    request.topic.name = topic
     request.endpoints.scheme = 1
     host, port = endpoint.rsplit(":", 1)
     request.endpoints.addresses.add(host=host, port=int(port))
@@ -121,12 +127,12 @@ def first_query_route(endpoint: str, deadline: float, alive: Callable[[], bool])
                 response_deserializer=V2.QueryRouteResponse.FromString,
             )
             try:
-                if call(request, metadata=metadata, timeout=2).status.code in (Code.OK, Code.TOPIC_NOT_FOUND):
+                if call(request, metadata=metadata, timeout=2).status.code in accepted:
                     return time.monotonic()
             except grpc.RpcError:
                 pass
         time.sleep(0.01)
-    raise TimeoutError(f"no QueryRoute answered OK at {endpoint}")
+    raise TimeoutError(f"no QueryRoute({topic}) answered {'OK' if found_only else ''} at {endpoint}")
 
 
 def remoting(addr: str, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
@@ -137,9 +143,12 @@ def remoting(addr: str, code: int, fields: dict[str, Any] | None = None) -> Remo
     return r
 
 
-def create_topic(addr: str, topic: str) -> None:
+def create_topic(s: Session, topic: str) -> None:
+    """Create ``topic`` on the broker, then wait until gRPC routes it (Apache's proxy asks its name server, which
+    learns the topic from the broker's next registration): an SDK client started before would fail every send."""
     h = CreateTopicRequestHeader(topic, "TBW102", QUEUES, QUEUES, 6, "SINGLE_TAG", 0, False)
-    remoting(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, dict(encode_header(h)))
+    remoting(s.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, dict(encode_header(h)))
+    query_route(s.endpoint, topic, time.monotonic() + 60, lambda: True, found_only=True)
 
 
 def commit_log_max_offset(addr: str) -> int:
@@ -273,6 +282,7 @@ _clients: set[subprocess.Popen[str]] = set()
 
 
 def _stop_all() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
     for p in list(_clients):
         if p.poll() is None:
             p.kill()
@@ -367,8 +377,7 @@ class Clients:
                 p.kill()
                 p.wait(10)
                 raise RuntimeError(f"{self.role} client overran {self.timeout} s") from None
-            finally:
-                _clients.discard(p)
+            _clients.discard(p)  # ended (an interrupted wait leaves it to _stop_all)
             lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
             if not lines:
                 raise RuntimeError(f"{self.role} client gave no result (exit {p.returncode}): {stdout[-2000:]!r}")
@@ -501,6 +510,8 @@ class Bench:
     def warm(self, s: Session, topic: str, n: int) -> None:
         """Untimed sends, then those received + acked by SimpleConsumers (Apache's JIT compiles both paths)."""
         sent = self.send(s, topic, n, record=False)
+        if sent.failed:
+            raise RuntimeError(f"{sent.failed} of {n} warm-up sends failed: {sent.errors[:1]}")
         got = self.consumers(s, "simple", topic, "bench_grpc_warm").ready().go().result()
         print(f"   warm-up      {sent.count:,} sent at {sent.rate:,.0f} msg/s, {got.count:,} received", flush=True)
 
@@ -534,7 +545,7 @@ class Bench:
         a = self.args
         n = int(a.e2e_rate * a.e2e_seconds)
         topic, group = "BenchGrpcE2E", "bench_grpc_e2e"
-        create_topic(s.broker_addr, topic)
+        create_topic(s, topic)
         consumer = self.clients(s, "simple", [{"topic": topic, "group": group, "expect": n, "threads": 1}])
         producer = self.clients(s, "send", [{"topic": topic, "count": n, "rate": a.e2e_rate, "size": a.size}])
         consumer.ready(), producer.ready()
@@ -548,7 +559,7 @@ class Bench:
     def saturated(self, s: Session) -> None:
         a = self.args
         topic, group = "BenchGrpcSat", "bench_grpc_sat"
-        create_topic(s.broker_addr, topic)
+        create_topic(s, topic)
         procs = [{"topic": topic, "group": group, "threads": a.receive_threads} for _ in range(a.consumers)]
         consumers = self.clients(s, "simple", procs)
         senders = self.clients(
@@ -572,7 +583,7 @@ class Bench:
     def redelivery(self, s: Session) -> None:
         a = self.args
         topic, group = "BenchGrpcRedeliver", "bench_grpc_redeliver"
-        create_topic(s.broker_addr, topic)
+        create_topic(s, topic)
         self.send(s, topic, a.redeliver, record=False)
         c = self.clients(
             s,
@@ -606,9 +617,9 @@ class Bench:
             time.sleep(a.idle_seconds)
             self.record(s, "idle_rss", Run(s.memory_mib("VmRSS")))
             topic = "BenchGrpc"
-            create_topic(s.broker_addr, topic)
+            create_topic(s, topic)
             if a.warmup:
-                create_topic(s.broker_addr, "BenchGrpcWarm")
+                create_topic(s, "BenchGrpcWarm")
                 self.timed(s, "warm-up", lambda: self.warm(s, "BenchGrpcWarm", a.warmup))
             self.timed(s, "send", lambda: self.send(s, topic, a.messages, record=True))
             self.timed(s, "simple", lambda: self.consume(s, "simple", topic, "bench_grpc_simple", a.messages))
