@@ -338,12 +338,15 @@ class Clients:
         self.role, self.timeout = role, timeout
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self.procs = []
+        self.stderr: list[Any] = []
         for a in args:
+            err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in result(); a dying client's traceback)
+            self.stderr.append(err)
             p = subprocess.Popen(
                 [SDK_PYTHON, CLIENT, endpoint, role, json.dumps(a)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=err,
                 text=True,
                 env=env,
             )
@@ -370,7 +373,7 @@ class Clients:
     def result(self) -> ClientRun:
         out = ClientRun(startup_s=self.startup_s)
         firsts, lasts = [], []
-        for p in self.procs:
+        for p, err in zip(self.procs, self.stderr):
             try:
                 stdout, _ = p.communicate(timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -380,7 +383,9 @@ class Clients:
             _clients.discard(p)  # ended (an interrupted wait leaves it to _stop_all)
             lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
             if not lines:
-                raise RuntimeError(f"{self.role} client gave no result (exit {p.returncode}): {stdout[-2000:]!r}")
+                err.seek(0)
+                tail = err.read()[-1500:].decode(errors="replace")
+                raise RuntimeError(f"{self.role} client gave no result (exit {p.returncode}): {stdout[-500:]!r} {tail}")
             r = json.loads(lines[-1][len("RESULT ") :])
             out.count += r["count"]
             out.unique += r.get("unique", r["count"])
@@ -392,6 +397,8 @@ class Clients:
                 firsts.append(r["first"])
             if r.get("last"):
                 lasts.append(r["last"])
+        for err in self.stderr:
+            err.close()
         out.first, out.last = (min(firsts), max(lasts)) if firsts and lasts else (0.0, 0.0)
         return out
 

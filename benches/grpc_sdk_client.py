@@ -272,13 +272,22 @@ def redeliver(endpoint: str, args: dict[str, Any]) -> dict[str, Any]:
     first: dict[str, float] = {}
     deviations: list[int] = []
     errors: list[str] = []
+
+    def receive() -> list[Any]:
+        try:
+            return list(consumer.receive(32, invisible))
+        except Exception as e:  # a timed-out long poll on a loaded machine: try again
+            errors.append(repr(e))
+            time.sleep(0.1)
+            return []
+
     try:
         while len(first) < expect and time.time() < deadline:
-            for m in consumer.receive(32, invisible):
+            for m in receive():
                 first.setdefault(m.message_id, time.time())
         back: set[str] = set()
         while len(back) < len(first) and time.time() < deadline:
-            for m in consumer.receive(32, invisible):
+            for m in receive():
                 now = time.time()
                 if m.message_id in first and m.message_id not in back and m.delivery_attempt >= 2:
                     back.add(m.message_id)
