@@ -308,6 +308,7 @@ class ClientRun:
     count: int = 0
     unique: int = 0
     failed: int = 0
+    receives: int = 0  # SimpleConsumer receive calls that brought messages
     first: float = 0.0
     last: float = 0.0
     latencies_us: list[int] = field(default_factory=list)
@@ -390,6 +391,7 @@ class Clients:
             out.count += r["count"]
             out.unique += r.get("unique", r["count"])
             out.failed += r["failed"]
+            out.receives += r.get("receives", 0)
             out.latencies_us += r["latencies_us"]
             out.cpu_s += r["cpu_s"]
             out.errors += r.get("errors", [])
@@ -545,6 +547,8 @@ class Bench:
         wrote = commit_log_max_offset(s.broker_addr) - cl0
         missing = expect - run.unique
         note = f" ({run.unique} of {expect} distinct, {run.count} deliveries)" if missing or run.failed else ""
+        if run.receives:
+            note += f" ({run.count / run.receives:.1f} messages per receive)"
         self.record(s, role, Run(run.rate, failed=max(missing, 0) + run.failed, note=note, **load))
         self.record(s, f"{role}_bytes", Run(wrote / max(run.count, 1)))
 

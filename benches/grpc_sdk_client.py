@@ -143,6 +143,7 @@ class _Receipts:
         self.ids: set[str] = set()
         self.failed = 0
         self.errors: list[str] = []
+        self.receives = 0  # receive calls that brought messages (SimpleConsumer)
 
     def got(self, message: Any) -> None:
         now_ns = time.time_ns()
@@ -169,6 +170,7 @@ class _Receipts:
             "count": self.count,
             "unique": len(self.ids),
             "failed": self.failed,
+            "receives": self.receives,
             "errors": self.errors,
             "latencies_us": self.latencies,
             "cpu_s": _cpu_s(),
@@ -208,6 +210,8 @@ def simple(endpoint: str, args: dict[str, Any]) -> dict[str, Any]:
                 if seen.count:
                     stop.set()  # a long poll found nothing: the topic is drained
                 continue
+            with seen.lock:
+                seen.receives += 1
             for m in batch:
                 seen.got(m)
                 ackers.submit(ack, m)
