@@ -241,6 +241,7 @@ class BrokerController:
             self.store_host,
         )
         self.pop_service.consumer_manager = self.consumer_manager
+        self.broker_to_client.pop_service = self.pop_service
         self.admin_stats_processor.pop_inflight = self.pop_service.inflight
         ack_processor = AckMessageProcessor(self.pop_service)
         table: list[tuple[Any, tuple[int, ...]]] = [

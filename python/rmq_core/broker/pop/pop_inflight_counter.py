@@ -25,6 +25,10 @@ class PopInflightCounter:
             key = (group, topic, queue_id)
             self._counts[key] = self._counts.get(key, 0) + num
 
+    def clear(self, group: str, topic: str, queue_id: int) -> None:
+        """``clearInFlightMessageNum``: the queue's offset was reset; what was popped no longer counts."""
+        self._counts.pop((group, topic, queue_id), None)
+
     def decrement(self, group: str, topic: str, queue_id: int, pop_time: int, num: int = 1) -> None:
         """``num`` messages of a pop at ``pop_time`` acked or revived (pops from before the start: ignored)."""
         key = (group, topic, queue_id)
