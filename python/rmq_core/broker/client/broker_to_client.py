@@ -13,7 +13,7 @@ Details: docs/BROKER_DESIGN.md, 'Requests to clients'.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rmq_core.common.mq_version import V3_0_7_SNAPSHOT, version_desc
 from rmq_core.message import MessageQueue
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from rmq_core.broker.broker_config import BrokerConfig
     from rmq_core.broker.client.consumer_manager import ConsumerManager
     from rmq_core.broker.consumer_offset_manager import ConsumerOffsetManager
-    from rmq_core.broker.pop.pop_service import PopService
     from rmq_core.broker.topic_config_manager import TopicConfigManager
     from rmq_core.remoting.connection import Connection
     from rmq_core.remoting.remoting_server import RemotingServer
@@ -38,6 +37,12 @@ log = logging.getLogger(__name__)
 
 CALL_CLIENT_TIMEOUT_S = 5.0
 CONSUME_MSG_TIMEOUT = 207  # ResponseCode.CONSUME_MSG_TIMEOUT
+
+
+class PopResets(Protocol):
+    """The POP side of an offset reset (``PopService``; seen through this, the broker's packages form no cycle)."""
+
+    def assign_reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
 
 
 class BrokerToClient:
@@ -58,7 +63,7 @@ class BrokerToClient:
         self.consumer_offset_manager = consumer_offset_manager
         self.consumer_manager = consumer_manager
         self.remoting_server = remoting_server
-        self.pop_service: PopService | None = None  # told of resets (POP groups' offsets), if set
+        self.pop_service: PopResets | None = None  # told of resets (POP groups' offsets), if set
 
     def reset_offset(
         self, request: RemotingCommand, topic: str, group: str, timestamp: int, is_force: bool
