@@ -1,6 +1,7 @@
-"""POP state on disk across brokers (Apache RocketMQ 5.3.3 from Maven Central, compat/apache/build.sh 5.3.3): messages
+"""POP state on disk across brokers (Apache RocketMQ 5.3.3 and 5.5.0 from Maven Central, compat/apache/build.sh
+VERSION; each test runs once per version): messages
 popped on rmq_core's broker (CKs and ACKs in rmq_sys_REVIVE_LOG_DefaultCluster through the timer files, the pop and
-revive offsets in consumerOffset.json) and not acked are redelivered once by Apache 5.3.3's broker started on that
+revive offsets in consumerOffset.json) and not acked are redelivered once by Apache 5.x's broker started on that
 store, the acked ones not; and the same the other way (popped on Apache, redelivered by rmq_core on a copy of
 Apache's store). Raw POP_MESSAGE / ACK_MESSAGE frames (support/pop_frames.py), the same to both brokers.
 
@@ -17,12 +18,13 @@ from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import wait_for_route
-from support.apache5_store import APACHE_5, apache5, copy_apache_store, rmq_config, store_root
+from support.apache5_store import APACHE_5, APACHE_5_5, apache5, copy_apache_store, rmq_config, store_root
 from support.pop_frames import pop, popped, send_and_pop
 
 pytestmark = pytest.mark.apache_broker
 
 GROUP = "pop_files_group"
+VERSIONS = [APACHE_5, APACHE_5_5]
 
 
 def _redelivered(client: BlockingRemotingClient, addr: str, topic: str, deadline: float, poll: int) -> list:
@@ -39,8 +41,9 @@ def _redelivered(client: BlockingRemotingClient, addr: str, topic: str, deadline
     return got
 
 
-def test_apache_5_redelivers_what_rmq_core_popped(tmp_path):
-    server = apache5(str(tmp_path / "apache"), APACHE_5)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_apache_5_redelivers_what_rmq_core_popped(tmp_path, version):
+    server = apache5(str(tmp_path / "apache"), version)
     topic = "PopFromRmq"
     with Broker(rmq_config(store_root(server))) as b, BlockingRemotingClient() as client:
         acked, unacked = send_and_pop(client, b.address, topic, GROUP, invisible=30_000)
@@ -54,8 +57,9 @@ def test_apache_5_redelivers_what_rmq_core_popped(tmp_path):
         assert all(m.reconsume_times == 1 for m in got)
 
 
-def test_rmq_core_redelivers_what_apache_5_popped(tmp_path):
-    server = apache5(str(tmp_path / "apache"), APACHE_5)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rmq_core_redelivers_what_apache_5_popped(tmp_path, version):
+    server = apache5(str(tmp_path / "apache"), version)
     topic = "PopFromApache"
     with server, BlockingRemotingClient() as client:
         wait_for_route(server.namesrv_addr, "TBW102", timeout=60)

@@ -17,6 +17,7 @@ from rmq_core.broker import BrokerConfig
 from support.apache_rocketmq import ApacheRocketMQ
 
 APACHE_5 = "5.3.3"
+APACHE_5_5 = "5.5.0"  # the POP store exchange only (tests/interop/test_pop_files_apache5.py)
 TIMER_LOG_FILE = 1 << 20
 APACHE_CONF = {"mappedFileSizeTimerLog": str(TIMER_LOG_FILE), "timerFlushIntervalMs": "200"}
 
