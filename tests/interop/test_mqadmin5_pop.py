@@ -1,7 +1,7 @@
 """Apache's ``mqadmin`` 5.3.3 (rocketmq-tools 5.3.3, compat/apache/build.sh 5.3.3) on a POP consumer group, through
 rmq_core's broker and through Apache RocketMQ 5.3.3's broker (the control) in the same run: topicStatus and
 consumerProgress (both ask GET_TOPIC_CONFIG, 351, first), consumerConnection, topicRoute and the all-groups
-consumerProgress. The group: a consumer heartbeat (its connection held open; the heartbeat creates %RETRY%group,
+consumerProgress; last resetOffsetByTime, after which the group pops everything again. The group: a consumer heartbeat (its connection held open; the heartbeat creates %RETRY%group,
 which 5.x mqadmin routes), 4 messages popped with raw POP_MESSAGE frames, 2 acked.
 
 Departure shown on purpose (docs/POP_DESIGN.md): rmq_core answers the ack frontier as the consumer offset, so the
@@ -26,7 +26,7 @@ from rmq_core.remoting.remoting_client import BlockingRemotingClient
 from support.admin_helpers import wait_for_route
 from support.apache5_store import APACHE_5, apache5, rmq_config
 from support.mqadmin import parse_table, run_mqadmin
-from support.pop_frames import send_and_pop
+from support.pop_frames import pop_all, send_and_pop
 from support.pull_helpers import heartbeat, subscription_json
 
 pytestmark = pytest.mark.apache_broker
@@ -46,6 +46,8 @@ COMMANDS = {
 class Outputs:
     rmq_core: dict[str, str]
     apache: dict[str, str]
+    # per side: (name server, broker, the group's client: its heartbeat keeps the group online)
+    live: dict[str, tuple[str, str, BlockingRemotingClient]]
 
 
 def _group(client: BlockingRemotingClient, addr: str) -> set[bytes]:
@@ -76,10 +78,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outputs]:
                     for key, cmd in COMMANDS.items()
                 }
                 res = {k: f.result() for k, f in futures.items()}
-    yield Outputs(
-        rmq_core={k: v for (s, k), v in res.items() if s == "rmq_core"},
-        apache={k: v for (s, k), v in res.items() if s == "apache"},
-    )
+            yield Outputs(
+                rmq_core={k: v for (s, k), v in res.items() if s == "rmq_core"},
+                apache={k: v for (s, k), v in res.items() if s == "apache"},
+                live={"rmq_core": (ns.address, b.address, rc), "apache": (server.namesrv_addr, server.broker_addr, ac)},
+            )
 
 
 def _by_queue(text: str, first: str) -> dict[str, dict[str, str]]:
@@ -128,3 +131,18 @@ def test_consumer_connection(outputs: Outputs) -> None:
         assert "ConsumeType: CONSUME_PASSIVELY" in text and "MessageModel: CLUSTERING" in text
         sub = parse_table(text, "#Topic")
         assert [(r["#Topic"], r["#SubExpression"]) for r in sub] == [(TOPIC, "*")]
+
+
+def test_reset_offset_by_time_pops_everything_again(outputs: Outputs) -> None:
+    """mqadmin 5.x resetOffsetByTime -s 0 on the POP group (runs last: it moves the group's offsets): the next pops
+    get all 4 messages again on both brokers (Apache 5.3: server-side reset applied at the next pop)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {
+            side: pool.submit(run_mqadmin, ns, "resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", 0, version=APACHE_5)
+            for side, (ns, _b, _c) in outputs.live.items()
+        }
+        for side, f in runs.items():
+            assert len(parse_table(f.result(), "#brokerName")) == 4, (side, f.result())
+    for side, (_ns, broker, client) in outputs.live.items():
+        got = pop_all(client, broker, TOPIC, GROUP, 4, invisible=300_000, timeout=20)
+        assert sorted(m.body for _, m in got) == [b"p0", b"p1", b"p2", b"p3"], side
