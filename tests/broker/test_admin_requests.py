@@ -23,6 +23,7 @@ from rmq_core.remoting.header import (
     GetConsumeStatsRequestHeader,
     GetKVConfigRequestHeader,
     GetKVListByNamespaceRequestHeader,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     PutKVConfigRequestHeader,
     encode_header,
@@ -35,6 +36,31 @@ from support.send_helpers import send_request
 
 def _call(client: BlockingRemotingClient, addr: str, code: int, header: object = None, body: bytes | None = None):  # type: ignore[no-untyped-def]
     return client.invoke_sync(addr, RemotingCommand.request(code, encode_header(header) if header else {}, body))
+
+
+def test_get_topic_config_answers_one_topics_config_as_5x_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """5.x GET_TOPIC_CONFIG (351, mqadmin 5.x topicStatus/consumerProgress ask it first): TopicConfigAndQueueMapping
+    JSON (no mappingDetail: no static topics), TOPIC_NOT_EXIST for an unknown topic, a missing header field refused."""
+    with running_broker(tmp_path) as broker, BlockingRemotingClient() as client:
+        add_topic(broker, TOPIC, queues=3, perm=4)
+        r = _call(
+            client, broker.address, RequestCode.GET_TOPIC_CONFIG, GetTopicConfigRequestHeader(topic=TOPIC, lo=True)
+        )
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        doc = fastjson.loads(bytes(r.body))
+        assert doc == {
+            "order": False,
+            "perm": 4,
+            "readQueueNums": 3,
+            "topicFilterType": "SINGLE_TAG",
+            "topicName": TOPIC,
+            "topicSysFlag": 0,
+            "writeQueueNums": 3,
+        }
+        r = _call(client, broker.address, RequestCode.GET_TOPIC_CONFIG, GetTopicConfigRequestHeader(topic="NoSuch"))
+        assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: NoSuch")
+        r = _call(client, broker.address, RequestCode.GET_TOPIC_CONFIG)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "topic" in (r.remark or "")
 
 
 def test_version_names_follow_mqversion() -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from rmq_core.broker import Broker, BrokerConfig
 from rmq_core.broker.pop import extra_info as ei
+from rmq_core.broker.pop.pop_inflight_counter import PopInflightCounter
 from rmq_core.broker.pop.pop_records import AckMsg, PopCheckPoint
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.message import decode_messages
@@ -34,11 +35,13 @@ from rmq_core.remoting.header import (
     NotificationRequestHeader,
     PeekMessageRequestHeader,
     PopMessageRequestHeader,
+    ResetOffsetRequestHeader,
     encode_header,
 )
 from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.apache_rocketmq import free_port
+from support.pull_helpers import heartbeat, subscription_json
 from support.send_helpers import SMALL_FILES, invoke, on_loop, send_request, stored, wait_until
 
 TOPIC = "PopTopic"
@@ -348,6 +351,73 @@ def test_fifo_pop_blocks_the_queue_until_acked(root, client):
     # the lock survives a restart (config/consumerOrderInfo.json)
     with open(f"{root}/config/consumerOrderInfo.json") as f:
         assert f"{TOPIC}@{GROUP}" in f.read()
+
+
+def _reset_offset_to_start(client, b: Broker) -> RemotingCommand:
+    """mqadmin resetOffsetByTime -s 0 -f true (INVOKE_BROKER_TO_RESET_OFFSET) with the group online."""
+    heartbeat(client, b.address, GROUP, [subscription_json(TOPIC)])
+    h = ResetOffsetRequestHeader(topic=TOPIC, group=GROUP, timestamp=0, isForce=True)
+    r = client.invoke_sync(
+        b.address, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, encode_header(h))
+    )
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return r
+
+
+def test_an_offset_reset_clears_the_fifo_lock_and_the_in_flight_count(root, client):
+    """As 5.3 (assignResetOffset, then resetPopOffset at the next pop: clearBlock, commit; the in-flight count
+    cleared at once): a FIFO queue locked by an unacked pop is popped again from the reset offset at once."""
+    with Broker(_config(root)).start() as b:
+        for i in range(3):
+            _send(client, b, f"f{i}".encode(), queue_id=0)
+        for q in (1, 2, 3):  # (a reset needs an offset on every queue: 4.9's "consumer group not exist")
+            _send(client, b, f"u{q}".encode(), queue_id=q)
+        assert _pop(client, b, n=2, invisible=60_000, queue_id=0, order=True, attempt_id="A1").code == 0
+        for q in (1, 2, 3):
+            assert [m.body for _, m in _pop_all(client, b, 1, invisible=60_000, queue_id=q)] == [f"u{q}".encode()]
+        inflight = b.controller.pop_service.inflight
+        assert on_loop(b, lambda: inflight.get(GROUP, TOPIC, 1)) == 1
+        assert _pop(client, b, n=2, queue_id=0, order=True, attempt_id="A2").code == ResponseCode.POLLING_TIMEOUT
+        _reset_offset_to_start(client, b)
+        assert on_loop(b, lambda: [inflight.get(GROUP, TOPIC, q) for q in range(4)]) == [0, 0, 0, 0]
+        r = _pop(client, b, n=2, invisible=60_000, queue_id=0, order=True, attempt_id="A3")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert [m.body for m in decode_messages(r.body)] == [b"f0", b"f1"]
+        assert [m.body for _, m in _pop_all(client, b, 1, invisible=60_000, queue_id=1)] == [b"u1"]
+
+
+def test_the_in_flight_count_survives_a_clean_restart(root, client):
+    """Admin's "In flight" (lag) after a clean restart is what it was; the old pops' acks still count down."""
+    with Broker(_config(root)).start() as b:
+        for i in range(3):
+            _send(client, b, f"i{i}".encode(), queue_id=0)
+        got = _pop_all(client, b, 3, invisible=60_000, queue_id=0)
+        assert _ack(client, b, *got[0]).code == ResponseCode.SUCCESS
+        assert on_loop(b, lambda: b.controller.pop_service.inflight.get(GROUP, TOPIC, 0)) == 2
+    with Broker(_config(root)).start() as b:
+        inflight = b.controller.pop_service.inflight
+        assert on_loop(b, lambda: inflight.get(GROUP, TOPIC, 0)) == 2
+        assert not os.path.exists(f"{root}/config/popInflight.json")  # taken: a crash now restarts at 0
+        assert _ack(client, b, *got[1]).code == ResponseCode.SUCCESS
+        assert on_loop(b, lambda: inflight.get(GROUP, TOPIC, 0)) == 1
+
+
+def test_in_flight_counts_of_a_run_that_crashed_or_do_not_decode_are_not_trusted(tmp_path):
+    path = str(tmp_path / "popInflight.json")
+    saved = PopInflightCounter(start_ms=5)
+    saved.increment("g", "t", 1, 4)
+    saved.save(path)
+    c = PopInflightCounter()
+    c.restore(path, trusted=False)
+    assert c.get("g", "t", 1) == 0 and not os.path.exists(path)
+    saved.save(path)
+    c.restore(path, trusted=True)
+    assert (c.get("g", "t", 1), c.start_ms) == (4, 5) and not os.path.exists(path)
+    for bad in ("{", '{"startMs":1}', '{"startMs":1,"counts":[["g","t"]]}'):
+        Path(path).write_text(bad)
+        fresh = PopInflightCounter()
+        fresh.restore(path, trusted=True)
+        assert fresh.get("g", "t", 1) == 0 and not os.path.exists(path)
 
 
 def test_fifo_redelivers_after_the_invisible_time(root, client):

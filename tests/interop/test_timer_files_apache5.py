@@ -8,13 +8,12 @@ Run alone with ``-m apache_broker`` (needs java and mvn; RMQ_COMPAT_JAVA=0 skips
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 
 import pytest
 
-from rmq_core.broker import Broker, BrokerConfig
+from rmq_core.broker import Broker
 from rmq_core.client import ConsumeConcurrentlyStatus, Producer, PushConsumer, SendStatus
 from rmq_core.client.consumer.listener import ConsumeFromWhere
 from rmq_core.message import Message, MessageExt
@@ -23,31 +22,14 @@ from rmq_core.remoting.codes import ResponseCode
 from rmq_core.remoting.remoting_client import BlockingRemotingClient
 
 from support.admin_helpers import wait_for_route
-from support.apache_rocketmq import ApacheRocketMQ
+from support.apache5_store import APACHE_5, apache5, copy_apache_store, rmq_config, store_root
 from support.send_helpers import send_request, stored, wait_until
 
 pytestmark = pytest.mark.apache_broker
 
-APACHE_5 = "5.3.3"
-TIMER_LOG_FILE = 1 << 20
-APACHE_CONF = {"mappedFileSizeTimerLog": str(TIMER_LOG_FILE), "timerFlushIntervalMs": "200"}
-
 
 def _now() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _rmq_config(root: str) -> BrokerConfig:
-    # the sizes tests/support/apache_rocketmq.py gives Apache
-    return BrokerConfig(
-        listen_port=0,
-        broker_name="broker-a",
-        store_path_root_dir=root,
-        mapped_file_size_commit_log=16 * 1024 * 1024,
-        mapped_file_size_consume_queue=6000 * 20,
-        mapped_file_size_timer_log=TIMER_LOG_FILE,
-        timer_flush_interval_ms=200,
-    )
 
 
 def _consume(namesrv: str, topic: str, n: int, timeout_s: float) -> dict[bytes, tuple[int, MessageExt]]:
@@ -79,11 +61,11 @@ def _consume(namesrv: str, topic: str, n: int, timeout_s: float) -> dict[bytes, 
 
 
 def test_apache_5_delivers_timers_filed_by_rmq_core(tmp_path):
-    server = ApacheRocketMQ(str(tmp_path / "apache"), version=APACHE_5, extra_broker_conf=APACHE_CONF)
-    root = os.path.join(server.store, "broker")
+    server = apache5(str(tmp_path / "apache"), APACHE_5)
+    root = store_root(server)
     topic = "TimerFromRmq"
     due: dict[bytes, int] = {}
-    with Broker(_rmq_config(root)) as b, BlockingRemotingClient() as client:
+    with Broker(rmq_config(root)) as b, BlockingRemotingClient() as client:
         start = _now()
         for i, d in enumerate((40_000, 42_500, 45_000)):  # after Apache has started on the store
             body = b"r%d" % i
@@ -105,7 +87,7 @@ def test_apache_5_delivers_timers_filed_by_rmq_core(tmp_path):
 
 
 def test_rmq_core_delivers_timers_filed_by_apache_5(tmp_path):
-    server = ApacheRocketMQ(str(tmp_path / "apache"), version=APACHE_5, extra_broker_conf=APACHE_CONF)
+    server = apache5(str(tmp_path / "apache"), APACHE_5)
     topic = "TimerFromApache"
     due: dict[bytes, int] = {}
     with server:
@@ -122,11 +104,9 @@ def test_rmq_core_delivers_timers_filed_by_apache_5(tmp_path):
         finally:
             p.shutdown()
         time.sleep(1.5)  # Apache files them (enqueue) and flushes its timer files (timerFlushIntervalMs 200)
-    apache_root = os.path.join(server.store, "broker")
-    assert os.path.getsize(os.path.join(apache_root, "timerwheel")) == 38_707_200
-    root = str(tmp_path / "copy")
-    shutil.copytree(apache_root, root, ignore=shutil.ignore_patterns("lock"))
-    with Broker(_rmq_config(root)) as b:
+    assert os.path.getsize(os.path.join(store_root(server), "timerwheel")) == 38_707_200
+    root = copy_apache_store(server, str(tmp_path / "copy"))
+    with Broker(rmq_config(root)) as b:
         up = _now()
         ts = b.controller.timer_message_store
         assert ts is not None

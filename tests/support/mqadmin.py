@@ -5,7 +5,8 @@ compat/apache's class path) from tests, and parsing what it prints.
 its stdout; the tool's logback configuration (``conf/logback_tools.xml`` under a private ROCKETMQ_HOME) sends its own
 logs to a file, so stdout is exactly what a person sees. ``parse_table(text)`` splits the tool's fixed-width tables
 into rows of ``{column: value}`` (the column boundaries are the header's words; mqadmin left-aligns every column with
-``%-Ns`` so a header word starts where its values start). ``parse_kv(text)`` reads ``key : value`` lines
+``%-Ns`` so a header word starts where its values start). ``version="5.3.3"`` runs rocketmq-tools 5.3.3 instead
+(compat/apache/build.sh 5.3.3 fetches it with the broker). ``parse_kv(text)`` reads ``key : value`` lines
 (brokerStatus, getBrokerConfig).
 
 Invariants: every JVM started here is waited for and killed if it overruns its timeout; a run whose stderr carries
@@ -38,6 +39,8 @@ LOGBACK_TOOLS = """<configuration>
 </configuration>
 """
 
+LOGBACK_STATUS = re.compile(r"\d\d:\d\d:\d\d,\d{3} \|-")
+
 _home: str | None = None
 
 
@@ -58,8 +61,11 @@ def mqadmin_home() -> str:
     return _home
 
 
-def run_mqadmin(namesrv: str, command: str, *args: object, timeout: float = 60.0, check: bool = True) -> str:
-    """Run ``mqadmin <command> -n <namesrv> <args>`` and return its stdout (stderr appended when ``check`` is off)."""
+def run_mqadmin(
+    namesrv: str, command: str, *args: object, timeout: float = 60.0, check: bool = True, version: str | None = None
+) -> str:
+    """Run ``mqadmin <command> -n <namesrv> <args>`` and return its stdout (stderr appended when ``check`` is off).
+    ``version``: another rocketmq-tools release on compat/apache's class path (e.g. "5.3.3"; default 4.9.7)."""
     home = mqadmin_home()
     cmd = [
         "java",
@@ -67,7 +73,7 @@ def run_mqadmin(namesrv: str, command: str, *args: object, timeout: float = 60.0
         f"-Drocketmq.home.dir={home}",
         f"-Duser.home={home}",
         "-cp",
-        server_classpath(),
+        server_classpath(version),
         MQADMIN_MAIN,
         command,
         "-n",
@@ -88,7 +94,9 @@ def run_mqadmin(namesrv: str, command: str, *args: object, timeout: float = 60.0
             f"mqadmin {command} {' '.join(map(str, args))} failed (exit {proc.returncode}):\n"
             f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
         )
-    return proc.stdout if check else proc.stdout + proc.stderr
+    # 5.x: the shaded logback prints its own configuration status ("HH:MM:SS,mmm |-INFO in …") on stdout
+    out = "".join(ln for ln in proc.stdout.splitlines(keepends=True) if not LOGBACK_STATUS.match(ln))
+    return out if check else out + proc.stderr
 
 
 def parse_table(text: str, first_column: str | None = None) -> list[dict[str, str]]:

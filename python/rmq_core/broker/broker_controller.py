@@ -51,6 +51,7 @@ from rmq_core.broker.inner_put_guard import InnerPutGuard
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequestHoldService
 from rmq_core.broker.pop.consumer_order_info_manager import ConsumerOrderInfoManager
 from rmq_core.broker.pop.message_request_mode_manager import MessageRequestModeManager
+from rmq_core.broker.pop.pop_inflight_counter import POP_INFLIGHT_FILE
 from rmq_core.broker.pop.pop_revive_service import PopReviveService
 from rmq_core.broker.pop.pop_service import PopService
 from rmq_core.broker.processor.ack_message_processor import AckMessageProcessor
@@ -241,6 +242,7 @@ class BrokerController:
             self.store_host,
         )
         self.pop_service.consumer_manager = self.consumer_manager
+        self.broker_to_client.pop_service = self.pop_service
         self.admin_stats_processor.pop_inflight = self.pop_service.inflight
         ack_processor = AckMessageProcessor(self.pop_service)
         table: list[tuple[Any, tuple[int, ...]]] = [
@@ -438,6 +440,9 @@ class BrokerController:
         self._register_processors()
         if self.message_store.recovery_report.get("abnormal") and self.timer_message_store is not None:
             self._recover_pop_offsets()
+        self.pop_service.inflight.restore(
+            self._pop_inflight_path(), trusted=not self.message_store.recovery_report.get("abnormal")
+        )
         self.transactional_message_service.load()
         hold = self.pull_request_hold_service
         # asked once per put: with no pull parked anywhere the sends of a chunk skip the hold service altogether
@@ -579,6 +584,9 @@ class BrokerController:
 
         self._tasks.append(self.loop.create_task(loop_task(), name=what))
 
+    def _pop_inflight_path(self) -> str:
+        return os.path.join(self.broker_config.store_config_dir, POP_INFLIGHT_FILE)
+
     def _persist_all(self) -> None:
         for manager in (
             self.consumer_offset_manager,
@@ -709,6 +717,10 @@ class BrokerController:
         await self.replication.shutdown()
         await self.remoting_client.close()
         self._persist_all()
+        try:
+            self.pop_service.inflight.save(self._pop_inflight_path())
+        except OSError:
+            log.exception("saving the POP in-flight counts failed")
         self.group_commit_service.close()
         self.message_store.flush()
         self.message_store.close()

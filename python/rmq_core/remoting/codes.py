@@ -89,6 +89,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_TOPIC_CONFIG = 351  # 5.x: one topic's TopicConfigAndQueueMapping (mqadmin 5.x topicStatus, consumerProgress)
     # RocketMQ 5's POP consumption (broker/pop/)
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

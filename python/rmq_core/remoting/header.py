@@ -378,6 +378,12 @@ class GetMaxOffsetRequestHeader:
 
 
 @dataclass
+class GetTopicConfigRequestHeader:
+    topic: str = required()
+    lo: bool | None = optional()  # 5.x static topics: ask for the logic-queue mapping too (rmq_core has none)
+
+
+@dataclass
 class GetMinOffsetRequestHeader:
     topic: str = required()
     queueId: int = required(java_int=True)

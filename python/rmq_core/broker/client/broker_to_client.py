@@ -4,7 +4,8 @@ connections for the admin tools.
 Owns ``reset_offset`` (INVOKE_BROKER_TO_RESET_OFFSET 222 → RESET_CONSUMER_CLIENT_OFFSET to each client),
 ``get_consume_status`` (INVOKE_BROKER_TO_GET_CONSUMER_STATUS 223 → GET_CONSUMER_STATUS_FROM_CLIENT) and the
 pass-through ``call_client`` (GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309).
-Invariants: the committed offsets are not changed here — the clients commit the reset offsets themselves.
+Invariants: the committed offsets are not changed here — the clients commit the reset offsets themselves; a POP
+group's next pop of each queue starts at the reset offset (``PopService.assign_reset_offset``, as 5.3).
 Thread-safety: runs on the broker's event loop (``Connection.send`` must be called from it).
 Details: docs/BROKER_DESIGN.md, 'Requests to clients'.
 """
@@ -12,7 +13,7 @@ Details: docs/BROKER_DESIGN.md, 'Requests to clients'.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rmq_core.common.mq_version import V3_0_7_SNAPSHOT, version_desc
 from rmq_core.message import MessageQueue
@@ -38,6 +39,12 @@ CALL_CLIENT_TIMEOUT_S = 5.0
 CONSUME_MSG_TIMEOUT = 207  # ResponseCode.CONSUME_MSG_TIMEOUT
 
 
+class PopResets(Protocol):
+    """The POP side of an offset reset (``PopService``; seen through this, the broker's packages form no cycle)."""
+
+    def assign_reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+
+
 class BrokerToClient:
     """``BrokerToClient(...collaborators)``; see the module docstring."""
 
@@ -56,6 +63,7 @@ class BrokerToClient:
         self.consumer_offset_manager = consumer_offset_manager
         self.consumer_manager = consumer_manager
         self.remoting_server = remoting_server
+        self.pop_service: PopResets | None = None  # told of resets (POP groups' offsets), if set
 
     def reset_offset(
         self, request: RemotingCommand, topic: str, group: str, timestamp: int, is_force: bool
@@ -88,6 +96,9 @@ class BrokerToClient:
                 remark=f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
                 f"Timestamp: {timestamp}",
             )
+        if self.pop_service is not None:  # a POP group's offsets are the broker's: its next pops start there
+            for mq, offset in table.items():
+                self.pop_service.assign_reset_offset(group, topic, mq.queue_id, offset)
         for conn, channel in list(info.channel_info_table.items()):
             if channel.version < V3_0_7_SNAPSHOT:
                 return _error(

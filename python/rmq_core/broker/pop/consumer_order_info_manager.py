@@ -121,7 +121,7 @@ class OrderInfo:
 
 class ConsumerOrderInfoManager(ConfigManager):
     """``ConsumerOrderInfoManager(config_dir)``: ``check_block``, ``update``, ``ack_orderly``,
-    ``change_invisible_orderly``."""
+    ``change_invisible_orderly``, ``clear_block``."""
 
     def __init__(self, config_dir: str) -> None:
         super().__init__(os.path.join(os.fspath(config_dir), CONSUMER_ORDER_INFO_FILE))
@@ -137,6 +137,12 @@ class ConsumerOrderInfoManager(ConfigManager):
     def check_block(self, attempt_id: str | None, topic: str, group: str, queue_id: int, invisible_time: int) -> bool:
         info = self.get(topic, group, queue_id)
         return info is not None and info.need_block(attempt_id, invisible_time)
+
+    def clear_block(self, topic: str, group: str, queue_id: int) -> None:
+        """``clearBlock``: forget the queue's FIFO lock (its offset was reset: what was locked is not pending)."""
+        qs = self.table.get(self.key(topic, group))
+        if qs is not None:
+            qs.pop(queue_id, None)
 
     def update(
         self,

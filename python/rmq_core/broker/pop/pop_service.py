@@ -147,6 +147,7 @@ class PopService:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self.consumer_manager: ConsumerManager | None = None  # told who pops (admin's consumer progress), if set
         self.inflight = PopInflightCounter()  # popped, not yet acked or revived, per (group, topic, queue)
+        self._reset_offsets: dict[tuple[str, str, int], int] = {}  # admin resets the next pop applies
         message_store.add_arrival_listener(self._on_arrival, active=lambda: bool(self._waiters))
 
     @property
@@ -409,8 +410,28 @@ class PopService:
             await self._wait_arrival([topic, ei.pop_retry_topic(topic, group)], left)
 
     # --- offsets -------------------------------------------------------------------------------------------------
-    def pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int, init: bool) -> int:
-        """``getPopOffset``: the group's offset, else the initial one (committed when ``init``)."""
+    def assign_reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """An admin offset reset (resetOffsetByTime): the queue's next pop starts at ``offset``, its FIFO lock
+        cleared (5.x ``assignResetOffset`` then ``resetPopOffset``); its in-flight count is cleared now."""
+        self._reset_offsets[(group, topic, queue_id)] = offset
+        self.inflight.clear(group, topic, queue_id)
+
+    def _apply_reset_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        offset = self._reset_offsets.pop((group, topic, queue_id), None)
+        if offset is not None:
+            self.order_info_manager.clear_block(topic, group, queue_id)
+            self.consumer_offset_manager.commit_offset("ResetPopOffset", group, topic, queue_id, offset)
+        return offset
+
+    def pop_offset(
+        self, group: str, topic: str, queue_id: int, init_mode: int, init: bool, check_reset: bool = False
+    ) -> int:
+        """``getPopOffset``: a pending admin reset (``check_reset``: the pop path), else the group's offset, else
+        the initial one (committed when ``init``)."""
+        if check_reset and self._reset_offsets:
+            reset = self._apply_reset_offset(group, topic, queue_id)
+            if reset is not None:
+                return reset
         offset = self.consumer_offset_manager.query_offset(group, topic, queue_id)
         if offset >= 0:
             return offset
@@ -688,7 +709,7 @@ class _PopRun:
     def from_queue(self, topic: str, is_retry: bool, queue_id: int) -> None:
         s = self.s
         store = s.message_store
-        offset = s.pop_offset(self.group, topic, queue_id, self.init_mode, init=True)
+        offset = s.pop_offset(self.group, topic, queue_id, self.init_mode, init=True, check_reset=True)
         if self.order and s.order_info_manager.check_block(
             self.attempt_id, topic, self.group, queue_id, self.invisible_time
         ):
