@@ -4,7 +4,8 @@
 # it runs Maven only when pom.xml changed since the last good fetch (target/.build-stamp holds its hash). Maven's
 # repository is the default ~/.m2 unless MAVEN_REPO_LOCAL is set. Progress goes to stderr; the last line on stdout is
 # the class path (absolute): target/lib/*
-# `build.sh VERSION` (e.g. 5.3.3) fetches that release instead into target-VERSION/.
+# `build.sh VERSION` (e.g. 5.3.3) fetches that release instead into target-VERSION/; a 5.x release also brings
+# rocketmq-proxy (the pom's `proxy` profile), which tests/support/apache_proxy.py runs in the broker's JVM.
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
@@ -14,6 +15,7 @@ version_opt=()
 if [ -n "$VERSION" ]; then
   OUT=$HERE/target-$VERSION
   version_opt=("-Drocketmq.version=$VERSION" "-Dapache.build.dir=$OUT")
+  case $VERSION in 5.*) version_opt+=("-Drocketmq.proxy=true") ;; esac
 fi
 STAMP=$OUT/.build-stamp
 
