@@ -4,7 +4,7 @@ and the ``apache_proxy`` pytest fixture (module scope) yielding the started ``Ap
 
 The jars: ``compat/apache/build.sh 5.3.3`` (rocketmq-namesrv, -broker, -tools and, for 5.x, -proxy from Maven Central).
 ``ApacheProxy(workdir).start()`` writes ``proxy.json`` (rocketMQClusterName, namesrvAddr, grpcServerPort and
-remotingListenPort picked free on 127.0.0.1, metrics off) beside ApacheRocketMQ's files, starts the name server, then
+remotingListenPort picked free on 127.0.0.1, metrics off, then ``extra_proxy_conf``) beside ApacheRocketMQ's files, starts the name server, then
 ProxyStartup, which builds and starts the broker from ``broker.conf`` in the same JVM. ``grpc_endpoint`` is
 ``127.0.0.1:PORT``; the port serves plaintext and TLS alike (the proxy's default: tlsTestModeEnable, a self-signed
 certificate made at start, TlsMode PERMISSIVE), so one instance is the control for both. ``broker_addr`` is the
@@ -34,8 +34,16 @@ PROXY_READY = "rocketmq-proxy startup successfully"
 class ApacheProxy(ApacheRocketMQ):
     """An Apache 5.x name server + broker with the gRPC proxy in the broker's JVM; see the module docstring."""
 
-    def __init__(self, workdir: str, version: str = APACHE_PROXY_VERSION, **kwargs: object) -> None:
+    def __init__(
+        self,
+        workdir: str,
+        version: str = APACHE_PROXY_VERSION,
+        extra_proxy_conf: dict[str, object] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(workdir, version=version, **kwargs)  # type: ignore[arg-type]
+        # ProxyConfig fields, e.g. {"grpcClientConsumerMaxLongPollingTimeoutMillis": 5000}
+        self.extra_proxy_conf = dict(extra_proxy_conf or {})
         self.grpc_port = 0
         self.proxy_remoting_port = 0
 
@@ -58,6 +66,7 @@ class ApacheProxy(ApacheRocketMQ):
             "remotingListenPort": self.proxy_remoting_port,
             "metricsExporterType": "DISABLE",
             "grpcShutdownTimeSeconds": 1,
+            **self.extra_proxy_conf,
         }
         with open(path, "w", encoding="utf-8") as f:
             json.dump(conf, f, indent=2)
