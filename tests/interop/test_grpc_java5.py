@@ -29,6 +29,9 @@ pytestmark = pytest.mark.compat_java
 JAVA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "compat", "java")
 MAIN = "org.rmqcore.compat.grpc5.Grpc5Scenarios"
 TOPICS = {"Normal": None, "Fifo": "FIFO", "Delay": "DELAY", "Txn": "TRANSACTION", "Push": None, "Filter": None}
+# the refusals as the Java client raises them, with the v2 status code (both brokers answer the same)
+SHORT_INVISIBLE = "BadRequestException 40011"  # ILLEGAL_INVISIBLE_TIME: a receive with a 5 s invisible time
+STALE_ACK = "BadRequestException 40013"  # INVALID_RECEIPT_HANDLE: an ack with a handle past its invisible time
 SCENARIOS = ("normal", "fifo", "delay", "txn", "push_dlq", "filter")
 
 
@@ -60,7 +63,7 @@ def prepare(namesrv: str, broker_addr: str, prefix: str) -> None:
     create_subscription_group(broker_addr, SubscriptionGroupConfig(prefix + "_fifo_cg", consume_message_orderly=True))
     create_subscription_group(broker_addr, SubscriptionGroupConfig(prefix + "_push_cg", retry_max_times=1))
     for suffix in TOPICS:
-        wait_for_route(namesrv, prefix + suffix)
+        wait_for_route(namesrv, prefix + suffix, timeout=30.0)
 
 
 def run_scenarios(grpc_endpoint: str, tls: bool, prefix: str, log_dir: str) -> dict[str, dict[str, Any]]:
@@ -90,6 +93,8 @@ def check_outcomes(r: dict[str, dict[str, Any]]) -> None:
     assert sorted(m["body"] for m in first) == ["n0", "n1", "n2", "n3"], first
     assert {m["msgId"] for m in first} == set(normal["sent_ids"])
     assert all(m["attempt"] == 1 and m["tag"] == "TagA" and m["keys"] == ["k-" + m["body"]] for m in first), first
+    assert normal["short_invisible"] == SHORT_INVISIBLE, normal
+    assert normal["stale_ack"] == STALE_ACK, normal
     again = {m["body"]: m for m in normal["redelivered"]}
     assert sorted(m["body"] for m in normal["redelivered"]) == ["n2", "n3"], normal["redelivered"]  # acked: never
     assert again["n3"]["attempt"] == again["n2"]["attempt"] == 2, again
@@ -146,4 +151,6 @@ def test_java5_grpc_client_against_apache_proxy(tmp_path: Any) -> None:
         prepare(server.namesrv_addr, server.broker_addr, "J5Apache")
         check_outcomes(run_scenarios(server.grpc_endpoint, True, "J5Apache", str(tmp_path / "client")))
     finally:
+        if server.broker_proc is not None:
+            server.broker_proc.kill()  # its store is thrown away: no graceful 12 s shutdown of broker + proxy
         server.stop()

@@ -188,6 +188,22 @@ public final class Grpc5Scenarios {
         return got;
     }
 
+    interface Call {
+        Object call() throws Exception;
+    }
+
+    /** "accepted", or the refusal's class and the status code in its message ("response-code=N"). */
+    private static String refusal(Call call) {
+        try {
+            call.call();
+            return "accepted";
+        } catch (Exception e) {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("response-code=(\\d+)")
+                .matcher(String.valueOf(e.getMessage()));
+            return e.getClass().getSimpleName() + (m.find() ? " " + m.group(1) : " " + e.getMessage());
+        }
+    }
+
     private static List<String> bodies(List<MessageView> views) {
         List<String> out = new ArrayList<>();
         for (MessageView v : views) {
@@ -215,6 +231,7 @@ public final class Grpc5Scenarios {
         }
         out.put("sent_ids", ids);
         try (SimpleConsumer c = simple(p + "_ack_cg", topic, FilterExpression.SUB_ALL)) {
+            out.put("short_invisible", refusal(() -> c.receive(16, Duration.ofSeconds(5))));
             long t0 = System.currentTimeMillis();
             Map<String, MessageView> first = new TreeMap<>();
             List<Map<String, Object>> firstSeen = new ArrayList<>();
@@ -237,6 +254,10 @@ public final class Grpc5Scenarios {
                 }
             }
             out.put("redelivered", again);
+            out.put("stale_ack", refusal(() -> {
+                c.ack(first.get("n2")); // its first receipt handle: expired, the message since redelivered and acked
+                return null;
+            }));
         }
     }
 
