@@ -2,7 +2,8 @@
 gRPC endpoint, TLS on and off, and the same program against Apache RocketMQ 5.3.3's broker with the proxy in its JVM
 (the control, tests/support/apache_proxy.py): one JVM per run runs every scenario of Grpc5Scenarios (sync/async
 sends, SimpleConsumer ack / no ack / change invisible duration, FIFO message groups, delivery timestamps,
-transactions with the orphan check-back, PushConsumer FAILURE → retries → DLQ, tag and SQL92 filters), and both
+transactions with the orphan check-back, PushConsumer FAILURE → retries → DLQ on a normal and on a FIFO group, tag and
+SQL92 filters, two refusals), and both
 brokers must show the same outcomes. Set RMQ_COMPAT_JAVA=0 to skip explicitly."""
 
 from __future__ import annotations
@@ -28,11 +29,19 @@ pytestmark = pytest.mark.compat_java
 
 JAVA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "compat", "java")
 MAIN = "org.rmqcore.compat.grpc5.Grpc5Scenarios"
-TOPICS = {"Normal": None, "Fifo": "FIFO", "Delay": "DELAY", "Txn": "TRANSACTION", "Push": None, "Filter": None}
+TOPICS = {
+    "Normal": None,
+    "Fifo": "FIFO",
+    "Delay": "DELAY",
+    "Txn": "TRANSACTION",
+    "Push": None,
+    "FifoPush": "FIFO",
+    "Filter": None,
+}
 # the refusals as the Java client raises them, with the v2 status code (both brokers answer the same)
 SHORT_INVISIBLE = "BadRequestException 40011"  # ILLEGAL_INVISIBLE_TIME: a receive with a 5 s invisible time
 STALE_ACK = "BadRequestException 40013"  # INVALID_RECEIPT_HANDLE: an ack with a handle past its invisible time
-SCENARIOS = ("normal", "fifo", "delay", "txn", "push_dlq", "filter")
+SCENARIOS = ("normal", "fifo", "delay", "txn", "push_dlq", "fifo_push", "filter")
 
 
 def _create_topic(client: BlockingRemotingClient, broker_addr: str, topic: str, message_type: str | None) -> None:
@@ -62,6 +71,9 @@ def prepare(namesrv: str, broker_addr: str, prefix: str) -> None:
             _create_topic(client, broker_addr, prefix + suffix, message_type)
     create_subscription_group(broker_addr, SubscriptionGroupConfig(prefix + "_fifo_cg", consume_message_orderly=True))
     create_subscription_group(broker_addr, SubscriptionGroupConfig(prefix + "_push_cg", retry_max_times=1))
+    create_subscription_group(
+        broker_addr, SubscriptionGroupConfig(prefix + "_fifo_push_cg", consume_message_orderly=True, retry_max_times=1)
+    )
     for suffix in TOPICS:
         wait_for_route(namesrv, prefix + suffix, timeout=30.0)
 
@@ -117,6 +129,10 @@ def check_outcomes(r: dict[str, dict[str, Any]]) -> None:
     push = r["push_dlq"]
     assert [m["attempt"] for m in push["attempts"]] == [1, 2], push  # retryMaxTimes 1: two deliveries
     assert push["dlq"] == ["fail-me"], push
+
+    fifo_push = r["fifo_push"]  # x0 twice (retryMaxTimes 1), forwarded to the DLQ, then x1: the group's order kept
+    assert [(m["body"], m["attempt"]) for m in fifo_push["consumed"]] == [("x0", 1), ("x0", 2), ("x1", 1)], fifo_push
+    assert fifo_push["x1_consumed"] and fifo_push["dlq"] == ["x0"], fifo_push
 
     assert r["filter"]["tag"] == ["A1", "A4", "B2", "B5"], r["filter"]
     assert r["filter"]["sql"] == ["B2", "B5", "C3"], r["filter"]
