@@ -3,14 +3,13 @@ gRPC endpoint, TLS on and off, and the same program against Apache RocketMQ 5.3.
 (the control, tests/support/apache_proxy.py): one JVM per run runs every scenario of Grpc5Scenarios (sync/async
 sends, SimpleConsumer ack / no ack / change invisible duration, FIFO message groups, delivery timestamps,
 transactions with the orphan check-back, PushConsumer FAILURE → retries → DLQ on a normal and on a FIFO group, tag and
-SQL92 filters, two refusals), and both
-brokers must show the same outcomes. Set RMQ_COMPAT_JAVA=0 to skip explicitly."""
+SQL92 filters, two refusals), and both brokers must show the same outcomes. Against rmq_core the TLS and the
+plaintext runs go at once (one broker, distinct names). Set RMQ_COMPAT_JAVA=0 to skip explicitly."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -78,20 +77,29 @@ def prepare(namesrv: str, broker_addr: str, prefix: str) -> None:
         wait_for_route(namesrv, prefix + suffix, timeout=30.0)
 
 
-def run_scenarios(grpc_endpoint: str, tls: bool, prefix: str, log_dir: str) -> dict[str, dict[str, Any]]:
-    """Run Grpc5Scenarios once; its result line per scenario (a scenario that failed raises with its trace)."""
+def start_scenarios(grpc_endpoint: str, tls: bool, prefix: str, log_dir: str) -> subprocess.Popen[str]:
+    """Start Grpc5Scenarios (all scenarios, one JVM); ``finish_scenarios`` collects it."""
     require_java()
     classpath = build_with(os.path.join(JAVA_DIR, "build.sh"), "grpc5")
     os.makedirs(log_dir, exist_ok=True)
     cmd = ["java", *CLIENT_JVM_OPTS, f"-Duser.home={log_dir}", "-cp", classpath, MAIN, grpc_endpoint, str(tls).lower()]
     cmd.append(prefix)
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=150, check=False)
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish_scenarios(proc: subprocess.Popen[str], log_dir: str) -> dict[str, dict[str, Any]]:
+    """Its result line per scenario (a scenario that failed raises with its trace)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
     with open(os.path.join(log_dir, "results.jsonl"), "w", encoding="utf-8") as f:  # for a failing assertion's reader
-        f.write(proc.stdout)
-    lines = parse_lines(MAIN, proc.stdout, proc.stderr)
+        f.write(stdout)
+    lines = parse_lines(MAIN, stdout, stderr)
     errors = [ln for ln in lines if ln.get("event") == "error"]
     assert proc.returncode == 0 and not errors and lines[-1:] == [{"event": "done"}], (
-        f"{MAIN} exited {proc.returncode}: {errors}\n{lines}\nstderr:\n{proc.stderr[-4000:]}\nlogs: {log_dir}"
+        f"{MAIN} exited {proc.returncode}: {errors}\n{lines}\nstderr:\n{stderr[-4000:]}\nlogs: {log_dir}"
     )
     return {ln["name"]: ln for ln in lines if ln.get("event") == "scenario"}
 
@@ -121,7 +129,9 @@ def check_outcomes(r: dict[str, dict[str, Any]]) -> None:
     delayed = r["delay"]["received"]
     assert sorted(m["body"] for m in delayed) == ["d0", "d1"], delayed
     assert r["delay"]["sent_before_due_ms"] > 1000
-    assert all(m["delivery_timestamp_ok"] and -1000 <= m["late_ms"] <= 1000 for m in delayed), delayed
+    # never before its time; late by at most the timer's 1 s slot plus the wake-up (Apache 5.3.3 seen at 1.05 s,
+    # rmq_core under 0.3 s)
+    assert all(m["delivery_timestamp_ok"] and -1000 <= m["late_ms"] <= 1500 for m in delayed), delayed
 
     assert r["txn"]["received"] == ["commit", "orphan"], r["txn"]
     assert "orphan" in r["txn"]["checked"], r["txn"]  # the check-back reached the producer
@@ -138,19 +148,19 @@ def check_outcomes(r: dict[str, dict[str, Any]]) -> None:
     assert r["filter"]["sql"] == ["B2", "B5", "C3"], r["filter"]
 
 
-@pytest.fixture(scope="module")
-def rmq_core_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """rmq_core's name server and broker, gRPC with a self-signed certificate (plaintext and TLS on one port)."""
-    with grpc_cluster(tmp_path_factory.mktemp("rmq-grpc-java5"), grpc_tls_self_signed=True) as c:
-        yield c
-
-
-@pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext"])
-def test_java5_grpc_client_against_rmq_core(rmq_core_grpc: Any, tls: bool, tmp_path: Any) -> None:
-    c = rmq_core_grpc
-    prefix = "J5Tls" if tls else "J5Plain"
-    prepare(c.namesrv_addr, c.brokers[0].address, prefix)
-    check_outcomes(run_scenarios(endpoint(c), tls, prefix, str(tmp_path / "client")))
+def test_java5_grpc_client_against_rmq_core(tmp_path: Any) -> None:
+    """rmq_core's broker with gRPC and a self-signed certificate (plaintext and TLS on one port): the program over TLS
+    and over plaintext, both JVMs at once (distinct topics and groups)."""
+    with grpc_cluster(tmp_path / "rmq", grpc_tls_self_signed=True) as c:
+        runs = {}
+        for prefix in ("J5Tls", "J5Plain"):
+            prepare(c.namesrv_addr, c.brokers[0].address, prefix)
+        for tls, prefix in ((True, "J5Tls"), (False, "J5Plain")):
+            log_dir = str(tmp_path / prefix)
+            runs[prefix] = (start_scenarios(endpoint(c), tls, prefix, log_dir), log_dir)
+        results = {prefix: finish_scenarios(proc, log_dir) for prefix, (proc, log_dir) in runs.items()}
+    for r in results.values():
+        check_outcomes(r)
 
 
 def test_java5_grpc_client_against_apache_proxy(tmp_path: Any) -> None:
@@ -165,7 +175,8 @@ def test_java5_grpc_client_against_apache_proxy(tmp_path: Any) -> None:
     server.start()
     try:
         prepare(server.namesrv_addr, server.broker_addr, "J5Apache")
-        check_outcomes(run_scenarios(server.grpc_endpoint, True, "J5Apache", str(tmp_path / "client")))
+        log_dir = str(tmp_path / "client")
+        check_outcomes(finish_scenarios(start_scenarios(server.grpc_endpoint, True, "J5Apache", log_dir), log_dir))
     finally:
         if server.broker_proc is not None:
             server.broker_proc.kill()  # its store is thrown away: no graceful 12 s shutdown of broker + proxy
