@@ -5,10 +5,15 @@
 # unless MAVEN_REPO_LOCAL is set. Progress goes to stderr; the last line on stdout is the class path:
 #   target/rmq-compat-java.jar:target/lib/*   (absolute paths)
 # `build.sh VERSION` (e.g. 5.5.0) builds the same programs against that rocketmq-client into target-VERSION/.
+# `build.sh grpc5` builds the 5.x gRPC client harness (grpc5/: rocketmq-client-java) into grpc5/target/.
 set -euo pipefail
 cd "$(dirname "$0")"
-HERE=$PWD
 VERSION=${1:-}
+if [ "$VERSION" = grpc5 ]; then
+  cd grpc5
+  VERSION=
+fi
+HERE=$PWD
 OUT=$HERE/target
 version_opt=()
 if [ -n "$VERSION" ]; then
