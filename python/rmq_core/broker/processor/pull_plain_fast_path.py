@@ -8,8 +8,8 @@ The gate, all of it here: a pull is plain when
 1. its header's fields read as the general decoder reads them (strings short enough to be in their Java range);
 2. its key (code, group, topic, subscription flag, subscription, expression type) passes once per run
    (``_verdict``): the broker and topic readable, LITE_PULL allowed, the group found and consuming, and a subscription
-   that filters nothing (``*`` or tag-less TAG, no class filter; the heartbeat's when there is no SUBSCRIPTION flag,
-   not broadcast where the group forbids it; a retry topic only without ``filter_support_retry``);
+   that filters nothing (``*`` or tag-less TAG, no class filter; without the SUBSCRIPTION flag the heartbeat's, of a
+   CLUSTERING group; a retry topic only without ``filter_support_retry``);
 3. its queue id is in the topic's read queues and its subVersion not newer than the broker's subscription.
 A plain pull's store read is the general path's (no filters); a FOUND answer without consume-message hooks is built
 here, every other result goes to the general ``_answer_by_result`` with the objects it takes. A pull that is not
@@ -187,8 +187,10 @@ class PlainPullFastPath:
                 request.serialize_type,
             )
         else:
-            subscription_data = heartbeat_subscription or general.request_subscription(
-                topic, subscription, expression_type
+            subscription_data = (
+                heartbeat_subscription
+                if heartbeat_subscription is not None
+                else general.request_subscription(topic, subscription, expression_type)
             )
             response = general._answer_by_result(
                 conn,
