@@ -55,6 +55,7 @@ def test_every_benchmark_and_source_file_named_exists() -> None:
 def test_the_fast_path_modules_point_to_the_register() -> None:
     for module in (
         "python/rmq_core/broker/processor/send_plain_fast_path.py",
+        "python/rmq_core/broker/processor/pull_plain_fast_path.py",
         "python/rmq_core/client/producer/fast_send.py",
     ):
         head = (ROOT / module).read_text(encoding="utf-8").split('"""')[1]

@@ -25,6 +25,7 @@ from rmq_core.broker.filter.expression_message_filter import (
     ExpressionMessageFilter,
 )
 from rmq_core.broker.longpolling.pull_request_hold_service import PullRequest
+from rmq_core.broker.processor.pull_plain_fast_path import NOT_PLAIN, NotPlain, PlainPullFastPath, Verdicts
 from rmq_core.broker.stats.broker_stats_manager import (
     COMMERCIAL_OWNER,
     SIZE_PER_COUNT,
@@ -140,6 +141,7 @@ class PullMessageProcessor:
         self.consumer_offset_manager = consumer_offset_manager
         self.broker_stats_manager = broker_stats_manager
         self.now_ms = now_ms
+        self.plain_pull_fast_path: PlainPullFastPath | None = PlainPullFastPath(self)
 
     # --- entry points ------------------------------------------------------------------------------------------
     async def process_request(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -150,9 +152,16 @@ class PullMessageProcessor:
         pull), each answered as ``process_request`` answers it alone, in order: None for a parked pull, and
         SYSTEM_ERROR with its text for one that fails (as the transport answers a failing processor)."""
         answers: list[RemotingCommand | bytes | None] = []
+        # the plain pulls on their fast path (docs/FAST_PATHS.md P2), the others here; its checks once per key a run
+        fast = self.plain_pull_fast_path  # None: every pull on the general path
+        plain = None if fast is None or log.isEnabledFor(logging.DEBUG) else fast.answer
+        verdicts: Verdicts = {}
         for request in requests:
             try:
-                answers.append(self._process_request(conn, request, True))
+                answer = NOT_PLAIN if plain is None else plain(conn, request, verdicts)
+                if isinstance(answer, NotPlain):
+                    answer = self._process_request(conn, request, True)
+                answers.append(answer)
             except Exception as e:
                 log.exception("processor for code %d failed", request.code)
                 remark = f"{type(e).__name__}: {e}"
@@ -252,7 +261,9 @@ class PullMessageProcessor:
         consumer_filter_data: Any = None
         if has_subscription_flag:
             try:
-                subscription_data = filter_api_build(topic, request_header.subscription, request_header.expressionType)
+                subscription_data = self.request_subscription(
+                    topic, request_header.subscription, request_header.expressionType
+                )
                 if not ExpressionType.is_tag_type(subscription_data.expression_type):
                     consumer_filter_data = ConsumerFilterManager.build(
                         topic,
@@ -323,15 +334,7 @@ class PullMessageProcessor:
                 f"The broker does not support consumer to filter message by {subscription_data.expression_type}",
             )
 
-        message_filter: ExpressionMessageFilter
-        if cfg.filter_support_retry:
-            message_filter = ExpressionForRetryMessageFilter(
-                subscription_data, consumer_filter_data, self.consumer_filter_manager
-            )
-        else:
-            message_filter = ExpressionMessageFilter(
-                subscription_data, consumer_filter_data, self.consumer_filter_manager
-            )
+        message_filter = self.message_filter(subscription_data, consumer_filter_data)
 
         get_message_result: GetMessageResult | None
         try:
@@ -533,6 +536,18 @@ class PullMessageProcessor:
                 )
 
         return RemotingCommand.response_to(request, code, remark, encode_header(response_header), body)
+
+    def request_subscription(self, topic: str, sub_string: str | None, expression_type: str | None) -> SubscriptionData:
+        """The subscription a pull with the SUBSCRIPTION flag carries (FilterAPI.build; ValueError: a bad one)."""
+        return filter_api_build(topic, sub_string, expression_type)
+
+    def message_filter(self, subscription_data: SubscriptionData, consumer_filter_data: Any) -> ExpressionMessageFilter:
+        """The pull's MessageFilter: with ``filter_support_retry`` the one that also filters retry topics."""
+        if self.broker_config.filter_support_retry:
+            return ExpressionForRetryMessageFilter(
+                subscription_data, consumer_filter_data, self.consumer_filter_manager
+            )
+        return ExpressionMessageFilter(subscription_data, consumer_filter_data, self.consumer_filter_manager)
 
     def generate_offset_moved_event(
         self, consumer_group: str, topic: str, queue_id: int, offset_request: int, offset_new: int
