@@ -64,7 +64,7 @@ def _fields(cls: type) -> list[tuple[str, str, bool, str | None]]:
 
 
 # per integer kind: (min, max, the number of characters below which any number is within them, Java's type)
-_RANGES = {
+FIELD_RANGES = {
     "int": (-(1 << 63), (1 << 63) - 1, 19, "a long"),
     "int32": (-(1 << 31), (1 << 31) - 1, 10, "an int"),
 }
@@ -76,7 +76,7 @@ def _parse(kind: str, name: str, value: Any) -> Any:
         return value
     if kind == "bool":
         return value.lower() == "true"  # Boolean.parseBoolean
-    limits = _RANGES.get(kind)
+    limits = FIELD_RANGES.get(kind)
     try:
         number = int(value.strip() if isinstance(value, str) else value) if limits else float(value)
     except (ValueError, TypeError):
@@ -112,11 +112,11 @@ def _make_decoder(cls: type, short_names: bool) -> Callable[[Mapping[str, str]],
             if defaults[name] is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{name}: an optional header field needs a default")
             lines.append(f"    if {v} is None: {v} = _defaults[{name!r}]")
-        if kind in _RANGES:  # inlined: int() skips surrounding whitespace as _parse's strip() does; a long text
+        if kind in FIELD_RANGES:  # inlined: int() skips surrounding whitespace as _parse's strip() does; a long text
             # (maybe beyond the Java type's range) goes to _parse's range check
             parse = [
                 "try:",
-                f"    {v} = int({v}) if len({v}) < {_RANGES[kind][2]} else _parse({kind!r}, {name!r}, {v})",
+                f"    {v} = int({v}) if len({v}) < {FIELD_RANGES[kind][2]} else _parse({kind!r}, {name!r}, {v})",
                 "except (ValueError, TypeError):",
                 f"    {v} = _parse({kind!r}, {name!r}, {v})",
             ]

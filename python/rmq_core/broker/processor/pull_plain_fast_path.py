@@ -30,7 +30,7 @@ from rmq_core.filter.message_selector import SUB_ALL, ExpressionType
 from rmq_core.filter.subscription_data import SubscriptionData
 from rmq_core.remoting.codes import RequestCode, ResponseCode
 from rmq_core.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
-from rmq_core.remoting.header import _RANGES, PullMessageRequestHeader, PullMessageResponseHeader, decode_header
+from rmq_core.remoting.header import FIELD_RANGES, PullMessageRequestHeader, PullMessageResponseHeader, decode_header
 from rmq_core.store_status import GetMessageStatus
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq_core.broker.processor.pull_message_processor")  # the general path's log
 
-_INT32_CHARS: Final = _RANGES["int32"][2]  # the general decoder's: shorter texts are within the Java type's range
-_LONG_CHARS: Final = _RANGES["int"][2]
+_INT32_CHARS: Final = FIELD_RANGES["int32"][2]  # the general decoder's: shorter texts are within the Java type's range
+_LONG_CHARS: Final = FIELD_RANGES["int"][2]
 _PULL: Final = int(RequestCode.PULL_MESSAGE)
 _LITE_PULL: Final = int(RequestCode.LITE_PULL_MESSAGE)
 _SUCCESS: Final = int(ResponseCode.SUCCESS)
