@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +51,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_vs_apache import cpu_seconds, rounds_order, status_kib
+import compare_report
+from bench_vs_apache import cpu_seconds, status_kib
+from compare_report import OURS, THEIRS, Workload, broker_cell, cell, median, ratio, rounds_order
 from lean_clients import p50_p99
 
 from rmq_core.remoting.body.kv_table import KVTable
@@ -410,14 +411,6 @@ def split(total: int, parts: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------------ workloads
-@dataclass
-class Workload:
-    key: str
-    label: str
-    unit: str
-    higher_is_better: bool
-
-
 WORKLOADS = [
     Workload("send", "send (async, SDK)", "msg/s", True),
     Workload("send_p50", "send latency p50", "ms", False),
@@ -450,13 +443,7 @@ class Run:
     broker_cpu_per_10k: float | None = None  # the broker side's CPU s per 10,000 messages
 
 
-@dataclass
-class Results:
-    runs: dict[str, dict[str, list[Run]]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, key: str, broker: str, run: Run) -> None:
-        self.runs.setdefault(key, {}).setdefault(broker, []).append(run)
+Results = compare_report.Results[Run]
 
 
 class Bench:
@@ -663,28 +650,20 @@ def summary(results: Results, brokers: tuple[str, ...]) -> dict[str, Any]:
         row: dict[str, Any] = {"label": w.label, "unit": w.unit}
         for b in brokers:
             runs = results.runs.get(w.key, {}).get(b, [])
-            values = [r.value for r in runs if r.value == r.value]
-            bc = [r.broker_cores for r in runs if r.broker_cores is not None]
-            cc = [r.client_cores for r in runs if r.client_cores is not None]
-            per = [r.broker_cpu_per_10k for r in runs if r.broker_cpu_per_10k is not None]
             row[b] = {
-                "median": statistics.median(values) if values else None,
-                "runs": [r.value for r in runs],
-                "broker_cores_median": statistics.median(bc) if bc else None,
-                "client_cores_median": statistics.median(cc) if cc else None,
-                "broker_cpu_per_10k_median": statistics.median(per) if per else None,
-                "failed": sum(r.failed for r in runs),
+                **broker_cell(runs),
+                "broker_cores_median": median([r.broker_cores for r in runs if r.broker_cores is not None]),
+                "client_cores_median": median([r.client_cores for r in runs if r.client_cores is not None]),
+                "broker_cpu_per_10k_median": median(
+                    [r.broker_cpu_per_10k for r in runs if r.broker_cpu_per_10k is not None]
+                ),
             }
-        m = [row.get(k, {}).get("median") for k in ("rmq_core", "apache")]
-        row["ratio"] = m[0] / m[1] if m[0] is not None and m[1] else None
+        row["ratio"] = ratio(*(cell(row, k, "median") for k in (OURS, THEIRS)))
         out[w.key] = row
     return out
 
 
 def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
-    def cell(row: dict[str, Any], b: str, k: str) -> Any:
-        return row.get(b, {}).get(k)
-
     print()
     print(
         f"{'workload (1 KiB bodies)':<38}{'unit':>6}{'rmq_core':>11}{'Apache':>11}{'ratio':>7}"
@@ -692,16 +671,16 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     )
     for w in WORKLOADS:
         row = summ[w.key]
-        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        rt = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
         cores, per = [], []
-        for b in ("rmq_core", "apache"):
+        for b in (OURS, THEIRS):
             bc, cc = cell(row, b, "broker_cores_median"), cell(row, b, "client_cores_median")
             cores.append("" if bc is None else f"{bc:.2f}/{cc or 0:.2f}")
             p = cell(row, b, "broker_cpu_per_10k_median")
             per.append("" if p is None else f"{p:.1f}")
         print(
-            f"{w.label:<38}{w.unit:>6}{_fmt(cell(row, 'rmq_core', 'median'), w.unit):>11}"
-            f"{_fmt(cell(row, 'apache', 'median'), w.unit):>11}{ratio:>7}{cores[0]:>13}{cores[1]:>13}"
+            f"{w.label:<38}{w.unit:>6}{_fmt(cell(row, OURS, 'median'), w.unit):>11}"
+            f"{_fmt(cell(row, THEIRS, 'median'), w.unit):>11}{rt:>7}{cores[0]:>13}{cores[1]:>13}"
             f"{'/'.join(per) if any(per) else '':>14}"
         )
     print("ratio: rmq_core / Apache (medians; ms, s, B, MiB rows: lower is better). cores b/c: the broker side's CPU")
@@ -710,26 +689,13 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     print("B / consumed msg: commit-log bytes written while consuming (CK and ACK records, via the timer wheel);")
     print("the timer's later re-put of each CK into the revive log, at its due time, falls outside the phase.")
     print()
-    print(f"every run, in order ({' | '.join(brokers)}):")
-    for w in WORKLOADS:
-        row = summ[w.key]
-        parts = []
-        for b in brokers:
-            s = ", ".join(_fmt(v, w.unit) for v in cell(row, b, "runs") or [])
-            if cell(row, b, "failed"):
-                s += f" ({cell(row, b, 'failed')} FAILED)"
-            parts.append(s or "-")
-        print(f"  {w.label:<38} {' | '.join(parts)}")
-    if "rmq_core" in brokers and "apache" in brokers:
-        print()
-        print("per-round ratios (rmq_core / Apache of the same round, back to back) and their median:")
-        for w in WORKLOADS:
-            ours, theirs = (cell(summ[w.key], b, "runs") or [] for b in ("rmq_core", "apache"))
-            if ours and len(ours) == len(theirs) and all(theirs) and all(v == v for v in ours + theirs):
-                ratios = [x / y for x, y in zip(ours, theirs)]
-                print(
-                    f"  {w.label:<38} {', '.join(f'{r:.2f}' for r in ratios)}  median {statistics.median(ratios):.2f}"
-                )
+    compare_report.print_every_run(summ, WORKLOADS, brokers, _fmt)
+    compare_report.print_round_ratios(
+        summ,
+        WORKLOADS,
+        brokers,
+        ["per-round ratios (rmq_core / Apache of the same round, back to back) and their median:"],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ driver

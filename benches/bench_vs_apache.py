@@ -55,16 +55,17 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import compare_report
+from compare_report import OURS, THEIRS, Workload, broker_cell, cell, median, ratio, rounds_order
 from lean_clients import QUEUES, lean_pull, lean_send, p50_p99, send_frames, wakeups
 
 from rmq_core.remoting.codes import RequestCode, ResponseCode
@@ -297,14 +298,6 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ workloads
-@dataclass
-class Workload:
-    key: str
-    label: str
-    unit: str  # "msg/s", "ms", "MiB", "s"
-    higher_is_better: bool
-
-
 WORKLOADS = [
     Workload("send", "lean send, 1 conn, window in flight", "msg/s", True),
     Workload("backlog", "backlog fill (same sender)", "msg/s", True),
@@ -337,16 +330,7 @@ class Run:
         return None if self.cpu_s is None or not self.messages else self.cpu_s / self.messages * 10_000
 
 
-@dataclass
-class Results:
-    runs: dict[str, dict[str, list[Run]]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, key: str, broker: str, run: Run) -> None:
-        self.runs.setdefault(key, {}).setdefault(broker, []).append(run)
-
-    def values(self, key: str, broker: str) -> list[float]:
-        return [r.value for r in self.runs.get(key, {}).get(broker, [])]
+Results = compare_report.Results[Run]
 
 
 class Bench:
@@ -513,10 +497,6 @@ def _unit(key: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ report
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
@@ -536,28 +516,21 @@ def summary(results: Results, brokers: tuple[str, ...]) -> dict[str, Any]:
             cpus = [c for r in runs if (c := r.cpu_per_10k) is not None]
             hwms = [r.hwm_mib for r in runs if r.hwm_mib is not None]
             row[b] = {
-                "median": _median([r.value for r in runs]),
-                "runs": [r.value for r in runs],
-                "cpu_s_per_10k_median": _median(cpus),
+                **broker_cell(runs),
+                "cpu_s_per_10k_median": median(cpus),
                 "cpu_s_per_10k_runs": cpus,
-                "broker_cores_median": _median([r.broker_cores for r in runs if r.broker_cores is not None]),
+                "broker_cores_median": median([r.broker_cores for r in runs if r.broker_cores is not None]),
                 "peak_rss_mib_max": max(hwms) if hwms else None,
-                "failed": sum(r.failed for r in runs),
             }
-        a, b = (row.get(k, {}).get("median") for k in ("rmq_core", "apache"))
-        row["ratio"] = a / b if a is not None and b else None
-        ca, cb = (row.get(k, {}).get("cpu_s_per_10k_median") for k in ("rmq_core", "apache"))
-        row["cpu_ratio"] = ca / cb if ca is not None and cb else None
-        c = row.get(NO_STORE, {}).get("median")
-        row["no_store_ratio"] = c / b if c is not None and b else None
+        b = cell(row, THEIRS, "median")
+        row["ratio"] = ratio(cell(row, OURS, "median"), b)
+        row["cpu_ratio"] = ratio(*(cell(row, k, "cpu_s_per_10k_median") for k in (OURS, THEIRS)))
+        row["no_store_ratio"] = ratio(cell(row, NO_STORE, "median"), b)
         out[w.key] = row
     return out
 
 
 def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
-    def cell(row: dict[str, Any], b: str, k: str) -> Any:
-        return row.get(b, {}).get(k)
-
     print()
     print(
         f"{'workload (1 KiB messages)':<38}{'unit':>6}{'rmq_core':>11}{'Apache':>11}{'ratio':>7}"
@@ -565,7 +538,7 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     )
     for w in WORKLOADS:
         row = summ[w.key]
-        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        rt = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
         cr = "-" if row["cpu_ratio"] is None else f"{row['cpu_ratio']:.2f}"
         ca, cb = (cell(row, b, "cpu_s_per_10k_median") for b in ("rmq_core", "apache"))
         ha, hb = (cell(row, b, "peak_rss_mib_max") for b in ("rmq_core", "apache"))
@@ -573,7 +546,7 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
         cores = "-" if ka is None and kb is None else f"{ka or 0:.2f} / {kb or 0:.2f}"
         print(
             f"{w.label:<38}{w.unit:>6}{_fmt(cell(row, 'rmq_core', 'median'), w.unit):>11}"
-            f"{_fmt(cell(row, 'apache', 'median'), w.unit):>11}{ratio:>7}"
+            f"{_fmt(cell(row, 'apache', 'median'), w.unit):>11}{rt:>7}"
             f"{'-' if ca is None else f'{ca:.3f}':>13}{'-' if cb is None else f'{cb:.3f}':>13}{cr:>10}"
             f"{cores:>13}{('-' if ha is None else f'{ha:.0f}') + ' / ' + ('-' if hb is None else f'{hb:.0f}'):>13}"
         )
@@ -592,46 +565,29 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
             c, a = cell(row, NO_STORE, "median"), cell(row, "rmq_core", "median")
             if c is None:
                 continue
-            ratio = "-" if row["no_store_ratio"] is None else f"{row['no_store_ratio']:.2f}"
+            rt = "-" if row["no_store_ratio"] is None else f"{row['no_store_ratio']:.2f}"
             share = "-" if a is None or not c else f"{a / c:.2f}"
             every = ", ".join(_fmt(v, w.unit) for v in cell(row, NO_STORE, "runs") or [])
-            print(f"{w.label:<38}{_fmt(c, w.unit):>11}{ratio:>10}{share:>21}   {every}")
+            print(f"{w.label:<38}{_fmt(c, w.unit):>11}{rt:>10}{share:>21}   {every}")
     print()
-    print(f"every run, in order ({' | '.join(brokers)}):")
-    for w in WORKLOADS:
-        row = summ[w.key]
-        parts = []
-        for b in brokers:
-            runs = cell(row, b, "runs") or []
-            s = ", ".join(_fmt(v, w.unit) for v in runs)
-            cpus = cell(row, b, "cpu_s_per_10k_runs") or []
-            if cpus:
-                s += " [CPU " + ", ".join(f"{c:.3f}" for c in cpus) + "]"
-            if cell(row, b, "failed"):
-                s += f" ({cell(row, b, 'failed')} FAILED)"
-            parts.append(s or "-")
-        print(f"  {w.label:<38} {' | '.join(parts)}")
-    if "rmq_core" in brokers and "apache" in brokers:
-        print()
-        print("per-round ratios (rmq_core / Apache of the runs of the same round, which ran back to back: the slow")
-        print("drift of a shared machine's load cancels), and their median:")
-        for w in WORKLOADS:
-            ours, theirs = (cell(summ[w.key], b, "runs") or [] for b in ("rmq_core", "apache"))
-            if ours and len(ours) == len(theirs) and all(theirs):
-                ratios = [a / b for a, b in zip(ours, theirs)]
-                print(
-                    f"  {w.label:<38} {', '.join(f'{r:.2f}' for r in ratios)}  median {statistics.median(ratios):.2f}"
-                )
+    compare_report.print_every_run(summ, WORKLOADS, brokers, _fmt, _cpu_runs)
+    compare_report.print_round_ratios(
+        summ,
+        WORKLOADS,
+        brokers,
+        [
+            "per-round ratios (rmq_core / Apache of the runs of the same round, which ran back to back: the slow",
+            "drift of a shared machine's load cancels), and their median:",
+        ],
+    )
+
+
+def _cpu_runs(row: dict[str, Any], broker: str) -> str:
+    cpus = cell(row, broker, "cpu_s_per_10k_runs") or []
+    return " [CPU " + ", ".join(f"{c:.3f}" for c in cpus) + "]" if cpus else ""
 
 
 # ------------------------------------------------------------------------------------------------ driver
-def rounds_order(rounds: int, brokers: tuple[str, ...]) -> Iterator[tuple[int, str]]:
-    for rnd in range(rounds):
-        order = brokers if rnd % 2 == 0 else tuple(reversed(brokers))
-        for kind in order:
-            yield rnd, kind
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
