@@ -30,6 +30,7 @@ from rmq_core.client.producer import Producer  # noqa: E402
 from rmq_core.message import Message  # noqa: E402
 from rmq_core.testing.topic_admin import create_topic  # noqa: E402
 
+from support.grpc5_helpers import receive_request  # noqa: E402
 from support.raw_h2 import RawH2  # noqa: E402
 
 
@@ -37,15 +38,6 @@ def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         m = re.search(r"VmRSS:\s+(\d+)", f.read())
     return int(m.group(1)) / 1024 if m else 0.0
-
-
-def receive_request(topic: str, group: str, poll_s: int) -> V2.ReceiveMessageRequest:
-    req = V2.ReceiveMessageRequest(batch_size=32)
-    req.group.name, req.message_queue.topic.name, req.message_queue.id = group, topic, -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromSeconds(60)
-    req.long_polling_timeout.FromSeconds(poll_s)
-    return req
 
 
 def main() -> int:
@@ -79,7 +71,7 @@ def main() -> int:
         time.sleep(1)
         before = rss_mib(broker.pid)
         conns = [RawH2(addr) for _ in range(a.conns)]
-        poll = receive_request("HostileT", "hostile_cg", 20).SerializeToString()
+        poll = receive_request("hostile_cg", "HostileT", invisible_ms=60_000, poll_ms=20_000).SerializeToString()
         for i in range(a.receives):
             conns[i % a.conns].open("ReceiveMessage", f"hostile-{i}", poll, end=True)
         settings = V2.Settings(client_type=ClientType.SIMPLE_CONSUMER)
@@ -114,7 +106,11 @@ def main() -> int:
                     f"/{SERVICE}/ReceiveMessage",
                     request_serializer=V2.ReceiveMessageRequest.SerializeToString,
                     response_deserializer=V2.ReceiveMessageResponse.FromString,
-                )(receive_request("NormalT", "normal_cg", 5), metadata=(("x-mq-client-id", "normal"),), timeout=20)
+                )(
+                    receive_request("normal_cg", "NormalT", invisible_ms=60_000, poll_ms=5_000),
+                    metadata=(("x-mq-client-id", "normal"),),
+                    timeout=20,
+                )
             )
             took = time.monotonic() - t
         got = [f.message.body for f in frames if f.WhichOneof("content") == "message"]

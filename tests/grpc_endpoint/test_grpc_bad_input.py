@@ -25,6 +25,7 @@ from rmq_core.broker.grpc.messaging_v2 import SERVICE, V2, ClientType, Code
 from rmq_core.common.subscription_group_config import SubscriptionGroupConfig
 from rmq_core.common.topic_config import TopicConfig
 
+from support import grpc5_helpers
 from support.admin_helpers import add_topic_config
 from support.helpers import wait_until
 from support.raw_h2 import RawH2
@@ -62,12 +63,7 @@ def unary(ch: Any, rpc: str, request: Any, client_id: str = "bad-input@1") -> An
 
 
 def receive_request(group: str = GROUP, topic: str = TOPIC, poll_ms: int = 5_000) -> Any:
-    req = V2.ReceiveMessageRequest(batch_size=32)
-    req.group.name, req.message_queue.topic.name, req.message_queue.id = group, topic, -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromSeconds(10)
-    req.long_polling_timeout.FromMilliseconds(poll_ms)
-    return req
+    return grpc5_helpers.receive_request(group, topic, poll_ms=poll_ms)
 
 
 def receive_call(ch: Any, req: Any, client_id: str = "bad-input@1") -> Any:

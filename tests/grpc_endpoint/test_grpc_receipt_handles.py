@@ -22,6 +22,7 @@ from rmq_core.broker.grpc.messaging_v2 import SERVICE, V2, Code
 from rmq_core.common.topic_config import TopicConfig
 
 from support.admin_helpers import add_topic_config
+from support.grpc5_helpers import receive_request
 
 MD = (("x-mq-client-id", "raw-consumer@1"),)
 
@@ -49,13 +50,7 @@ def unary(ch: Any, rpc: str, request: Any, response: str) -> Any:
 
 
 def receive(ch: Any, invisible_ms: int = 10_000, batch: int = 32, poll_ms: int = 5_000) -> list[Any]:
-    req = V2.ReceiveMessageRequest(batch_size=batch)
-    req.group.name = "handle_cg"
-    req.message_queue.topic.name = "HandleT"
-    req.message_queue.id = -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromMilliseconds(invisible_ms)
-    req.long_polling_timeout.FromMilliseconds(poll_ms)
+    req = receive_request("handle_cg", "HandleT", batch=batch, invisible_ms=invisible_ms, poll_ms=poll_ms)
     stream = ch.unary_stream(
         f"/{SERVICE}/ReceiveMessage",
         request_serializer=V2.ReceiveMessageRequest.SerializeToString,

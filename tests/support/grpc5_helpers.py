@@ -1,7 +1,8 @@
 """Running RocketMQ's 5.x Python SDK (PyPI rocketmq-python-client) against rmq_core's gRPC endpoint: the SDK runs in
 its own venv (its top-level ``rocketmq`` package is not the C++ client's of the same name): ``./dev`` makes
 ``.venv-rmq5``; ``RMQ_CORE_ROCKETMQ5_PYTHON`` names another interpreter. ``sdk()`` runs tests/grpc_endpoint/
-sdk5_driver.py there; ``pull_all()`` reads a topic back with rmq_core's 4.x PullConsumer."""
+sdk5_driver.py there; ``pull_all()`` reads a topic back with rmq_core's 4.x PullConsumer; ``receive_request()`` builds
+the ReceiveMessageRequest that raw grpcio / HTTP/2 clients (tests, benches/bench_grpc_hostile.py) send."""
 
 from __future__ import annotations
 
@@ -91,3 +92,19 @@ def endpoint(c: Any) -> str:
     addr = c.brokers[0].controller.grpc_address
     assert addr is not None
     return addr
+
+
+def receive_request(
+    group: str, topic: str, *, batch: int = 32, invisible_ms: int = 10_000, poll_ms: int = 5_000
+) -> Any:
+    """A ReceiveMessageRequest as the 5.x SDKs send it: up to ``batch`` messages of any queue (id -1) of ``topic``,
+    tag ``*``, invisible ``invisible_ms``, long-polling up to ``poll_ms``. (protobuf is imported here, on first use:
+    the rmq_core[grpc] extra may be missing where this module is imported.)"""
+    from rmq_core.broker.grpc.messaging_v2 import V2
+
+    req = V2.ReceiveMessageRequest(batch_size=batch)
+    req.group.name, req.message_queue.topic.name, req.message_queue.id = group, topic, -1
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromMilliseconds(invisible_ms)
+    req.long_polling_timeout.FromMilliseconds(poll_ms)
+    return req
