@@ -170,12 +170,12 @@ class PlainSendFastPath:
         topics = [key[0] for key in keys]
         at_once = self._general._waits_for_nothing()
         if at_once and every_key_passed and sends.all_plain:  # the common chunk: one run of plain sends
-            self._put_at_once(conn, requests, sends, topics, 0, len(requests), sys_flag_or, responses)
+            self._put(conn, requests, sends, topics, 0, len(requests), sys_flag_or, responses, False)
             return responses
         segments = sends.segments([isinstance(v, int) for v in verdicts])
         if at_once and all(plain for _, _, plain in segments):
             for start, end, _ in segments:
-                self._put_at_once(conn, requests, sends, topics, start, end, sys_flag_or, responses)
+                self._put(conn, requests, sends, topics, start, end, sys_flag_or, responses, False)
             return responses
         return self._process_segments(conn, requests, sends, verdicts, topics, sys_flag_or, segments, responses)
 
@@ -196,7 +196,9 @@ class PlainSendFastPath:
         key_of: list[int] | None = None
         for start, end, plain in segments:
             if plain:
-                await self._put(conn, requests, sends, topics, start, end, sys_flag_or, responses)
+                waiting = self._put(conn, requests, sends, topics, start, end, sys_flag_or, responses, True)
+                if waiting is not None:
+                    await waiting
                 continue
             if key_of is None:
                 key_of = sends.key_of
@@ -210,7 +212,7 @@ class PlainSendFastPath:
             await general._process_general(conn, requests, indexes, responses)
         return responses
 
-    async def _put(
+    def _put(
         self,
         conn: Connection,
         requests: list[RemotingCommand],
@@ -220,12 +222,29 @@ class PlainSendFastPath:
         end: int,
         sys_flag_or: list[int],
         responses: Responses,
-    ) -> None:
-        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call, waits for the flush
-        (SYNC_FLUSH) and the slave (SYNC_MASTER) as the general path's ``_put_run`` does, and answers each."""
+        wait: bool,
+    ) -> Awaitable[None] | None:
+        """Stores the plain sends ``[start, end)`` (``topics``: each key's) in one call and answers each: at once
+        (None) unless ``wait``, else the awaitable that first waits for the flush (SYNC_FLUSH) and the slave
+        (SYNC_MASTER) as the general path's ``_put_run`` does."""
         raw = self._store(conn, requests, sends, start, end, sys_flag_or, responses)
         if raw is None:
-            return
+            return None
+        if wait:
+            return self._answer_after_waits(requests, sends, topics, start, end, raw, responses)
+        self._answer(requests, sends, topics, start, end, raw, responses)
+        return None
+
+    async def _answer_after_waits(
+        self,
+        requests: list[RemotingCommand],
+        sends: _core.SendRequestColumns,
+        topics: list[str],
+        start: int,
+        end: int,
+        raw: list[tuple[int, int, int, int]],
+        responses: Responses,
+    ) -> None:
         general = self._general
         if general._must_wait_flush() and not await general._flushed((t[0], t[1], t[3]) for t in raw):
             raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
@@ -233,22 +252,6 @@ class PlainSendFastPath:
         if replica is not None:
             raw = [(replica, *t[1:]) if t[0] in SEND_OK else t for t in raw]
         self._answer(requests, sends, topics, start, end, raw, responses)
-
-    def _put_at_once(
-        self,
-        conn: Connection,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        topics: list[str],
-        start: int,
-        end: int,
-        sys_flag_or: list[int],
-        responses: Responses,
-    ) -> None:
-        """``_put`` when nothing has to be awaited (gate 3)."""
-        raw = self._store(conn, requests, sends, start, end, sys_flag_or, responses)
-        if raw is not None:
-            self._answer(requests, sends, topics, start, end, raw, responses)
 
     def _store(
         self,
