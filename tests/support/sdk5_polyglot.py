@@ -4,7 +4,8 @@ a no-op) into build/sdk5/; ``node_driver()`` runs ``npm ci`` in compat/node5 whe
 node_modules). Both steps are idempotent and need no stdin; a missing toolchain skips with the reason.
 ``run_driver(cmd, endpoint, config)`` runs one driver (all its scenarios in one process) and returns its RESULT json.
 ``make_topics(namesrv, broker_addr, topics, fifo_groups)`` creates typed topics (``message.type``) and orderly groups
-over remoting (UPDATE_AND_CREATE_TOPIC with Apache 5's ``attributes`` field), the same on rmq_core and Apache."""
+over remoting (UPDATE_AND_CREATE_TOPIC with Apache 5's ``attributes`` field), the same on rmq_core and Apache.
+Both builds are one ``sdk_driver(SdkBuild)``: GO and NODE hold what differs (tools, build step, driver, cache stamp)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,43 +33,76 @@ BUILD_DIR = ROOT / "build" / "sdk5"
 QUEUES = 4
 
 
-def go_driver() -> list[str]:
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("Go toolchain not on PATH (the Go 5.x SDK driver needs `go`)")
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    out = BUILD_DIR / "sdk5-go"
-    r = subprocess.run(
-        [go, "build", "-mod=readonly", "-o", str(out), "."],
-        cwd=GO_DIR,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=900,
-    )
-    assert r.returncode == 0, f"go build compat/go5 failed:\n{r.stderr[-4000:]}"
-    return [str(out)]
+@dataclass(frozen=True)
+class SdkBuild:
+    """How one SDK's driver is built and run. ``build`` and ``driver`` are argv templates: ``{tool}`` for each of
+    ``tools`` (found on PATH), ``{build}`` for BUILD_DIR, ``{sdk}`` for ``sdk_dir``. ``lock``: the file whose sha256,
+    stamped at ``stamp`` after a build, makes the next one a no-op (None: the toolchain's own cache does)."""
+
+    sdk_dir: Path
+    tools: tuple[str, ...]
+    missing: str  # the skip reason where a tool is not on PATH
+    step: str  # the build step, as its failure names it
+    build: tuple[str, ...]
+    timeout: float
+    driver: tuple[str, ...]
+    lock: str | None = None
+    stamp: str | None = None
 
 
-def node_driver() -> list[str]:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node/npm not on PATH (the Node.js 5.x SDK driver needs them)")
-    lock = (NODE_DIR / "package-lock.json").read_bytes()
-    stamp = NODE_DIR / "node_modules" / ".rmq-core-lock-sha256"
-    digest = hashlib.sha256(lock).hexdigest()
-    if not stamp.exists() or stamp.read_text() != digest:
+GO = SdkBuild(
+    sdk_dir=GO_DIR,
+    tools=("go",),
+    missing="Go toolchain not on PATH (the Go 5.x SDK driver needs `go`)",
+    step="go build",
+    build=("{go}", "build", "-mod=readonly", "-o", "{build}/sdk5-go", "."),  # modules pinned by go.mod/go.sum
+    timeout=900,
+    driver=("{build}/sdk5-go",),
+)
+NODE = SdkBuild(
+    sdk_dir=NODE_DIR,
+    tools=("node", "npm"),
+    missing="node/npm not on PATH (the Node.js 5.x SDK driver needs them)",
+    step="npm ci",
+    build=("{npm}", "ci", "--no-audit", "--no-fund", "--ignore-scripts"),
+    timeout=600,
+    driver=("{node}", "{sdk}/driver.js"),
+    lock="package-lock.json",
+    stamp="node_modules/.rmq-core-lock-sha256",
+)
+
+
+def sdk_driver(sdk: SdkBuild) -> list[str]:
+    """Build ``sdk``'s driver where needed (idempotent, no stdin) and return the argv that runs it."""
+    found = {tool: shutil.which(tool) for tool in sdk.tools}
+    if None in found.values():
+        pytest.skip(sdk.missing)
+    names = {**found, "build": str(BUILD_DIR), "sdk": str(sdk.sdk_dir)}
+    stamp = digest = None
+    if sdk.lock is not None and sdk.stamp is not None:
+        stamp, digest = sdk.sdk_dir / sdk.stamp, hashlib.sha256((sdk.sdk_dir / sdk.lock).read_bytes()).hexdigest()
+    if stamp is None or not stamp.exists() or stamp.read_text() != digest:
+        BUILD_DIR.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-            cwd=NODE_DIR,
+            [arg.format(**names) for arg in sdk.build],
+            cwd=sdk.sdk_dir,
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
-            timeout=600,
+            timeout=sdk.timeout,
         )
-        assert r.returncode == 0, f"npm ci compat/node5 failed:\n{r.stderr[-4000:]}"
-        stamp.write_text(digest)
-    return [node, str(NODE_DIR / "driver.js")]
+        assert r.returncode == 0, f"{sdk.step} {sdk.sdk_dir.relative_to(ROOT)} failed:\n{r.stderr[-4000:]}"
+        if stamp is not None and digest is not None:
+            stamp.write_text(digest)
+    return [arg.format(**names) for arg in sdk.driver]
+
+
+def go_driver() -> list[str]:
+    return sdk_driver(GO)
+
+
+def node_driver() -> list[str]:
+    return sdk_driver(NODE)
 
 
 def run_driver(cmd: list[str], endpoint: str, config: dict[str, Any], workdir: Path, timeout: float = 120) -> dict:
