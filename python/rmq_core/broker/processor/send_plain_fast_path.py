@@ -230,28 +230,26 @@ class PlainSendFastPath:
         raw = self._store(conn, requests, sends, start, end, sys_flag_or, responses)
         if raw is None:
             return None
-        if wait:
-            return self._answer_after_waits(requests, sends, topics, start, end, raw, responses)
-        self._answer(requests, sends, topics, start, end, raw, responses)
-        return None
+        if not wait:
+            self._answer(requests, sends, topics, start, end, raw, responses)
+            return None
+        stored = raw
 
-    async def _answer_after_waits(
-        self,
-        requests: list[RemotingCommand],
-        sends: _core.SendRequestColumns,
-        topics: list[str],
-        start: int,
-        end: int,
-        raw: list[tuple[int, int, int, int]],
-        responses: Responses,
-    ) -> None:
+        async def answer_after_waits() -> None:
+            self._answer(requests, sends, topics, start, end, await self._waited(stored), responses)
+
+        return answer_after_waits()
+
+    async def _waited(self, raw: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+        """``raw`` after the waits of the general path's ``_put_run``: a send not flushed in time FLUSH_DISK_TIMEOUT
+        (SYNC_FLUSH), a stored one the slave's status where it has one (SYNC_MASTER)."""
         general = self._general
         if general._must_wait_flush() and not await general._flushed((t[0], t[1], t[3]) for t in raw):
             raw = [(PutMessageStatus.FLUSH_DISK_TIMEOUT, *t[1:]) if t[0] == PutMessageStatus.PUT_OK else t for t in raw]
         replica = await general._replica_status((t[0], t[1], t[3]) for t in raw)
         if replica is not None:
             raw = [(replica, *t[1:]) if t[0] in SEND_OK else t for t in raw]
-        self._answer(requests, sends, topics, start, end, raw, responses)
+        return raw
 
     def _store(
         self,
