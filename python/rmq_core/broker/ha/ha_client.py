@@ -15,6 +15,7 @@ Details: docs/BROKER_DESIGN.md, 'Replication: the slave's side'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -77,11 +78,7 @@ class HAClient:
         while True:
             addr = self.master_address
             if addr is None:
-                self._addr_changed.clear()
-                try:
-                    await asyncio.wait_for(self._addr_changed.wait(), CONNECT_RETRY_S)
-                except TimeoutError:
-                    pass
+                await self._master_address_changed()
                 continue
             host, _, port = addr.rpartition(":")
             try:
@@ -89,11 +86,7 @@ class HAClient:
             except (TimeoutError, OSError, ValueError) as e:
                 self.last_error = f"connect to master {addr} failed: {e}"
                 log.debug("HAClient: %s", self.last_error)
-                self._addr_changed.clear()
-                try:
-                    await asyncio.wait_for(self._addr_changed.wait(), CONNECT_RETRY_S)
-                except TimeoutError:
-                    pass
+                await self._master_address_changed()
                 continue
             self._writer = writer
             self.connected = True
@@ -107,6 +100,12 @@ class HAClient:
             self.last_error = reason
             log.warning("HAClient: connection to master %s closed: %s", addr, reason)
             await asyncio.sleep(RECONNECT_AFTER_ERROR_S)
+
+    async def _master_address_changed(self) -> None:
+        """Until the master's address is set again, or CONNECT_RETRY_S at most."""
+        self._addr_changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._addr_changed.wait(), CONNECT_RETRY_S)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
         store = self.message_store

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmq_core.common.data_version import DataVersion
 from rmq_core.remoting import fastjson
@@ -45,6 +45,24 @@ def _replace_table(table: dict[str, Any], decode: Callable[[str], object], text:
         table.clear()
         table.update(old)
         raise
+
+
+class _OffsetTable(Protocol):
+    offset_table: Any
+
+    def decode(self, text: str) -> object: ...
+
+
+def _decode_offsets(holder: _OffsetTable, text: str) -> Any:
+    """``holder.decode(text)`` (it replaces ``holder.offset_table``); the table it had comes back if ``text`` does not
+    decode. Returns that table."""
+    mine = holder.offset_table
+    try:
+        holder.decode(text)
+    except Exception:
+        holder.offset_table = mine
+        raise
+    return mine
 
 
 def _data_version(text: str) -> DataVersion | None:
@@ -103,12 +121,7 @@ class SlaveSynchronize:
     async def sync_consumer_offset(self, addr: str) -> None:
         text = await self.outer_api.get_master_config_text(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         mgr = self.consumer_offset_manager
-        mine = mgr.offset_table
-        try:
-            mgr.decode(text)
-        except Exception:
-            mgr.offset_table = mine
-            raise
+        mine = _decode_offsets(mgr, text)
         merged = dict(mine)
         merged.update(mgr.offset_table)
         mgr.offset_table = merged
@@ -117,12 +130,7 @@ class SlaveSynchronize:
     async def sync_delay_offset(self, addr: str) -> None:
         text = await self.outer_api.get_master_config_text(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         svc = self.schedule_message_service
-        mine = svc.offset_table
-        try:
-            svc.decode(text)
-        except Exception:
-            svc.offset_table = mine
-            raise
+        _decode_offsets(svc, text)
         svc.persist()
 
     async def sync_subscription_group_config(self, addr: str) -> None:

@@ -316,28 +316,20 @@ class AdminStatsProcessor:
 
     # --- config files -----------------------------------------------------------------------------------------
     def get_all_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        content = self.subscription_group_manager.encode()
-        if not content:
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, remark="No subscription group in this broker"
-            )
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
+        return _config_file(request, self.subscription_group_manager.encode(), "No subscription group in this broker")
 
     def get_all_consumer_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        content = self.consumer_offset_manager.encode()
-        if not content:
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, remark="No consumer offset in this broker"
-            )
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
+        return _config_file(request, self.consumer_offset_manager.encode(), "No consumer offset in this broker")
 
     def get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        content = self.schedule_message_service.encode()
-        if not content:
-            return RemotingCommand.response_to(
-                request, ResponseCode.SYSTEM_ERROR, remark="No delay offset in this broker"
-            )
-        return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
+        return _config_file(request, self.schedule_message_service.encode(), "No delay offset in this broker")
+
+
+def _config_file(request: RemotingCommand, content: str, none_remark: str) -> RemotingCommand:
+    """A config file's content as the answer's body (UTF-8); SYSTEM_ERROR ``none_remark`` where it is empty."""
+    if not content:
+        return RemotingCommand.response_to(request, ResponseCode.SYSTEM_ERROR, remark=none_remark)
+    return RemotingCommand.response_to(request, ResponseCode.SUCCESS, body=content.encode("utf-8"))
 
 
 def _connection(info: ClientChannelInfo) -> ConnectionBody:
