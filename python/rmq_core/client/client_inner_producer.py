@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rmq_core.client.exceptions import MQClientException
-from rmq_core.client.topic_publish_info import TopicPublishInfo
+from rmq_core.client.topic_publish_info import PublishInfoTable, TopicPublishInfo
 from rmq_core.common import mix_all
 
 
@@ -26,8 +26,9 @@ class ProducerRegistry(Protocol):
     def unregister_producer(self, group: str) -> None: ...
 
 
-class ClientInnerProducer:
-    """Registered with an already running instance (startFactory=false) and unregistered before it stops."""
+class ClientInnerProducer(PublishInfoTable):
+    """Registered with an already running instance (startFactory=false) and unregistered before it stops; its
+    MQProducerInner side is ``PublishInfoTable``'s."""
 
     def __init__(self, group: str = mix_all.CLIENT_INNER_PRODUCER_GROUP) -> None:
         self.group = group
@@ -44,15 +45,3 @@ class ClientInnerProducer:
         if self._instance is not None:
             self._instance.unregister_producer(self.group)
             self._instance = None
-
-    # --- MQProducerInner ---------------------------------------------------------------------------------------
-    def get_publish_topic_list(self) -> list[str]:
-        return list(self.topic_publish_info_table)
-
-    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
-        if topic and info is not None:
-            self.topic_publish_info_table[topic] = info
-
-    def is_publish_topic_need_update(self, topic: str) -> bool:
-        prev = self.topic_publish_info_table.get(topic)
-        return prev is None or not prev.ok()

@@ -5,7 +5,8 @@ that avoids the broker of the last failed attempt.
 Invariants: ``message_queue_list`` is the route's writable queues of brokers with a master, by broker name (or exactly
 the ``orderTopicConf`` queues, then ``order_topic`` is true); ``ok()`` iff it is non-empty.
 Thread-safety: replaced wholesale on route updates (never mutated in place after publication); the send index is an
-atomic counter under the GIL, so any thread may select.
+atomic counter under the GIL, so any thread may select. ``PublishInfoTable``: the part of 4.9's MQProducerInner that
+the instance's route updates call, over a producer's ``topic_publish_info_table`` (Producer, ClientInnerProducer).
 """
 
 from __future__ import annotations
@@ -72,3 +73,21 @@ class TopicPublishInfo:
             f"TopicPublishInfo [orderTopic={self.order_topic}, messageQueueList={self.message_queue_list}, "
             f"haveTopicRouterInfo={self.have_topic_router_info}]"
         )
+
+
+class PublishInfoTable:
+    """MQProducerInner's route side over ``topic_publish_info_table`` (the subclass sets it): the topics it publishes
+    to, a route's new publish info, and whether a topic's needs one."""
+
+    topic_publish_info_table: dict[str, TopicPublishInfo]
+
+    def get_publish_topic_list(self) -> list[str]:
+        return list(self.topic_publish_info_table)
+
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
+        if topic and info is not None:
+            self.topic_publish_info_table[topic] = info
+
+    def is_publish_topic_need_update(self, topic: str) -> bool:
+        prev = self.topic_publish_info_table.get(topic)
+        return prev is None or not prev.ok()

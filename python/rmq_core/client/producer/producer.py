@@ -45,7 +45,7 @@ from rmq_core.client.producer.send_state import ONEWAY as ONEWAY
 from rmq_core.client.producer.send_state import SYNC as SYNC
 from rmq_core.client.producer.send_state import SendState, monotonic_ms
 from rmq_core.client.send_result import SendResult
-from rmq_core.client.topic_publish_info import TopicPublishInfo
+from rmq_core.client.topic_publish_info import PublishInfoTable, TopicPublishInfo
 from rmq_core.common import mix_all
 from rmq_core.message import (
     COMPRESSED_FLAG,
@@ -97,7 +97,7 @@ def _wire_copy(msg: Message, body: bytes) -> Message:
     return m
 
 
-class Producer:
+class Producer(PublishInfoTable):
     def __init__(
         self,
         group: str = mix_all.DEFAULT_PRODUCER_GROUP,
@@ -139,17 +139,6 @@ class Producer:
     @property
     def group(self) -> str:
         return self.producer_group
-
-    def get_publish_topic_list(self) -> list[str]:
-        return list(self.topic_publish_info_table)
-
-    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
-        if topic and info is not None:
-            self.topic_publish_info_table[topic] = info
-
-    def is_publish_topic_need_update(self, topic: str) -> bool:
-        prev = self.topic_publish_info_table.get(topic)
-        return prev is None or not prev.ok()
 
     def is_unit_mode(self) -> bool:
         return self.client_config.unit_mode
