@@ -1,14 +1,14 @@
-//! The front's events for the Python loop and the calls it has open: a Mutex<VecDeque> of events and an eventfd
-//! that is readable while events wait (written only when the queue goes from empty to non-empty; `drain` resets it
-//! and re-arms it when it leaves events behind), and the live calls' outbound channels by call id. A call is live
+//! The front's events for the Python loop and the calls it has open: a Mutex<VecDeque> of events and a descriptor
+//! (`notify`: an eventfd on Linux) that is readable while events wait (signalled only when the queue goes from empty
+//! to non-empty; `drain` resets it and re-arms it when it leaves events behind), and the live calls' outbound channels by call id. A call is live
 //! (in `calls`) from its CALL event until Python finishes it or the front cancels it; whichever removes it decides:
 //! only the front's removal queues CANCELLED, so a finished call never gets one. Thread-safe (tokio workers push,
 //! the Python thread drains and answers).
 
+use crate::notify::Notify;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -50,40 +50,21 @@ pub enum Outbound {
 
 pub struct Events {
     queue: Mutex<VecDeque<Event>>,
-    fd: OwnedFd,
+    notify: Notify,
     calls: Mutex<HashMap<u64, UnboundedSender<Outbound>>>,
 }
 
 impl Events {
     pub fn new() -> io::Result<Self> {
-        // SAFETY: eventfd returns a fresh descriptor we own, or -1
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a valid descriptor nobody else owns
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Events {
             queue: Mutex::new(VecDeque::new()),
-            fd,
+            notify: Notify::new()?,
             calls: Mutex::new(HashMap::new()),
         })
     }
 
-    pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
-    fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd; EAGAIN (counter full) means it is readable anyway
-        unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    fn reset(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64; EAGAIN means it was not set
-        unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    pub fn fd(&self) -> i64 {
+        self.notify.fd()
     }
 
     pub fn push(&self, event: Event) {
@@ -94,19 +75,19 @@ impl Events {
             was_empty
         };
         if was_empty {
-            self.signal();
+            self.notify.signal();
         }
     }
 
     /// Up to `max` events, oldest first; the eventfd stays readable while any are left.
     pub fn drain(&self, max: usize) -> Vec<Event> {
-        self.reset();
+        self.notify.reset();
         let mut q = self.queue.lock().unwrap();
         let n = q.len().min(max);
         let out: Vec<Event> = q.drain(..n).collect();
         if !q.is_empty() {
             drop(q);
-            self.signal();
+            self.notify.signal();
         }
         out
     }

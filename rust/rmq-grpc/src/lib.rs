@@ -9,6 +9,7 @@
 //! bindings are rmq-py's `grpc_front.rs`.
 
 mod events;
+mod notify;
 mod stream;
 pub mod wire;
 
@@ -18,7 +19,6 @@ use std::collections::HashSet;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -106,8 +106,8 @@ impl Front {
         self.port
     }
 
-    /// The eventfd: readable while events wait.
-    pub fn event_fd(&self) -> RawFd {
+    /// The descriptor (Linux: an eventfd; elsewhere a socket) readable while events wait.
+    pub fn event_fd(&self) -> i64 {
         self.shared.events.fd()
     }
 

@@ -3,6 +3,8 @@
 //! compressed, unknown content-type, two messages on a unary method, deadline, many streams, connection drop,
 //! close with calls in flight, drop without close.
 
+#![cfg(unix)]
+
 use bytes::{Bytes, BytesMut};
 use h2::client::SendRequest;
 use http::{HeaderMap, Request, StatusCode};
@@ -42,7 +44,7 @@ fn events_until(front: &Front, pred: impl Fn(&[Event]) -> bool) -> Vec<Event> {
     while !pred(&got) {
         assert!(Instant::now() < until, "timed out; got {got:?}");
         let mut pfd = libc::pollfd {
-            fd: front.event_fd(),
+            fd: front.event_fd() as i32,
             events: libc::POLLIN,
             revents: 0,
         };

@@ -65,7 +65,7 @@ impl GrpcFront {
         self.front.port()
     }
 
-    fn fileno(&self) -> i32 {
+    fn fileno(&self) -> i64 {
         self.front.event_fd()
     }
 
