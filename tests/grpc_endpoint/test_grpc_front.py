@@ -7,7 +7,9 @@ then the call is gone), an oversize request, a taken port, close."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -153,3 +155,13 @@ def test_close_stops_listening() -> None:
     front.close(0)  # idempotent
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         pass
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_front_dropped_without_close_leaves_no_thread(echo: EchoLoop) -> None:
+    before = len(os.listdir("/proc/self/task"))
+    front = GrpcFront("127.0.0.1", 0, client_streaming=[], worker_threads=2)
+    assert len(os.listdir("/proc/self/task")) > before
+    del front
+    gc.collect()
+    wait_until(lambda: len(os.listdir("/proc/self/task")) == before, "the front's threads to end")

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use stream::Shared;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
@@ -34,6 +34,9 @@ const STREAM_WINDOW: u32 = 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 /// The longest header list accepted (grpc's default max metadata size is 8 KiB; Java's 8 KiB too; a bit more here).
 const MAX_HEADER_LIST: u32 = 16 * 1024;
+
+/// Connections the kernel queues before the accept loop takes them (grpc listens with SOMAXCONN; Linux caps it).
+const LISTEN_BACKLOG: u32 = 1024;
 
 pub struct FrontConfig {
     /// Full method paths whose request messages arrive one by one (MESSAGE events).
@@ -58,9 +61,6 @@ impl Front {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, "no address"))?;
-        let std_listener = std::net::TcpListener::bind(addr)?;
-        std_listener.set_nonblocking(true)?;
-        let port = std_listener.local_addr()?.port();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
             .thread_name("rmq-grpc")
@@ -69,8 +69,18 @@ impl Front {
             .build()?;
         let listener = {
             let _guard = runtime.enter();
-            TcpListener::from_std(std_listener)?
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            // a restarted broker binds its port again at once (TIME_WAIT connections of the last run)
+            #[cfg(unix)]
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(LISTEN_BACKLOG)?
         };
+        let port = listener.local_addr()?.port();
         let shared = Arc::new(Shared {
             events: Events::new()?,
             client_streaming: config.client_streaming,
