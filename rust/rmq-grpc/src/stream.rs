@@ -10,6 +10,7 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,6 +145,8 @@ pub async fn serve(
         send: None,
         rx,
         deadline,
+        pending: VecDeque::new(),
+        trailers: None,
     };
     poll_fn(|cx| call.poll_run(cx)).await;
 }
@@ -211,7 +214,10 @@ async fn read_one(
     }
 }
 
-/// A live call: reads the rest of a client-streaming request, writes Python's answers.
+/// A live call: reads the rest of a client-streaming request, writes Python's answers as the client's flow-control
+/// window lets them go (what does not fit waits in `pending`, not in h2; a client-streaming request is not read
+/// while anything waits, so a client that never reads is held back by its own window, as grpc.aio's awaited
+/// `write` holds it back).
 struct Call {
     shared: Arc<Shared>,
     id: u64,
@@ -221,13 +227,24 @@ struct Call {
     send: Option<SendStream<Bytes>>,
     rx: UnboundedReceiver<Outbound>,
     deadline: Option<Pin<Box<Sleep>>>,
+    pending: VecDeque<Bytes>,
+    /// The trailers of a finished call, sent once `pending` is out.
+    trailers: Option<HeaderMap>,
+}
+
+enum Flush {
+    Done,
+    Blocked,
+    Broken,
 }
 
 impl Call {
-    /// Ends the call from the front's side: CANCELLED for Python (when still live), `code` to the client.
+    /// Ends the call from the front's side: CANCELLED for Python (when still live), `code` to the client (a reset
+    /// when answer bytes are still waiting for the client's window: trailers cannot overtake them).
     fn abort(&mut self, code: u32, message: &str) -> Poll<()> {
         self.shared.events.cancel(self.id);
         match self.send.as_mut() {
+            Some(s) if !self.pending.is_empty() => s.send_reset(Reason::CANCEL),
             Some(s) => {
                 let mut t = HeaderMap::new();
                 put_status(&mut t, code, message);
@@ -250,78 +267,99 @@ impl Call {
         Ok(self.send.as_mut().unwrap())
     }
 
+    /// Moves `pending` into h2 as far as the stream's send capacity goes.
+    fn flush(&mut self, cx: &mut Context<'_>) -> Flush {
+        let Some(s) = self.send.as_mut() else {
+            return Flush::Done;
+        };
+        while let Some(front) = self.pending.front_mut() {
+            if front.is_empty() {
+                self.pending.pop_front();
+                continue;
+            }
+            s.reserve_capacity(front.len());
+            let mut cap = s.capacity();
+            if cap == 0 {
+                match s.poll_capacity(cx) {
+                    Poll::Pending => return Flush::Blocked,
+                    Poll::Ready(Some(Ok(_))) => cap = s.capacity(),
+                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => return Flush::Broken,
+                }
+                if cap == 0 {
+                    continue;
+                }
+            }
+            let chunk = front.split_to(cap.min(front.len()));
+            if s.send_data(chunk, false).is_err() {
+                return Flush::Broken;
+            }
+        }
+        if self.pending.is_empty() {
+            s.reserve_capacity(0);
+        }
+        Flush::Done
+    }
+
     fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // Python's answers first: a finished call ends here whatever else happened
-        loop {
+        while self.trailers.is_none() {
             match self.rx.poll_recv(cx) {
                 Poll::Ready(Some(Outbound::Message(m))) => {
-                    let sent = self.headers_sent().and_then(|s| s.send_data(m, false));
-                    if sent.is_err() {
+                    if self.headers_sent().is_err() {
                         return self.gone();
                     }
+                    self.pending.push_back(m);
                 }
                 Poll::Ready(Some(Outbound::Finish {
                     code,
                     message,
                     data,
                 })) => {
+                    if data.is_none() && self.send.is_none() {
+                        trailers_only(&mut self.respond, code, &message);
+                        return Poll::Ready(());
+                    }
+                    if self.headers_sent().is_err() {
+                        return Poll::Ready(());
+                    }
+                    self.pending.extend(data);
                     let mut t = HeaderMap::new();
                     put_status(&mut t, code, &message);
-                    match (data, self.send.as_mut()) {
-                        (None, None) => trailers_only(&mut self.respond, code, &message),
-                        (data, _) => {
-                            if let Ok(s) = self.headers_sent() {
-                                if let Some(d) = data {
-                                    let _ = s.send_data(d, false);
-                                }
-                                let _ = s.send_trailers(t);
-                            }
-                        }
-                    }
-                    return Poll::Ready(());
+                    self.trailers = Some(t);
                 }
                 // the sender is gone without a finish: the front is closing
                 Poll::Ready(None) => {
-                    if let Some(s) = self.send.as_mut() {
-                        s.send_reset(Reason::CANCEL);
-                    } else {
-                        self.respond.send_reset(Reason::CANCEL);
+                    match self.send.as_mut() {
+                        Some(s) => s.send_reset(Reason::CANCEL),
+                        None => self.respond.send_reset(Reason::CANCEL),
                     }
                     return Poll::Ready(());
                 }
                 Poll::Pending => break,
             }
         }
-        if let Some(recv) = self.recv.as_mut() {
-            loop {
-                match recv.poll_data(cx) {
-                    Poll::Ready(Some(Ok(data))) => {
-                        let _ = recv.flow_control().release_capacity(data.len());
-                        self.decoder.push(&data);
-                        while let Some(m) = self.decoder.next_message() {
-                            match m {
-                                Ok(m) => self.shared.events.push(Event::Message(self.id, m)),
-                                Err(r) => return self.abort(r.code, &r.message),
-                            }
-                        }
+        match self.flush(cx) {
+            Flush::Broken => return self.gone(),
+            Flush::Done => {
+                if let Some(t) = self.trailers.take() {
+                    if let Some(s) = self.send.as_mut() {
+                        let _ = s.send_trailers(t);
                     }
-                    Poll::Ready(Some(Err(_))) => return self.gone(),
-                    Poll::Ready(None) => {
-                        if self.decoder.has_partial() {
-                            return self.abort(wire::INTERNAL, "incomplete request message");
-                        }
-                        self.recv = None;
-                        if self.shared.events.is_live(self.id) {
-                            self.shared.events.push(Event::HalfClose(self.id));
-                        }
-                        break;
-                    }
-                    Poll::Pending => break,
+                    return Poll::Ready(());
                 }
+            }
+            Flush::Blocked => {}
+        }
+        if self.pending.is_empty() {
+            if let Poll::Ready(()) = self.poll_request(cx) {
+                return Poll::Ready(());
             }
         }
         if let Some(d) = self.deadline.as_mut() {
             if d.as_mut().poll(cx).is_ready() {
+                if self.trailers.is_some() {
+                    return Poll::Ready(()); // finished by Python; the client gave up waiting for it
+                }
                 return self.abort(wire::DEADLINE_EXCEEDED, "Deadline Exceeded");
             }
         }
@@ -333,5 +371,38 @@ impl Call {
             return self.gone();
         }
         Poll::Pending
+    }
+
+    /// The rest of a client-streaming request: MESSAGE events, HALF_CLOSE at its end; Ready when the call ended.
+    fn poll_request(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(recv) = self.recv.as_mut() else {
+            return Poll::Pending;
+        };
+        loop {
+            match recv.poll_data(cx) {
+                Poll::Ready(Some(Ok(data))) => {
+                    let _ = recv.flow_control().release_capacity(data.len());
+                    self.decoder.push(&data);
+                    while let Some(m) = self.decoder.next_message() {
+                        match m {
+                            Ok(m) => self.shared.events.push(Event::Message(self.id, m)),
+                            Err(r) => return self.abort(r.code, &r.message),
+                        }
+                    }
+                }
+                Poll::Ready(Some(Err(_))) => return self.gone(),
+                Poll::Ready(None) => {
+                    if self.decoder.has_partial() {
+                        return self.abort(wire::INTERNAL, "incomplete request message");
+                    }
+                    self.recv = None;
+                    if self.shared.events.is_live(self.id) {
+                        self.shared.events.push(Event::HalfClose(self.id));
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }

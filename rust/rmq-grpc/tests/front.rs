@@ -438,7 +438,16 @@ fn many_streams_on_one_connection() {
     let answers = std::thread::scope(|s| {
         let h = s.spawn(|| {
             rt.block_on(async {
-                let send = connect(port).await;
+                let mut send = connect(port).await;
+                // one call first: the client knows the server's SETTINGS (its stream limit) before the flood; earlier,
+                // the streams past the limit are refused (REFUSED_STREAM, which grpc clients retry)
+                let first = unary(
+                    &mut send,
+                    grpc_request("/t.S/Unary"),
+                    &wire::frame_message(b"w"),
+                )
+                .await;
+                assert_eq!(first.messages, vec![Bytes::from_static(b"w")]);
                 let mut tasks = Vec::new();
                 for i in 0..N {
                     let send = send.clone();
@@ -461,7 +470,7 @@ fn many_streams_on_one_connection() {
         });
         let mut answered = 0;
         let until = Instant::now() + Duration::from_secs(20);
-        while answered < N {
+        while answered < N + 1 {
             assert!(Instant::now() < until);
             for e in events_until(&front, |e| !e.is_empty()) {
                 let Event::Call(id, start) = e else {
@@ -629,4 +638,112 @@ fn a_taken_port_is_an_error() {
         .err()
         .expect("taken");
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+}
+
+#[test]
+fn a_client_that_does_not_read_is_held_back_by_its_window() {
+    const N: usize = 300;
+    const FIRST: usize = 1;
+    const ANSWER: usize = 64 * 1024; // one fills the client's 64 KiB stream window
+    const SIZE: usize = 16 * 1024;
+    let front = front_with(256, 1 << 20);
+    let port = front.port();
+    let rt = rt();
+    let answer = std::thread::scope(|s| {
+        let (read_tx, read_rx) = std::sync::mpsc::channel::<()>();
+        let (rest_tx, rest_rx) = std::sync::mpsc::channel::<()>();
+        let h = s.spawn(|| {
+            rt.block_on(async move {
+                let mut send = connect(port).await;
+                let (resp, mut stream) = send.send_request(grpc_request(BIDI), false).unwrap();
+                tokio::spawn(async move {
+                    let mut rest_rx = Some(rest_rx);
+                    for i in 0..N {
+                        if let Some(rest_rx) = rest_rx.take_if(|_| i == FIRST) {
+                            // the rest once the answers to the first fill this client's window
+                            tokio::task::spawn_blocking(move || rest_rx.recv())
+                                .await
+                                .unwrap()
+                                .unwrap();
+                        }
+                        stream
+                            .send_data(wire::frame_message(&[i as u8; SIZE]), i == N - 1)
+                            .unwrap();
+                        // h2 buffers what the window does not let out: wait for capacity as a client does
+                        stream.reserve_capacity(SIZE);
+                        while stream.capacity() == 0 {
+                            match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                                Some(Ok(_)) => {}
+                                _ => return,
+                            }
+                        }
+                    }
+                });
+                tokio::task::spawn_blocking(move || read_rx.recv())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                read_answer(resp).await
+            })
+        });
+        let id = std::cell::Cell::new(0);
+        let messages = std::cell::Cell::new(0);
+        let answer = |front: &Front, events: Vec<Event>| -> bool {
+            let mut half_closed = false;
+            for e in events {
+                match e {
+                    Event::Call(i, _) => id.set(i),
+                    Event::Message(i, m) => {
+                        assert_eq!(i, id.get());
+                        assert_eq!(m.len(), SIZE);
+                        messages.set(messages.get() + 1);
+                        assert!(front.send_message(id.get(), &[m[0]; ANSWER]));
+                    }
+                    Event::HalfClose(_) => half_closed = true,
+                    e => panic!("{e:?}"),
+                }
+            }
+            half_closed
+        };
+        // the first request answered (the answer fills the client's window), then the rest of the request comes
+        while messages.get() < FIRST {
+            let ev = events_until(&front, |e| !e.is_empty());
+            assert!(!answer(&front, ev));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        rest_tx.send(()).unwrap();
+        // nothing more comes while the answers wait for the client's window
+        let mut quiet_since = Instant::now();
+        while quiet_since.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(20));
+            let ev = front.drain(1024);
+            if !ev.is_empty() {
+                quiet_since = Instant::now();
+                assert!(
+                    !answer(&front, ev),
+                    "the whole request went through a client that reads nothing"
+                );
+            }
+        }
+        assert!(
+            messages.get() == FIRST,
+            "{} requests read while the answers waited",
+            messages.get()
+        );
+        read_tx.send(()).unwrap();
+        loop {
+            let ev = events_until(&front, |e| !e.is_empty());
+            if answer(&front, ev) {
+                break;
+            }
+        }
+        assert_eq!(messages.get(), N);
+        assert!(front.finish(id.get(), 0, "", None));
+        h.join().unwrap()
+    });
+    assert_eq!(answer.messages.len(), N);
+    for (i, m) in answer.messages.iter().enumerate() {
+        assert_eq!(m.as_ref(), &[i as u8; ANSWER][..]);
+    }
+    assert_eq!(answer.grpc_status(), (0, String::new()));
 }
