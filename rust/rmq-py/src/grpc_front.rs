@@ -47,6 +47,7 @@ impl GrpcFront {
             max_concurrent_streams,
             max_message_bytes,
             worker_threads,
+            handshake_timeout: rmq_grpc::HANDSHAKE_TIMEOUT,
         };
         match py.detach(|| Front::bind(host, port, config)) {
             Ok(front) => Ok(GrpcFront { front }),
