@@ -72,6 +72,9 @@ impl GrpcFront {
 
     #[pyo3(signature = (max_events = 1024))]
     fn drain<'py>(&self, py: Python<'py>, max_events: usize) -> PyResult<Bound<'py, PyList>> {
+        if max_events == 0 {
+            return Err(PyValueError::new_err("max_events must be positive"));
+        }
         let events = self.front.drain(max_events);
         let out = PyList::empty(py);
         for event in events {
