@@ -780,3 +780,27 @@ fn a_connection_that_never_speaks_http2_is_closed_after_the_handshake_timeout() 
         let _send = connect(front.port()).await;
     });
 }
+
+#[test]
+fn the_longest_timeout_is_served_like_any_other() {
+    let front = front();
+    let port = front.port();
+    let rt = rt();
+    let mut req = grpc_request("/t.S/Unary");
+    req.headers_mut()
+        .insert("grpc-timeout", "99999999H".parse().unwrap());
+    let answer = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            rt.block_on(async {
+                let mut send = connect(port).await;
+                unary(&mut send, req, &wire::frame_message(b"q")).await
+            })
+        });
+        let (id, start) = one_call(&front);
+        assert_eq!(start.timeout_s, Some(99999999.0 * 3600.0));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(front.finish(id, 0, "", Some(b"a")));
+        h.join().unwrap()
+    });
+    assert_eq!(answer.messages, vec![Bytes::from_static(b"a")]);
+}
