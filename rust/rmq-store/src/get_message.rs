@@ -254,7 +254,7 @@ pub fn get_message(
             // the next record streams in while this one is checked (its first line is on its way already)
             let next = CqUnit::decode(&units[i..]);
             if let Some(bytes) = commit_log.read_with(&mut ahead, next.offset, next.size) {
-                prefetch(bytes, usize::MAX);
+                prefetch(bytes, NEXT_RECORD_LINES);
             }
         }
         let queue_offset = offset + (i / CQ_STORE_UNIT_SIZE) as i64 - 1;
@@ -305,6 +305,9 @@ pub fn get_message(
 
 /// At most this many records of one read have their first lines asked for before the read starts.
 const PREFETCH_RECORDS: usize = 64;
+/// The next record is asked for up to this many cache lines (2 KiB: a 1 KiB message whole; past that the hardware
+/// follows a record read in order by itself).
+const NEXT_RECORD_LINES: usize = 32;
 
 /// The first cache line of each record the read is about to check (its header: `record_matches_unit` reads it
 /// first), asked for at once, so that their misses overlap instead of coming one record at a time. A queue's
