@@ -250,9 +250,9 @@ pub fn get_message(
             next_phy_file_start = commit_log.roll_next_file(phy_offset);
             continue;
         };
-        if units.len() - i >= CQ_STORE_UNIT_SIZE {
-            // the next record streams in while this one is checked (its first line is on its way already)
-            let next = CqUnit::decode(&units[i..]);
+        if units.len() - i >= PREFETCH_DISTANCE * CQ_STORE_UNIT_SIZE {
+            // a record further on streams in while this one is checked (its first line is on its way already)
+            let next = CqUnit::decode(&units[i + (PREFETCH_DISTANCE - 1) * CQ_STORE_UNIT_SIZE..]);
             if let Some(bytes) = commit_log.read_with(&mut ahead, next.offset, next.size) {
                 prefetch(bytes, NEXT_RECORD_LINES);
             }
@@ -305,12 +305,14 @@ pub fn get_message(
 
 /// At most this many records of one read have their first lines asked for before the read starts.
 const PREFETCH_RECORDS: usize = 64;
-/// The next record is asked for up to this many cache lines (2 KiB: a 1 KiB message whole; past that the hardware
+/// A record ahead is asked for up to this many cache lines (2 KiB: a 1 KiB message whole; past that the hardware
 /// follows a record read in order by itself).
 const NEXT_RECORD_LINES: usize = 32;
+/// While a record is checked, the record this many further on is asked for (the first ones up front).
+const PREFETCH_DISTANCE: usize = 2;
 
 /// The first cache line of each record the read is about to check (its header: `record_matches_unit` reads it
-/// first), asked for at once, so that their misses overlap instead of coming one record at a time. A queue's
+/// first; the first `PREFETCH_DISTANCE` records whole), asked for at once, so that their misses overlap instead of coming one record at a time. A queue's
 /// records lie apart in the CommitLog (the other queues' records between them), so the hardware fetches them ahead
 /// only when the neighbouring queues were just read (one consumer pulling every queue in turn), not when several
 /// connections pull the queues at their own pace. A hint only: nothing read changes.
@@ -326,7 +328,14 @@ fn prefetch_headers(
     for k in 0..n {
         let unit = CqUnit::decode(&units[k * CQ_STORE_UNIT_SIZE..]);
         if let Some(bytes) = commit_log.read_with(cursor, unit.offset, unit.size) {
-            prefetch(bytes, 1);
+            prefetch(
+                bytes,
+                if k < PREFETCH_DISTANCE {
+                    NEXT_RECORD_LINES
+                } else {
+                    1
+                },
+            );
         }
     }
 }
