@@ -413,15 +413,18 @@ def test_a_batch_processors_runs_stop_at_max_run_and_large_answers_arrive_whole(
     """``register_batch(..., max_run=3)``: a chunk of 8 of its requests reaches the processor in runs of at most 3,
     in order (the first served at once in ``data_received`` when inline, the rest by the serving task), and the
     answers with large bodies (written as pieces, not copied: ``Connection.send_parts``) arrive byte for byte in the
-    requests' order, each with its request's opaque."""
+    requests' order, each with its request's opaque. A run's large answers are handed to the transport when the run
+    ends: none is still queued when the next run starts (in the same loop iteration: the serving task's runs)."""
     BIG = 9104
 
     async def main():
         server = await _server([])
         runs: list[int] = []
+        queued_at_start: list[int] = []
 
         def batch(conn, cmds):
             runs.append(len(cmds))
+            queued_at_start.append(len(conn._out))
             return [RemotingCommand.response_to(c, 0, body=c.body * 2048) for c in cmds]
 
         server.register_batch((BIG,), batch, inline=inline, max_run=3)
@@ -441,6 +444,7 @@ def test_a_batch_processors_runs_stop_at_max_run_and_large_answers_arrive_whole(
             assert [g.opaque for g in got] == [r.opaque for r in reqs]
             assert [g.body for g in got] == [r.body * 2048 for r in reqs]
             assert sum(runs) == 8 and max(runs) <= 3, runs
+            assert queued_at_start == [0] * len(runs)
         finally:
             writer.close()
             await server.stop()

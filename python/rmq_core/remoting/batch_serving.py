@@ -173,6 +173,7 @@ def _answer_batch(conn: Connection, cmds: list[RemotingCommand], responses: Batc
     try:
         if large:
             conn.send_parts([p for r in out for p in ((r,) if isinstance(r, bytes) else r.encode_parts())])
+            conn.flush()  # written now, while the bodies are in cache (not after the other connections' runs)
         else:
             conn.send_all(out)
     except ConnectionError:
