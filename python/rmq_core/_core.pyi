@@ -14,7 +14,12 @@ from rmq_core.message import Message, MessageExt
 _T = TypeVar("_T")
 
 __all__ = [
+    "GRPC_CALL",
+    "GRPC_CANCELLED",
+    "GRPC_HALF_CLOSE",
+    "GRPC_MESSAGE",
     "ColumnBuffer",
+    "GrpcFront",
     "SendAnswerSpec",
     "SendRequestColumns",
     "SendRequestParser",
@@ -95,6 +100,40 @@ def encode_send_request(
     encode_one: Callable[..., bytes],
     max_frame_length: int,
 ) -> bytes: ...
+
+# the kinds of GrpcFront.drain()'s events (rust/rmq-py/src/grpc_front.rs)
+GRPC_CALL: int
+GRPC_MESSAGE: int
+GRPC_HALF_CLOSE: int
+GRPC_CANCELLED: int
+
+@final
+class GrpcFront:
+    """HTTP/2 + gRPC framing of one listening port on the extension's own threads (rust/rmq-grpc).
+
+    ``drain()`` gives ``(kind, call_id, payload)``: GRPC_CALL with ``(method_path, metadata, peer, timeout_s,
+    request)`` (``request`` None for a ``client_streaming`` method, whose messages come as GRPC_MESSAGE ``bytes``
+    then GRPC_HALF_CLOSE), GRPC_CANCELLED (payload None) when the client or its connection ends a call that
+    ``finish`` has not."""
+
+    def __new__(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_streaming: list[str],
+        max_concurrent_streams: int = 256,
+        max_message_bytes: int = 8388608,
+        worker_threads: int = 1,
+    ) -> GrpcFront: ...
+    @property
+    def port(self) -> int: ...
+    def fileno(self) -> int: ...
+    def drain(self, max_events: int = 1024) -> list[tuple[int, int, Any]]: ...
+    def send_message(self, call_id: int, data: bytes) -> bool: ...
+    def finish(self, call_id: int, code: int, message: str = "", data: bytes | None = None) -> bool: ...
+    def live_calls(self) -> int: ...
+    def close(self, grace_s: float = 1.0) -> None: ...
 
 @final
 class UniqCounter:

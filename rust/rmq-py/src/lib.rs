@@ -3,13 +3,14 @@
 //! Owns: the module definition. `store` holds `StoreEngine`, `store_reader` the read-only `StoreReader`, `codec`
 //! the module functions (one concern a module), `cpython` every use of CPython's internals (the native `Message`
 //! class, slot access, GC untracking; feature `cpython-internals`, a plain-PyO3 fallback), `uniq_counter` the
-//! default UNIQ_KEY generator's counter, `remoting` the remoting frame codec's fast path, `errors` the one error
+//! default UNIQ_KEY generator's counter, `grpc_front` the native gRPC front (rmq-grpc), `remoting` the remoting frame codec's fast path, `errors` the one error
 //! table. Bindings borrow arguments, release the GIL
 //! (`py.detach`) around disk work, scans and waits, call the core, and convert results; no store logic lives here.
 
 mod codec;
 mod cpython;
 mod errors;
+mod grpc_front;
 mod remoting;
 mod send_request;
 mod store;
@@ -47,6 +48,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::uniq_keys::assign_uniq_keys, m)?)?;
     m.add_function(wrap_pyfunction!(codec::batch::encode_batch_messages, m)?)?;
     m.add_class::<uniq_counter::UniqCounter>()?;
+    m.add_class::<grpc_front::GrpcFront>()?;
+    m.add("GRPC_CALL", grpc_front::GRPC_CALL)?;
+    m.add("GRPC_MESSAGE", grpc_front::GRPC_MESSAGE)?;
+    m.add("GRPC_HALF_CLOSE", grpc_front::GRPC_HALF_CLOSE)?;
+    m.add("GRPC_CANCELLED", grpc_front::GRPC_CANCELLED)?;
     m.add_function(wrap_pyfunction!(uniq_counter::uniq_counter, m)?)?;
     m.add_function(wrap_pyfunction!(codec::message_fields::untrack_message, m)?)?;
     m.add_function(wrap_pyfunction!(cpython::message_class, m)?)?;

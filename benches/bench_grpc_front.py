@@ -1,0 +1,167 @@
+"""The native gRPC front's transport cost: the server process's CPU-seconds per 10k unary echo RPCs over
+``_core.GrpcFront`` + an asyncio loop (uvloop; ``loop.add_reader(front.fileno(), ...)``, drain, ``finish``) against a
+grpc.aio generic echo server on uvloop (as the broker ran it), same grpcio client (--clients processes, grpc.aio,
+--inflight calls in flight each), alternating rounds, one server process per round; CPU from /proc/<pid>/stat
+(utime+stime, all threads; the loop thread's own share printed beside it) around the timed calls. No broker: what
+HTTP/2 + gRPC framing costs per call where each runs (docs/GRPC_DESIGN.md, "The native front").
+
+    .venv/bin/python benches/bench_grpc_front.py                      # 4 rounds x 20k calls, 4 clients x 32
+    .venv/bin/python benches/bench_grpc_front.py --worker-threads 2 --payload 4096
+Linux only (/proc); 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
+
+
+def server_front(worker_threads: int) -> None:
+    import uvloop
+
+    from rmq_core import _core
+
+    async def main() -> None:
+        f = _core.GrpcFront("127.0.0.1", 0, client_streaming=[], worker_threads=worker_threads)
+        loop = asyncio.get_running_loop()
+
+        def ready() -> None:
+            for kind, cid, payload in f.drain():
+                if kind == _core.GRPC_CALL:
+                    f.finish(cid, 0, "", payload[4])
+
+        loop.add_reader(f.fileno(), ready)
+        print(f.port, flush=True)
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
+def server_aio() -> None:
+    import grpc
+    import uvloop
+
+    async def echo(req: bytes, ctx) -> bytes:  # type: ignore[no-untyped-def]
+        return req
+
+    async def main() -> None:
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.max_concurrent_streams", 256)]
+        )
+        handler = grpc.method_handlers_generic_handler(
+            "apache.rocketmq.v2.MessagingService", {"SendMessage": grpc.unary_unary_rpc_method_handler(echo)}
+        )
+        server.add_generic_rpc_handlers((handler,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(port, flush=True)
+        await server.wait_for_termination()
+
+    uvloop.run(main())
+
+
+def client(port: int, calls: int, inflight: int, size: int, start_evt, done_q) -> None:  # type: ignore[no-untyped-def]
+    import grpc
+
+    payload = b"m" * size
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = ch.unary_unary(METHOD)
+            for _ in range(50):
+                await stub(payload)
+            done_q.put("warm")
+            start_evt.wait()
+            n = calls // inflight
+
+            async def worker() -> None:
+                for _ in range(n):
+                    r = await stub(payload)
+                    assert r == payload
+
+            await asyncio.gather(*(worker() for _ in range(inflight)))
+            done_q.put("done")
+
+    asyncio.run(main())
+
+
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(args: argparse.Namespace, kind: str) -> tuple[float, float]:
+    clients, calls, inflight = args.clients, args.calls, args.inflight
+    arg = f"front{args.worker_threads}" if kind == "front" else "aio"
+    proc = subprocess.Popen([sys.executable, __file__, "serve", arg], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        ctx = mp.get_context("fork")
+        start, q = ctx.Event(), ctx.Queue()
+        ps = [
+            ctx.Process(target=client, args=(port, calls // clients, inflight, args.payload, start, q))
+            for _ in range(clients)
+        ]
+        for p in ps:
+            p.start()
+        for _ in ps:
+            assert q.get(timeout=60) == "warm"
+        c0, m0, t0 = cpu_s(proc.pid), cpu_s(proc.pid, proc.pid), time.monotonic()
+        start.set()
+        for _ in ps:
+            assert q.get(timeout=300) == "done"
+        c1, m1, t1 = cpu_s(proc.pid), cpu_s(proc.pid, proc.pid), time.monotonic()
+        for p in ps:
+            p.join()
+        print(f"  main (loop) thread {(m1 - m0) / calls * 10_000:.3f} CPU-s / 10k", flush=True)
+        return (c1 - c0) / calls * 10_000, calls / (t1 - t0)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--clients", type=int, default=4, help="client processes")
+    ap.add_argument("--inflight", type=int, default=32, help="calls in flight per client process")
+    ap.add_argument("--calls", type=int, default=20_000, help="timed calls per round (all clients)")
+    ap.add_argument("--payload", type=int, default=600, help="request (= answer) bytes")
+    ap.add_argument("--worker-threads", type=int, default=1, help="GrpcFront's tokio threads")
+    args = ap.parse_args()
+    rounds = args.rounds
+    res: dict[str, list[tuple[float, float]]] = {"front": [], "aio": []}
+    for r in range(rounds):
+        for kind in ("front", "aio") if r % 2 == 0 else ("aio", "front"):
+            cpu, rate = one_round(args, kind)
+            res[kind].append((cpu, rate))
+            print(f"round {r} {kind:5s}: server {cpu:.3f} CPU-s / 10k RPCs, {rate:.0f} RPC/s", flush=True)
+    for kind, v in res.items():
+        print(
+            f"{kind:5s}: median {statistics.median(c for c, _ in v):.3f} CPU-s/10k "
+            f"(runs {', '.join(f'{c:.3f}' for c, _ in v)}), median {statistics.median(r for _, r in v):.0f} RPC/s"
+        )
+    print(
+        f"clients={args.clients} x inflight={args.inflight}, {args.calls} calls a round, payload {args.payload} B, "
+        f"front worker_threads={args.worker_threads}"
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "serve":
+        if sys.argv[2] == "aio":
+            server_aio()
+        else:
+            server_front(int(sys.argv[2][5:]))
+    else:
+        main()

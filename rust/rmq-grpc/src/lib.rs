@@ -1,0 +1,258 @@
+//! rmq-grpc: HTTP/2 + gRPC framing of one listening port on the front's own tokio threads, so the broker's Python
+//! loop only sees complete calls. `Front::bind` starts a multi-thread runtime (`worker_threads` threads named
+//! `rmq-grpc`), an accept loop and, per connection, an `h2` server (SETTINGS_MAX_CONCURRENT_STREAMS, 1 MiB stream /
+//! 4 MiB connection windows, PINGs and flow control by h2) whose streams are served by `stream::serve`. Python
+//! takes the calls' events in batches (`drain`, woken by the eventfd of `events::Events`) and answers with
+//! `send_message` / `finish`, which never block (an unbounded channel per call that the stream's task drains).
+//! `close` stops accepting, sends GOAWAY, gives in-flight calls a grace period, then drops the runtime (its threads
+//! joined); dropping a Front without `close` shuts the runtime down in the background. No Python here: the
+//! bindings are rmq-py's `grpc_front.rs`.
+
+mod events;
+mod notify;
+mod stream;
+pub mod wire;
+
+pub use events::{CallStart, Event, MetaValue};
+use events::{Events, Outbound};
+use std::collections::HashSet;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use stream::Shared;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+/// A stream's receive window (grpc servers use 1 MiB-ish BDP-probed windows; h2's default 64 KiB would make a
+/// 4 MiB message cost dozens of WINDOW_UPDATE round trips).
+const STREAM_WINDOW: u32 = 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+/// The longest header list accepted (grpc's default max metadata size is 8 KiB; Java's 8 KiB too; a bit more here).
+const MAX_HEADER_LIST: u32 = 16 * 1024;
+
+/// Connections the kernel queues before the accept loop takes them (grpc listens with SOMAXCONN; Linux caps it).
+const LISTEN_BACKLOG: u32 = 1024;
+
+pub struct FrontConfig {
+    /// Full method paths whose request messages arrive one by one (MESSAGE events).
+    pub client_streaming: HashSet<String>,
+    pub max_concurrent_streams: u32,
+    pub max_message_bytes: usize,
+    pub worker_threads: usize,
+}
+
+pub struct Front {
+    shared: Arc<Shared>,
+    runtime: Mutex<Option<Runtime>>,
+    port: u16,
+    shutdown: watch::Sender<bool>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Front {
+    /// Binds `host:port` (port 0: a free one) and starts serving.
+    pub fn bind(host: &str, port: u16, config: FrontConfig) -> io::Result<Front> {
+        let addr: SocketAddr = (host, port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, "no address"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .thread_name("rmq-grpc")
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let listener = {
+            let _guard = runtime.enter();
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            // a restarted broker binds its port again at once (TIME_WAIT connections of the last run)
+            #[cfg(unix)]
+            socket.set_reuseaddr(true)?;
+            socket.bind(addr)?;
+            socket.listen(LISTEN_BACKLOG)?
+        };
+        let port = listener.local_addr()?.port();
+        let shared = Arc::new(Shared {
+            events: Events::new()?,
+            client_streaming: config.client_streaming,
+            max_message_bytes: config.max_message_bytes,
+            next_id: AtomicU64::new(1),
+        });
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let connections = Arc::new(AtomicUsize::new(0));
+        let mut builder = h2::server::Builder::new();
+        builder
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_concurrent_streams(config.max_concurrent_streams)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_send_buffer_size(STREAM_WINDOW as usize);
+        runtime.spawn(accept_loop(
+            listener,
+            builder,
+            shared.clone(),
+            shutdown_rx,
+            connections.clone(),
+        ));
+        Ok(Front {
+            shared,
+            runtime: Mutex::new(Some(runtime)),
+            port,
+            shutdown,
+            connections,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The descriptor (Linux: an eventfd; elsewhere a socket) readable while events wait.
+    pub fn event_fd(&self) -> i64 {
+        self.shared.events.fd()
+    }
+
+    pub fn drain(&self, max_events: usize) -> Vec<Event> {
+        self.shared.events.drain(max_events)
+    }
+
+    /// One response message for a live call (its response headers go first); false when the call is gone.
+    pub fn send_message(&self, call_id: u64, data: &[u8]) -> bool {
+        self.shared
+            .events
+            .send(call_id, Outbound::Message(wire::frame_message(data)))
+    }
+
+    /// Ends a live call with `code` / `message`, after `data` as its last message when given; false when gone.
+    pub fn finish(&self, call_id: u64, code: u32, message: &str, data: Option<&[u8]>) -> bool {
+        let out = Outbound::Finish {
+            code,
+            message: message.to_owned(),
+            data: data.map(wire::frame_message),
+        };
+        self.shared.events.finish(call_id, out)
+    }
+
+    /// Calls Python has not finished (nor the front cancelled).
+    pub fn live_calls(&self) -> usize {
+        self.shared.events.live_calls()
+    }
+
+    /// Stops accepting, sends GOAWAY, waits up to `grace` for the connections' calls to end, then drops the rest
+    /// (their calls CANCELLED) and joins the threads. Blocks: call it without the GIL. Idempotent.
+    pub fn close(&self, grace: Duration) {
+        let Some(runtime) = self.runtime.lock().unwrap().take() else {
+            return;
+        };
+        let _ = self.shutdown.send(true);
+        let until = Instant::now() + grace;
+        while self.connections.load(Ordering::Acquire) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        self.shared.events.cancel_all();
+    }
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.lock().unwrap().take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+async fn shutdown_signalled(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    builder: h2::server::Builder,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    connections: Arc<AtomicUsize>,
+) {
+    let mut stop = std::pin::pin!(shutdown_signalled(shutdown.clone()));
+    loop {
+        let accepted = poll_fn(|cx| {
+            if stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            listener.poll_accept(cx).map(Some)
+        })
+        .await;
+        match accepted {
+            None => return,
+            Some(Ok((sock, peer))) => {
+                let _ = sock.set_nodelay(true);
+                connections.fetch_add(1, Ordering::AcqRel);
+                let (b, s, rx, n) = (
+                    builder.clone(),
+                    shared.clone(),
+                    shutdown.clone(),
+                    connections.clone(),
+                );
+                tokio::spawn(async move {
+                    serve_connection(sock, peer, b, s, rx).await;
+                    n.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            // EMFILE and the like: wait a little rather than spin
+            Some(Err(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn serve_connection(
+    sock: TcpStream,
+    peer: SocketAddr,
+    builder: h2::server::Builder,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut stop = std::pin::pin!(shutdown_signalled(shutdown));
+    let mut handshake = std::pin::pin!(builder.handshake::<_, bytes::Bytes>(sock));
+    let conn = poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        handshake.as_mut().poll(cx).map(|r| r.ok())
+    })
+    .await;
+    let Some(mut conn) = conn else { return };
+    let peer: Arc<str> = wire::peer_text(peer).into();
+    let mut stopping = false;
+    loop {
+        let next = poll_fn(|cx| {
+            if !stopping && stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            conn.poll_accept(cx).map(Some)
+        })
+        .await;
+        match next {
+            None => {
+                stopping = true;
+                conn.graceful_shutdown();
+            }
+            Some(Some(Ok((req, respond)))) => {
+                tokio::spawn(stream::serve(shared.clone(), req, respond, peer.clone()));
+            }
+            Some(Some(Err(_))) | Some(None) => return,
+        }
+    }
+}
