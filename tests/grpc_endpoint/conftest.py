@@ -23,9 +23,6 @@ def grpc_transport(request: pytest.FixtureRequest) -> Iterator[str]:
     (``RMQ_CORE_BACKEND=python``, or an extension without the front)."""
     from rmq_core.broker.grpc import grpc_server
 
-    if request.param == "native" and grpc_server.GrpcFront is None:
-        pytest.fail("the extension has no GrpcFront (rebuild it)")
     with pytest.MonkeyPatch.context() as mp:
-        if request.param == "grpc.aio":
-            mp.setattr(grpc_server, "GrpcFront", None)
+        mp.setattr(grpc_server, "NATIVE_FRONT", request.param == "native")
         yield request.param

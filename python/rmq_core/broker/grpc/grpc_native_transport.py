@@ -8,7 +8,7 @@ eagerly: a reply it has without suspending is sent at once (no Task); one that s
 server-streaming handler (an async generator) is a Task writing each item; Telemetry's requests come as an async
 iterator fed by MESSAGE / HALF_CLOSE. CANCELLED (the client reset the stream or left) cancels the call's Task, as
 grpc.aio does (long-poll waiters released). An unknown method → UNIMPLEMENTED; a handler's unexpected exception is
-logged and answered INTERNAL. Loop-thread only; ``send_message``/``finish`` never block.
+logged and answered UNKNOWN (as grpc.aio). Loop-thread only; ``send_message``/``finish`` never block.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from rmq_core._core import GRPC_CALL, GRPC_CANCELLED, GRPC_HALF_CLOSE, GRPC_MESSAGE
+
 log = logging.getLogger(__name__)
 
-# the front's event kinds (rmq_core._core.GRPC_*), grpc status codes (grpc.StatusCode values)
-GRPC_CALL, GRPC_MESSAGE, GRPC_HALF_CLOSE, GRPC_CANCELLED = 0, 1, 2, 3
-OK, CANCELLED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 0, 1, 12, 13, 14
+# grpc status codes (grpc.StatusCode's values; grpc itself is not needed here)
+OK, CANCELLED, UNKNOWN, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 0, 1, 2, 12, 13, 14
 DRAIN_BATCH = 1024  # events taken per drain (the loop gets a turn between batches)
 
 
@@ -117,6 +118,11 @@ class _Resumed:
                 return done.value
 
 
+def _unexpected(e: Exception) -> str:
+    """A handler's (or the decoder's) unexpected exception as grpc.aio words it (status UNKNOWN)."""
+    return f"Unexpected {type(e)}: {e}"
+
+
 class GrpcNativeTransport:
     def __init__(self, front: Any, methods: dict[str, NativeMethod]) -> None:
         self.front = front
@@ -168,8 +174,9 @@ class GrpcNativeTransport:
             return
         try:
             decoded = method.decode(request or b"")
-        except Exception as e:  # as grpc: an undecodable request is not the handler's
-            self.front.finish(call_id, INTERNAL, f"Failed to deserialize request: {e}")
+        except Exception as e:  # an undecodable request is not the handler's
+            log.warning("gRPC %s: undecodable request: %r", path, e)
+            self.front.finish(call_id, UNKNOWN, _unexpected(e))
             return
         if method.server_streaming:
             self.streams.add(call_id)
@@ -181,9 +188,9 @@ class GrpcNativeTransport:
         except StopIteration as done:
             self.front.finish(call_id, OK, "", done.value.SerializeToString())
             return
-        except Exception:
+        except Exception as e:
             log.exception("gRPC %s failed", path)
-            self.front.finish(call_id, INTERNAL, "Unexpected error in RPC handling")
+            self.front.finish(call_id, UNKNOWN, _unexpected(e))
             return
         self._spawn(call_id, self._unary(call_id, path, coro, first))
 
@@ -205,9 +212,9 @@ class GrpcNativeTransport:
         except asyncio.CancelledError:
             self.front.finish(call_id, CANCELLED, "cancelled")  # a no-op when the client went
             raise
-        except Exception:
+        except Exception as e:
             log.exception("gRPC %s failed", path)
-            self.front.finish(call_id, INTERNAL, "Unexpected error in RPC handling")
+            self.front.finish(call_id, UNKNOWN, _unexpected(e))
         else:
             self.front.finish(call_id, OK, "", response.SerializeToString())
 
@@ -221,9 +228,9 @@ class GrpcNativeTransport:
         except asyncio.CancelledError:
             front.finish(call_id, CANCELLED, "cancelled")
             raise
-        except Exception:
+        except Exception as e:
             log.exception("gRPC stream %d failed", call_id)
-            front.finish(call_id, INTERNAL, "Unexpected error in RPC handling")
+            front.finish(call_id, UNKNOWN, _unexpected(e))
         finally:
             aclose = getattr(items, "aclose", None)
             if aclose is not None:

@@ -25,17 +25,12 @@ from rmq_core._backend import backend
 from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
-from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport, NativeMethod
 from rmq_core.broker.grpc.grpc_tls_front import LOOPBACK, GrpcTlsFront, self_signed_cert
 from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
     from rmq_core.broker.grpc.grpc_broker import GrpcBroker
-
-try:
-    from rmq_core._core import GrpcFront
-except ImportError:  # an extension built without the front: grpc.aio serves every port
-    GrpcFront = None
+    from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +40,8 @@ MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a bod
 # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: the streams one connection may hold open (long polls, Telemetry); a client
 # that never reads costs at most this many handlers' buffers; grpc clients queue calls beyond it
 MAX_STREAMS_PER_CONNECTION = 256
+# plaintext served by the extension's front (Rust backend); False: by grpc.aio (RMQ_CORE_BACKEND=python; tests set it)
+NATIVE_FRONT = backend() == "rust"
 
 
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups in flight (a task nobody holds may be collected)
@@ -134,6 +131,9 @@ class GrpcServer:
 
     def _native_front(self, host: str, port: int) -> GrpcNativeTransport:
         """The extension's HTTP/2 front bound to ``host:port``, serving the same methods (OSError when taken)."""
+        from rmq_core._core import GrpcFront
+        from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport, NativeMethod
+
         methods = {
             f"/{SERVICE}/{rpc}": NativeMethod(handler, req.FromString, client_streaming, server_streaming)
             for rpc, handler, req, _resp, client_streaming, server_streaming in self._methods()
@@ -153,7 +153,7 @@ class GrpcServer:
         extension's front (``grpc_native_transport``) with the Rust backend, by grpc.aio with the Python one (or
         without the front in the extension); TLS always by grpc.aio."""
         tls = self._tls_credentials()
-        native = GrpcFront is not None and backend() == "rust"
+        native = NATIVE_FRONT
         if native and tls is None:
             self.native = self._native_front(host, port)
             self.native.start()
