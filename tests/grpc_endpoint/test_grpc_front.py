@@ -148,6 +148,15 @@ def test_a_taken_port_is_an_os_error_naming_it(echo: EchoLoop) -> None:
         GrpcFront("127.0.0.1", echo.front.port, client_streaming=[])
 
 
+def test_bad_arguments_are_value_errors(echo: EchoLoop) -> None:
+    with pytest.raises(ValueError, match="max_events"):
+        echo.front.drain(0)
+    with pytest.raises(ValueError, match="worker_threads"):
+        GrpcFront("127.0.0.1", 0, client_streaming=[], worker_threads=0)
+    with pytest.raises(ValueError, match="grace_s"):
+        echo.front.close(-1)
+
+
 def test_close_stops_listening() -> None:
     front = GrpcFront("127.0.0.1", 0, client_streaming=[])
     port = front.port

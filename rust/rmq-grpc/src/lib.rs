@@ -35,6 +35,10 @@ const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 /// The longest header list accepted (grpc's default max metadata size is 8 KiB; Java's 8 KiB too; a bit more here).
 const MAX_HEADER_LIST: u32 = 16 * 1024;
 
+/// grpc-core's server handshake timeout (GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 120 s): a connection that never
+/// speaks HTTP/2 holds a socket and a task that long at most.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Connections the kernel queues before the accept loop takes them (grpc listens with SOMAXCONN; Linux caps it).
 const LISTEN_BACKLOG: u32 = 1024;
 
@@ -44,6 +48,8 @@ pub struct FrontConfig {
     pub max_concurrent_streams: u32,
     pub max_message_bytes: usize,
     pub worker_threads: usize,
+    /// A connection whose HTTP/2 preface and SETTINGS have not come by then is closed (`HANDSHAKE_TIMEOUT`).
+    pub handshake_timeout: Duration,
 }
 
 pub struct Front {
@@ -102,6 +108,7 @@ impl Front {
             shared.clone(),
             shutdown_rx,
             connections.clone(),
+            config.handshake_timeout,
         ));
         Ok(Front {
             shared,
@@ -185,6 +192,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     connections: Arc<AtomicUsize>,
+    handshake_timeout: Duration,
 ) {
     let mut stop = std::pin::pin!(shutdown_signalled(shutdown.clone()));
     loop {
@@ -207,7 +215,7 @@ async fn accept_loop(
                     connections.clone(),
                 );
                 tokio::spawn(async move {
-                    serve_connection(sock, peer, b, s, rx).await;
+                    serve_connection(sock, peer, b, s, rx, handshake_timeout).await;
                     n.fetch_sub(1, Ordering::AcqRel);
                 });
             }
@@ -223,11 +231,13 @@ async fn serve_connection(
     builder: h2::server::Builder,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
+    handshake_timeout: Duration,
 ) {
     let mut stop = std::pin::pin!(shutdown_signalled(shutdown));
     let mut handshake = std::pin::pin!(builder.handshake::<_, bytes::Bytes>(sock));
+    let mut too_late = std::pin::pin!(tokio::time::sleep(handshake_timeout));
     let conn = poll_fn(|cx| {
-        if stop.as_mut().poll(cx).is_ready() {
+        if stop.as_mut().poll(cx).is_ready() || too_late.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
         handshake.as_mut().poll(cx).map(|r| r.ok())

@@ -26,6 +26,7 @@ fn front_with(max_streams: u32, max_message: usize) -> Front {
         max_concurrent_streams: max_streams,
         max_message_bytes: max_message,
         worker_threads: 1,
+        handshake_timeout: Duration::from_millis(300),
     };
     Front::bind("127.0.0.1", 0, config).unwrap()
 }
@@ -633,6 +634,7 @@ fn a_taken_port_is_an_error() {
         max_concurrent_streams: 1,
         max_message_bytes: 1,
         worker_threads: 1,
+        handshake_timeout: Duration::from_millis(300),
     };
     let e = Front::bind("127.0.0.1", a.port(), config)
         .err()
@@ -746,4 +748,59 @@ fn a_client_that_does_not_read_is_held_back_by_its_window() {
         assert_eq!(m.as_ref(), &[i as u8; ANSWER][..]);
     }
     assert_eq!(answer.grpc_status(), (0, String::new()));
+}
+
+#[test]
+fn a_connection_that_never_speaks_http2_is_closed_after_the_handshake_timeout() {
+    use std::io::Read;
+    let front = front();
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", front.port())).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0u8; 1024];
+    // the server's SETTINGS may come first; then EOF once the 300 ms pass without a preface
+    loop {
+        match silent.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("still open after {:?}: {e}", t0.elapsed()),
+        }
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t0.elapsed()
+    );
+    // a client that speaks is served as before
+    let rt = rt();
+    rt.block_on(async {
+        let _send = connect(front.port()).await;
+    });
+}
+
+#[test]
+fn the_longest_timeout_is_served_like_any_other() {
+    let front = front();
+    let port = front.port();
+    let rt = rt();
+    let mut req = grpc_request("/t.S/Unary");
+    req.headers_mut()
+        .insert("grpc-timeout", "99999999H".parse().unwrap());
+    let answer = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            rt.block_on(async {
+                let mut send = connect(port).await;
+                unary(&mut send, req, &wire::frame_message(b"q")).await
+            })
+        });
+        let (id, start) = one_call(&front);
+        assert_eq!(start.timeout_s, Some(99999999.0 * 3600.0));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(front.finish(id, 0, "", Some(b"a")));
+        h.join().unwrap()
+    });
+    assert_eq!(answer.messages, vec![Bytes::from_static(b"a")]);
 }

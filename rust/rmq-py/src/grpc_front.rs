@@ -47,6 +47,7 @@ impl GrpcFront {
             max_concurrent_streams,
             max_message_bytes,
             worker_threads,
+            handshake_timeout: rmq_grpc::HANDSHAKE_TIMEOUT,
         };
         match py.detach(|| Front::bind(host, port, config)) {
             Ok(front) => Ok(GrpcFront { front }),
@@ -71,6 +72,9 @@ impl GrpcFront {
 
     #[pyo3(signature = (max_events = 1024))]
     fn drain<'py>(&self, py: Python<'py>, max_events: usize) -> PyResult<Bound<'py, PyList>> {
+        if max_events == 0 {
+            return Err(PyValueError::new_err("max_events must be positive"));
+        }
         let events = self.front.drain(max_events);
         let out = PyList::empty(py);
         for event in events {
