@@ -4,7 +4,9 @@ on the extension's own threads), on the broker's event loop.
 The front hands complete requests over in batches (``drain()`` when its eventfd is readable); each CALL is decoded
 with its v2 request class and given to the same handlers grpc.aio runs, with a ``NativeCallContext`` (the only
 context calls the handlers make: ``invocation_metadata``, ``peer``, ``time_remaining``). A unary handler runs
-eagerly: a reply it has without suspending is sent at once (no Task); one that suspends goes on as a Task. A
+eagerly: a reply it has without suspending is sent at once; one that suspends goes on as a Task (3.12+: an
+``eager_start`` Task, so ``current_task()`` is set from the first step; 3.11: the coroutine stepped by hand, so a
+unary handler must not enter ``asyncio.timeout`` before its first suspension there). A
 server-streaming handler (an async generator) is a Task writing each item; Telemetry's requests come as an async
 iterator fed by MESSAGE / HALF_CLOSE. CANCELLED (the client reset the stream or left) cancels the call's Task, as
 grpc.aio does (long-poll waiters released). An unknown method → UNIMPLEMENTED; a handler's unexpected exception is
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 # grpc status codes (grpc.StatusCode's values; grpc itself is not needed here)
 OK, CANCELLED, UNKNOWN, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 0, 1, 2, 12, 13, 14
 DRAIN_BATCH = 1024  # events taken per drain (the loop gets a turn between batches)
+EAGER_START = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,11 @@ class GrpcNativeTransport:
             self._spawn(call_id, self._stream(call_id, method.handler(decoded, context)))
             return
         coro = method.handler(decoded, context)
+        if EAGER_START:  # runs to its first suspension now, inside its Task; most answers never suspend
+            task = asyncio.Task(self._unary(call_id, path, coro), loop=self._loop, eager_start=True)  # type: ignore[call-arg]
+            if not task.done():
+                self._track(call_id, task)
+            return
         try:
             first = coro.send(None)  # eagerly: most answers need no await that suspends
         except StopIteration as done:
@@ -192,10 +201,12 @@ class GrpcNativeTransport:
             log.exception("gRPC %s failed", path)
             self.front.finish(call_id, UNKNOWN, _unexpected(e))
             return
-        self._spawn(call_id, self._unary(call_id, path, coro, first))
+        self._spawn(call_id, self._unary(call_id, path, _Resumed(coro, first)))
 
     def _spawn(self, call_id: int, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
+        self._track(call_id, asyncio.ensure_future(coro))
+
+    def _track(self, call_id: int, task: asyncio.Task[Any]) -> None:
         self.tasks[call_id] = task
         task.add_done_callback(lambda _t: self._done(call_id, task))
 
@@ -206,9 +217,9 @@ class GrpcNativeTransport:
             self.requests.pop(call_id, None)
 
     # --- outbound ------------------------------------------------------------------------------------------------
-    async def _unary(self, call_id: int, path: str, coro: Any, first: Any) -> None:
+    async def _unary(self, call_id: int, path: str, handler: Any) -> None:
         try:
-            response = await _Resumed(coro, first)
+            response = await handler
         except asyncio.CancelledError:
             self.front.finish(call_id, CANCELLED, "cancelled")  # a no-op when the client went
             raise
