@@ -4,6 +4,8 @@ grpcPort, one process) against Apache RocketMQ 5.3.3's broker with the proxy in 
 
     .venv/bin/python benches/bench_grpc.py [--rounds 1] [--messages 6000] [--brokers rmq_core,apache] [--json out]
 
+(``--brokers rmq_core,apache,rmq_core_aio`` adds rmq_core with its gRPC port on grpc.aio instead of the native front.)
+
 The clients are RocketMQ's 5.x Python SDK (rocketmq-python-client 5.1.2 in ``.venv-rmq5``), each a separate process
 (benches/grpc_sdk_client.py), started and made ready (the SDK's startup) before the clock starts, then released
 together. Per session (a fresh store, the broker started, one round alternating which broker goes first):
@@ -70,6 +72,8 @@ from support.apache_rocketmq import free_broker_port, free_port  # noqa: E402
 CLIENT = os.path.join(ROOT, "benches", "grpc_sdk_client.py")
 SDK_PYTHON = os.environ.get("RMQ_CORE_ROCKETMQ5_PYTHON") or os.path.join(ROOT, ".venv-rmq5", "bin", "python")
 BROKERS = ("rmq_core", "apache")
+# also measurable: rmq_core with its gRPC port on grpc.aio instead of the native front (the transport's own cost)
+KINDS = (*BROKERS, "rmq_core_aio")
 CLUSTER, BROKER_NAME, QUEUES = "DefaultCluster", "bench-grpc", 4
 MIN_INVISIBLE_S = 10  # Apache's minInvisibleTimeMillsForRecv
 CONSUME_INVISIBLE_S = 600  # the Simple consumers' invisible time: beyond a session (see "simple" above)
@@ -197,6 +201,7 @@ class Session:
 
 class RmqCoreSession(Session):
     kind = "rmq_core"
+    native_front = True  # plaintext gRPC on the extension's front (the default); False: on grpc.aio
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
@@ -222,7 +227,7 @@ class RmqCoreSession(Session):
         t0 = time.monotonic()
         with open(os.path.join(self.workdir, "broker.log"), "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rmq_core.cli", "broker", "-c", path],
+                [sys.executable, "-c", BROKER_MAIN, str(self.native_front), "broker", "-c", path],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -239,6 +244,18 @@ class RmqCoreSession(Session):
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+
+
+class RmqCoreAioSession(RmqCoreSession):
+    kind = "rmq_core_aio"
+    native_front = False
+
+
+# ``rmq-core broker`` with the gRPC transport of argv[1] (grpc_server.NATIVE_FRONT, read at each start)
+BROKER_MAIN = (
+    "import sys; from rmq_core.broker.grpc import grpc_server; grpc_server.NATIVE_FRONT = sys.argv[1] == 'True'; "
+    "from rmq_core.cli import main; sys.exit(main(sys.argv[2:]))"
+)
 
 
 class ApacheSession(Session):
@@ -275,7 +292,11 @@ class ApacheSession(Session):
         self.server.stop()
 
 
-SESSIONS: dict[str, Callable[[str], Session]] = {"rmq_core": RmqCoreSession, "apache": ApacheSession}
+SESSIONS: dict[str, Callable[[str], Session]] = {
+    "rmq_core": RmqCoreSession,
+    "apache": ApacheSession,
+    "rmq_core_aio": RmqCoreAioSession,
+}
 
 
 _live: set[Session] = set()
@@ -690,6 +711,17 @@ def print_table(summ: dict[str, Any], brokers: tuple[str, ...]) -> None:
     print("the timer's later re-put of each CK into the revive log, at its due time, falls outside the phase.")
     print()
     compare_report.print_every_run(summ, WORKLOADS, brokers, _fmt)
+    if "rmq_core_aio" in brokers:
+        print()
+        print("rmq_core on grpc.aio (rmq_core_aio) beside the native front: medians, broker CPU s per 10k messages")
+        for w in WORKLOADS:
+            row = summ[w.key]
+            native, aio = (cell(row, b, "broker_cpu_per_10k_median") for b in ("rmq_core", "rmq_core_aio"))
+            per = "" if native is None or aio is None else f"CPU/10k {native:.2f} native / {aio:.2f} grpc.aio"
+            print(
+                f"  {w.label:<38} {_fmt(cell(row, 'rmq_core', 'median'), w.unit):>10} native"
+                f" {_fmt(cell(row, 'rmq_core_aio', 'median'), w.unit):>10} grpc.aio   {per}"
+            )
     compare_report.print_round_ratios(
         summ,
         WORKLOADS,
@@ -723,8 +755,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.messages, args.warmup, args.senders, args.consumers = 40, 0, 1, 1
         args.e2e_seconds, args.e2e_rate, args.redeliver, args.idle_seconds = 1.0, 20.0, 0, 0.1
     args.brokers = tuple(b.strip() for b in args.brokers.split(",") if b.strip())
-    if not args.brokers or any(b not in BROKERS for b in args.brokers):
-        p.error(f"--brokers: a comma-separated subset of {','.join(BROKERS)}")
+    if not args.brokers or any(b not in KINDS for b in args.brokers):
+        p.error(f"--brokers: a comma-separated subset of {','.join(KINDS)}")
     return args
 
 

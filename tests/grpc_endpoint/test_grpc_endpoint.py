@@ -51,7 +51,7 @@ METADATA = (
 
 
 @pytest.fixture
-def broker(tmp_path) -> Iterator[Broker]:
+def broker(grpc_transport: str, tmp_path) -> Iterator[Broker]:  # on both transports (conftest)
     cfg = BrokerConfig(
         listen_port=0, grpc_port=0, store_path_root_dir=str(tmp_path / "store"), max_message_size=1024 * 1024
     )

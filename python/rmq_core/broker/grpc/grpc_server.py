@@ -1,11 +1,13 @@
-"""GrpcServer: the broker's ``apache.rocketmq.v2.MessagingService`` endpoint (``--grpc-port``), a ``grpc.aio`` server on
-the broker's own event loop (grpc.aio runs on uvloop's loop), plaintext HTTP/2, and TLS on the same port when a
-certificate is configured (``grpc_tls_front.py``).
+"""GrpcServer: the broker's ``apache.rocketmq.v2.MessagingService`` endpoint (``--grpc-port``) on the broker's own event
+loop. Plaintext HTTP/2 is served by the extension's ``GrpcFront`` (``grpc_native_transport.py``; HTTP/2 and gRPC
+framing on the extension's threads) with the Rust backend, by a ``grpc.aio`` server with ``RMQ_CORE_BACKEND=python``;
+TLS on the same port when a certificate is configured (``grpc_tls_front.py``: TLS connections to a grpc.aio TLS
+listener, plaintext ones to the plaintext server). Both transports run the same handlers.
 
 The service's methods are registered by name through a generic handler (no generated stubs: the messages come from
 ``messaging_v2``); an RPC rmq_core does not serve (PullMessage, offsets, Recall, Lite) answers UNIMPLEMENTED, as any
 gRPC server does for an unknown method. A refusal (``GrpcStatusError``) is answered as the response's v2 ``status``;
-any other exception of a handler is logged and answered INTERNAL by grpc.
+any other exception of a handler is logged and answered INTERNAL.
 Needs the ``grpcio`` package (``rmq_core[grpc]``); ``rmq_core.broker.grpc.require_grpc`` checks it with a one-line
 error. Started and stopped on the broker's loop (``BrokerController``).
 """
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from rmq_core._backend import backend
 from rmq_core.broker.grpc.grpc_consumer_service import GrpcConsumerService
 from rmq_core.broker.grpc.grpc_message_converter import GrpcStatusError
 from rmq_core.broker.grpc.grpc_messaging_service import GrpcMessagingService, status
@@ -27,6 +30,7 @@ from rmq_core.broker.grpc.messaging_v2 import RPCS, SERVICE, V2
 
 if TYPE_CHECKING:
     from rmq_core.broker.grpc.grpc_broker import GrpcBroker
+    from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,8 @@ MAX_RECEIVE_MESSAGE_BYTES = 8 * 1024 * 1024  # above the 4 MiB body limit (a bod
 # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: the streams one connection may hold open (long polls, Telemetry); a client
 # that never reads costs at most this many handlers' buffers; grpc clients queue calls beyond it
 MAX_STREAMS_PER_CONNECTION = 256
+# plaintext served by the extension's front (Rust backend); False: by grpc.aio (RMQ_CORE_BACKEND=python; tests set it)
+NATIVE_FRONT = backend() == "rust"
 
 
 _BACKGROUND: set[asyncio.Task[Any]] = set()  # clean-ups in flight (a task nobody holds may be collected)
@@ -87,52 +93,93 @@ class GrpcServer:
         self.consumer_service = GrpcConsumerService(self.service)
         renewal = self.consumer_service.renewal
         self.service.on_client_gone = lambda client_id: _spawn(renewal.clear_client(client_id))
-        self._server: Any = None
+        self._server: Any = None  # grpc.aio's server: every port with the Python backend, else the TLS listener
+        self.native: GrpcNativeTransport | None = None  # the extension's front (plaintext), with the Rust backend
+        self._serving = False
         self.front: GrpcTlsFront | None = None  # with TLS: the public port's first-byte switch
         self.port = 0
         self._sweeper: asyncio.Task[None] | None = None
 
-    def _handlers(self) -> Any:
-        methods: dict[str, Any] = {}
+    def _methods(self) -> list[tuple[str, Callable[..., Any], Any, Any, bool, bool]]:
+        """The served RPCs: (name, handler with refusals answered, request class, response class, client streaming,
+        server streaming); an RPC rmq_core does not serve is left out (answered UNIMPLEMENTED)."""
+        methods = []
         for rpc, req, resp, client_streaming, server_streaming in RPCS:
             name = _snake(rpc)
             impl: Callable[..., Any] | None = getattr(self.consumer_service, name, None) or getattr(
                 self.service, name, None
             )
             if impl is None:
-                continue  # not served yet: grpc answers UNIMPLEMENTED
+                continue
+            check = None if client_streaming else self.service.check_request
+            handler = _answering_refusals(impl, getattr(V2, resp), server_streaming, check)
+            methods.append((rpc, handler, getattr(V2, req), getattr(V2, resp), client_streaming, server_streaming))
+        return methods
+
+    def _handlers(self) -> Any:
+        handlers: dict[str, Any] = {}
+        for rpc, handler, req, resp, client_streaming, server_streaming in self._methods():
             kind = {
                 (False, False): grpc.unary_unary_rpc_method_handler,
                 (False, True): grpc.unary_stream_rpc_method_handler,
                 (True, True): grpc.stream_stream_rpc_method_handler,
             }[(client_streaming, server_streaming)]
-            methods[rpc] = kind(
-                _answering_refusals(
-                    impl, getattr(V2, resp), server_streaming, None if client_streaming else self.service.check_request
-                ),
-                request_deserializer=getattr(V2, req).FromString,
-                response_serializer=getattr(V2, resp).SerializeToString,
+            handlers[rpc] = kind(
+                handler, request_deserializer=req.FromString, response_serializer=resp.SerializeToString
             )
-        return grpc.method_handlers_generic_handler(SERVICE, methods)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def _native_front(self, host: str, port: int) -> GrpcNativeTransport:
+        """The extension's HTTP/2 front bound to ``host:port``, serving the same methods (OSError when taken)."""
+        from rmq_core._core import GrpcFront
+        from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport, NativeMethod
+
+        methods = {
+            f"/{SERVICE}/{rpc}": NativeMethod(handler, req.FromString, client_streaming, server_streaming)
+            for rpc, handler, req, _resp, client_streaming, server_streaming in self._methods()
+        }
+        streaming = [f"/{SERVICE}/{rpc}" for rpc, _req, _resp, cs, _ss in RPCS if cs]
+        front = GrpcFront(
+            host,
+            port,
+            client_streaming=streaming,
+            max_concurrent_streams=MAX_STREAMS_PER_CONNECTION,
+            max_message_bytes=MAX_RECEIVE_MESSAGE_BYTES,
+        )
+        return GrpcNativeTransport(front, methods)
 
     async def start(self, host: str, port: int) -> int:
-        """Bind ``host:port`` (0: a free port) and serve; returns the bound port."""
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
-            ]
-        )
-        server.add_generic_rpc_handlers((self._handlers(),))
+        """Bind ``host:port`` (0: a free port) and serve; returns the bound port. Plaintext HTTP/2 is served by the
+        extension's front (``grpc_native_transport``) with the Rust backend, by grpc.aio with the Python one (or
+        without the front in the extension); TLS always by grpc.aio."""
         tls = self._tls_credentials()
-        if tls is None:
+        native = NATIVE_FRONT
+        if native and tls is None:
+            self.native = self._native_front(host, port)
+            self.native.start()
+            bound = int(self.native.front.port)
+            server = None
+        else:
+            server = grpc.aio.server(
+                options=[
+                    ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
+                    ("grpc.so_reuseport", 0),
+                    ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+                ]
+            )
+            server.add_generic_rpc_handlers((self._handlers(),))
+        if server is not None and tls is None:
             bound = server.add_insecure_port(f"{host}:{port}")
             if bound == 0:
                 raise OSError(f"gRPC port {host}:{port} could not be bound")
             await server.start()
-        else:  # plaintext and TLS on one port: two loopback listeners behind the front
-            plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
+        elif server is not None:  # plaintext and TLS on one port: two loopback listeners behind the front
+            if native:
+                self.native = self._native_front(LOOPBACK, 0)
+                self.native.start()
+                plain_port = int(self.native.front.port)
+            else:
+                plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
             tls_port = server.add_secure_port(f"{LOOPBACK}:0", tls)
             await server.start()
             self.front = GrpcTlsFront(plain_port, tls_port)
@@ -140,13 +187,14 @@ class GrpcServer:
             try:
                 bound = await self.front.start(host, port)
             except OSError:
-                await server.stop(0)
+                await self._stop_servers(server)
                 raise
         self.consumer_service.renewal.start()
         self._server = server
+        self._serving = True
         self.port = bound
         self.service.advertised = (self.controller.broker_config.broker_ip1, bound)
-        log.info("gRPC MessagingService serving at %s:%d", host, bound)
+        log.info("gRPC MessagingService serving at %s:%d (%s)", host, bound, "native" if native else "grpc.aio")
         return bound
 
     async def _sweep_clients(self) -> None:
@@ -170,10 +218,18 @@ class GrpcServer:
             return None
         return grpc.ssl_server_credentials([(key, cert)])
 
+    async def _stop_servers(self, server: Any) -> None:
+        native, self.native = self.native, None
+        if native is not None:
+            await native.stop(STOP_GRACE_S)
+        if server is not None:
+            await server.stop(STOP_GRACE_S)
+
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
+        if not self._serving:
             return
+        self._serving = False
+        server, self._server = self._server, None
         if self.front is not None:
             await self.front.stop()
         await self.consumer_service.renewal.stop()
@@ -184,4 +240,4 @@ class GrpcServer:
         self.service.on_client_gone = None  # a stopping broker releases nothing: its handles expire as they are
         for channel in list(self.service.clients.values()):
             self.service.forget_client(channel)
-        await server.stop(STOP_GRACE_S)
+        await self._stop_servers(server)
