@@ -3,10 +3,13 @@
 grpc.aio generic echo server on uvloop (as the broker ran it), same grpcio client (--clients processes, grpc.aio,
 --inflight calls in flight each), alternating rounds, one server process per round; CPU from /proc/<pid>/stat
 (utime+stime, all threads; the loop thread's own share printed beside it) around the timed calls. No broker: what
-HTTP/2 + gRPC framing costs per call where each runs (docs/GRPC_DESIGN.md, "The native front").
+HTTP/2 + gRPC framing costs per call where each runs (docs/GRPC_DESIGN.md, "The native front"). ``--tls``: both
+servers and the clients speak TLS (the broker's self-signed test certificate; grpc.aio on its own TLS port, without
+the first-byte relay the broker put before it).
 
     .venv/bin/python benches/bench_grpc_front.py                      # 4 rounds x 20k calls, 4 clients x 32
     .venv/bin/python benches/bench_grpc_front.py --worker-threads 2 --payload 4096
+    .venv/bin/python benches/bench_grpc_front.py --tls
 Linux only (/proc); 127.0.0.1.
 """
 
@@ -19,18 +22,30 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 METHOD = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
 
-def server_front(worker_threads: int) -> None:
+def tls_pem(cert_dir: str) -> tuple[bytes, bytes]:
+    """(key, certificate) PEM for 127.0.0.1, made once in ``cert_dir``."""
+    from rmq_core.broker.grpc.grpc_tls_front import self_signed_cert
+
+    return self_signed_cert(cert_dir, "127.0.0.1")
+
+
+def server_front(worker_threads: int, cert_dir: str) -> None:
     import uvloop
 
     from rmq_core import _core
 
+    key, cert = tls_pem(cert_dir) if cert_dir else (None, None)
+
     async def main() -> None:
-        f = _core.GrpcFront("127.0.0.1", 0, client_streaming=[], worker_threads=worker_threads)
+        f = _core.GrpcFront(
+            "127.0.0.1", 0, client_streaming=[], worker_threads=worker_threads, tls_cert_pem=cert, tls_key_pem=key
+        )
         loop = asyncio.get_running_loop()
 
         def ready() -> None:
@@ -45,7 +60,7 @@ def server_front(worker_threads: int) -> None:
     uvloop.run(main())
 
 
-def server_aio() -> None:
+def server_aio(cert_dir: str) -> None:
     import grpc
     import uvloop
 
@@ -60,7 +75,11 @@ def server_aio() -> None:
             "apache.rocketmq.v2.MessagingService", {"SendMessage": grpc.unary_unary_rpc_method_handler(echo)}
         )
         server.add_generic_rpc_handlers((handler,))
-        port = server.add_insecure_port("127.0.0.1:0")
+        if cert_dir:
+            key, cert = tls_pem(cert_dir)
+            port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         print(port, flush=True)
         await server.wait_for_termination()
@@ -68,13 +87,19 @@ def server_aio() -> None:
     uvloop.run(main())
 
 
-def client(port: int, calls: int, inflight: int, size: int, start_evt, done_q) -> None:  # type: ignore[no-untyped-def]
+def client(port: int, calls: int, inflight: int, size: int, cert_dir: str, start_evt, done_q) -> None:  # type: ignore[no-untyped-def]
     import grpc
 
     payload = b"m" * size
+    target = f"127.0.0.1:{port}"
 
     async def main() -> None:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        if cert_dir:
+            creds = grpc.ssl_channel_credentials(root_certificates=tls_pem(cert_dir)[1])
+            channel = grpc.aio.secure_channel(target, creds)
+        else:
+            channel = grpc.aio.insecure_channel(target)
+        async with channel as ch:
             stub = ch.unary_unary(METHOD)
             for _ in range(50):
                 await stub(payload)
@@ -103,13 +128,13 @@ def cpu_s(pid: int, tid: int | None = None) -> float:
 def one_round(args: argparse.Namespace, kind: str) -> tuple[float, float]:
     clients, calls, inflight = args.clients, args.calls, args.inflight
     arg = f"front{args.worker_threads}" if kind == "front" else "aio"
-    proc = subprocess.Popen([sys.executable, __file__, "serve", arg], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, __file__, "serve", arg, args.cert_dir], stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
         ctx = mp.get_context("fork")
         start, q = ctx.Event(), ctx.Queue()
         ps = [
-            ctx.Process(target=client, args=(port, calls // clients, inflight, args.payload, start, q))
+            ctx.Process(target=client, args=(port, calls // clients, inflight, args.payload, args.cert_dir, start, q))
             for _ in range(clients)
         ]
         for p in ps:
@@ -138,7 +163,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20_000, help="timed calls per round (all clients)")
     ap.add_argument("--payload", type=int, default=600, help="request (= answer) bytes")
     ap.add_argument("--worker-threads", type=int, default=1, help="GrpcFront's tokio threads")
+    ap.add_argument("--tls", action="store_true", help="TLS between the clients and both servers")
     args = ap.parse_args()
+    args.cert_dir = tempfile.mkdtemp(prefix="bench-grpc-tls-") if args.tls else ""
+    if args.tls:
+        tls_pem(args.cert_dir)  # made once, before the servers and clients read it
     rounds = args.rounds
     res: dict[str, list[tuple[float, float]]] = {"front": [], "aio": []}
     for r in range(rounds):
@@ -153,15 +182,15 @@ def main() -> None:
         )
     print(
         f"clients={args.clients} x inflight={args.inflight}, {args.calls} calls a round, payload {args.payload} B, "
-        f"front worker_threads={args.worker_threads}"
+        f"front worker_threads={args.worker_threads}{', TLS' if args.tls else ''}"
     )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "serve":
+    if len(sys.argv) > 3 and sys.argv[1] == "serve":
         if sys.argv[2] == "aio":
-            server_aio()
+            server_aio(sys.argv[3])
         else:
-            server_front(int(sys.argv[2][5:]))
+            server_front(int(sys.argv[2][5:]), sys.argv[3])
     else:
         main()

@@ -114,7 +114,8 @@ class GrpcFront:
     ``drain()`` gives ``(kind, call_id, payload)``: GRPC_CALL with ``(method_path, metadata, peer, timeout_s,
     request)`` (``request`` None for a ``client_streaming`` method, whose messages come as GRPC_MESSAGE ``bytes``
     then GRPC_HALF_CLOSE), GRPC_CANCELLED (payload None) when the client or its connection ends a call that
-    ``finish`` has not."""
+    ``finish`` has not. With ``tls_cert_pem`` and ``tls_key_pem`` (PEM certificate chain, unencrypted PKCS#8/PKCS#1/
+    SEC1 key) the port serves TLS (ALPN h2) beside plaintext; a bad PEM is a ValueError naming it."""
 
     def __new__(
         cls,
@@ -125,6 +126,8 @@ class GrpcFront:
         max_concurrent_streams: int = 256,
         max_message_bytes: int = 8388608,
         worker_threads: int = 1,
+        tls_cert_pem: bytes | None = None,
+        tls_key_pem: bytes | None = None,
     ) -> GrpcFront: ...
     @property
     def port(self) -> int: ...

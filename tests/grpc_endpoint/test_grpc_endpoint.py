@@ -266,13 +266,16 @@ def test_without_the_extra_grpc_port_is_one_line_and_the_broker_needs_no_grpc(tm
     assert r.returncode == 0 and r.stdout.split() == ["False", "None"], r
 
 
-def test_plaintext_and_tls_on_one_port(tmp_path):
+def test_plaintext_and_tls_on_one_port(grpc_transport, tmp_path):
+    """TLS and plaintext on the gRPC port: the native front's own TLS, or grpc.aio's listeners behind the relay."""
     cfg = BrokerConfig(
         listen_port=0, grpc_port=0, store_path_root_dir=str(tmp_path / "store"), grpc_tls_self_signed=True
     )
     with Broker(cfg) as b:
         add_topic_config(b, TopicConfig("TlsT", 2, 2))
         addr = b.controller.grpc_address
+        server = b.controller.grpc_server
+        assert (server.native is not None, server.front is None) == (grpc_transport == "native",) * 2
         cert = (Path(cfg.store_config_dir) / "grpc-tls-cert.pem").read_bytes()
         req = V2.QueryRouteRequest(topic=V2.Resource(name="TlsT"))
         with grpc.insecure_channel(addr) as plain:

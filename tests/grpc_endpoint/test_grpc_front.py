@@ -2,7 +2,8 @@
 echo service on an asyncio loop (``loop.add_reader(front.fileno(), ...)``, as the broker's transport serves it) and no
 broker: unary with metadata, peer and deadline as the CALL carries them, server streaming, bidi (client-streaming
 MESSAGE / HALF_CLOSE events), an error status with a non-ASCII message, a client's deadline and cancel (one CANCELLED,
-then the call is gone), an oversize request, a taken port, close."""
+then the call is gone), an oversize request, a taken port, close; and TLS beside plaintext on one port (grpcio's
+ssl_channel_credentials with the broker's self-signed test certificate), bad PEMs as ValueErrors naming them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ pytest.importorskip("grpc", reason="the rmq_core[grpc] extra (grpcio) is not ins
 import grpc
 
 from rmq_core._core import GRPC_CALL, GRPC_CANCELLED, GRPC_HALF_CLOSE, GRPC_MESSAGE, GrpcFront
+from rmq_core.broker.grpc.grpc_tls_front import self_signed_cert
 
 from support.helpers import wait_until
 
@@ -32,8 +34,11 @@ MAX_MESSAGE = 64 * 1024
 class EchoLoop:
     """An asyncio loop on its own thread serving the echo methods over one GrpcFront."""
 
-    def __init__(self) -> None:
-        self.front = GrpcFront("127.0.0.1", 0, client_streaming=[BIDI], max_message_bytes=MAX_MESSAGE)
+    def __init__(self, cert_pem: bytes | None = None, key_pem: bytes | None = None) -> None:
+        self.front = GrpcFront(
+            "127.0.0.1", 0, client_streaming=[BIDI], max_message_bytes=MAX_MESSAGE, tls_cert_pem=cert_pem,
+            tls_key_pem=key_pem,
+        )  # fmt: skip
         self.loop = asyncio.new_event_loop()
         self.cancelled: list[int] = []
         self.hanging: list[int] = []
@@ -174,3 +179,41 @@ def test_a_front_dropped_without_close_leaves_no_thread(echo: EchoLoop) -> None:
     del front
     gc.collect()
     wait_until(lambda: len(os.listdir("/proc/self/task")) == before, "the front's threads to end")
+
+
+@pytest.fixture(scope="module")
+def tls_pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    """(key, certificate) PEM for 127.0.0.1, as the broker's grpcTlsSelfSigned makes them."""
+    return self_signed_cert(str(tmp_path_factory.mktemp("tls")), "127.0.0.1")
+
+
+def test_tls_and_plaintext_on_one_port(tls_pem: tuple[bytes, bytes]) -> None:
+    key, cert = tls_pem
+    e = EchoLoop(cert, key)
+    try:
+        target = f"127.0.0.1:{e.front.port}"
+        with grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=cert)) as ch:
+            assert ch.unary_unary("/echo.Echo/Unary")(b"over tls") == b"over tls"
+            got: dict[str, Any] = json.loads(ch.unary_unary("/echo.Echo/Meta")(b"", metadata=[("x-key", "v")]))
+            assert ["x-key", "v"] in got["metadata"] and got["peer"].startswith("ipv4:127.0.0.1:")
+            assert list(ch.unary_stream("/echo.Echo/Stream")(bytes([2]))) == [bytes([0]) * 10, bytes([1]) * 10]
+            assert list(ch.stream_stream(BIDI)(iter([b"a", b"bb"]))) == [b"A", b"BB", b"bye"]
+        with grpc.insecure_channel(target) as ch:
+            assert ch.unary_unary("/echo.Echo/Unary")(b"in plaintext") == b"in plaintext"
+        wrong_ca = grpc.ssl_channel_credentials(root_certificates=None)  # the system's roots do not know ours
+        with grpc.secure_channel(target, wrong_ca) as ch, pytest.raises(grpc.RpcError) as err:
+            ch.unary_unary("/echo.Echo/Unary")(b"", timeout=5)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert e.front.live_calls() == 0
+    finally:
+        e.close()
+
+
+def test_a_bad_tls_pem_is_a_value_error_naming_it(tls_pem: tuple[bytes, bytes]) -> None:
+    key, cert = tls_pem
+    with pytest.raises(ValueError, match="tls_cert_pem"):
+        GrpcFront("127.0.0.1", 0, client_streaming=[], tls_cert_pem=b"not a pem", tls_key_pem=key)
+    with pytest.raises(ValueError, match="tls_key_pem"):
+        GrpcFront("127.0.0.1", 0, client_streaming=[], tls_cert_pem=cert, tls_key_pem=cert)
+    with pytest.raises(ValueError, match="both"):
+        GrpcFront("127.0.0.1", 0, client_streaming=[], tls_cert_pem=cert)

@@ -5,12 +5,14 @@
 //! takes the calls' events in batches (`drain`, woken by the eventfd of `events::Events`) and answers with
 //! `send_message` / `finish`, which never block (an unbounded channel per call that the stream's task drains).
 //! `close` stops accepting, sends GOAWAY, gives in-flight calls a grace period, then drops the runtime (its threads
-//! joined); dropping a Front without `close` shuts the runtime down in the background. No Python here: the
-//! bindings are rmq-py's `grpc_front.rs`.
+//! joined); dropping a Front without `close` shuts the runtime down in the background. With a `TlsConfig` the port
+//! serves TLS and plaintext alike: the accept path peeks each connection's first byte (`tls.rs`). No Python here:
+//! the bindings are rmq-py's `grpc_front.rs`.
 
 mod events;
 mod notify;
 mod stream;
+pub mod tls;
 pub mod wire;
 
 pub use events::{CallStart, Event, MetaValue};
@@ -19,14 +21,19 @@ use std::collections::HashSet;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use stream::Shared;
+pub use tls::{TlsConfig, TlsError};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
+use tokio::time::Sleep;
+use tokio_rustls::TlsAcceptor;
 
 /// A stream's receive window (grpc servers use 1 MiB-ish BDP-probed windows; h2's default 64 KiB would make a
 /// 4 MiB message cost dozens of WINDOW_UPDATE round trips).
@@ -36,7 +43,7 @@ const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 const MAX_HEADER_LIST: u32 = 16 * 1024;
 
 /// grpc-core's server handshake timeout (GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 120 s): a connection that never
-/// speaks HTTP/2 holds a socket and a task that long at most.
+/// speaks HTTP/2 (nor ends its TLS handshake) holds a socket and a task that long at most.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Connections the kernel queues before the accept loop takes them (grpc listens with SOMAXCONN; Linux caps it).
@@ -48,8 +55,11 @@ pub struct FrontConfig {
     pub max_concurrent_streams: u32,
     pub max_message_bytes: usize,
     pub worker_threads: usize,
-    /// A connection whose HTTP/2 preface and SETTINGS have not come by then is closed (`HANDSHAKE_TIMEOUT`).
+    /// A connection whose TLS handshake, HTTP/2 preface and SETTINGS have not come by then is closed
+    /// (`HANDSHAKE_TIMEOUT`).
     pub handshake_timeout: Duration,
+    /// TLS beside plaintext on the port (a first byte 0x16 is a TLS handshake); None: plaintext only.
+    pub tls: Option<TlsConfig>,
 }
 
 pub struct Front {
@@ -109,6 +119,7 @@ impl Front {
             shutdown_rx,
             connections.clone(),
             config.handshake_timeout,
+            config.tls.map(|t| t.acceptor),
         ));
         Ok(Front {
             shared,
@@ -193,6 +204,7 @@ async fn accept_loop(
     shutdown: watch::Receiver<bool>,
     connections: Arc<AtomicUsize>,
     handshake_timeout: Duration,
+    tls: Option<TlsAcceptor>,
 ) {
     let mut stop = std::pin::pin!(shutdown_signalled(shutdown.clone()));
     loop {
@@ -208,14 +220,15 @@ async fn accept_loop(
             Some(Ok((sock, peer))) => {
                 let _ = sock.set_nodelay(true);
                 connections.fetch_add(1, Ordering::AcqRel);
-                let (b, s, rx, n) = (
+                let (b, s, rx, n, t) = (
                     builder.clone(),
                     shared.clone(),
                     shutdown.clone(),
                     connections.clone(),
+                    tls.clone(),
                 );
                 tokio::spawn(async move {
-                    serve_connection(sock, peer, b, s, rx, handshake_timeout).await;
+                    serve_connection(sock, peer, b, s, rx, handshake_timeout, t).await;
                     n.fetch_sub(1, Ordering::AcqRel);
                 });
             }
@@ -225,6 +238,22 @@ async fn accept_loop(
     }
 }
 
+/// `work`'s output, or None once the front stops or the handshake timeout passes first.
+async fn before_deadline<F: Future>(
+    stop: Pin<&mut impl Future<Output = ()>>,
+    too_late: Pin<&mut Sleep>,
+    work: F,
+) -> Option<F::Output> {
+    let (mut stop, mut too_late, mut work) = (stop, too_late, std::pin::pin!(work));
+    poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() || too_late.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        work.as_mut().poll(cx).map(Some)
+    })
+    .await
+}
+
 async fn serve_connection(
     sock: TcpStream,
     peer: SocketAddr,
@@ -232,19 +261,42 @@ async fn serve_connection(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     handshake_timeout: Duration,
+    tls: Option<TlsAcceptor>,
 ) {
     let mut stop = std::pin::pin!(shutdown_signalled(shutdown));
-    let mut handshake = std::pin::pin!(builder.handshake::<_, bytes::Bytes>(sock));
     let mut too_late = std::pin::pin!(tokio::time::sleep(handshake_timeout));
-    let conn = poll_fn(|cx| {
-        if stop.as_mut().poll(cx).is_ready() || too_late.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        handshake.as_mut().poll(cx).map(|r| r.ok())
-    })
-    .await;
-    let Some(mut conn) = conn else { return };
     let peer: Arc<str> = wire::peer_text(peer).into();
+    let Some(tls) = tls else {
+        return serve_h2(sock, peer, builder, shared, stop, too_late).await;
+    };
+    let mut first = [0u8; 1];
+    match before_deadline(stop.as_mut(), too_late.as_mut(), sock.peek(&mut first)).await {
+        Some(Ok(1)) if first[0] == tls::TLS_HANDSHAKE => {
+            let accepted =
+                before_deadline(stop.as_mut(), too_late.as_mut(), tls.accept(sock)).await;
+            if let Some(Ok(sock)) = accepted {
+                serve_h2(sock, peer, builder, shared, stop, too_late).await;
+            }
+        }
+        // anything else is plaintext HTTP/2 (or garbage, which its handshake refuses)
+        Some(Ok(1)) => serve_h2(sock, peer, builder, shared, stop, too_late).await,
+        _ => {}
+    }
+}
+
+/// One connection's HTTP/2 (over TCP or TLS): the handshake before the deadline, then its streams until it ends.
+async fn serve_h2<T: AsyncRead + AsyncWrite + Unpin>(
+    io: T,
+    peer: Arc<str>,
+    builder: h2::server::Builder,
+    shared: Arc<Shared>,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
+    too_late: Pin<&mut Sleep>,
+) {
+    let handshake = builder.handshake::<_, bytes::Bytes>(io);
+    let Some(Ok(mut conn)) = before_deadline(stop.as_mut(), too_late, handshake).await else {
+        return;
+    };
     let mut stopping = false;
     loop {
         let next = poll_fn(|cx| {

@@ -5,14 +5,16 @@
 
 #![cfg(unix)]
 
+mod common;
+
+use common::*;
+
 use bytes::{Bytes, BytesMut};
-use h2::client::SendRequest;
-use http::{HeaderMap, Request, StatusCode};
-use rmq_grpc::{wire, CallStart, Event, Front, FrontConfig, MetaValue};
+use http::StatusCode;
+use rmq_grpc::{wire, Event, Front, FrontConfig, MetaValue};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::runtime::Runtime;
 
 const BIDI: &str = "/t.S/Bidi";
 
@@ -27,118 +29,9 @@ fn front_with(max_streams: u32, max_message: usize) -> Front {
         max_message_bytes: max_message,
         worker_threads: 1,
         handshake_timeout: Duration::from_millis(300),
+        tls: None,
     };
     Front::bind("127.0.0.1", 0, config).unwrap()
-}
-
-fn rt() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Events until `pred` holds of what was gathered (or 5 s pass: panics), waiting on the eventfd as the loop does.
-fn events_until(front: &Front, pred: impl Fn(&[Event]) -> bool) -> Vec<Event> {
-    let mut got = Vec::new();
-    let until = Instant::now() + Duration::from_secs(5);
-    while !pred(&got) {
-        assert!(Instant::now() < until, "timed out; got {got:?}");
-        let mut pfd = libc::pollfd {
-            fd: front.event_fd() as i32,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd
-        unsafe { libc::poll(&mut pfd, 1, 50) };
-        got.extend(front.drain(1024));
-    }
-    got
-}
-
-fn one_call(front: &Front) -> (u64, Box<CallStart>) {
-    let mut ev = events_until(front, |e| !e.is_empty());
-    assert_eq!(ev.len(), 1, "{ev:?}");
-    match ev.pop().unwrap() {
-        Event::Call(id, start) => (id, start),
-        e => panic!("not a call: {e:?}"),
-    }
-}
-
-async fn connect(port: u16) -> SendRequest<Bytes> {
-    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send.ready().await.unwrap()
-}
-
-fn grpc_request(path: &str) -> Request<()> {
-    Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap()
-}
-
-/// A finished response: HTTP status, headers, the gRPC messages, trailers (None for trailers-only).
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    messages: Vec<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl Answer {
-    fn grpc_status(&self) -> (u32, String) {
-        let h = self.trailers.as_ref().unwrap_or(&self.headers);
-        let code = h
-            .get("grpc-status")
-            .expect("grpc-status")
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let msg = h
-            .get("grpc-message")
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
-        (code, msg)
-    }
-}
-
-async fn read_answer(resp: h2::client::ResponseFuture) -> Answer {
-    let resp = resp.await.unwrap();
-    let (parts, mut body) = resp.into_parts();
-    let mut dec = wire::Decoder::new(usize::MAX);
-    let mut messages = Vec::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        dec.push(&chunk);
-        while let Some(m) = dec.next_message() {
-            messages.push(m.unwrap());
-        }
-    }
-    let trailers = body.trailers().await.unwrap();
-    Answer {
-        status: parts.status,
-        headers: parts.headers,
-        messages,
-        trailers,
-    }
-}
-
-/// Sends one request (its messages framed, END_STREAM after them) and returns the pending answer.
-async fn unary(send: &mut SendRequest<Bytes>, req: Request<()>, body: &[u8]) -> Answer {
-    let (resp, mut stream) = send.send_request(req, false).unwrap();
-    stream
-        .send_data(Bytes::copy_from_slice(body), true)
-        .unwrap();
-    read_answer(resp).await
 }
 
 #[test]
@@ -635,6 +528,7 @@ fn a_taken_port_is_an_error() {
         max_message_bytes: 1,
         worker_threads: 1,
         handshake_timeout: Duration::from_millis(300),
+        tls: None,
     };
     let e = Front::bind("127.0.0.1", a.port(), config)
         .err()

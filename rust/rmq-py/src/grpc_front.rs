@@ -1,7 +1,8 @@
 //! `GrpcFront`: the bindings of `rmq_grpc::Front` (HTTP/2 + gRPC framing of one port on the extension's own
 //! threads: rust/rmq-grpc/src/lib.rs). Converts events to the tuples
 //! `drain()` returns, `(kind, call_id, payload)` with kinds `GRPC_CALL`, `GRPC_MESSAGE`, `GRPC_HALF_CLOSE`,
-//! `GRPC_CANCELLED`; releases the GIL around bind and close.
+//! `GRPC_CANCELLED`; releases the GIL around bind and close. With `tls_cert_pem` / `tls_key_pem` the port serves
+//! TLS beside plaintext (the first byte picks: rust/rmq-grpc/src/tls.rs).
 //!
 //! Thread-safety: a frozen class over a `Sync` front; any thread may drain or answer.
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use rmq_grpc::{Event, Front, FrontConfig, MetaValue};
+use rmq_grpc::{Event, Front, FrontConfig, MetaValue, TlsConfig, TlsError};
 
 pub const GRPC_CALL: u8 = 0;
 pub const GRPC_MESSAGE: u8 = 1;
@@ -27,7 +28,9 @@ pub struct GrpcFront {
 impl GrpcFront {
     #[new]
     #[pyo3(signature = (host, port, *, client_streaming, max_concurrent_streams = 256,
-                        max_message_bytes = 8388608, worker_threads = 1))]
+                        max_message_bytes = 8388608, worker_threads = 1, tls_cert_pem = None,
+                        tls_key_pem = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         host: &str,
@@ -36,18 +39,38 @@ impl GrpcFront {
         max_concurrent_streams: u32,
         max_message_bytes: usize,
         worker_threads: usize,
+        tls_cert_pem: Option<&[u8]>,
+        tls_key_pem: Option<&[u8]>,
     ) -> PyResult<Self> {
         if max_concurrent_streams == 0 || max_message_bytes == 0 || worker_threads == 0 {
             return Err(PyValueError::new_err(
                 "max_concurrent_streams, max_message_bytes and worker_threads must be positive",
             ));
         }
+        let tls = match (tls_cert_pem, tls_key_pem) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(TlsConfig::from_pem(cert, key).map_err(|e| {
+                PyValueError::new_err(match e {
+                    TlsError::Cert(why) => format!("tls_cert_pem: {why}"),
+                    TlsError::Key(why) => format!("tls_key_pem: {why}"),
+                    TlsError::Mismatch => {
+                        "tls_key_pem is not the private key of tls_cert_pem".to_owned()
+                    }
+                })
+            })?),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "TLS needs both tls_cert_pem and tls_key_pem",
+                ))
+            }
+        };
         let config = FrontConfig {
             client_streaming: client_streaming.into_iter().collect::<HashSet<_>>(),
             max_concurrent_streams,
             max_message_bytes,
             worker_threads,
             handshake_timeout: rmq_grpc::HANDSHAKE_TIMEOUT,
+            tls,
         };
         match py.detach(|| Front::bind(host, port, config)) {
             Ok(front) => Ok(GrpcFront { front }),

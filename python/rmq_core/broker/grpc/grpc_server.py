@@ -1,8 +1,8 @@
 """GrpcServer: the broker's ``apache.rocketmq.v2.MessagingService`` endpoint (``--grpc-port``) on the broker's own event
-loop. Plaintext HTTP/2 is served by the extension's ``GrpcFront`` (``grpc_native_transport.py``; HTTP/2 and gRPC
-framing on the extension's threads) with the Rust backend, by a ``grpc.aio`` server with ``RMQ_CORE_BACKEND=python``;
-TLS on the same port when a certificate is configured (``grpc_tls_front.py``: TLS connections to a grpc.aio TLS
-listener, plaintext ones to the plaintext server). Both transports run the same handlers.
+loop. With the Rust backend the extension's ``GrpcFront`` serves the port (``grpc_native_transport.py``; HTTP/2,
+gRPC framing and TLS on the extension's threads; with a certificate, TLS and plaintext on the same port, the first
+byte picks); with ``RMQ_CORE_BACKEND=python`` a ``grpc.aio`` server (with a certificate: ``grpc_tls_front.py`` relays
+TLS connections to a grpc.aio TLS listener, plaintext ones to the plaintext one). Both run the same handlers.
 
 The service's methods are registered by name through a generic handler (no generated stubs: the messages come from
 ``messaging_v2``); an RPC rmq_core does not serve (PullMessage, offsets, Recall, Lite) answers UNIMPLEMENTED, as any
@@ -93,10 +93,10 @@ class GrpcServer:
         self.consumer_service = GrpcConsumerService(self.service)
         renewal = self.consumer_service.renewal
         self.service.on_client_gone = lambda client_id: _spawn(renewal.clear_client(client_id))
-        self._server: Any = None  # grpc.aio's server: every port with the Python backend, else the TLS listener
-        self.native: GrpcNativeTransport | None = None  # the extension's front (plaintext), with the Rust backend
+        self._server: Any = None  # grpc.aio's server, with the Python backend
+        self.native: GrpcNativeTransport | None = None  # the extension's front (plaintext and TLS), Rust backend
         self._serving = False
-        self.front: GrpcTlsFront | None = None  # with TLS: the public port's first-byte switch
+        self.front: GrpcTlsFront | None = None  # with TLS on grpc.aio: the public port's first-byte relay
         self.port = 0
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -129,8 +129,9 @@ class GrpcServer:
             )
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
-    def _native_front(self, host: str, port: int) -> GrpcNativeTransport:
-        """The extension's HTTP/2 front bound to ``host:port``, serving the same methods (OSError when taken)."""
+    def _native_front(self, host: str, port: int, tls: tuple[bytes, bytes] | None) -> GrpcNativeTransport:
+        """The extension's HTTP/2 front bound to ``host:port``, serving the same methods (OSError when taken); with
+        ``tls`` (key, certificate PEM) TLS beside plaintext (ValueError naming a PEM it cannot use)."""
         from rmq_core._core import GrpcFront
         from rmq_core.broker.grpc.grpc_native_transport import GrpcNativeTransport, NativeMethod
 
@@ -145,20 +146,21 @@ class GrpcServer:
             client_streaming=streaming,
             max_concurrent_streams=MAX_STREAMS_PER_CONNECTION,
             max_message_bytes=MAX_RECEIVE_MESSAGE_BYTES,
+            tls_cert_pem=None if tls is None else tls[1],
+            tls_key_pem=None if tls is None else tls[0],
         )
         return GrpcNativeTransport(front, methods)
 
     async def start(self, host: str, port: int) -> int:
-        """Bind ``host:port`` (0: a free port) and serve; returns the bound port. Plaintext HTTP/2 is served by the
-        extension's front (``grpc_native_transport``) with the Rust backend, by grpc.aio with the Python one (or
-        without the front in the extension); TLS always by grpc.aio."""
-        tls = self._tls_credentials()
+        """Bind ``host:port`` (0: a free port) and serve; returns the bound port. The extension's front
+        (``grpc_native_transport``) serves plaintext and TLS with the Rust backend; grpc.aio with the Python one."""
+        tls = self._tls_pem()
         native = NATIVE_FRONT
-        if native and tls is None:
-            self.native = self._native_front(host, port)
+        server = None
+        if native:
+            self.native = self._native_front(host, port, tls)
             self.native.start()
             bound = int(self.native.front.port)
-            server = None
         else:
             server = grpc.aio.server(
                 options=[
@@ -168,27 +170,22 @@ class GrpcServer:
                 ]
             )
             server.add_generic_rpc_handlers((self._handlers(),))
-        if server is not None and tls is None:
-            bound = server.add_insecure_port(f"{host}:{port}")
-            if bound == 0:
-                raise OSError(f"gRPC port {host}:{port} could not be bound")
-            await server.start()
-        elif server is not None:  # plaintext and TLS on one port: two loopback listeners behind the front
-            if native:
-                self.native = self._native_front(LOOPBACK, 0)
-                self.native.start()
-                plain_port = int(self.native.front.port)
-            else:
+            if tls is None:
+                bound = server.add_insecure_port(f"{host}:{port}")
+                if bound == 0:
+                    raise OSError(f"gRPC port {host}:{port} could not be bound")
+                await server.start()
+            else:  # plaintext and TLS on one port: two loopback listeners behind the first-byte relay
                 plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
-            tls_port = server.add_secure_port(f"{LOOPBACK}:0", tls)
-            await server.start()
-            self.front = GrpcTlsFront(plain_port, tls_port)
-            self.service.client_address = self.front.client_address
-            try:
-                bound = await self.front.start(host, port)
-            except OSError:
-                await self._stop_servers(server)
-                raise
+                tls_port = server.add_secure_port(f"{LOOPBACK}:0", grpc.ssl_server_credentials([tls]))
+                await server.start()
+                self.front = GrpcTlsFront(plain_port, tls_port)
+                self.service.client_address = self.front.client_address
+                try:
+                    bound = await self.front.start(host, port)
+                except OSError:
+                    await self._stop_servers(server)
+                    raise
         self.consumer_service.renewal.start()
         self._server = server
         self._serving = True
@@ -205,7 +202,8 @@ class GrpcServer:
             except Exception:
                 log.exception("sweeping gRPC clients failed")
 
-    def _tls_credentials(self) -> Any:
+    def _tls_pem(self) -> tuple[bytes, bytes] | None:
+        """(key, certificate) PEM of the configured TLS (files, or self-signed), None without TLS settings."""
         cfg = self.controller.broker_config
         if cfg.grpc_tls_cert_file or cfg.grpc_tls_key_file:
             if not (cfg.grpc_tls_cert_file and cfg.grpc_tls_key_file):
@@ -216,7 +214,7 @@ class GrpcServer:
             key, cert = self_signed_cert(cfg.store_config_dir, cfg.broker_ip1)
         else:
             return None
-        return grpc.ssl_server_credentials([(key, cert)])
+        return key, cert
 
     async def _stop_servers(self, server: Any) -> None:
         native, self.native = self.native, None

@@ -1,4 +1,5 @@
-"""GrpcTlsFront: plaintext and TLS gRPC on one port (Apache's proxy ``tlsMode=permissive``). grpc cannot serve both on
+"""GrpcTlsFront: plaintext and TLS gRPC on one port (Apache's proxy ``tlsMode=permissive``) for grpc.aio
+(``RMQ_CORE_BACKEND=python``; the extension's GrpcFront does TLS itself). grpc cannot serve both on
 one listener, so with TLS on the broker's gRPC server listens on two loopback ports (one plaintext, one TLS) and this
 front owns the public port: the first byte of each connection picks the listener (0x16, a TLS handshake record → the
 TLS one; anything else, e.g. HTTP/2's preface → the plaintext one) and the bytes are relayed both ways as they are.
