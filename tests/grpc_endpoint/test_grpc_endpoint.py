@@ -347,3 +347,23 @@ def test_a_node_gives_each_broker_its_grpc_port_and_tls(tmp_path):
         finally:
             p.terminate()
             assert p.wait(60) == 0
+
+
+def test_a_certificate_file_the_front_cannot_use_is_named_at_start(tmp_path, monkeypatch):
+    """A grpcTlsCertFile that is no PEM certificate stops the broker's start with one error naming the setting (the
+    native front's check; grpc.aio's TLS listener serves only the Python backend)."""
+    from rmq_core.broker.grpc import grpc_server
+
+    monkeypatch.setattr(grpc_server, "NATIVE_FRONT", True)
+    (tmp_path / "cert.pem").write_text("not a certificate\n")
+    (tmp_path / "key.pem").write_text("not a key\n")
+    cfg = BrokerConfig(
+        listen_port=0,
+        grpc_port=0,
+        store_path_root_dir=str(tmp_path / "store"),
+        grpc_tls_cert_file=str(tmp_path / "cert.pem"),
+        grpc_tls_key_file=str(tmp_path / "key.pem"),
+    )
+    with pytest.raises(ValueError, match=r"grpcTlsCertFile=.*cert\.pem") as e:
+        Broker(cfg).start()
+    assert "tls_cert_pem" in str(e.value) or "tls_key_pem" in str(e.value)

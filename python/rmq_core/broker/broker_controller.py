@@ -538,6 +538,9 @@ class BrokerController:
         check = getattr(self, "transactional_message_check_service", None)  # made once the store opened
         if check is not None:
             steps.append(("the transaction check", lambda: self.loop.run_until_complete(check.shutdown())))
+        revive = self.pop_revive_service
+        if revive is not None:
+            steps.append(("the POP revive service", lambda: self.loop.run_until_complete(revive.stop())))
         timer = self.timer_message_store
         if timer is not None:
             steps.append(("the timer store", lambda: self.loop.run_until_complete(timer.shutdown())))

@@ -158,7 +158,10 @@ class GrpcServer:
         native = NATIVE_FRONT
         server = None
         if native:
-            self.native = self._native_front(host, port, tls)
+            try:
+                self.native = self._native_front(host, port, tls)
+            except ValueError as e:  # a PEM the front cannot use: name the settings it came from
+                raise ValueError(f"gRPC TLS ({self._tls_source()}): {e}") from None
             self.native.start()
             bound = int(self.native.front.port)
         else:
@@ -215,6 +218,12 @@ class GrpcServer:
         else:
             return None
         return key, cert
+
+    def _tls_source(self) -> str:
+        cfg = self.controller.broker_config
+        if cfg.grpc_tls_cert_file:
+            return f"grpcTlsCertFile={cfg.grpc_tls_cert_file}, grpcTlsKeyFile={cfg.grpc_tls_key_file}"
+        return f"grpcTlsSelfSigned, in {cfg.store_config_dir}"
 
     async def _stop_servers(self, server: Any) -> None:
         native, self.native = self.native, None
