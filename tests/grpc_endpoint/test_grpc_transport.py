@@ -84,14 +84,19 @@ def os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def query_route(ch: Any) -> Any:
+    """QueryRoute of the module's topic over ``ch``."""
+    return ch.unary_unary(
+        f"/{SERVICE}/QueryRoute",
+        request_serializer=V2.QueryRouteRequest.SerializeToString,
+        response_deserializer=V2.QueryRouteResponse.FromString,
+    )(V2.QueryRouteRequest(topic=V2.Resource(name=TOPIC)), metadata=MD, timeout=10)
+
+
 def warm(b: Broker) -> tuple[int, int]:
     """The loop's state once a first client came and went (grpc's own first-use tasks are not a client's)."""
     with grpc.insecure_channel(b.controller.grpc_address) as ch:
-        route = ch.unary_unary(
-            f"/{SERVICE}/QueryRoute",
-            request_serializer=V2.QueryRouteRequest.SerializeToString,
-            response_deserializer=V2.QueryRouteResponse.FromString,
-        )(V2.QueryRouteRequest(topic=V2.Resource(name=TOPIC)), metadata=MD, timeout=10)
+        route = query_route(ch)
         assert route.status.code == Code.OK
     return loop_state(b)
 
@@ -106,11 +111,7 @@ def test_an_unknown_method_is_unimplemented_and_garbage_is_unknown(broker):
             ch.unary_unary(f"/{SERVICE}/QueryRoute")(b"\xff\xff\xff", metadata=MD, timeout=10)
         assert e.value.code() == grpc.StatusCode.UNKNOWN  # grpc.aio's answer to a decoder's exception
         # the connection serves on
-        ok = ch.unary_unary(
-            f"/{SERVICE}/QueryRoute",
-            request_serializer=V2.QueryRouteRequest.SerializeToString,
-            response_deserializer=V2.QueryRouteResponse.FromString,
-        )(V2.QueryRouteRequest(topic=V2.Resource(name=TOPIC)), metadata=MD, timeout=10)
+        ok = query_route(ch)
         assert ok.status.code == Code.OK
 
 
